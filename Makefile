@@ -1,0 +1,200 @@
+# psched — one non-recursive Makefile.  `make help` lists the targets.
+#
+# Objects go to $(BUILD) (build/, build-asan/, build-tsan/).  Sources are
+# found by wildcard so a new module or test needs no edit here:
+#   common/*.c common/transport/*.c worker/*.c server/*.c scheduler/*.c
+#     -> libpsched.a / libpsched.so   (every */main.c is a program instead)
+#   scheduler/tuner/*.c -> libpsched_tuner.a (GSL; linked by ps-scheduler)
+#   tests/unit/test_*.c, tests/transport/test_*.c -> one binary each
+
+BUILD    ?= build
+CC       ?= gcc
+V        ?= 0
+Q        := $(if $(filter 1,$(V)),,@)
+
+WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
+            -Wmissing-prototypes -Wformat=2 -Wwrite-strings -Wundef \
+            -Wpointer-arith -Wcast-qual -Wvla
+# Peer descriptions are cut to fit their buffers on purpose.
+WARN     += -Wno-format-truncation
+OPT      ?= -O2 -g
+CFLAGS   += -std=gnu11 $(OPT) $(WARN) -fPIC -pthread $(EXTRA_CFLAGS)
+# Generated protobuf-c headers are -isystem: their init macros cast away
+# const, which -Wcast-qual would reject in every includer.
+CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -isystem $(BUILD)/gen -MMD -MP
+LDFLAGS  += -pthread $(EXTRA_LDFLAGS)
+
+PKGS     := libprotobuf-c gsl
+HAVE_PKG := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
+ifeq ($(HAVE_PKG),1)
+PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
+PROTO_LIBS := $(shell pkg-config --libs libprotobuf-c)
+GSL_LIBS   := $(shell pkg-config --libs gsl)
+endif
+# rdma-core ships no .pc files on Debian 12; detect by header.
+HAVE_RDMA := $(shell test -f /usr/include/rdma/rdma_cma.h && \
+               test -f /usr/include/infiniband/verbs.h && echo 1)
+ifeq ($(HAVE_RDMA),1)
+CPPFLAGS  += -DPSCHED_HAVE_RDMA=1
+RDMA_LIBS := -lrdmacm -libverbs
+endif
+CPPFLAGS += $(PKG_CFLAGS)
+LIBS     := $(PROTO_LIBS) $(RDMA_LIBS) -lm
+
+ifeq ($(CUDA),1)
+CPPFLAGS += -DPSCHED_HAVE_CUDA=1
+endif
+
+PROTO_C  := $(BUILD)/gen/psched.pb-c.c
+PROTO_H  := $(BUILD)/gen/psched.pb-c.h
+
+LIB_DIRS := common common/transport worker server scheduler
+LIB_SRC  := $(filter-out %/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/psched.pb-c.o
+TUNER_SRC := $(wildcard scheduler/tuner/*.c)
+TUNER_OBJ := $(TUNER_SRC:%.c=$(BUILD)/obj/%.o)
+
+PROGRAMS := ps-scheduler ps-server ps-worker ps-bench
+PROG_BIN := $(PROGRAMS:%=$(BUILD)/bin/%)
+
+UNIT_SRC := $(wildcard tests/unit/test_*.c tests/transport/test_*.c)
+UNIT_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
+HELPER_SRC := $(wildcard tests/helpers/*.c)
+HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
+
+STATIC_LIB := $(BUILD)/lib/libpsched.a
+SHARED_LIB := $(BUILD)/lib/libpsched.so
+TUNER_LIB  := $(BUILD)/lib/libpsched_tuner.a
+DEPS_STAMP := $(BUILD)/.deps-ok
+
+PREFIX   ?= /usr/local
+
+.PHONY: all deps test unit bench run asan tsan install format format-check \
+        check clean help tests
+.DEFAULT_GOAL := all
+
+all: $(STATIC_LIB) $(SHARED_LIB) $(PROG_BIN)
+tests: $(UNIT_BIN) $(HELPER_BIN)
+
+# Missing Debian packages are installed once per build dir; the script
+# skips what is already installed.
+$(DEPS_STAMP): scripts/install-deps.sh
+	$(Q)bash scripts/install-deps.sh
+	$(Q)mkdir -p $(@D) && touch $@
+deps: $(DEPS_STAMP)
+
+# pkg-config flags are read when make starts; after a fresh install the
+# recursive call picks them up.
+ifneq ($(HAVE_PKG),1)
+all tests test bench run: deps-then-restart
+.PHONY: deps-then-restart
+deps-then-restart: $(DEPS_STAMP)
+	$(Q)$(MAKE) --no-print-directory $(MAKECMDGOALS)
+	@exit 0
+endif
+
+$(PROTO_C) $(PROTO_H): proto/psched.proto | $(DEPS_STAMP)
+	@mkdir -p $(@D)
+	@echo "  PROTOC  $<"
+	$(Q)protoc-c --proto_path=proto --c_out=$(BUILD)/gen $<
+
+# Generated code: same flags, except -Wcast-qual/-Wmissing-prototypes which
+# protoc-c's output violates (casts of const descriptors).
+$(BUILD)/obj/gen/psched.pb-c.o: $(PROTO_C)
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-cast-qual -Wno-missing-prototypes -c $< -o $@
+
+$(BUILD)/obj/%.o: %.c | $(PROTO_H)
+	@mkdir -p $(@D)
+	@echo "  CC      $<"
+	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
+
+$(STATIC_LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(SHARED_LIB): $(LIB_OBJ)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libpsched.so -o $@ $^ $(LIBS)
+
+$(TUNER_LIB): $(TUNER_OBJ)
+	@mkdir -p $(@D)
+	@echo "  AR      $@"
+	$(Q)rm -f $@ && ar rcs $@ $^
+
+$(BUILD)/bin/ps-scheduler: $(BUILD)/obj/scheduler/main.o $(TUNER_LIB) $(STATIC_LIB)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(GSL_LIBS) $(LIBS)
+
+$(BUILD)/bin/ps-%: $(BUILD)/obj/%/main.o $(STATIC_LIB)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/bin/ps-bench: $(BUILD)/obj/bench/main.o $(STATIC_LIB)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(TUNER_LIB) $(STATIC_LIB)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(GSL_LIBS) $(LIBS)
+
+$(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(STATIC_LIB)
+	@mkdir -p $(@D)
+	@echo "  LD      $@"
+	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# The whole suite: unit, transport conformance, integration (loopback,
+# namespaces, soft-RoCE VM when it boots), then the sanitizer builds.
+test: all tests
+	$(Q)BUILD=$(BUILD) bash tests/run.sh
+
+# Only unit + transport + loopback integration of this build (used by
+# the sanitizer targets).
+unit: all tests
+	$(Q)BUILD=$(BUILD) PS_SUITE=quick bash tests/run.sh
+
+asan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
+	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined" unit
+
+tsan:
+	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
+	  EXTRA_CFLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
+	  EXTRA_LDFLAGS="-fsanitize=thread" unit
+
+run: all
+	$(Q)BUILD=$(BUILD) bash scripts/run-local.sh
+
+bench: all
+	$(Q)BUILD=$(BUILD) bash bench/run-bench.sh
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
+
+FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
+format:
+	clang-format -i $(FORMAT_SRC)
+format-check:
+	$(Q)clang-format --dry-run --Werror $(FORMAT_SRC)
+
+check: format-check all test asan tsan
+
+clean:
+	rm -rf build build-asan build-tsan
+
+help:
+	@echo "targets: all test bench run asan tsan install format format-check check clean"
+
+-include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

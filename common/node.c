@@ -1,0 +1,154 @@
+// SPDX-License-Identifier: MIT
+/* Node lifecycle: the public entry points that wire a role together. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+
+static int node_pick_transport(struct psched_node *n)
+{
+	const char *want = n->cfg.transport;
+
+	if (!strcmp(want, "auto")) {
+		n->ops = psd_transport_find("tcp");
+		psd_info("transport: tcp (auto: no RDMA transport built)");
+		return 0;
+	}
+	n->ops = psd_transport_find(want);
+	if (!n->ops)
+		return psd_set_errmsg(-ENOTSUP,
+				      "transport '%s' is not available in "
+				      "this build (PS_TRANSPORT)",
+				      want);
+	return 0;
+}
+
+int psched_node_create(const struct psched_cfg *cfg, struct psched_node **out)
+{
+	struct psched_node *n;
+	char who[32];
+	int ret;
+
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return psd_set_errmsg(-ENOMEM, "no memory for a node");
+	n->cfg = *cfg;
+	n->id = -1;
+	n->rank = -1;
+	n->num_server = cfg->num_server;
+	n->num_worker = cfg->num_worker;
+	pthread_mutex_init(&n->lock, NULL);
+	pthread_condattr_t ca;
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&n->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	if (cfg->verbose >= 2)
+		psd_log_level = PSD_LOG_DEBUG;
+	else if (cfg->verbose == 1)
+		psd_log_level = PSD_LOG_INFO;
+	snprintf(who, sizeof(who), "%s", psched_role_name(cfg->role));
+	psd_log_set_who(who);
+	ret = node_pick_transport(n);
+	if (ret)
+		goto err_free;
+	switch (cfg->role) {
+	case PSCHED_ROLE_SCHEDULER:
+		ret = psd_sched_start(n);
+		break;
+	case PSCHED_ROLE_SERVER:
+		ret = psd_kvs_attach(n);
+		if (!ret)
+			ret = psd_po_start(n);
+		break;
+	case PSCHED_ROLE_WORKER:
+		ret = psd_kvw_attach(n);
+		if (!ret)
+			ret = psd_po_start(n);
+		break;
+	}
+	if (ret)
+		goto err_stop;
+	*out = n;
+	return 0;
+
+err_stop : {
+	/* Keep the message: teardown may log but not overwrite. */
+	char msg[512];
+
+	snprintf(msg, sizeof(msg), "%s", psched_errmsg());
+	if (cfg->role == PSCHED_ROLE_SCHEDULER)
+		psd_sched_stop(n);
+	else
+		psd_po_stop(n);
+	if (n->app && n->app->destroy)
+		n->app->destroy(n);
+	psd_set_errmsg(ret, "%s", msg);
+}
+err_free:
+	pthread_cond_destroy(&n->cond);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+	return ret;
+}
+
+int psched_node_destroy(struct psched_node *n)
+{
+	int ret = 0;
+
+	if (!n)
+		return 0;
+	if (n->cfg.role == PSCHED_ROLE_WORKER && !n->fatal)
+		ret = psd_po_finalize(n);
+	if (n->cfg.role == PSCHED_ROLE_SCHEDULER)
+		psd_sched_stop(n);
+	else
+		psd_po_stop(n);
+	if (n->app && n->app->destroy)
+		n->app->destroy(n);
+	pthread_cond_destroy(&n->cond);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+	return ret;
+}
+
+int psched_node_rank(const struct psched_node *n)
+{
+	return n->rank;
+}
+
+unsigned psched_node_port(const struct psched_node *n)
+{
+	return n->listen_port;
+}
+
+int psched_node_id(const struct psched_node *n)
+{
+	return n->id;
+}
+
+unsigned psched_num_workers(const struct psched_node *n)
+{
+	return n->num_worker;
+}
+
+unsigned psched_num_servers(const struct psched_node *n)
+{
+	return n->num_server;
+}
+
+enum psched_role psched_node_role(const struct psched_node *n)
+{
+	return n->cfg.role;
+}
+
+void psched_node_stats(const struct psched_node *n, struct psched_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (n->van)
+		psd_van_stats(n->van, &out->tx_bytes, &out->rx_bytes,
+			      &out->tx_msgs, &out->rx_msgs);
+	out->stored_bytes = atomic_load(&n->stored_bytes);
+	out->alloc_bytes = atomic_load(&n->alloc_bytes);
+}

@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * struct psched_node and the postoffice: node table, ids and ranks,
+ * rendezvous, barriers, heartbeats, failure notices.  The role modules
+ * (KV worker, KV server, scheduler) plug in through struct psd_app.
+ */
+#ifndef PSCHED_COMMON_NODE_H
+#define PSCHED_COMMON_NODE_H
+
+#include <pthread.h>
+
+#include "van.h"
+
+struct psd_peer {
+	int id;
+	enum psched_role role;
+	int rank;
+	char host[256];
+	unsigned port;
+	struct psd_conn *conn; /* worker -> server data connection */
+	bool dead;
+	char desc[96]; /* "server 1 (rank 0, 127.0.0.1:4000)" */
+};
+
+/* Hooks of the role module; all called on the van thread except
+ * destroy. */
+struct psd_app {
+	int (*rx_header)(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, void **dst);
+	void (*rx_data)(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, void *payload);
+	/* A peer died (heartbeat or closed connection); @why for logs. */
+	void (*peer_failed)(struct psched_node *n, struct psd_peer *p, int err,
+			    const char *why);
+	void (*conn_closed)(struct psched_node *n, struct psd_conn *c);
+	void (*config)(struct psched_node *n, const Psched__Config *cfg);
+	void (*destroy)(struct psched_node *n);
+};
+
+struct psched_node {
+	struct psched_cfg cfg;
+	const struct psd_transport_ops *ops;
+	struct psd_van *van;
+	char host[256];
+	unsigned listen_port;
+	int id;
+	int rank;
+	unsigned num_server;
+	unsigned num_worker;
+	struct psd_conn *sched; /* connection to the scheduler */
+
+	pthread_mutex_t lock; /* guards everything below */
+	pthread_cond_t cond;
+	bool have_table;
+	struct psd_peer *peers; /* indexed by id, npeers entries */
+	unsigned npeers;
+	int fatal; /* cluster-wide error, sticks */
+	char fatal_msg[384];
+	uint64_t barrier_seq;  /* last barrier this node entered */
+	uint64_t barrier_done; /* last barrier released */
+	bool shutdown;
+
+	atomic_uint_fast64_t stored_bytes; /* server: tensor bytes held */
+	atomic_uint_fast64_t alloc_bytes;  /* server: bytes allocated */
+
+	const struct psd_app *app;
+	void *app_state; /* struct psd_kvw / psd_kvs / psd_sched */
+};
+
+/* Id of server rank r / worker rank r. */
+static inline int psd_server_id(unsigned r)
+{
+	return 1 + (int)r;
+}
+
+static inline int psd_worker_id(const struct psched_node *n, unsigned r)
+{
+	return 1 + (int)n->num_server + (int)r;
+}
+
+/* Peer by id, NULL if unknown.  Caller holds n->lock or the table is
+ * fixed (after start-up). */
+struct psd_peer *psd_node_peer(struct psched_node *n, int id);
+/* Record a cluster-wide error (first one wins) and wake every waiter. */
+void psd_node_set_fatal(struct psched_node *n, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Send a control message to the scheduler. */
+int psd_node_send_sched(struct psched_node *n, const Psched__Control *msg);
+
+/* Node-side (server, worker) start and stop. */
+int psd_po_start(struct psched_node *n);
+void psd_po_stop(struct psched_node *n);
+int psd_po_finalize(struct psched_node *n);
+
+/* Role modules. */
+int psd_kvw_attach(struct psched_node *n);
+int psd_kvs_attach(struct psched_node *n);
+int psd_sched_start(struct psched_node *n);
+int psd_sched_run(struct psched_node *n);
+void psd_sched_stop(struct psched_node *n);
+
+#endif

@@ -1,0 +1,406 @@
+// SPDX-License-Identifier: MIT
+/*
+ * TCP transport: nonblocking sockets polled by the van's epoll loop.
+ * Sends go out with sendmsg() straight from the caller's buffers (header
+ * and payload in one iovec list, no payload copy); the calling thread
+ * finishes its own partial writes, waiting in poll() with a timeout.
+ * Receives go through a small staging buffer for headers and small
+ * payloads, and straight into the consumer's buffer for large payloads.
+ */
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "transport.h"
+
+#define TCP_STAGE_SIZE (64u * 1024u)
+#define TCP_DIRECT_MIN (16u * 1024u) /* payloads above: recv in place */
+#define TCP_MAX_IOV    64
+
+struct tcp_conn {
+	struct psd_conn base;
+	uint8_t *stage; /* staging buffer, TCP_STAGE_SIZE bytes */
+	size_t stage_pos;
+	size_t stage_end;
+	bool in_payload;
+	struct psd_hdr hdr;
+	uint8_t *dst; /* payload destination, NULL = discard */
+	uint64_t got; /* payload bytes received */
+};
+
+static struct tcp_conn *to_tcp(struct psd_conn *c)
+{
+	return psd_container_of(c, struct tcp_conn, base);
+}
+
+static int tcp_sock_opts(int fd)
+{
+	int one = 1;
+	int buf = 4 << 20;
+	const char *env = getenv("PS_SOCKET_BUF_BYTES");
+
+	if (env)
+		buf = atoi(env);
+	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
+		return psd_neg_errno();
+	if (buf > 0) {
+		setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+	}
+	if (fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK))
+		return psd_neg_errno();
+	return 0;
+}
+
+static int tcp_resolve(const struct psd_addr *addr, struct sockaddr_in *sin)
+{
+	struct addrinfo hints = { .ai_family = AF_INET,
+				  .ai_socktype = SOCK_STREAM };
+	struct addrinfo *res;
+	int ret;
+
+	memset(sin, 0, sizeof(*sin));
+	sin->sin_family = AF_INET;
+	sin->sin_port = htons((uint16_t)addr->port);
+	if (!addr->host[0] || !strcmp(addr->host, "0.0.0.0")) {
+		sin->sin_addr.s_addr = htonl(INADDR_ANY);
+		return 0;
+	}
+	if (inet_pton(AF_INET, addr->host, &sin->sin_addr) == 1)
+		return 0;
+	ret = getaddrinfo(addr->host, NULL, &hints, &res);
+	if (ret)
+		return psd_set_errmsg(-EHOSTUNREACH, "cannot resolve '%s': %s",
+				      addr->host, gai_strerror(ret));
+	sin->sin_addr = ((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr;
+	freeaddrinfo(res);
+	return 0;
+}
+
+static int tcp_listen(struct psd_listener *l, const struct psd_addr *addr)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	int one = 1;
+	int ret, fd;
+
+	ret = tcp_resolve(addr, &sin);
+	if (ret)
+		return ret;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return psd_neg_errno();
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
+	    listen(fd, 1024)) {
+		ret = psd_neg_errno();
+		psd_set_errmsg(ret, "cannot listen on %s:%u: %s",
+			       addr->host[0] ? addr->host : "0.0.0.0",
+			       addr->port, strerror(-ret));
+		close(fd);
+		return ret;
+	}
+	getsockname(fd, (struct sockaddr *)&sin, &len);
+	l->fd = fd;
+	l->port = ntohs(sin.sin_port);
+	return 0;
+}
+
+static int tcp_conn_setup(struct tcp_conn *tc, int fd)
+{
+	int ret = tcp_sock_opts(fd);
+
+	if (ret)
+		return ret;
+	tc->stage = malloc(TCP_STAGE_SIZE);
+	if (!tc->stage)
+		return -ENOMEM;
+	tc->base.fd = fd;
+	return 0;
+}
+
+static int tcp_accept(struct psd_listener *l, struct psd_conn *c)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(sin);
+	char ip[INET_ADDRSTRLEN];
+	int fd, ret;
+
+	fd = accept4(l->fd, (struct sockaddr *)&sin, &len, SOCK_CLOEXEC);
+	if (fd < 0)
+		return errno == EWOULDBLOCK ? -EAGAIN : psd_neg_errno();
+	ret = tcp_conn_setup(to_tcp(c), fd);
+	if (ret) {
+		close(fd);
+		return ret;
+	}
+	inet_ntop(AF_INET, &sin.sin_addr, ip, sizeof(ip));
+	snprintf(c->peer, sizeof(c->peer), "%s:%u", ip, ntohs(sin.sin_port));
+	return 0;
+}
+
+static void tcp_listen_close(struct psd_listener *l)
+{
+	if (l->fd >= 0)
+		close(l->fd);
+	l->fd = -1;
+}
+
+static int tcp_wait_fd(int fd, short events, unsigned timeout_ms)
+{
+	struct pollfd p = { .fd = fd, .events = events };
+	int ret;
+
+	do {
+		ret = poll(&p, 1, (int)timeout_ms);
+	} while (ret < 0 && errno == EINTR);
+	if (ret < 0)
+		return psd_neg_errno();
+	if (ret == 0)
+		return -ETIMEDOUT;
+	return 0;
+}
+
+static int tcp_connect(struct psd_conn *c, const struct psd_addr *addr,
+		       unsigned timeout_ms)
+{
+	struct sockaddr_in sin;
+	socklen_t len = sizeof(int);
+	int fd, ret, soerr = 0;
+
+	ret = tcp_resolve(addr, &sin);
+	if (ret)
+		return ret;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return psd_neg_errno();
+	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
+	    errno != EINPROGRESS) {
+		ret = psd_neg_errno();
+		goto err_close;
+	}
+	ret = tcp_wait_fd(fd, POLLOUT, timeout_ms);
+	if (ret)
+		goto err_close;
+	getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &len);
+	if (soerr) {
+		ret = -soerr;
+		goto err_close;
+	}
+	ret = tcp_conn_setup(to_tcp(c), fd);
+	if (ret)
+		goto err_close;
+	return 0;
+
+err_close:
+	close(fd);
+	return ret;
+}
+
+/* Drop the first @n bytes of the iovec list. */
+static void tcp_iov_advance(struct iovec **iov, int *niov, size_t n)
+{
+	while (n && *niov) {
+		if (n >= (*iov)->iov_len) {
+			n -= (*iov)->iov_len;
+			(*iov)++;
+			(*niov)--;
+		} else {
+			(*iov)->iov_base = (char *)(*iov)->iov_base + n;
+			(*iov)->iov_len -= n;
+			n = 0;
+		}
+	}
+}
+
+static int tcp_send(struct psd_conn *c, const struct psd_hdr *h,
+		    const struct iovec *iov, int niov, unsigned timeout_ms)
+{
+	uint8_t hbuf[PSD_HDR_SIZE];
+	struct iovec vec[TCP_MAX_IOV + 1];
+	struct iovec *v = vec;
+	struct msghdr mh = { 0 };
+	int n = 1, i, ret;
+	ssize_t w;
+
+	if (niov > TCP_MAX_IOV)
+		return -EINVAL;
+	psd_hdr_encode(h, hbuf);
+	vec[0].iov_base = hbuf;
+	vec[0].iov_len = PSD_HDR_SIZE;
+	for (i = 0; i < niov; i++)
+		if (iov[i].iov_len)
+			vec[n++] = iov[i];
+	while (n) {
+		mh.msg_iov = v;
+		mh.msg_iovlen = (size_t)n;
+		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
+		if (w >= 0) {
+			tcp_iov_advance(&v, &n, (size_t)w);
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		if (errno != EAGAIN)
+			return psd_neg_errno();
+		ret = tcp_wait_fd(c->fd, POLLOUT, timeout_ms);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+/* Header complete in the stage: validate and ask the van where to put
+ * the payload. */
+static int tcp_rx_header(struct tcp_conn *tc)
+{
+	const char *why;
+	void *dst = NULL;
+	int ret;
+
+	ret = psd_hdr_decode(tc->stage + tc->stage_pos,
+			     psd_van_max_tensor(&tc->base), &tc->hdr, &why);
+	tc->stage_pos += PSD_HDR_SIZE;
+	if (ret) {
+		psd_err("dropping connection from %s: malformed header: %s",
+			tc->base.peer, why);
+		return ret;
+	}
+	ret = psd_van_rx_header(&tc->base, &tc->hdr, &dst);
+	if (ret)
+		return ret;
+	tc->dst = dst;
+	tc->got = 0;
+	tc->in_payload = true;
+	return 0;
+}
+
+/* Move payload bytes from the stage, then from the socket, into place. */
+static int tcp_rx_payload(struct tcp_conn *tc)
+{
+	uint64_t need = tc->hdr.length - tc->got;
+	size_t avail = tc->stage_end - tc->stage_pos;
+	size_t n = need < avail ? (size_t)need : avail;
+	ssize_t r;
+
+	if (n) {
+		if (tc->dst)
+			memcpy(tc->dst + tc->got, tc->stage + tc->stage_pos, n);
+		tc->stage_pos += n;
+		tc->got += n;
+		need -= n;
+	}
+	/* Large remainder and an empty stage: read straight into place. */
+	while (need >= TCP_DIRECT_MIN && tc->dst) {
+		r = recv(tc->base.fd, tc->dst + tc->got, (size_t)need, 0);
+		if (r > 0) {
+			tc->got += (uint64_t)r;
+			need -= (uint64_t)r;
+			continue;
+		}
+		if (r == 0)
+			return -ECONNRESET;
+		if (errno == EINTR)
+			continue;
+		return errno == EAGAIN ? -EAGAIN : psd_neg_errno();
+	}
+	if (need)
+		return -EAGAIN;
+	tc->in_payload = false;
+	psd_van_rx_msg(&tc->base, &tc->hdr, tc->dst);
+	return 0;
+}
+
+static int tcp_fill_stage(struct tcp_conn *tc)
+{
+	ssize_t r;
+
+	if (tc->stage_pos == tc->stage_end) {
+		tc->stage_pos = 0;
+		tc->stage_end = 0;
+	} else if (tc->stage_pos > 0) {
+		memmove(tc->stage, tc->stage + tc->stage_pos,
+			tc->stage_end - tc->stage_pos);
+		tc->stage_end -= tc->stage_pos;
+		tc->stage_pos = 0;
+	}
+	do {
+		r = recv(tc->base.fd, tc->stage + tc->stage_end,
+			 TCP_STAGE_SIZE - tc->stage_end, 0);
+	} while (r < 0 && errno == EINTR);
+	if (r == 0)
+		return -ECONNRESET;
+	if (r < 0)
+		return errno == EAGAIN ? -EAGAIN : psd_neg_errno();
+	tc->stage_end += (size_t)r;
+	return 0;
+}
+
+static int tcp_progress(struct psd_conn *c)
+{
+	struct tcp_conn *tc = to_tcp(c);
+	int ret;
+
+	for (;;) {
+		if (tc->in_payload) {
+			ret = tcp_rx_payload(tc);
+			if (ret == -EAGAIN)
+				ret = tcp_fill_stage(tc);
+		} else if (tc->stage_end - tc->stage_pos >= PSD_HDR_SIZE) {
+			ret = tcp_rx_header(tc);
+		} else {
+			ret = tcp_fill_stage(tc);
+		}
+		if (ret == -EAGAIN)
+			return 0;
+		if (ret)
+			return ret;
+		if (atomic_load(&c->closed))
+			return -ECONNRESET;
+	}
+}
+
+static void tcp_close(struct psd_conn *c)
+{
+	if (c->fd >= 0)
+		shutdown(c->fd, SHUT_RDWR);
+}
+
+static void tcp_fini(struct psd_conn *c)
+{
+	struct tcp_conn *tc = to_tcp(c);
+
+	if (c->fd >= 0)
+		close(c->fd);
+	c->fd = -1;
+	free(tc->stage);
+	tc->stage = NULL;
+}
+
+const struct psd_transport_ops psd_tcp_ops = {
+	.name = "tcp",
+	.conn_size = sizeof(struct tcp_conn),
+	.listen = tcp_listen,
+	.accept = tcp_accept,
+	.listen_close = tcp_listen_close,
+	.connect = tcp_connect,
+	.send = tcp_send,
+	.progress = tcp_progress,
+	.close = tcp_close,
+	.fini = tcp_fini,
+};
+
+const struct psd_transport_ops *psd_transport_find(const char *name)
+{
+	if (!strcmp(name, "tcp"))
+		return &psd_tcp_ops;
+	return NULL;
+}

@@ -1,0 +1,444 @@
+// SPDX-License-Identifier: MIT
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "van.h"
+
+struct psd_van {
+	const struct psd_transport_ops *ops;
+	struct psd_van_cb cb;
+	uint64_t max_tensor;
+	unsigned send_timeout_ms;
+	int epfd;
+	int evfd;
+	struct psd_listener lis;
+	bool listening;
+	pthread_t thread;
+	bool started;
+	atomic_bool stop;
+	pthread_mutex_t lock; /* guards conns */
+	struct psd_list conns;
+	atomic_uint_fast64_t tx_bytes, rx_bytes, tx_msgs, rx_msgs;
+};
+
+/* The epoll cookie for the eventfd and the listener. */
+static char van_tag_wake;
+static char van_tag_listen;
+
+int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
+		   struct psd_van **out)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	struct psd_van *van;
+	int ret;
+
+	van = calloc(1, sizeof(*van));
+	if (!van)
+		return -ENOMEM;
+	van->ops = o->ops;
+	van->cb = *cb;
+	van->max_tensor = o->max_tensor;
+	van->send_timeout_ms = o->send_timeout_ms;
+	van->lis.fd = -1;
+	pthread_mutex_init(&van->lock, NULL);
+	psd_list_init(&van->conns);
+	van->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (van->epfd < 0) {
+		ret = psd_neg_errno();
+		goto err_free;
+	}
+	van->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (van->evfd < 0) {
+		ret = psd_neg_errno();
+		goto err_close_ep;
+	}
+	ev.data.ptr = &van_tag_wake;
+	if (epoll_ctl(van->epfd, EPOLL_CTL_ADD, van->evfd, &ev)) {
+		ret = psd_neg_errno();
+		goto err_close_ev;
+	}
+	*out = van;
+	return 0;
+
+err_close_ev:
+	close(van->evfd);
+err_close_ep:
+	close(van->epfd);
+err_free:
+	pthread_mutex_destroy(&van->lock);
+	free(van);
+	return ret;
+}
+
+int psd_van_listen(struct psd_van *van, const struct psd_addr *addr,
+		   unsigned *port)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int ret;
+
+	van->lis.ops = van->ops;
+	ret = van->ops->listen(&van->lis, addr);
+	if (ret)
+		return ret;
+	ev.data.ptr = &van_tag_listen;
+	if (epoll_ctl(van->epfd, EPOLL_CTL_ADD, van->lis.fd, &ev)) {
+		ret = psd_neg_errno();
+		van->ops->listen_close(&van->lis);
+		return ret;
+	}
+	van->listening = true;
+	*port = van->lis.port;
+	return 0;
+}
+
+static struct psd_conn *van_conn_alloc(struct psd_van *van)
+{
+	struct psd_conn *c = calloc(1, van->ops->conn_size);
+
+	if (!c)
+		return NULL;
+	c->ops = van->ops;
+	c->van = van;
+	c->fd = -1;
+	c->peer_id = -1;
+	atomic_init(&c->refs, 1);
+	atomic_init(&c->closed, false);
+	pthread_mutex_init(&c->send_lock, NULL);
+	psd_list_init(&c->link);
+	return c;
+}
+
+void psd_conn_get(struct psd_conn *c)
+{
+	atomic_fetch_add(&c->refs, 1);
+}
+
+void psd_conn_put(struct psd_conn *c)
+{
+	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
+		return;
+	c->ops->fini(c);
+	pthread_mutex_destroy(&c->send_lock);
+	free(c->scratch);
+	free(c);
+}
+
+/* Put @c in the loop; the list holds the reference we were created with
+ * and the caller gets one more. */
+static int van_conn_add(struct psd_van *van, struct psd_conn *c)
+{
+	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = c };
+
+	pthread_mutex_lock(&van->lock);
+	psd_list_add_tail(&van->conns, &c->link);
+	c->in_list = true;
+	pthread_mutex_unlock(&van->lock);
+	if (epoll_ctl(van->epfd, EPOLL_CTL_ADD, c->fd, &ev))
+		return psd_neg_errno();
+	return 0;
+}
+
+/* Van thread: forget @c for good. */
+static void van_conn_drop(struct psd_van *van, struct psd_conn *c, int err)
+{
+	atomic_store(&c->closed, true);
+	epoll_ctl(van->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	c->ops->close(c);
+	pthread_mutex_lock(&van->lock);
+	if (!c->in_list) {
+		pthread_mutex_unlock(&van->lock);
+		return;
+	}
+	psd_list_del(&c->link);
+	c->in_list = false;
+	pthread_mutex_unlock(&van->lock);
+	if (van->cb.closed)
+		van->cb.closed(van->cb.arg, c, err);
+	psd_conn_put(c);
+}
+
+void psd_conn_close(struct psd_conn *c)
+{
+	atomic_store(&c->closed, true);
+	c->ops->close(c);
+}
+
+int psd_van_connect(struct psd_van *van, const struct psd_addr *addr,
+		    unsigned timeout_ms, const char *peer_desc,
+		    struct psd_conn **out)
+{
+	struct psd_conn *c = van_conn_alloc(van);
+	int ret;
+
+	if (!c)
+		return -ENOMEM;
+	snprintf(c->peer, sizeof(c->peer), "%s (%s:%u)", peer_desc, addr->host,
+		 addr->port);
+	ret = van->ops->connect(c, addr, timeout_ms);
+	if (ret) {
+		psd_conn_put(c);
+		return ret;
+	}
+	psd_conn_get(c); /* the caller's */
+	ret = van_conn_add(van, c);
+	if (ret) {
+		psd_conn_put(c);
+		van_conn_drop(van, c, ret);
+		return ret;
+	}
+	*out = c;
+	return 0;
+}
+
+void *psd_conn_scratch(struct psd_conn *c, size_t len)
+{
+	void *p;
+
+	if (len <= c->scratch_cap)
+		return c->scratch;
+	p = realloc(c->scratch, len);
+	if (!p)
+		return NULL;
+	c->scratch = p;
+	c->scratch_cap = len;
+	return p;
+}
+
+int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
+		  const struct iovec *iov, int niov)
+{
+	struct psd_van *van = c->van;
+	int ret;
+
+	if (atomic_load(&c->closed))
+		return -ECONNRESET;
+	pthread_mutex_lock(&c->send_lock);
+	ret = c->ops->send(c, h, iov, niov, van->send_timeout_ms);
+	pthread_mutex_unlock(&c->send_lock);
+	if (ret) {
+		psd_warn("send of %s to %s failed: %s; dropping the connection",
+			 psd_msg_type_name(h->type), c->peer,
+			 psched_strerror(ret));
+		psd_conn_close(c);
+		return ret;
+	}
+	atomic_fetch_add(&van->tx_bytes, h->length);
+	atomic_fetch_add(&van->tx_msgs, 1);
+	return 0;
+}
+
+int psd_conn_send_control(struct psd_conn *c, int sender,
+			  const Psched__Control *msg)
+{
+	struct psd_hdr h = { .type = PSD_MSG_CONTROL, .sender = sender };
+	uint8_t small[512];
+	uint8_t *buf = small;
+	struct iovec iov;
+	size_t len = psched__control__get_packed_size(msg);
+	int ret;
+
+	if (len > sizeof(small)) {
+		buf = malloc(len);
+		if (!buf)
+			return -ENOMEM;
+	}
+	psched__control__pack(msg, buf);
+	h.length = len;
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	ret = psd_conn_send(c, &h, &iov, 1);
+	if (buf != small)
+		free(buf);
+	return ret;
+}
+
+uint64_t psd_van_max_tensor(const struct psd_conn *c)
+{
+	return c->van->max_tensor;
+}
+
+int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)
+{
+	struct psd_van *van = c->van;
+	int ret;
+
+	*dst = NULL;
+	if (h->type != PSD_MSG_CONTROL && van->cb.rx_header) {
+		ret = van->cb.rx_header(van->cb.arg, c, h, dst);
+		if (ret)
+			return ret;
+	}
+	if (!*dst && h->length) {
+		*dst = psd_conn_scratch(c, (size_t)h->length);
+		if (!*dst) {
+			psd_err("no memory for a %llu-byte message from %s",
+				(unsigned long long)h->length, c->peer);
+			return -ENOMEM;
+		}
+	}
+	return 0;
+}
+
+void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload)
+{
+	struct psd_van *van = c->van;
+	Psched__Control *msg;
+
+	atomic_fetch_add(&van->rx_bytes, h->length);
+	atomic_fetch_add(&van->rx_msgs, 1);
+	if (h->type != PSD_MSG_CONTROL) {
+		if (van->cb.rx_data)
+			van->cb.rx_data(van->cb.arg, c, h, payload);
+		return;
+	}
+	msg = psched__control__unpack(NULL, (size_t)h->length, payload);
+	if (!msg || msg->body_case == PSCHED__CONTROL__BODY__NOT_SET) {
+		psd_err("dropping connection from %s: control message of %llu "
+			"bytes is not a valid psched.Control protobuf",
+			c->peer, (unsigned long long)h->length);
+		if (msg)
+			psched__control__free_unpacked(msg, NULL);
+		psd_conn_close(c);
+		return;
+	}
+	if (van->cb.rx_control)
+		van->cb.rx_control(van->cb.arg, c, msg);
+	psched__control__free_unpacked(msg, NULL);
+}
+
+static void van_accept_all(struct psd_van *van)
+{
+	struct psd_conn *c;
+	int ret;
+
+	for (;;) {
+		c = van_conn_alloc(van);
+		if (!c)
+			return;
+		ret = van->ops->accept(&van->lis, c);
+		if (ret) {
+			psd_conn_put(c);
+			if (ret != -EAGAIN)
+				psd_warn("accept failed: %s",
+					 psched_strerror(ret));
+			return;
+		}
+		if (van_conn_add(van, c)) {
+			van_conn_drop(van, c, -EIO);
+			continue;
+		}
+		if (van->cb.accepted)
+			van->cb.accepted(van->cb.arg, c);
+	}
+}
+
+static void van_handle(struct psd_van *van, struct epoll_event *ev)
+{
+	struct psd_conn *c;
+	uint64_t v;
+	int ret;
+
+	if (ev->data.ptr == &van_tag_wake) {
+		(void)!read(van->evfd, &v, sizeof(v));
+		return;
+	}
+	if (ev->data.ptr == &van_tag_listen) {
+		van_accept_all(van);
+		return;
+	}
+	c = ev->data.ptr;
+	ret = c->ops->progress(c);
+	if (ret || atomic_load(&c->closed))
+		van_conn_drop(van, c, ret ? ret : -ECONNRESET);
+}
+
+static void *van_thread(void *arg)
+{
+	struct psd_van *van = arg;
+	struct epoll_event evs[64];
+	uint64_t next_tick = psd_now_ms() + van->cb.tick_ms;
+	uint64_t now;
+	int n, i, wait;
+
+	while (!atomic_load(&van->stop)) {
+		now = psd_now_ms();
+		wait = van->cb.tick_ms
+			       ? (int)(next_tick > now ? next_tick - now : 0)
+			       : 1000;
+		n = epoll_wait(van->epfd, evs, PSD_ARRAY_SIZE(evs), wait);
+		for (i = 0; i < n; i++)
+			van_handle(van, &evs[i]);
+		if (van->cb.tick_ms && psd_now_ms() >= next_tick) {
+			next_tick = psd_now_ms() + van->cb.tick_ms;
+			if (van->cb.tick)
+				van->cb.tick(van->cb.arg);
+		}
+	}
+	return NULL;
+}
+
+static __thread const struct psd_van *van_self;
+
+static void *van_thread_main(void *arg)
+{
+	van_self = arg;
+	return van_thread(arg);
+}
+
+bool psd_van_is_self(const struct psd_van *van)
+{
+	return van_self == van;
+}
+
+int psd_van_start(struct psd_van *van)
+{
+	int ret = pthread_create(&van->thread, NULL, van_thread_main, van);
+
+	if (ret)
+		return -ret;
+	van->started = true;
+	return 0;
+}
+
+void psd_van_destroy(struct psd_van *van)
+{
+	struct psd_list *pos;
+	struct psd_conn *c;
+	uint64_t one = 1;
+
+	if (!van)
+		return;
+	atomic_store(&van->stop, true);
+	(void)!write(van->evfd, &one, sizeof(one));
+	if (van->started)
+		pthread_join(van->thread, NULL);
+	for (;;) {
+		pthread_mutex_lock(&van->lock);
+		pos = psd_list_empty(&van->conns) ? NULL : van->conns.next;
+		pthread_mutex_unlock(&van->lock);
+		if (!pos)
+			break;
+		c = psd_container_of(pos, struct psd_conn, link);
+		van_conn_drop(van, c, PSCHED_ESHUTDOWN);
+	}
+	if (van->listening)
+		van->ops->listen_close(&van->lis);
+	close(van->evfd);
+	close(van->epfd);
+	pthread_mutex_destroy(&van->lock);
+	free(van);
+}
+
+void psd_van_stats(const struct psd_van *van, uint64_t *tx, uint64_t *rx,
+		   uint64_t *txm, uint64_t *rxm)
+{
+	*tx = atomic_load(&van->tx_bytes);
+	*rx = atomic_load(&van->rx_bytes);
+	*txm = atomic_load(&van->tx_msgs);
+	*rxm = atomic_load(&van->rx_msgs);
+}

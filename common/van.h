@@ -1,0 +1,77 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The van: one receive thread per node polling every connection of one
+ * transport, plus sends from any thread.  The owner (postoffice or
+ * scheduler) receives connection events and messages through struct
+ * psd_van_cb, always on the van thread.
+ */
+#ifndef PSCHED_COMMON_VAN_H
+#define PSCHED_COMMON_VAN_H
+
+#include "transport/transport.h"
+#include "psched.pb-c.h"
+
+struct psd_van;
+
+struct psd_van_cb {
+	void *arg;
+	/* A peer connected to our listener. */
+	void (*accepted)(void *arg, struct psd_conn *c);
+	/* Header in: choose the payload's destination (*dst, NULL to use
+	 * the connection's scratch buffer).  Nonzero drops the connection. */
+	int (*rx_header)(void *arg, struct psd_conn *c, const struct psd_hdr *h,
+			 void **dst);
+	/* Data message in (payload in place). */
+	void (*rx_data)(void *arg, struct psd_conn *c, const struct psd_hdr *h,
+			void *payload);
+	/* Control message in, already unpacked; freed after return. */
+	void (*rx_control)(void *arg, struct psd_conn *c,
+			   const Psched__Control *msg);
+	/* Connection gone (EOF, error, bad input); @err says why. */
+	void (*closed)(void *arg, struct psd_conn *c, int err);
+	/* Every tick_ms. */
+	void (*tick)(void *arg);
+	unsigned tick_ms;
+};
+
+struct psd_van_opts {
+	const struct psd_transport_ops *ops;
+	uint64_t max_tensor;
+	unsigned send_timeout_ms;
+};
+
+int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
+		   struct psd_van **out);
+/* Stop the thread, drop every connection, free.  NULL is a no-op.  Not
+ * from the van thread. */
+void psd_van_destroy(struct psd_van *van);
+/* Listen on @addr; *@port gets the bound port. */
+int psd_van_listen(struct psd_van *van, const struct psd_addr *addr,
+		   unsigned *port);
+/* Start the receive thread (after listen, before connect). */
+int psd_van_start(struct psd_van *van);
+/* Connect to @addr and add the connection to the loop.  On 0 the caller
+ * holds one reference (psd_conn_put()). */
+int psd_van_connect(struct psd_van *van, const struct psd_addr *addr,
+		    unsigned timeout_ms, const char *peer_desc,
+		    struct psd_conn **out);
+bool psd_van_is_self(const struct psd_van *van);
+
+void psd_conn_get(struct psd_conn *c);
+void psd_conn_put(struct psd_conn *c);
+/* Ask the van to drop @c (any thread); the closed callback follows. */
+void psd_conn_close(struct psd_conn *c);
+/* Send header + payload (any thread; serialized per connection). */
+int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
+		  const struct iovec *iov, int niov);
+/* Pack and send a control message. */
+int psd_conn_send_control(struct psd_conn *c, int sender,
+			  const Psched__Control *msg);
+/* Grow the receive scratch buffer to @len; NULL on -ENOMEM. */
+void *psd_conn_scratch(struct psd_conn *c, size_t len);
+
+/* Payload bytes moved by this van. */
+void psd_van_stats(const struct psd_van *van, uint64_t *tx, uint64_t *rx,
+		   uint64_t *txm, uint64_t *rxm);
+
+#endif

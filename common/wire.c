@@ -1,0 +1,193 @@
+// SPDX-License-Identifier: MIT
+#include <string.h>
+
+#include "internal.h"
+#include "wire.h"
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+	p[2] = (uint8_t)(v >> 16);
+	p[3] = (uint8_t)(v >> 24);
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
+	       (uint32_t)p[3] << 24;
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
+}
+
+void psd_hdr_encode(const struct psd_hdr *h, uint8_t *buf)
+{
+	put32(buf + 0, PSD_HDR_MAGIC);
+	buf[4] = PSD_HDR_VERSION;
+	buf[5] = h->type;
+	buf[6] = h->dtype;
+	buf[7] = h->flags;
+	put32(buf + 8, (uint32_t)h->sender);
+	put32(buf + 12, (uint32_t)h->status);
+	put64(buf + 16, h->key);
+	put64(buf + 24, h->total);
+	put64(buf + 32, h->offset);
+	put64(buf + 40, h->span);
+	put64(buf + 48, h->length);
+	put64(buf + 56, h->part);
+	put64(buf + 64, h->step);
+	put64(buf + 72, h->req);
+	put32(buf + 80, h->slot);
+	put32(buf + 84, h->epoch);
+	put32(buf + 88, (uint32_t)h->priority);
+	put32(buf + 92, 0);
+}
+
+const char *psd_msg_type_name(unsigned type)
+{
+	static const char *const names[] = {
+		"?",	    "control",	"push",	     "pull",
+		"pushpull", "push-ack", "pull-resp", "init",
+	};
+
+	return type <= PSD_MSG_TYPE_MAX ? names[type] : "?";
+}
+
+/* Payload length a well-formed message of this type must carry. */
+static int hdr_check_length(const struct psd_hdr *h, const char **why)
+{
+	switch (h->type) {
+	case PSD_MSG_CONTROL:
+		if (h->length > PSD_MAX_CONTROL) {
+			*why = "control message larger than 1 MiB";
+			return -EPROTO;
+		}
+		return 0;
+	case PSD_MSG_PUSH:
+	case PSD_MSG_PUSHPULL:
+		if (h->length != h->span) {
+			*why = "push payload length differs from its span";
+			return -EPROTO;
+		}
+		return 0;
+	case PSD_MSG_INIT:
+		if ((h->flags & PSD_F_HAS_VALUE) ? h->length != h->span
+						 : h->length != 0) {
+			*why = "init payload length differs from its span";
+			return -EPROTO;
+		}
+		return 0;
+	case PSD_MSG_PULL_RESP:
+		if (h->length != (h->status ? 0 : h->span)) {
+			*why = "pull response length differs from its span";
+			return -EPROTO;
+		}
+		return 0;
+	default: /* PULL, PUSH_ACK */
+		if (h->length != 0) {
+			*why = "message type carries no payload";
+			return -EPROTO;
+		}
+		return 0;
+	}
+}
+
+static int hdr_check_range(const struct psd_hdr *h, uint64_t max_tensor,
+			   const char **why)
+{
+	unsigned esize = psched_dtype_size((enum psched_dtype)h->dtype);
+
+	if (h->type == PSD_MSG_CONTROL)
+		return 0;
+	if (h->total == 0 || h->total > max_tensor) {
+		*why = "tensor size is zero or above PS_MAX_TENSOR_BYTES";
+		return -EPROTO;
+	}
+	if (h->offset > h->total || h->span > h->total - h->offset) {
+		*why = "offset+span beyond the tensor";
+		return -EPROTO;
+	}
+	if (h->total % esize || h->offset % esize || h->span % esize ||
+	    h->part % esize) {
+		*why = "sizes not a multiple of the element size";
+		return -EPROTO;
+	}
+	return 0;
+}
+
+int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
+		   const char **why)
+{
+	*why = "";
+	if (get32(buf) != PSD_HDR_MAGIC) {
+		*why = "bad magic (not a psched peer)";
+		return -EPROTO;
+	}
+	if (buf[4] != PSD_HDR_VERSION) {
+		*why = "unsupported protocol version";
+		return -EPROTO;
+	}
+	memset(h, 0, sizeof(*h));
+	h->type = buf[5];
+	h->dtype = buf[6];
+	h->flags = buf[7];
+	h->sender = (int32_t)get32(buf + 8);
+	h->status = (int32_t)get32(buf + 12);
+	h->key = get64(buf + 16);
+	h->total = get64(buf + 24);
+	h->offset = get64(buf + 32);
+	h->span = get64(buf + 40);
+	h->length = get64(buf + 48);
+	h->part = get64(buf + 56);
+	h->step = get64(buf + 64);
+	h->req = get64(buf + 72);
+	h->slot = get32(buf + 80);
+	h->epoch = get32(buf + 84);
+	h->priority = (int32_t)get32(buf + 88);
+	if (h->type < 1 || h->type > PSD_MSG_TYPE_MAX) {
+		*why = "unknown message type";
+		return -EPROTO;
+	}
+	if (h->dtype > PSCHED_I64) {
+		*why = "unknown dtype";
+		return -EPROTO;
+	}
+	if (h->flags & ~PSD_F_ALL) {
+		*why = "unknown flags";
+		return -EPROTO;
+	}
+	if (get32(buf + 92) != 0) {
+		*why = "reserved bytes not zero";
+		return -EPROTO;
+	}
+	if (h->status > 0 || (h->status && psd_msg_is_request(h->type))) {
+		*why = "status set on a request, or positive";
+		return -EPROTO;
+	}
+	if (hdr_check_length(h, why))
+		return -EPROTO;
+	return hdr_check_range(h, max_tensor, why);
+}
+
+unsigned psched_dtype_size(enum psched_dtype dtype)
+{
+	switch (dtype) {
+	case PSCHED_F32:
+	case PSCHED_I32:
+		return 4;
+	case PSCHED_F64:
+	case PSCHED_I64:
+		return 8;
+	default:
+		return 1;
+	}
+}

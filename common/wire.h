@@ -1,0 +1,93 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The data-plane header: fixed size, little-endian, validated on receipt
+ * before any field is trusted.  Every message is this header followed by
+ * `length` payload bytes (tensor bytes, or a packed protobuf-c control
+ * message when type is PSD_MSG_CONTROL).
+ *
+ *  off size field
+ *    0   4  magic "PSD1"
+ *    4   1  version (1)
+ *    5   1  type (enum psd_msg_type)
+ *    6   1  dtype (enum psched_dtype)
+ *    7   1  flags (PSD_F_*)
+ *    8   4  sender node id (i32)
+ *   12   4  status: 0, or a negative error code in responses (i32)
+ *   16   8  key
+ *   24   8  total: bytes of the whole tensor
+ *   32   8  offset: first tensor byte this message concerns
+ *   40   8  span: tensor bytes this message concerns
+ *   48   8  length: payload bytes that follow the header
+ *   56   8  part: partition bytes of this step's layout (0 = whole range)
+ *   64   8  step: the key's push count on the sender (version for pulls)
+ *   72   8  req: request id (echoed in responses)
+ *   80   4  slot: index of the key within the request (echoed)
+ *   84   4  epoch: config epoch the sender used
+ *   88   4  priority (i32, smaller = sooner)
+ *   92   4  reserved, must be 0
+ */
+#ifndef PSCHED_COMMON_WIRE_H
+#define PSCHED_COMMON_WIRE_H
+
+#include <stdint.h>
+
+#define PSD_HDR_SIZE	96u
+#define PSD_HDR_MAGIC	0x31445350u /* "PSD1" little-endian */
+#define PSD_HDR_VERSION 1u
+/* Control payloads are small; anything larger is a bad peer. */
+#define PSD_MAX_CONTROL (1u << 20)
+
+enum psd_msg_type {
+	PSD_MSG_CONTROL = 1,
+	PSD_MSG_PUSH = 2,      /* payload: span bytes; answered by PUSH_ACK */
+	PSD_MSG_PULL = 3,      /* no payload; answered by PULL_RESP */
+	PSD_MSG_PUSHPULL = 4,  /* payload; answered by PULL_RESP */
+	PSD_MSG_PUSH_ACK = 5,  /* no payload */
+	PSD_MSG_PULL_RESP = 6, /* payload: span bytes (none on error) */
+	PSD_MSG_INIT = 7,      /* payload: span bytes or none; PUSH_ACK */
+	PSD_MSG_TYPE_MAX = 7,
+};
+
+/* flags */
+#define PSD_F_HAS_VALUE 0x01u /* INIT: payload carries the initial value */
+#define PSD_F_ALL	0x01u
+
+struct psd_hdr {
+	uint8_t type;
+	uint8_t dtype;
+	uint8_t flags;
+	int32_t sender;
+	int32_t status;
+	uint64_t key;
+	uint64_t total;
+	uint64_t offset;
+	uint64_t span;
+	uint64_t length;
+	uint64_t part;
+	uint64_t step;
+	uint64_t req;
+	uint32_t slot;
+	uint32_t epoch;
+	int32_t priority;
+};
+
+/* Write @h into @buf (PSD_HDR_SIZE bytes). */
+void psd_hdr_encode(const struct psd_hdr *h, uint8_t *buf);
+/*
+ * Parse and validate @buf against the framing rules: magic, version, known
+ * type/dtype/flags, zero reserved bytes, payload length consistent with the
+ * type, offset+span within total without overflow, total at most
+ * @max_tensor, element alignment.  Returns 0 or -EPROTO with a reason in
+ * *@why (static string).
+ */
+int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
+		   const char **why);
+const char *psd_msg_type_name(unsigned type);
+/* True for messages a worker sends to a server. */
+static inline int psd_msg_is_request(unsigned type)
+{
+	return type == PSD_MSG_PUSH || type == PSD_MSG_PULL ||
+	       type == PSD_MSG_PUSHPULL || type == PSD_MSG_INIT;
+}
+
+#endif

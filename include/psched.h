@@ -1,0 +1,212 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * psched: parameter-server communication with credit-based priority
+ * scheduling.  This is the whole public API.
+ *
+ * Conventions: functions return 0 or a negative errno (or a psched code
+ * from PSCHED_E_BASE down); psched_strerror() names any code, and
+ * psched_errmsg() gives the calling thread's message for its last failed
+ * call (naming the peer, key and step where there is one).  Nothing here
+ * prints to stdout or aborts the process.
+ */
+#ifndef PSCHED_INCLUDE_PSCHED_H
+#define PSCHED_INCLUDE_PSCHED_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* psched's own error codes (negative, below every errno). */
+#define PSCHED_E_BASE	   4096
+#define PSCHED_ENODEDEAD   (-(PSCHED_E_BASE + 1)) /* a peer node died */
+#define PSCHED_ESHUTDOWN   (-(PSCHED_E_BASE + 2)) /* cluster shutting down */
+#define PSCHED_EUNKNOWNKEY (-(PSCHED_E_BASE + 3)) /* key never initialised */
+#define PSCHED_ESIZE	   (-(PSCHED_E_BASE + 4)) /* length mismatch */
+#define PSCHED_EREMOTE	   (-(PSCHED_E_BASE + 5)) /* peer rejected request */
+#define PSCHED_ERENDEZVOUS (-(PSCHED_E_BASE + 6)) /* nodes never arrived */
+
+enum psched_role {
+	PSCHED_ROLE_SCHEDULER = 0,
+	PSCHED_ROLE_SERVER = 1,
+	PSCHED_ROLE_WORKER = 2,
+};
+
+/* Element type of a tensor: decides how the server sums pushes. */
+enum psched_dtype {
+	PSCHED_RAW = 0, /* bytes: no sum, the last push of a step wins */
+	PSCHED_F32 = 1,
+	PSCHED_F64 = 2,
+	PSCHED_I32 = 3,
+	PSCHED_I64 = 4,
+};
+
+/* Barrier groups (bit mask). */
+#define PSCHED_GROUP_SCHEDULER 1u
+#define PSCHED_GROUP_SERVERS   2u
+#define PSCHED_GROUP_WORKERS   4u
+#define PSCHED_GROUP_ALL       7u
+
+/*
+ * Node configuration.  psched_cfg_init() sets defaults; then the
+ * environment (psched_cfg_from_env(), DMLC_* and PS_* variables) and
+ * command-line flags (psched_cfg_parse_args()) override, flags last.
+ */
+struct psched_cfg {
+	enum psched_role role;
+	char root_uri[256];  /* DMLC_PS_ROOT_URI: scheduler host */
+	unsigned root_port;  /* DMLC_PS_ROOT_PORT */
+	unsigned num_server; /* DMLC_NUM_SERVER */
+	unsigned num_worker; /* DMLC_NUM_WORKER */
+	char node_host[256]; /* DMLC_NODE_HOST: address others dial */
+	char interface[64];  /* DMLC_INTERFACE: take node_host from it */
+	unsigned port;	     /* DMLC_PORT / PORT: listen port, 0 = any */
+	int verbose;	     /* PS_VERBOSE 0..2 */
+	unsigned heartbeat_interval_ms; /* PS_HEARTBEAT_INTERVAL (s) */
+	unsigned heartbeat_timeout_ms;	/* PS_HEARTBEAT_TIMEOUT (s) */
+	unsigned connect_timeout_ms;	/* PS_CONNECT_TIMEOUT (s) */
+	unsigned request_timeout_ms;	/* PS_REQUEST_TIMEOUT (s) */
+	char transport[16];		/* PS_TRANSPORT: auto|tcp|rdma */
+	char server_mode[16];		/* PS_SERVER_MODE: sync|async */
+	uint64_t max_tensor_bytes;	/* PS_MAX_TENSOR_BYTES */
+	uint64_t partition_bytes;	/* PS_PARTITION_BYTES, 0 = none */
+	uint64_t credit_bytes;		/* PS_CREDIT_BYTES, 0 = unlimited */
+};
+
+/* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
+void psched_cfg_init(struct psched_cfg *cfg);
+/* Override @cfg from DMLC_* / PS_* variables.  -EINVAL on a bad value
+ * (psched_errmsg() names the variable). */
+int psched_cfg_from_env(struct psched_cfg *cfg);
+/*
+ * Override @cfg from flags (--name=value or --name value) in @argv.
+ * Recognised flags are removed from @argv (and *@argc updated) so a
+ * program can parse its own after.  -EINVAL on a bad value or an unknown
+ * --flag when @strict.  "--help" makes it return 1.
+ */
+int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
+			  bool strict);
+/* Print every option, its variable and its default to @out. */
+void psched_cfg_usage(FILE *out);
+/* "scheduler", "server", "worker". */
+const char *psched_role_name(enum psched_role role);
+
+struct psched_node;
+
+/*
+ * Start a node: connect to the scheduler (or, for the scheduler, listen),
+ * register, receive the node table, connect to the servers (workers) and
+ * pass the start-up barrier.  Blocks until the whole cluster is up or the
+ * connect timeout passes (then PSCHED_ERENDEZVOUS, and psched_errmsg()
+ * names the roles and ranks that never arrived).  On 0 *@out is owned by
+ * the caller and freed with psched_node_destroy().
+ */
+int psched_node_create(const struct psched_cfg *cfg, struct psched_node **out);
+/*
+ * Leave the cluster cleanly: a worker tells the scheduler it is done and
+ * waits for the shutdown; a server or the scheduler stops serving.  Then
+ * frees @node.  NULL is a no-op.  Returns 0 or the first error seen.
+ */
+int psched_node_destroy(struct psched_node *node);
+/*
+ * Serve until the cluster shuts down (servers and the scheduler).
+ * Returns 0 on a clean shutdown or the error that ended the node.
+ */
+int psched_node_run(struct psched_node *node);
+
+int psched_node_rank(const struct psched_node *node); /* rank within role */
+/* Port the node listens on (scheduler, server); 0 for workers. */
+unsigned psched_node_port(const struct psched_node *node);
+int psched_node_id(const struct psched_node *node);
+unsigned psched_num_workers(const struct psched_node *node);
+unsigned psched_num_servers(const struct psched_node *node);
+enum psched_role psched_node_role(const struct psched_node *node);
+
+/* Wait until every node of @group (PSCHED_GROUP_*) reaches a barrier. */
+int psched_barrier(struct psched_node *node, unsigned group,
+		   unsigned timeout_ms);
+
+/*
+ * Completion callback of an asynchronous request; runs on the node's
+ * receive thread: it must not block.  @err is 0 or the request's error.
+ */
+typedef void psched_done_fn(int err, uint64_t req, void *arg);
+
+/*
+ * Key-value requests (workers only).  A request names @nkeys distinct keys;
+ * key i has @lens[i] bytes of elements of @dtype.  Value buffers are the
+ * caller's and are used in place (no copies): @vals[i] must stay valid and
+ * unchanged (push) or untouched (pull) until the request completes.
+ * @priority: smaller = sooner.  On 0, *@req identifies the request for
+ * psched_wait() and @cb (may be NULL) runs when it completes.  A key's
+ * length is fixed by its first push or init; a later mismatch fails with
+ * PSCHED_ESIZE.
+ *
+ * push: add @vals to this step's aggregate on the servers.  Each push of a
+ * key by a worker is one step; in dist_sync mode the servers sum the W
+ * workers' pushes of a step, then the sum becomes the stored value.
+ * pull: copy the stored value into @vals once it includes this worker's
+ * latest push of the key.
+ * pushpull: push @push_vals then pull the new aggregate into @pull_vals,
+ * in one round trip.  @push_vals and @pull_vals may be the same buffers.
+ */
+int psched_push(struct psched_node *node, const uint64_t *keys, size_t nkeys,
+		const void *const *vals, const uint64_t *lens,
+		enum psched_dtype dtype, int priority, psched_done_fn *cb,
+		void *arg, uint64_t *req);
+int psched_pull(struct psched_node *node, const uint64_t *keys, size_t nkeys,
+		void *const *vals, const uint64_t *lens,
+		enum psched_dtype dtype, int priority, psched_done_fn *cb,
+		void *arg, uint64_t *req);
+int psched_pushpull(struct psched_node *node, const uint64_t *keys,
+		    size_t nkeys, const void *const *push_vals,
+		    void *const *pull_vals, const uint64_t *lens,
+		    enum psched_dtype dtype, int priority, psched_done_fn *cb,
+		    void *arg, uint64_t *req);
+/*
+ * Declare keys and their initial values (collective: every worker calls
+ * it; worker rank 0's values win, the others only declare the size).
+ * Blocks until the servers hold the keys.  @vals may be NULL on ranks other
+ * than 0.
+ */
+int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
+		const void *const *vals, const uint64_t *lens,
+		enum psched_dtype dtype, unsigned timeout_ms);
+
+/*
+ * Wait for request @req to complete, at most @timeout_ms (0 = the node's
+ * request timeout).  Returns the request's result; -ETIMEDOUT names the
+ * peers still owing an answer.  A request may be waited on once; after a
+ * timeout it is cancelled and its buffers are no longer written.
+ */
+int psched_wait(struct psched_node *node, uint64_t req, unsigned timeout_ms);
+
+/* Message of the calling thread's last failed psched call ("" if none). */
+const char *psched_errmsg(void);
+/* Name of any code this library returns. */
+const char *psched_strerror(int err);
+
+/* Size in bytes of one element of @dtype (1 for PSCHED_RAW). */
+unsigned psched_dtype_size(enum psched_dtype dtype);
+
+/* Bytes moved so far by this node (payload only), for tools. */
+struct psched_stats {
+	uint64_t tx_bytes;
+	uint64_t rx_bytes;
+	uint64_t tx_msgs;
+	uint64_t rx_msgs;
+	uint64_t stored_bytes; /* server: bytes of tensor values it holds */
+	uint64_t alloc_bytes;  /* server: bytes it allocated for them */
+};
+void psched_node_stats(const struct psched_node *node,
+		       struct psched_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

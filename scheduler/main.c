@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: MIT
+/* ps-scheduler: rendezvous, barriers, heartbeats and shutdown. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "psched.h"
+
+static void usage(void)
+{
+	printf("usage: ps-scheduler [options]\n"
+	       "Runs the scheduler of a psched job (one per job).  With a root "
+	       "port of 0 it picks a free port.\nOnce listening it prints "
+	       "'PS_ROOT_PORT=<port>' on stdout.\n\n");
+	psched_cfg_usage(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	struct psched_cfg cfg;
+	struct psched_node *node;
+	int ret;
+
+	psched_cfg_init(&cfg);
+	ret = psched_cfg_from_env(&cfg);
+	if (!ret)
+		ret = psched_cfg_parse_args(&cfg, &argc, argv, true);
+	if (ret == 1) {
+		usage();
+		return 0;
+	}
+	if (ret) {
+		fprintf(stderr, "ps-scheduler: %s\n", psched_errmsg());
+		return 2;
+	}
+	cfg.role = PSCHED_ROLE_SCHEDULER;
+	ret = psched_node_create(&cfg, &node);
+	if (ret) {
+		fprintf(stderr, "ps-scheduler: %s\n", psched_errmsg());
+		return 1;
+	}
+	printf("PS_ROOT_PORT=%u\n", psched_node_port(node));
+	fflush(stdout);
+	ret = psched_node_run(node);
+	if (ret)
+		fprintf(stderr, "ps-scheduler: %s\n", psched_errmsg());
+	psched_node_destroy(node);
+	return ret ? 1 : 0;
+}

@@ -1,0 +1,728 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV server: stores its byte range of every key, aggregates pushes
+ * (dist_sync: the W pushes of a step are summed chunk by chunk, then the
+ * sum replaces the stored value; async: each push is applied at once) and
+ * answers pulls, queueing early ones until their version exists.
+ *
+ * All state is touched only by the van thread, so there are no locks.
+ * Payloads land in place where that is safe (the merge buffer, with one
+ * worker) and otherwise in the connection's reusable scratch buffer.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+#include "placement.h"
+
+struct kvs_wait {
+	struct psd_list link;
+	struct psd_conn *conn; /* holds a reference */
+	struct psd_hdr h;      /* the request */
+	uint64_t want;	       /* version that answers it */
+	void *buf;	       /* held push payload (early step), owned */
+};
+
+struct kvs_entry {
+	uint64_t key;
+	uint64_t total;
+	uint8_t dtype;
+	uint64_t off; /* this server's range */
+	uint64_t len;
+	uint8_t *value;
+	uint8_t *merge;
+	uint64_t version; /* steps applied */
+	/* the open step (version + 1) */
+	bool open;
+	uint64_t chunk; /* chunk size of its layout */
+	uint64_t nchunks;
+	uint64_t chunks_done;
+	uint32_t *counts; /* pushes per chunk */
+	uint64_t counts_cap;
+	uint64_t *wbytes;      /* bytes per worker rank */
+	struct psd_list pulls; /* struct kvs_wait, want > version */
+	struct psd_list held;  /* pushes for later steps, arrival order */
+};
+
+/* What rx_header decided for the message now being received. */
+struct kvs_conn {
+	struct kvs_entry *e;
+	int wrank;
+	bool direct; /* payload went straight into e->merge */
+	void *hold;  /* payload buffer of an early push, owned */
+};
+
+struct psd_kvs {
+	struct kvs_entry **tab; /* open addressing by key */
+	size_t cap;
+	size_t count;
+	bool async;
+	unsigned nworker;
+	int broken; /* a worker died: sync steps cannot complete */
+	char broken_msg[200];
+};
+
+static struct psd_kvs *kvs_of(struct psched_node *n)
+{
+	return n->app_state;
+}
+
+static size_t kvs_slot(uint64_t k, size_t cap)
+{
+	k ^= k >> 31;
+	k *= 0x7fb5d329728ea185ull;
+	k ^= k >> 27;
+	return (size_t)k & (cap - 1);
+}
+
+static struct kvs_entry *kvs_find(struct psd_kvs *s, uint64_t key)
+{
+	size_t i = kvs_slot(key, s->cap);
+
+	while (s->tab[i]) {
+		if (s->tab[i]->key == key)
+			return s->tab[i];
+		i = (i + 1) & (s->cap - 1);
+	}
+	return NULL;
+}
+
+static int kvs_grow(struct psd_kvs *s)
+{
+	size_t ncap = s->cap ? s->cap * 2 : 1024, i, j;
+	struct kvs_entry **nt = calloc(ncap, sizeof(*nt));
+
+	if (!nt)
+		return -ENOMEM;
+	for (i = 0; i < s->cap; i++) {
+		if (!s->tab[i])
+			continue;
+		j = kvs_slot(s->tab[i]->key, ncap);
+		while (nt[j])
+			j = (j + 1) & (ncap - 1);
+		nt[j] = s->tab[i];
+	}
+	free(s->tab);
+	s->tab = nt;
+	s->cap = ncap;
+	return 0;
+}
+
+static void kvs_entry_free(struct psched_node *n, struct kvs_entry *e)
+{
+	if (!e)
+		return;
+	atomic_fetch_sub(&n->stored_bytes, e->len);
+	atomic_fetch_sub(&n->alloc_bytes,
+			 2 * e->len + e->counts_cap * sizeof(*e->counts));
+	free(e->value);
+	free(e->merge);
+	free(e->counts);
+	free(e->wbytes);
+	free(e);
+}
+
+/* A key this server has not seen: allocate its range (zero value). */
+static int kvs_create(struct psched_node *n, const struct psd_hdr *h,
+		      struct kvs_entry **out)
+{
+	struct psd_kvs *s = kvs_of(n);
+	struct kvs_entry *e;
+	size_t i;
+
+	if ((s->count + 1) * 2 > s->cap && kvs_grow(s))
+		return -ENOMEM;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->key = h->key;
+	e->total = h->total;
+	e->dtype = h->dtype;
+	psd_place(h->key, h->total, psched_dtype_size(h->dtype), n->num_server,
+		  (unsigned)n->rank, &e->off, &e->len);
+	psd_list_init(&e->pulls);
+	psd_list_init(&e->held);
+	e->wbytes = calloc(s->nworker, sizeof(*e->wbytes));
+	if (e->len) {
+		e->value = calloc(1, e->len);
+		e->merge = malloc(e->len);
+	}
+	if (!e->wbytes || (e->len && (!e->value || !e->merge))) {
+		kvs_entry_free(n, e);
+		return -ENOMEM;
+	}
+	atomic_fetch_add(&n->stored_bytes, e->len);
+	atomic_fetch_add(&n->alloc_bytes, 2 * e->len);
+	i = kvs_slot(e->key, s->cap);
+	while (s->tab[i])
+		i = (i + 1) & (s->cap - 1);
+	s->tab[i] = e;
+	s->count++;
+	*out = e;
+	return 0;
+}
+
+/* Answer one request with a status and no payload. */
+static void kvs_reply_status(struct psched_node *n, struct psd_conn *c,
+			     const struct psd_hdr *req, int status)
+{
+	struct psd_hdr h = *req;
+
+	h.type = req->type == PSD_MSG_PULL || req->type == PSD_MSG_PUSHPULL
+			 ? PSD_MSG_PULL_RESP
+			 : PSD_MSG_PUSH_ACK;
+	h.sender = n->id;
+	h.status = status;
+	h.length = 0;
+	h.flags = 0;
+	psd_conn_send(c, &h, NULL, 0);
+}
+
+static void kvs_reply_pull(struct psched_node *n, struct psd_conn *c,
+			   struct kvs_entry *e, const struct psd_hdr *req)
+{
+	struct psd_hdr h = *req;
+	struct iovec iov;
+
+	h.type = PSD_MSG_PULL_RESP;
+	h.sender = n->id;
+	h.flags = 0;
+	h.step = e->version;
+	h.length = h.span;
+	iov.iov_base = e->value + (h.offset - e->off);
+	iov.iov_len = (size_t)h.span;
+	psd_conn_send(c, &h, &iov, 1);
+}
+
+/* Request @h names a byte range this server does not hold. */
+static bool kvs_out_of_range(const struct kvs_entry *e, const struct psd_hdr *h)
+{
+	return h->offset < e->off || h->span > e->len ||
+	       h->offset - e->off > e->len - h->span || !h->span;
+}
+
+static int kvs_reject(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *h, int err, const char *why)
+{
+	psd_err("rejecting %s of key %llu (offset %llu, %llu bytes, step "
+		"%llu) from %s: %s",
+		psd_msg_type_name(h->type), (unsigned long long)h->key,
+		(unsigned long long)h->offset, (unsigned long long)h->span,
+		(unsigned long long)h->step, c->peer, why);
+	kvs_reply_status(n, c, h, err);
+	return err;
+}
+
+/* Chunk size of a step's layout: @part rounded down to the element
+ * size, whole range when 0 or larger than the range. */
+static uint64_t kvs_chunk_size(const struct kvs_entry *e, uint64_t part)
+{
+	unsigned es = psched_dtype_size((enum psched_dtype)e->dtype);
+
+	part -= part % es;
+	if (!part || part > e->len)
+		return e->len;
+	return part;
+}
+
+static int kvs_step_open(struct kvs_entry *e, struct psched_node *n,
+			 uint64_t part)
+{
+	struct psd_kvs *s = kvs_of(n);
+	uint64_t chunk = kvs_chunk_size(e, part), nch;
+	uint32_t *nc;
+
+	if (e->open)
+		return chunk == e->chunk ? 0 : -EPROTO;
+	nch = (e->len + chunk - 1) / chunk;
+	if (nch > e->counts_cap) {
+		nc = realloc(e->counts, nch * sizeof(*nc));
+		if (!nc)
+			return -ENOMEM;
+		atomic_fetch_add(&n->alloc_bytes,
+				 (nch - e->counts_cap) * sizeof(*nc));
+		e->counts = nc;
+		e->counts_cap = nch;
+	}
+	memset(e->counts, 0, nch * sizeof(*e->counts));
+	memset(e->wbytes, 0, s->nworker * sizeof(*e->wbytes));
+	e->chunk = chunk;
+	e->nchunks = nch;
+	e->chunks_done = 0;
+	e->open = true;
+	return 0;
+}
+
+/* Chunk index of a push in the open step's layout, or -EPROTO. */
+static int kvs_chunk_index(const struct kvs_entry *e, const struct psd_hdr *h,
+			   uint64_t *idx)
+{
+	uint64_t rel = h->offset - e->off, want;
+
+	if (rel % e->chunk)
+		return -EPROTO;
+	*idx = rel / e->chunk;
+	want = e->len - rel < e->chunk ? e->len - rel : e->chunk;
+	return h->span == want ? 0 : -EPROTO;
+}
+
+/* dst += src for @len bytes of @dtype (RAW: the last push wins). */
+static void kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
+{
+	size_t i, n;
+
+	switch (dtype) {
+	case PSCHED_F32: {
+		float *d = dst;
+		const float *s = src;
+
+		for (i = 0, n = (size_t)len / 4; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	case PSCHED_F64: {
+		double *d = dst;
+		const double *s = src;
+
+		for (i = 0, n = (size_t)len / 8; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	case PSCHED_I32: {
+		uint32_t *d = dst; /* unsigned: wraparound, not UB */
+		const uint32_t *s = src;
+
+		for (i = 0, n = (size_t)len / 4; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	case PSCHED_I64: {
+		uint64_t *d = dst;
+		const uint64_t *s = src;
+
+		for (i = 0, n = (size_t)len / 8; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	default:
+		memcpy(dst, src, (size_t)len);
+		break;
+	}
+}
+
+/* Answer, in priority order, every queued pull the version now covers. */
+static void kvs_answer_pulls(struct psched_node *n, struct kvs_entry *e)
+{
+	struct psd_list *pos;
+	struct kvs_wait *best;
+
+	for (;;) {
+		best = NULL;
+		psd_list_for_each (pos, &e->pulls) {
+			struct kvs_wait *w =
+				psd_container_of(pos, struct kvs_wait, link);
+
+			if (w->want <= e->version &&
+			    (!best || w->h.priority < best->h.priority))
+				best = w;
+		}
+		if (!best)
+			return;
+		psd_list_del(&best->link);
+		kvs_reply_pull(n, best->conn, e, &best->h);
+		psd_conn_put(best->conn);
+		free(best);
+	}
+}
+
+static int kvs_queue_pull(struct psd_conn *c, struct kvs_entry *e,
+			  const struct psd_hdr *h, uint64_t want)
+{
+	struct kvs_wait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	w->conn = c;
+	psd_conn_get(c);
+	w->h = *h;
+	w->want = want;
+	psd_list_add_tail(&e->pulls, &w->link);
+	return 0;
+}
+
+static void kvs_process_held(struct psched_node *n, struct kvs_entry *e);
+
+/* The open step has all W pushes of every chunk: apply it. */
+static void kvs_step_finish(struct psched_node *n, struct kvs_entry *e)
+{
+	uint8_t *tmp = e->value;
+
+	/* Default updater: the aggregate replaces the stored value. */
+	e->value = e->merge;
+	e->merge = tmp;
+	e->version++;
+	e->open = false;
+	kvs_answer_pulls(n, e);
+	kvs_process_held(n, e);
+}
+
+/* Add one worker's push of the open step (payload already received). */
+static int kvs_contribute(struct psched_node *n, struct kvs_entry *e,
+			  const struct psd_hdr *h, const void *payload,
+			  int wrank, bool direct)
+{
+	struct psd_kvs *s = kvs_of(n);
+	uint64_t idx;
+	uint8_t *dst;
+
+	if (kvs_chunk_index(e, h, &idx) || e->counts[idx] >= s->nworker ||
+	    e->wbytes[wrank] + h->span > e->len)
+		return -EPROTO;
+	dst = e->merge + (h->offset - e->off);
+	if (!direct) {
+		if (e->counts[idx] == 0)
+			memcpy(dst, payload, (size_t)h->span);
+		else
+			kvs_sum(e->dtype, dst, payload, h->span);
+	}
+	e->wbytes[wrank] += h->span;
+	if (++e->counts[idx] == s->nworker)
+		e->chunks_done++;
+	return 0;
+}
+
+/* Sync push of the open step received: account, ack, maybe finish. */
+static void kvs_push_apply(struct psched_node *n, struct psd_conn *c,
+			   struct kvs_entry *e, const struct psd_hdr *h,
+			   const void *payload, int wrank, bool direct)
+{
+	int ret = kvs_step_open(e, n, h->part);
+
+	if (!ret)
+		ret = kvs_contribute(n, e, h, payload, wrank, direct);
+	if (ret) {
+		kvs_reject(n, c, h, -EPROTO,
+			   "chunk does not fit the step's layout, or was "
+			   "pushed twice");
+		return;
+	}
+	if (h->type == PSD_MSG_PUSHPULL) {
+		if (kvs_queue_pull(c, e, h, h->step))
+			kvs_reply_status(n, c, h, -ENOMEM);
+	} else {
+		kvs_reply_status(n, c, h, 0);
+	}
+	if (e->chunks_done == e->nchunks)
+		kvs_step_finish(n, e);
+}
+
+/* Pushes that arrived for later steps, in arrival order.  Applying one
+ * may finish a step, which recurses here; rescan after each. */
+static void kvs_process_held(struct psched_node *n, struct kvs_entry *e)
+{
+	struct psd_list *pos;
+	struct kvs_wait *w;
+	struct psd_peer *p;
+
+	for (;;) {
+		w = NULL;
+		psd_list_for_each (pos, &e->held) {
+			w = psd_container_of(pos, struct kvs_wait, link);
+			if (w->h.step == e->version + 1)
+				break;
+			w = NULL;
+		}
+		if (!w)
+			return;
+		psd_list_del(&w->link);
+		p = psd_node_peer(n, w->conn->peer_id);
+		if (!atomic_load(&w->conn->closed) && p)
+			kvs_push_apply(n, w->conn, e, &w->h, w->buf, p->rank,
+				       false);
+		psd_conn_put(w->conn);
+		free(w->buf);
+		free(w);
+	}
+}
+
+static struct kvs_conn *kvs_conn_ctx(struct psd_conn *c)
+{
+	if (!c->ctx)
+		c->ctx = calloc(1, sizeof(struct kvs_conn));
+	return c->ctx;
+}
+
+static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, struct kvs_entry **ep)
+{
+	struct psd_kvs *s = kvs_of(n);
+	struct kvs_entry *e = kvs_find(s, h->key);
+	int ret;
+
+	if (!e && h->type == PSD_MSG_PULL)
+		return kvs_reject(n, c, h, PSCHED_EUNKNOWNKEY,
+				  "unknown key (never pushed or initialised)");
+	if (!e) {
+		ret = kvs_create(n, h, &e);
+		if (ret)
+			return kvs_reject(n, c, h, ret,
+					  "cannot allocate the key's storage");
+	}
+	if (e->total != h->total || e->dtype != h->dtype)
+		return kvs_reject(n, c, h, PSCHED_ESIZE,
+				  "size or dtype differs from the key's");
+	if (h->type == PSD_MSG_INIT && !(h->flags & PSD_F_HAS_VALUE)) {
+		*ep = e;
+		return 0;
+	}
+	if (!e->len || kvs_out_of_range(e, h))
+		return kvs_reject(n, c, h, -EPROTO,
+				  "range is not held by this server");
+	*ep = e;
+	return 0;
+}
+
+/* Where the payload of a push goes, decided before it is read. */
+static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
+			   struct kvs_conn *kc, const struct psd_hdr *h,
+			   void **dst)
+{
+	struct psd_kvs *s = kvs_of(n);
+	struct kvs_entry *e = kc->e;
+	uint64_t idx;
+
+	if (s->async)
+		return 0;
+	if (h->step <= e->version)
+		return kvs_reject(n, c, h, -EPROTO, "step already applied");
+	if (h->step > e->version + 1) {
+		kc->hold = malloc((size_t)h->length);
+		if (!kc->hold)
+			return kvs_reject(n, c, h, -ENOMEM,
+					  "no memory to hold an early push");
+		*dst = kc->hold;
+		return 0;
+	}
+	if (kvs_step_open(e, n, h->part) || kvs_chunk_index(e, h, &idx))
+		return kvs_reject(n, c, h, -EPROTO,
+				  "chunk does not fit the step's layout");
+	/* One worker: nobody else writes this chunk, so land in place. */
+	if (s->nworker == 1 && e->counts[idx] == 0) {
+		*dst = e->merge + (h->offset - e->off);
+		kc->direct = true;
+	}
+	return 0;
+}
+
+static int kvs_rx_header(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, void **dst)
+{
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct kvs_conn *kc;
+	int ret;
+
+	if (!psd_msg_is_request(h->type) || !p ||
+	    p->role != PSCHED_ROLE_WORKER) {
+		psd_err("dropping connection from %s: %s message %s", c->peer,
+			psd_msg_type_name(h->type),
+			p ? "is not a request" : "before hello");
+		return -EPROTO;
+	}
+	kc = kvs_conn_ctx(c);
+	if (!kc)
+		return -ENOMEM;
+	memset(kc, 0, sizeof(*kc));
+	kc->wrank = p->rank;
+	ret = kvs_check_entry(n, c, h, &kc->e);
+	if (ret)
+		return h->length ? ret : 0; /* a payload we won't read */
+	if (h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL)
+		return kvs_push_header(n, c, kc, h, dst);
+	return 0;
+}
+
+static void kvs_on_pull(struct psched_node *n, struct psd_conn *c,
+			struct kvs_entry *e, const struct psd_hdr *h)
+{
+	struct psd_kvs *s = kvs_of(n);
+
+	if (s->async || e->version >= h->step) {
+		kvs_reply_pull(n, c, e, h);
+		return;
+	}
+	if (s->broken) {
+		kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
+		return;
+	}
+	if (kvs_queue_pull(c, e, h, h->step))
+		kvs_reply_status(n, c, h, -ENOMEM);
+}
+
+static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
+			struct kvs_entry *e, const struct psd_hdr *h,
+			const void *payload)
+{
+	if (h->flags & PSD_F_HAS_VALUE)
+		memcpy(e->value + (h->offset - e->off), payload,
+		       (size_t)h->span);
+	kvs_reply_status(n, c, h, 0);
+}
+
+static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
+			      struct kvs_entry *e, const struct psd_hdr *h,
+			      const void *payload)
+{
+	kvs_sum(e->dtype, e->value + (h->offset - e->off), payload, h->span);
+	e->version++;
+	if (h->type == PSD_MSG_PUSHPULL)
+		kvs_reply_pull(n, c, e, h);
+	else
+		kvs_reply_status(n, c, h, 0);
+}
+
+static void kvs_rx_data(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, void *payload)
+{
+	struct kvs_conn *kc = c->ctx;
+	struct kvs_wait *w;
+
+	if (!kc || !kc->e)
+		return; /* rejected at the header */
+	switch (h->type) {
+	case PSD_MSG_PULL:
+		kvs_on_pull(n, c, kc->e, h);
+		return;
+	case PSD_MSG_INIT:
+		kvs_on_init(n, c, kc->e, h, payload);
+		return;
+	default:
+		break;
+	}
+	if (kvs_of(n)->async) {
+		kvs_on_async_push(n, c, kc->e, h, payload);
+		return;
+	}
+	if (kc->hold) {
+		w = calloc(1, sizeof(*w));
+		if (!w) {
+			free(kc->hold);
+			kc->hold = NULL;
+			kvs_reply_status(n, c, h, -ENOMEM);
+			return;
+		}
+		w->conn = c;
+		psd_conn_get(c);
+		w->h = *h;
+		w->buf = kc->hold;
+		kc->hold = NULL;
+		psd_list_add_tail(&kc->e->held, &w->link);
+		return;
+	}
+	kvs_push_apply(n, c, kc->e, h, payload, kc->wrank, kc->direct);
+}
+
+/* Drop every wait of @c (or all of them when @c is NULL, replying
+ * @err first). */
+static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
+			   struct psd_conn *c, int err, const char *why)
+{
+	struct psd_list *pos, *tmp;
+
+	psd_list_for_each_safe (pos, tmp, head) {
+		struct kvs_wait *w =
+			psd_container_of(pos, struct kvs_wait, link);
+
+		if (c && w->conn != c)
+			continue;
+		psd_list_del(&w->link);
+		if (err && !w->buf)
+			kvs_reject(n, w->conn, &w->h, err, why);
+		psd_conn_put(w->conn);
+		free(w->buf);
+		free(w);
+	}
+}
+
+static void kvs_conn_closed(struct psched_node *n, struct psd_conn *c)
+{
+	struct psd_kvs *s = kvs_of(n);
+	struct kvs_conn *kc = c->ctx;
+	size_t i;
+
+	for (i = 0; i < s->cap; i++) {
+		if (!s->tab[i])
+			continue;
+		kvs_drop_waits(n, &s->tab[i]->pulls, c, 0, NULL);
+		kvs_drop_waits(n, &s->tab[i]->held, c, 0, NULL);
+	}
+	if (kc) {
+		free(kc->hold);
+		free(kc);
+		c->ctx = NULL;
+	}
+}
+
+/* A worker died: in sync mode no open step can complete any more. */
+static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
+			    const char *why)
+{
+	struct psd_kvs *s = kvs_of(n);
+	size_t i;
+
+	if (p->role != PSCHED_ROLE_WORKER || s->async)
+		return;
+	s->broken = err;
+	snprintf(s->broken_msg, sizeof(s->broken_msg),
+		 "%s died (%s): sync steps cannot complete", p->desc, why);
+	for (i = 0; i < s->cap; i++)
+		if (s->tab[i])
+			kvs_drop_waits(n, &s->tab[i]->pulls, NULL, err,
+				       s->broken_msg);
+}
+
+static void kvs_destroy(struct psched_node *n)
+{
+	struct psd_kvs *s = kvs_of(n);
+	size_t i;
+
+	if (!s)
+		return;
+	for (i = 0; i < s->cap; i++) {
+		struct kvs_entry *e = s->tab[i];
+
+		if (!e)
+			continue;
+		kvs_drop_waits(n, &e->pulls, NULL, 0, NULL);
+		kvs_drop_waits(n, &e->held, NULL, 0, NULL);
+		kvs_entry_free(n, e);
+	}
+	free(s->tab);
+	free(s);
+	n->app_state = NULL;
+}
+
+static const struct psd_app kvs_app = {
+	.rx_header = kvs_rx_header,
+	.rx_data = kvs_rx_data,
+	.peer_failed = kvs_peer_failed,
+	.conn_closed = kvs_conn_closed,
+	.destroy = kvs_destroy,
+};
+
+int psd_kvs_attach(struct psched_node *n)
+{
+	struct psd_kvs *s = calloc(1, sizeof(*s));
+
+	if (!s)
+		return -ENOMEM;
+	s->async = !strcmp(n->cfg.server_mode, "async");
+	s->nworker = n->num_worker;
+	if (kvs_grow(s)) {
+		free(s);
+		return -ENOMEM;
+	}
+	n->app_state = s;
+	n->app = &kvs_app;
+	return 0;
+}

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: MIT
+/* ps-server: holds and aggregates its share of every tensor. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "psched.h"
+
+static void usage(void)
+{
+	printf("usage: ps-server [options]\n"
+	       "Runs one server of a psched job until the scheduler shuts the "
+	       "job down.\n\n");
+	psched_cfg_usage(stdout);
+}
+
+int main(int argc, char **argv)
+{
+	struct psched_cfg cfg;
+	struct psched_node *node;
+	int ret;
+
+	psched_cfg_init(&cfg);
+	ret = psched_cfg_from_env(&cfg);
+	if (!ret)
+		ret = psched_cfg_parse_args(&cfg, &argc, argv, true);
+	if (ret == 1) {
+		usage();
+		return 0;
+	}
+	if (ret) {
+		fprintf(stderr, "ps-server: %s\n", psched_errmsg());
+		return 2;
+	}
+	cfg.role = PSCHED_ROLE_SERVER;
+	ret = psched_node_create(&cfg, &node);
+	if (ret) {
+		fprintf(stderr, "ps-server: %s\n", psched_errmsg());
+		return 1;
+	}
+	ret = psched_node_run(node);
+	if (ret)
+		fprintf(stderr, "ps-server: %s\n", psched_errmsg());
+	psched_node_destroy(node);
+	return ret ? 1 : 0;
+}

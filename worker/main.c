@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ps-worker: a ready-made worker.  Mode "check" (the default) runs a
+ * synthetic training loop over many keys and verifies every pulled
+ * aggregate exactly against the sum of what all workers pushed.
+ */
+#include <getopt.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "psched.h"
+
+struct wopts {
+	char sizes[512];
+	unsigned keys_per_size;
+	unsigned steps;
+	double seconds;
+	uint64_t seed;
+	unsigned timeout_ms;
+};
+
+struct wkey {
+	uint64_t key;
+	uint64_t len;
+	enum psched_dtype dtype;
+	void *push;
+	void *pull;
+};
+
+static uint64_t mix(uint64_t x)
+{
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+/* Random value of worker @r: a multiple of 2^-8 below 2^11 in size, so
+ * sums of up to 8 workers are exact in float32 in any order. */
+static float gen_f32(uint64_t base, unsigned r, uint64_t j)
+{
+	uint64_t h = mix(base ^ mix(r * 0x1000193ull + j));
+
+	return (float)((int64_t)(h % (1u << 20)) - (1 << 19)) / 256.0f;
+}
+
+static uint64_t key_base(const struct wopts *o, uint64_t key, uint64_t step)
+{
+	return mix(o->seed ^ mix(key * 31 + step));
+}
+
+static void fill(const struct wopts *o, struct wkey *k, unsigned rank,
+		 uint64_t step)
+{
+	uint64_t base = key_base(o, k->key, step), j;
+
+	if (k->dtype == PSCHED_F32) {
+		float *v = k->push;
+
+		for (j = 0; j < k->len / 4; j++)
+			v[j] = gen_f32(base, rank, j);
+	} else {
+		uint8_t *v = k->push;
+
+		for (j = 0; j < k->len; j++)
+			v[j] = (uint8_t)mix(base ^ (rank * 7919u + j));
+	}
+}
+
+/* 0 if the pulled value is the exact aggregate of step @step. */
+static int verify(const struct wopts *o, struct wkey *k, unsigned nw,
+		  uint64_t step)
+{
+	uint64_t base = key_base(o, k->key, step), j;
+	unsigned r;
+
+	if (k->dtype == PSCHED_F32) {
+		const float *got = k->pull;
+
+		for (j = 0; j < k->len / 4; j++) {
+			double want = 0;
+
+			for (r = 0; r < nw; r++)
+				want += gen_f32(base, r, j);
+			if (got[j] != (float)want) {
+				fprintf(stderr,
+					"ps-worker: MISMATCH key %llu step "
+					"%llu element %llu: got %.9g want "
+					"%.9g\n",
+					(unsigned long long)k->key,
+					(unsigned long long)step,
+					(unsigned long long)j, got[j], want);
+				return 1;
+			}
+		}
+		return 0;
+	}
+	/* Raw bytes are not summed: the value is one worker's push. */
+	for (r = 0; r < nw; r++) {
+		const uint8_t *got = k->pull;
+
+		for (j = 0; j < k->len; j++)
+			if (got[j] != (uint8_t)mix(base ^ (r * 7919u + j)))
+				break;
+		if (j == k->len)
+			return 0;
+	}
+	fprintf(stderr,
+		"ps-worker: MISMATCH raw key %llu step %llu: value is no "
+		"worker's push\n",
+		(unsigned long long)k->key, (unsigned long long)step);
+	return 1;
+}
+
+static uint64_t parse_size(const char *s)
+{
+	char *end;
+	double v = strtod(s, &end);
+
+	if (*end == 'K' || *end == 'k')
+		v *= 1024;
+	else if (*end == 'M' || *end == 'm')
+		v *= 1024 * 1024;
+	else if (*end == 'G' || *end == 'g')
+		v *= 1024.0 * 1024 * 1024;
+	return (uint64_t)v;
+}
+
+static int setup_keys(const struct wopts *o, struct wkey **out, size_t *nout)
+{
+	char buf[512], *tok, *save = NULL;
+	struct wkey *ks = NULL;
+	size_t n = 0, si = 0;
+	unsigned i;
+
+	snprintf(buf, sizeof(buf), "%s", o->sizes);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save), si++) {
+		uint64_t len = parse_size(tok);
+
+		if (!len)
+			return -1;
+		ks = realloc(ks, (n + o->keys_per_size) * sizeof(*ks));
+		if (!ks)
+			return -1;
+		for (i = 0; i < o->keys_per_size; i++, n++) {
+			ks[n].key = si * 1000 + i;
+			ks[n].len = len;
+			ks[n].dtype = len % 4 ? PSCHED_RAW : PSCHED_F32;
+			ks[n].push = malloc(len);
+			ks[n].pull = malloc(len);
+			if (!ks[n].push || !ks[n].pull)
+				return -1;
+		}
+	}
+	*out = ks;
+	*nout = n;
+	return 0;
+}
+
+static int fail(const char *what)
+{
+	fprintf(stderr, "ps-worker: %s failed: %s\n", what, psched_errmsg());
+	return 2;
+}
+
+/* One step: every key in flight at once; pushpull on even steps, push
+ * then pull on odd ones (both API paths). */
+static int run_step(struct psched_node *node, struct wkey *ks, size_t nk,
+		    uint64_t step, unsigned timeout_ms, uint64_t *reqs)
+{
+	size_t i;
+	int ret;
+
+	for (i = 0; i < nk; i++) {
+		const void *pv = ks[i].push;
+		void *qv = ks[i].pull;
+
+		ret = step % 2 ? psched_push(node, &ks[i].key, 1, &pv,
+					     &ks[i].len, ks[i].dtype, (int)i,
+					     NULL, NULL, &reqs[i])
+			       : psched_pushpull(node, &ks[i].key, 1, &pv, &qv,
+						 &ks[i].len, ks[i].dtype,
+						 (int)i, NULL, NULL, &reqs[i]);
+		if (ret)
+			return fail("push");
+	}
+	for (i = 0; i < nk; i++)
+		if (psched_wait(node, reqs[i], timeout_ms))
+			return fail(step % 2 ? "push" : "pushpull");
+	if (!(step % 2))
+		return 0;
+	for (i = 0; i < nk; i++) {
+		void *qv = ks[i].pull;
+
+		if (psched_pull(node, &ks[i].key, 1, &qv, &ks[i].len,
+				ks[i].dtype, (int)i, NULL, NULL, &reqs[i]))
+			return fail("pull");
+	}
+	for (i = 0; i < nk; i++)
+		if (psched_wait(node, reqs[i], timeout_ms))
+			return fail("pull");
+	return 0;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int check_loop(struct psched_node *node, const struct wopts *o)
+{
+	unsigned rank = (unsigned)psched_node_rank(node);
+	unsigned nw = psched_num_workers(node);
+	struct wkey *ks;
+	size_t nk, i;
+	uint64_t step, bytes = 0, *reqs;
+	double t0;
+	int ret = 0;
+
+	if (setup_keys(o, &ks, &nk)) {
+		fprintf(stderr, "ps-worker: bad --sizes '%s'\n", o->sizes);
+		return 2;
+	}
+	reqs = calloc(nk, sizeof(*reqs));
+	for (i = 0; i < nk; i++) {
+		const void *v = ks[i].push;
+
+		memset(ks[i].push, 0, ks[i].len);
+		if (psched_init(node, &ks[i].key, 1, &v, &ks[i].len,
+				ks[i].dtype, o->timeout_ms))
+			return fail("init");
+		bytes += ks[i].len;
+	}
+	t0 = now_s();
+	for (step = 1; !ret; step++) {
+		if (o->steps && step > o->steps)
+			break;
+		if (!o->steps && now_s() - t0 > o->seconds)
+			break;
+		for (i = 0; i < nk; i++)
+			fill(o, &ks[i], rank, step);
+		ret = run_step(node, ks, nk, step, o->timeout_ms, reqs);
+		for (i = 0; i < nk && !ret; i++)
+			ret = verify(o, &ks[i], nw, step);
+	}
+	if (!ret)
+		printf("ps-worker rank %u: %llu steps x %zu keys verified "
+		       "(%llu bytes per step), %.1f steps/s\n",
+		       rank, (unsigned long long)(step - 1), nk,
+		       (unsigned long long)bytes,
+		       (double)(step - 1) / (now_s() - t0));
+	for (i = 0; i < nk; i++) {
+		free(ks[i].push);
+		free(ks[i].pull);
+	}
+	free(ks);
+	free(reqs);
+	return ret;
+}
+
+static void usage(void)
+{
+	printf("usage: ps-worker [--sizes LIST] [--keys N] [--steps N | "
+	       "--seconds S] [--seed N] [--timeout MS] [cluster options]\n"
+	       "Synthetic worker: every step pushes random values for every "
+	       "key and checks the\npulled aggregate exactly (sizes not a "
+	       "multiple of 4 are raw bytes: not summed).\n"
+	       "  --sizes LIST   comma-separated key sizes, K/M/G suffixes "
+	       "[4,1K,64K,1M]\n"
+	       "  --keys N       keys per size [4]\n"
+	       "  --steps N      steps to run, 0 = use --seconds [10]\n"
+	       "  --seconds S    run this long when --steps is 0 [10]\n"
+	       "  --seed N       data seed, same on every worker [1]\n"
+	       "  --timeout MS   per-request timeout, 0 = PS_REQUEST_TIMEOUT "
+	       "[0]\n\n");
+	psched_cfg_usage(stdout);
+}
+
+static int parse_own(int argc, char **argv, struct wopts *o)
+{
+	static const struct option lo[] = {
+		{ "sizes", required_argument, NULL, 'z' },
+		{ "keys", required_argument, NULL, 'k' },
+		{ "steps", required_argument, NULL, 's' },
+		{ "seconds", required_argument, NULL, 'S' },
+		{ "seed", required_argument, NULL, 'e' },
+		{ "timeout", required_argument, NULL, 't' },
+		{ NULL, 0, NULL, 0 },
+	};
+	int c;
+
+	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+		switch (c) {
+		case 'z':
+			snprintf(o->sizes, sizeof(o->sizes), "%s", optarg);
+			break;
+		case 'k':
+			o->keys_per_size = (unsigned)atoi(optarg);
+			break;
+		case 's':
+			o->steps = (unsigned)atoi(optarg);
+			break;
+		case 'S':
+			o->seconds = atof(optarg);
+			break;
+		case 'e':
+			o->seed = strtoull(optarg, NULL, 0);
+			break;
+		case 't':
+			o->timeout_ms = (unsigned)atoi(optarg);
+			break;
+		default:
+			return -1;
+		}
+	}
+	if (optind < argc || !o->keys_per_size) {
+		fprintf(stderr, "ps-worker: bad arguments (see --help)\n");
+		return -1;
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	struct wopts o = { .sizes = "4,1K,64K,1M",
+			   .keys_per_size = 4,
+			   .steps = 10,
+			   .seconds = 10,
+			   .seed = 1 };
+	struct psched_cfg cfg;
+	struct psched_node *node;
+	int ret;
+
+	psched_cfg_init(&cfg);
+	ret = psched_cfg_from_env(&cfg);
+	if (!ret)
+		ret = psched_cfg_parse_args(&cfg, &argc, argv, false);
+	if (ret == 1) {
+		usage();
+		return 0;
+	}
+	if (ret) {
+		fprintf(stderr, "ps-worker: %s\n", psched_errmsg());
+		return 2;
+	}
+	if (parse_own(argc, argv, &o))
+		return 2;
+	cfg.role = PSCHED_ROLE_WORKER;
+	ret = psched_node_create(&cfg, &node);
+	if (ret) {
+		fprintf(stderr, "ps-worker: %s\n", psched_errmsg());
+		return 1;
+	}
+	ret = check_loop(node, &o);
+	if (psched_node_destroy(node) && !ret) {
+		fprintf(stderr, "ps-worker: shutdown: %s\n", psched_errmsg());
+		ret = 1;
+	}
+	return ret;
+}
