@@ -59,6 +59,7 @@ struct psched_node {
 	uint64_t barrier_seq;  /* last barrier this node entered */
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
+	uint64_t token; /* job token from the node table */
 
 	atomic_uint_fast64_t stored_bytes; /* server: tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* server: bytes allocated */
@@ -86,6 +87,9 @@ void psd_node_set_fatal(struct psched_node *n, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Send a control message to the scheduler. */
 int psd_node_send_sched(struct psched_node *n, const Psched__Control *msg);
+
+/* Hash of PS_JOB_TOKEN (0 when unset): the shared secret of a job. */
+uint64_t psd_job_token(void);
 
 /* Node-side (server, worker) start and stop. */
 int psd_po_start(struct psched_node *n);

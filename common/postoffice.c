@@ -15,6 +15,18 @@
 
 #include "node.h"
 
+uint64_t psd_job_token(void)
+{
+	const char *s = getenv("PS_JOB_TOKEN");
+	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+
+	if (!s || !*s)
+		return 0;
+	for (; *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h ? h : 1;
+}
+
 struct psd_peer *psd_node_peer(struct psched_node *n, int id)
 {
 	if (id < 0 || (unsigned)id >= n->npeers || !n->peers)
@@ -88,6 +100,7 @@ static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 		n->npeers = (unsigned)max_id + 1;
 		n->id = t->your_id;
 		n->rank = peers[t->your_id].rank;
+		n->token = t->token;
 		n->have_table = true;
 		peers = NULL;
 	}
@@ -113,28 +126,48 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 		n->app->peer_failed(n, p, PSCHED_ENODEDEAD, f->reason);
 }
 
+/*
+ * Van thread: the first message on a data connection must be a hello
+ * from a worker of this job (its id and the job token), and each worker
+ * has one data connection.  Anything else costs the connection.
+ */
+static void po_on_hello(struct psched_node *n, struct psd_conn *c,
+			const Psched__Control *m)
+{
+	const char *why = NULL;
+	struct psd_peer *p = NULL;
+
+	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0)
+		why = "unexpected control message on a data connection";
+	else if (!n->have_table)
+		why = "hello before the cluster is complete";
+	else if (m->hello->token != n->token)
+		why = "hello with a wrong job token (PS_JOB_TOKEN)";
+	else if (!(p = psd_node_peer(n, m->hello->id)) || p->id < 0 ||
+		 p->role != PSCHED_ROLE_WORKER)
+		why = "hello from an id that is no worker of this job";
+	else if (p->conn || p->dead)
+		why = "hello for a worker that is already connected";
+	if (why) {
+		psd_err("dropping connection from %s: %s", c->peer, why);
+		psd_conn_close(c);
+		return;
+	}
+	pthread_mutex_lock(&n->lock);
+	p->conn = c;
+	psd_conn_get(c);
+	pthread_mutex_unlock(&n->lock);
+	c->peer_id = p->id;
+	snprintf(c->peer, sizeof(c->peer), "%s", p->desc);
+}
+
 static void po_rx_control(void *arg, struct psd_conn *c,
 			  const Psched__Control *m)
 {
 	struct psched_node *n = arg;
 
 	if (c != n->sched) {
-		/* Only hello is valid on a data connection. */
-		if (m->body_case == PSCHED__CONTROL__BODY_HELLO &&
-		    c->peer_id < 0 && n->have_table) {
-			struct psd_peer *p = psd_node_peer(n, m->hello->id);
-
-			if (p && p->role == PSCHED_ROLE_WORKER) {
-				c->peer_id = p->id;
-				snprintf(c->peer, sizeof(c->peer), "%s",
-					 p->desc);
-				return;
-			}
-		}
-		psd_err("dropping connection from %s: unexpected control "
-			"message %d",
-			c->peer, (int)m->body_case);
-		psd_conn_close(c);
+		po_on_hello(n, c, m);
 		return;
 	}
 	switch (m->body_case) {
@@ -216,7 +249,8 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 		return;
 	pthread_mutex_lock(&n->lock);
 	p = psd_node_peer(n, c->peer_id);
-	down = n->shutdown || !p || p->dead;
+	/* Only the peer's own data connection speaks for it. */
+	down = n->shutdown || !p || p->dead || p->conn != c;
 	if (p && !down)
 		p->dead = true;
 	pthread_mutex_unlock(&n->lock);
@@ -327,6 +361,7 @@ static int po_register(struct psched_node *n)
 	reg.num_server = n->cfg.num_server;
 	reg.num_worker = n->cfg.num_worker;
 	reg.pid = getpid();
+	reg.token = psd_job_token();
 	m.body_case = PSCHED__CONTROL__BODY_REG;
 	m.reg = &reg;
 	return psd_node_send_sched(n, &m);
@@ -365,6 +400,7 @@ static int po_connect_servers(struct psched_node *n, uint64_t deadline)
 	int ret;
 
 	hello.id = n->id;
+	hello.token = n->token;
 	m.body_case = PSCHED__CONTROL__BODY_HELLO;
 	m.hello = &hello;
 	for (i = 0; i < n->npeers; i++) {

@@ -270,6 +270,8 @@ int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)
 	*dst = NULL;
 	if (h->type != PSD_MSG_CONTROL && van->cb.rx_header) {
 		ret = van->cb.rx_header(van->cb.arg, c, h, dst);
+		if (ret == PSD_RX_DISCARD)
+			*dst = NULL;
 		if (ret)
 			return ret;
 	}

@@ -18,7 +18,8 @@ struct psd_van_cb {
 	/* A peer connected to our listener. */
 	void (*accepted)(void *arg, struct psd_conn *c);
 	/* Header in: choose the payload's destination (*dst, NULL to use
-	 * the connection's scratch buffer).  Nonzero drops the connection. */
+	 * the connection's scratch buffer).  PSD_RX_DISCARD reads the payload
+	 * into nothing; -errno drops the connection. */
 	int (*rx_header)(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 			 void **dst);
 	/* Data message in (payload in place). */

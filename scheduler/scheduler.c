@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
 
 #include "node.h"
 
@@ -44,6 +46,7 @@ struct psd_sched {
 	uint64_t start_ms;
 	uint64_t shutdown_ms;
 	char transport[16];
+	uint64_t token; /* PS_JOB_TOKEN hash, else random */
 	struct sched_barrier barriers[PSCHED_GROUP_ALL + 1];
 };
 
@@ -230,6 +233,7 @@ static void sched_send_table(struct psched_node *n)
 		infos[i].port = sn->port;
 		ptrs[i] = &infos[i];
 	}
+	t.token = s->token;
 	t.n_nodes = s->cap;
 	t.nodes = ptrs;
 	m.body_case = PSCHED__CONTROL__BODY_TABLE;
@@ -287,6 +291,8 @@ static const char *sched_check_reg(struct psched_node *n,
 			 n->num_worker);
 		return buf;
 	}
+	if (psd_job_token() && r->token != psd_job_token())
+		return "wrong or missing PS_JOB_TOKEN";
 	if (!r->transport || strcmp(r->transport, s->transport)) {
 		snprintf(buf, len,
 			 "node uses transport '%s' but the job uses '%s' "
@@ -526,6 +532,10 @@ static int sched_alloc(struct psched_node *n)
 	}
 	snprintf(s->transport, sizeof(s->transport), "%s", n->ops->name);
 	s->start_ms = psd_now_ms();
+	s->token = psd_job_token();
+	if (!s->token &&
+	    getrandom(&s->token, sizeof(s->token), 0) != sizeof(s->token))
+		s->token = psd_now_us() ^ ((uint64_t)getpid() << 32);
 	return 0;
 }
 

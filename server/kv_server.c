@@ -494,19 +494,25 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 
 	if (s->async)
 		return 0;
-	if (h->step <= e->version)
-		return kvs_reject(n, c, h, -EPROTO, "step already applied");
+	if (h->step <= e->version) {
+		kvs_reject(n, c, h, -EPROTO, "step already applied");
+		return PSD_RX_DISCARD;
+	}
 	if (h->step > e->version + 1) {
 		kc->hold = malloc((size_t)h->length);
-		if (!kc->hold)
-			return kvs_reject(n, c, h, -ENOMEM,
-					  "no memory to hold an early push");
+		if (!kc->hold) {
+			kvs_reject(n, c, h, -ENOMEM,
+				   "no memory to hold an early push");
+			return PSD_RX_DISCARD;
+		}
 		*dst = kc->hold;
 		return 0;
 	}
-	if (kvs_step_open(e, n, h->part) || kvs_chunk_index(e, h, &idx))
-		return kvs_reject(n, c, h, -EPROTO,
-				  "chunk does not fit the step's layout");
+	if (kvs_step_open(e, n, h->part) || kvs_chunk_index(e, h, &idx)) {
+		kvs_reject(n, c, h, -EPROTO,
+			   "chunk does not fit the step's layout");
+		return PSD_RX_DISCARD;
+	}
 	/* One worker: nobody else writes this chunk, so land in place. */
 	if (s->nworker == 1 && e->counts[idx] == 0) {
 		*dst = e->merge + (h->offset - e->off);
@@ -536,10 +542,13 @@ static int kvs_rx_header(struct psched_node *n, struct psd_conn *c,
 	kc->wrank = p->rank;
 	ret = kvs_check_entry(n, c, h, &kc->e);
 	if (ret)
-		return h->length ? ret : 0; /* a payload we won't read */
-	if (h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL)
-		return kvs_push_header(n, c, kc, h, dst);
-	return 0;
+		return h->length ? PSD_RX_DISCARD : 0; /* already answered */
+	if (h->type != PSD_MSG_PUSH && h->type != PSD_MSG_PUSHPULL)
+		return 0;
+	ret = kvs_push_header(n, c, kc, h, dst);
+	if (ret == PSD_RX_DISCARD)
+		kc->e = NULL; /* answered already; ignore the payload */
+	return ret;
 }
 
 static void kvs_on_pull(struct psched_node *n, struct psd_conn *c,

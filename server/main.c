@@ -38,6 +38,10 @@ int main(int argc, char **argv)
 		fprintf(stderr, "ps-server: %s\n", psched_errmsg());
 		return 1;
 	}
+	printf("ps-server rank %d id %d listening on 0.0.0.0:%u\n",
+	       psched_node_rank(node), psched_node_id(node),
+	       psched_node_port(node));
+	fflush(stdout);
 	ret = psched_node_run(node);
 	if (ret)
 		fprintf(stderr, "ps-server: %s\n", psched_errmsg());

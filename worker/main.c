@@ -167,43 +167,70 @@ static int fail(const char *what)
 	return 2;
 }
 
+/* Wait for every issued request (errors after the first are only
+ * waited out): buffers are not freed under a request in flight. */
+static int wait_all(struct psched_node *node, const uint64_t *reqs, size_t n,
+		    unsigned timeout_ms, const char *what)
+{
+	char msg[512] = "";
+	size_t i;
+	int ret = 0;
+
+	for (i = 0; i < n; i++) {
+		if (!psched_wait(node, reqs[i], timeout_ms) || ret)
+			continue;
+		ret = 2;
+		snprintf(msg, sizeof(msg), "%s", psched_errmsg());
+	}
+	if (ret)
+		fprintf(stderr, "ps-worker: %s failed: %s\n", what, msg);
+	return ret;
+}
+
+/* Issue one request per key (all in flight at once). */
+static int issue(struct psched_node *node, struct wkey *ks, size_t nk, int kind,
+		 uint64_t *reqs, size_t *issued)
+{
+	size_t i;
+	int ret = 0;
+
+	for (i = 0; i < nk && !ret; i++) {
+		const void *pv = ks[i].push;
+		void *qv = ks[i].pull;
+
+		if (kind == 0)
+			ret = psched_push(node, &ks[i].key, 1, &pv, &ks[i].len,
+					  ks[i].dtype, (int)i, NULL, NULL,
+					  &reqs[i]);
+		else if (kind == 1)
+			ret = psched_pull(node, &ks[i].key, 1, &qv, &ks[i].len,
+					  ks[i].dtype, (int)i, NULL, NULL,
+					  &reqs[i]);
+		else
+			ret = psched_pushpull(node, &ks[i].key, 1, &pv, &qv,
+					      &ks[i].len, ks[i].dtype, (int)i,
+					      NULL, NULL, &reqs[i]);
+	}
+	*issued = ret ? i - 1 : i;
+	return ret ? fail("issuing a request") : 0;
+}
+
 /* One step: every key in flight at once; pushpull on even steps, push
  * then pull on odd ones (both API paths). */
 static int run_step(struct psched_node *node, struct wkey *ks, size_t nk,
 		    uint64_t step, unsigned timeout_ms, uint64_t *reqs)
 {
-	size_t i;
-	int ret;
+	size_t issued;
+	int ret, ret2;
 
-	for (i = 0; i < nk; i++) {
-		const void *pv = ks[i].push;
-		void *qv = ks[i].pull;
-
-		ret = step % 2 ? psched_push(node, &ks[i].key, 1, &pv,
-					     &ks[i].len, ks[i].dtype, (int)i,
-					     NULL, NULL, &reqs[i])
-			       : psched_pushpull(node, &ks[i].key, 1, &pv, &qv,
-						 &ks[i].len, ks[i].dtype,
-						 (int)i, NULL, NULL, &reqs[i]);
-		if (ret)
-			return fail("push");
-	}
-	for (i = 0; i < nk; i++)
-		if (psched_wait(node, reqs[i], timeout_ms))
-			return fail(step % 2 ? "push" : "pushpull");
-	if (!(step % 2))
-		return 0;
-	for (i = 0; i < nk; i++) {
-		void *qv = ks[i].pull;
-
-		if (psched_pull(node, &ks[i].key, 1, &qv, &ks[i].len,
-				ks[i].dtype, (int)i, NULL, NULL, &reqs[i]))
-			return fail("pull");
-	}
-	for (i = 0; i < nk; i++)
-		if (psched_wait(node, reqs[i], timeout_ms))
-			return fail("pull");
-	return 0;
+	ret = issue(node, ks, nk, step % 2 ? 0 : 2, reqs, &issued);
+	ret2 = wait_all(node, reqs, issued, timeout_ms,
+			step % 2 ? "push" : "pushpull");
+	if (ret || ret2 || !(step % 2))
+		return ret ? ret : ret2;
+	ret = issue(node, ks, nk, 1, reqs, &issued);
+	ret2 = wait_all(node, reqs, issued, timeout_ms, "pull");
+	return ret ? ret : ret2;
 }
 
 static double now_s(void)

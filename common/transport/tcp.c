@@ -275,7 +275,7 @@ static int tcp_rx_header(struct tcp_conn *tc)
 		return ret;
 	}
 	ret = psd_van_rx_header(&tc->base, &tc->hdr, &dst);
-	if (ret)
+	if (ret < 0)
 		return ret;
 	tc->dst = dst;
 	tc->got = 0;

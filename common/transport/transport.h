@@ -86,7 +86,12 @@ struct psd_transport_ops {
 const struct psd_transport_ops *psd_transport_find(const char *name);
 extern const struct psd_transport_ops psd_tcp_ops;
 
-/* Upcalls into the van (van thread only), see the top of this file. */
+/* psd_van_rx_header() result: read the payload but throw it away. */
+#define PSD_RX_DISCARD 1
+
+/* Upcalls into the van (van thread only), see the top of this file.
+ * psd_van_rx_header() returns 0 (payload to *dst), PSD_RX_DISCARD, or
+ * -errno to drop the connection. */
 int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst);
 void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload);
 /* Largest tensor the van accepts in a header. */

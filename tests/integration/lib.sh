@@ -1,0 +1,75 @@
+# Shared helpers for the integration tests: start a real cluster on
+# loopback (scheduler on port 0, read back), run ps-worker, kill
+# everything on exit.  Every wait is bounded; PS_TEST_TIMEOUT_MULT scales.
+set -u
+BUILD=${BUILD:-build}
+BIN=$BUILD/bin
+MULT=${PS_TEST_TIMEOUT_MULT:-1}
+TMP=$(mktemp -d /tmp/psched-test.XXXXXX)
+PIDS=()
+export DMLC_PS_ROOT_URI=127.0.0.1
+export PS_CONNECT_TIMEOUT=${PS_CONNECT_TIMEOUT:-$((30 * MULT))}
+
+cleanup() {
+	local p
+	for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+	wait 2>/dev/null
+	if [ "${KEEP_TMP:-0}" = 1 ]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+
+die() { echo "FAIL: $*"; for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done; exit 1; }
+
+# start_scheduler S W: sets SCHED_PID and exports DMLC_PS_ROOT_PORT
+start_scheduler() {
+	export DMLC_NUM_SERVER=$1 DMLC_NUM_WORKER=$2
+	"$BIN/ps-scheduler" --root-port 0 >"$TMP/sched.out" 2>"$TMP/sched.err" &
+	SCHED_PID=$!
+	PIDS+=("$SCHED_PID")
+	local i
+	for i in $(seq 1 $((100 * MULT))); do
+		grep -q PS_ROOT_PORT= "$TMP/sched.out" 2>/dev/null && break
+		sleep 0.05
+	done
+	DMLC_PS_ROOT_PORT=$(sed -n 's/^PS_ROOT_PORT=//p' "$TMP/sched.out")
+	[ -n "$DMLC_PS_ROOT_PORT" ] || die "scheduler did not start"
+	export DMLC_PS_ROOT_PORT
+}
+
+# start_servers N: SERVER_PIDS
+start_servers() {
+	local i
+	SERVER_PIDS=()
+	for i in $(seq 1 "$1"); do
+		"$BIN/ps-server" >"$TMP/server$i.out" 2>"$TMP/server$i.err" &
+		SERVER_PIDS+=($!)
+		PIDS+=($!)
+	done
+}
+
+# start_workers N ARGS...: WORKER_PIDS (ps-worker with ARGS)
+start_workers() {
+	local n=$1 i
+	shift
+	WORKER_PIDS=()
+	for i in $(seq 1 "$n"); do
+		"$BIN/ps-worker" "$@" >"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
+		WORKER_PIDS+=($!)
+		PIDS+=($!)
+	done
+}
+
+# wait_pid PID SECONDS: exit status, or 124 after the deadline
+wait_pid() {
+	local pid=$1 limit=$(($2 * MULT * 10)) i
+	for i in $(seq 1 "$limit"); do
+		kill -0 "$pid" 2>/dev/null || { wait "$pid"; return $?; }
+		sleep 0.1
+	done
+	return 124
+}
+
+# server_ports: the listen ports the servers print once the cluster is up
+server_ports() {
+	sed -n 's/.*listening on [^ ]*:\([0-9]*\).*/\1/p' "$TMP"/server*.out
+}

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# A server dies mid-run (kill -9), or hangs (SIGSTOP): every worker call
+# fails within the heartbeat timeout with an error naming that server,
+# and every process exits in bounded time.  Nothing hangs.
+. "$(dirname "$0")/lib.sh"
+export PS_HEARTBEAT_INTERVAL=0.2 PS_HEARTBEAT_TIMEOUT=2 PS_REQUEST_TIMEOUT=60
+
+scenario() { # signal
+	local sig=$1 t0 t1 p
+	start_scheduler 2 2
+	start_servers 2
+	start_workers 2 --steps 0 --seconds 120 --keys 2 --sizes 4,64K,1M
+	for i in $(seq 1 $((100 * MULT))); do
+		[ "$(server_ports | wc -l)" = 2 ] && break
+		sleep 0.1
+	done
+	sleep 1.5
+	victim=${SERVER_PIDS[1]}
+	id=$(sed -n 's/.* id \([0-9]*\) listening.*/\1/p' "$TMP/server2.out")
+	t0=$(date +%s.%N)
+	kill -"$sig" "$victim"
+	for p in "${WORKER_PIDS[@]}"; do
+		wait_pid "$p" 20; rc=$?
+		[ $rc = 124 ] && die "$sig: worker $p still running 20 s after the server failed"
+		[ $rc != 0 ] || die "$sig: worker $p claims success"
+	done
+	t1=$(date +%s.%N)
+	for i in 1 2; do
+		grep -q "server $id (rank" "$TMP/worker$i.err" || die "$sig: worker $i error does not name server $id: $(cat "$TMP/worker$i.err")"
+	done
+	for p in "${SERVER_PIDS[0]}" "$SCHED_PID"; do
+		wait_pid "$p" 20; rc=$?
+		[ $rc = 124 ] && die "$sig: node $p did not exit"
+	done
+	kill -9 "$victim" 2>/dev/null
+	echo "ok $sig: workers failed after $(echo "$t1 - $t0" | bc) s: $(head -1 "$TMP/worker1.err")"
+}
+scenario KILL
+scenario STOP
