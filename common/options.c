@@ -183,8 +183,8 @@ static int opt_parse_u64(const char *s, bool bytes, uint64_t *out)
 	if (!*s || *s == '-' || isspace((unsigned char)*s))
 		return -EINVAL;
 	errno = 0;
-	v = strtoull(s, &end, 0);
-	if (errno)
+	v = strtoull(s, &end, 10); /* decimal, as ps-lite's atoi */
+	if (errno || end == s)
 		return -EINVAL;
 	if (bytes && *end) {
 		unsigned shift = 0;
@@ -203,7 +203,7 @@ static int opt_parse_u64(const char *s, bool bytes, uint64_t *out)
 			return -EINVAL;
 		}
 		end++;
-		if (*end == 'i' || *end == 'B')
+		if (*end == 'i') /* K, KB, KiB */
 			end++;
 		if (*end == 'B')
 			end++;
@@ -259,6 +259,12 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 	case OPT_UINT:
 		if (opt_parse_u64(val, false, &u) || u > 0xffffffffu)
 			return -EINVAL;
+		if ((o->off == OFF(port) || o->off == OFF(root_port)) &&
+		    u > 65535)
+			return -EINVAL;
+		if ((o->off == OFF(num_server) || o->off == OFF(num_worker)) &&
+		    u == 0)
+			return -EINVAL;
 		*(unsigned *)(void *)field = (unsigned)u;
 		return 0;
 	case OPT_BYTES:
@@ -271,6 +277,8 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 		d = strtod(val, &end);
 		if (errno || !*val || *end || !(d > 0) || d > 86400.0 * 30)
 			return -EINVAL;
+		if (d * 1000.0 + 0.5 < 1.0)
+			return -EINVAL; /* would round to 0 ms */
 		*(unsigned *)(void *)field = (unsigned)(d * 1000.0 + 0.5);
 		return 0;
 	}

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# `make bench`: the PEERS.md workload, 1 server + 1 worker on loopback:
+# push, pull and push+pull goodput for 4 KiB .. 64 MiB (40 keys per server,
+# fewer above 1 MiB, all outstanding), then serial latency (one request
+# outstanding) at 4 KiB and 1 MiB.  Every figure is the median of 3
+# windows, with the raw TCP baseline of the same run beside it.
+set -euo pipefail
+BUILD=${BUILD:-build}
+B=$BUILD/bin/ps-bench
+SECS=${PS_BENCH_SECONDS:-2}
+for mode in push pull pushpull; do
+	echo "## $mode, throughput"
+	"$B" --mode "$mode" --size 4K,64K,1M,16M,64M --seconds "$SECS" --runs 3
+	echo
+done
+for mode in push pull; do
+	echo "## $mode, serial latency (1 request outstanding)"
+	"$B" --mode "$mode" --size 4K,1M --keys 1 --seconds "$SECS" --runs 3
+	echo
+done

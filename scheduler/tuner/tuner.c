@@ -1,0 +1,743 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tuner state machine: samples from step scores, Bayesian
+ * optimization over (log2 partition, log2 credit multiple), lock-in,
+ * drift watch and retune.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bo.h"
+#include "tuner.h"
+
+#define TUNER_REF_MAX	16 /* samples averaged into the locked reference */
+#define TUNER_OBS_LIMIT 64 /* at a new search, keep only the newest... */
+#define TUNER_OBS_KEEP	40 /* ...this many observations */
+#define TUNER_MULT_MAX	1024
+
+#define KIB (UINT64_C(1) << 10)
+#define MIB (UINT64_C(1) << 20)
+
+static const char *const tuner_csv_header =
+	"sample,step,epoch,partition_bytes,credit_bytes,score_steps_per_s,"
+	"predicted_mean,predicted_sd,phase\n";
+
+/* One sample the GP has seen. */
+struct tuner_obs {
+	uint64_t part;
+	uint64_t credit;
+	double score;
+	double weight;	     /* GP noise multiplier; grows on every retune */
+	unsigned int search; /* which search it belongs to */
+};
+
+struct psd_tuner {
+	struct psd_tuner_opts o;
+	enum psd_tuner_phase phase;
+	struct psd_bo *bo;
+	unsigned int dim; /* tuned knobs: 1 or 2 */
+	bool tune_part;
+	bool tune_credit;
+	unsigned int lp_min; /* log2 of the partition range searched */
+	unsigned int lp_max;
+
+	struct psd_tuner_config cur;
+	double pred_mean; /* GP prediction for cur when proposed, or NaN */
+	double pred_sd;
+
+	double *win; /* scores of the sample being collected */
+	double *sorted;
+	unsigned int nwin;
+	unsigned int discard; /* samples still to discard */
+	uint64_t samples;     /* samples completed, discarded ones too */
+	double last_score;
+
+	unsigned int search; /* current search number */
+	unsigned int search_samples;
+	struct tuner_obs *obs;
+	unsigned int nobs;
+	unsigned int obs_cap;
+
+	bool locked_once;
+	struct psd_tuner_config best;
+	double ref; /* reference score of the locked config */
+	unsigned int ref_n;
+	double *dev; /* consecutive locked samples beyond the threshold */
+	unsigned int ndev;
+
+	FILE *log;
+	bool own_log;
+};
+
+void psd_tuner_opts_default(struct psd_tuner_opts *o)
+{
+	memset(o, 0, sizeof(*o));
+	o->part_min = 4 * KIB;
+	o->part_max = 64 * MIB;
+	o->credit_mult_max = 32;
+	o->warmup_samples = 3;
+	o->steps_per_sample = 10;
+	o->max_samples = 20;
+	o->apply_delay = 2;
+	o->ei_threshold = 0.005;
+	o->xi = 0.01;
+	o->retune_threshold = 0.05;
+	o->retune_windows = 3;
+	o->age_factor = 1000.0;
+}
+
+const char *psd_tuner_phase_name(enum psd_tuner_phase phase)
+{
+	switch (phase) {
+	case PSD_TUNER_WARMUP:
+		return "warmup";
+	case PSD_TUNER_EXPLORE:
+		return "explore";
+	case PSD_TUNER_LOCKED:
+		return "locked";
+	case PSD_TUNER_RETUNE:
+		return "retune";
+	}
+	return "unknown";
+}
+
+static bool tuner_is_pow2(uint64_t v)
+{
+	return v && !(v & (v - 1));
+}
+
+static unsigned int tuner_log2(uint64_t v)
+{
+	return 63u - (unsigned int)__builtin_clzll(v);
+}
+
+static double tuner_clamp01(double v)
+{
+	if (!(v >= 0.0)) /* NaN too */
+		return 0.0;
+	return v > 1.0 ? 1.0 : v;
+}
+
+/* Nearest power of two (in log scale) clamped to the searched range. */
+static uint64_t tuner_round_part(const struct psd_tuner *t, double bytes)
+{
+	double lp = bytes > 0.0 ? round(log2(bytes)) : 0.0;
+
+	lp = fmin(fmax(lp, t->lp_min), t->lp_max);
+	return UINT64_C(1) << (unsigned int)lp;
+}
+
+static uint64_t tuner_clamp_mult(const struct psd_tuner *t, double mult)
+{
+	mult = round(mult);
+	if (!(mult >= 1.0))
+		return 1;
+	if (mult > t->o.credit_mult_max)
+		return t->o.credit_mult_max;
+	return (uint64_t)mult;
+}
+
+/* Credit for @part when credit is not tuned. */
+static uint64_t tuner_untuned_credit(const struct psd_tuner *t, uint64_t part)
+{
+	if (t->o.fixed_credit)
+		return part * tuner_clamp_mult(t, (double)t->o.fixed_credit /
+							  (double)part);
+	return part *
+	       tuner_clamp_mult(t, (double)t->o.init_credit / (double)part);
+}
+
+void psd_tuner_round(const struct psd_tuner *t, const double *x,
+		     uint64_t *partition, uint64_t *credit)
+{
+	unsigned int k = 0;
+	double lp;
+	double lm;
+
+	if (t->tune_part) {
+		lp = t->lp_min +
+		     tuner_clamp01(x[k++]) * (t->lp_max - t->lp_min);
+		*partition = tuner_round_part(t, exp2(lp));
+	} else {
+		*partition = UINT64_C(1) << t->lp_min;
+	}
+	if (t->tune_credit) {
+		lm = tuner_clamp01(x[k]) * log2(t->o.credit_mult_max);
+		*credit = *partition * tuner_clamp_mult(t, exp2(lm));
+	} else {
+		*credit = tuner_untuned_credit(t, *partition);
+	}
+}
+
+/* Unit-box coordinates of a config (the inverse of psd_tuner_round). */
+static void tuner_to_x(const struct psd_tuner *t, uint64_t part,
+		       uint64_t credit, double *x)
+{
+	unsigned int k = 0;
+
+	if (t->tune_part)
+		x[k++] = tuner_clamp01(((double)tuner_log2(part) - t->lp_min) /
+				       (t->lp_max - t->lp_min));
+	if (t->tune_credit)
+		x[k] = tuner_clamp01(log2((double)credit / (double)part) /
+				     log2(t->o.credit_mult_max));
+}
+
+static bool tuner_opts_are_valid(const struct psd_tuner_opts *o)
+{
+	return tuner_is_pow2(o->part_min) && tuner_is_pow2(o->part_max) &&
+	       o->part_min >= PSD_TUNER_PART_ALIGN &&
+	       o->part_min <= o->part_max && o->credit_mult_max >= 1 &&
+	       o->credit_mult_max <= TUNER_MULT_MAX &&
+	       o->steps_per_sample >= 1 && o->max_samples >= 1 &&
+	       o->apply_delay >= 1 && o->retune_windows >= 1 &&
+	       isfinite(o->noise) && o->noise >= 0.0 &&
+	       isfinite(o->ei_threshold) && o->ei_threshold >= 0.0 &&
+	       isfinite(o->xi) && o->xi >= 0.0 &&
+	       isfinite(o->retune_threshold) && o->retune_threshold > 0.0 &&
+	       isfinite(o->age_factor) && o->age_factor >= 1.0;
+}
+
+/*
+ * Work out which knobs are tuned and the partition range searched.
+ * Returns -EINVAL when nothing is left to tune.
+ */
+static int tuner_setup_space(struct psd_tuner *t)
+{
+	const struct psd_tuner_opts *o = &t->o;
+	unsigned int lo = tuner_log2(o->part_min);
+	unsigned int hi = tuner_log2(o->part_max);
+	unsigned int lc;
+
+	if (o->fixed_credit) {
+		/* keep credit / mult_max <= partition <= credit */
+		if (o->fixed_credit < o->part_min)
+			return -EINVAL;
+		lc = tuner_log2(o->fixed_credit);
+		hi = lc < hi ? lc : hi;
+		lc = (unsigned int)ceil(
+			log2((double)o->fixed_credit / o->credit_mult_max));
+		lo = lc > lo ? lc : lo;
+		if (lo > hi)
+			return -EINVAL;
+	}
+	t->lp_min = lo;
+	t->lp_max = hi;
+	if (o->fixed_partition) {
+		t->lp_min = t->lp_max = tuner_log2(
+			tuner_round_part(t, (double)o->fixed_partition));
+	}
+	t->tune_part = t->lp_min < t->lp_max;
+	t->tune_credit = !o->fixed_credit && o->credit_mult_max > 1;
+	t->dim = t->tune_part + t->tune_credit;
+	return t->dim ? 0 : -EINVAL;
+}
+
+/* The first config: init_* (or 4 MiB, 4x) rounded like a proposal. */
+static void tuner_setup_initial(struct psd_tuner *t)
+{
+	struct psd_tuner_config *c = &t->cur;
+
+	if (!t->o.init_partition)
+		t->o.init_partition = 4 * MIB;
+	if (!t->o.init_credit)
+		t->o.init_credit = 4 * t->o.init_partition;
+	c->partition_bytes = tuner_round_part(t, (double)t->o.init_partition);
+	c->credit_bytes = tuner_untuned_credit(t, c->partition_bytes);
+	c->epoch = 0;
+	c->apply_from_step = 0;
+	t->pred_mean = NAN;
+	t->pred_sd = NAN;
+}
+
+static int tuner_bo_create(struct psd_tuner *t, uint64_t seed,
+			   struct psd_bo **out)
+{
+	struct psd_bo_opts bo;
+
+	psd_bo_opts_default(&bo, t->dim);
+	bo.xi = t->o.xi;
+	bo.seed = seed;
+	return psd_bo_create(&bo, out);
+}
+
+static int tuner_open_log(struct psd_tuner *t, const char *path)
+{
+	if (path) {
+		t->log = fopen(path, "w");
+		if (!t->log)
+			return errno ? -errno : -EIO;
+		t->own_log = true;
+	} else {
+		t->log = t->o.log;
+	}
+	if (t->log) {
+		fputs(tuner_csv_header, t->log);
+		fflush(t->log);
+	}
+	return 0;
+}
+
+int psd_tuner_create(const struct psd_tuner_opts *o, struct psd_tuner **out)
+{
+	struct psd_tuner *t;
+	int ret;
+
+	if (!o || !out || !tuner_opts_are_valid(o))
+		return -EINVAL;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->o = *o;
+	t->o.log_path = NULL; /* not kept: the caller's string */
+	ret = tuner_setup_space(t);
+	if (ret)
+		goto err_free;
+	tuner_setup_initial(t);
+	t->win = calloc(o->steps_per_sample, sizeof(*t->win));
+	t->sorted = calloc(o->steps_per_sample, sizeof(*t->sorted));
+	t->dev = calloc(o->retune_windows, sizeof(*t->dev));
+	if (!t->win || !t->sorted || !t->dev) {
+		ret = -ENOMEM;
+		goto err_free;
+	}
+	ret = tuner_bo_create(t, o->seed, &t->bo);
+	if (ret)
+		goto err_free;
+	ret = tuner_open_log(t, o->log_path);
+	if (ret)
+		goto err_free;
+	t->discard = o->warmup_samples;
+	t->phase = t->discard ? PSD_TUNER_WARMUP : PSD_TUNER_EXPLORE;
+	t->last_score = NAN;
+	*out = t;
+	return 0;
+
+err_free:
+	psd_tuner_destroy(t);
+	return ret;
+}
+
+void psd_tuner_destroy(struct psd_tuner *t)
+{
+	if (!t)
+		return;
+	if (t->own_log)
+		fclose(t->log);
+	psd_bo_destroy(t->bo);
+	free(t->obs);
+	free(t->dev);
+	free(t->sorted);
+	free(t->win);
+	free(t);
+}
+
+static void tuner_log_row(struct psd_tuner *t, uint64_t step,
+			  const struct psd_tuner_config *c, double score,
+			  double mean, double sd, const char *phase)
+{
+	if (!t->log)
+		return;
+	fprintf(t->log,
+		"%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
+		",%.6g,%.6g,%.6g,%s\n",
+		t->samples, step, c->epoch, c->partition_bytes, c->credit_bytes,
+		score, mean, sd, phase);
+	fflush(t->log);
+}
+
+/* Switch to @part/@credit (new epoch) unless that is the current config. */
+static void tuner_apply(struct psd_tuner *t, uint64_t step, uint64_t part,
+			uint64_t credit, double mean, double sd)
+{
+	struct psd_tuner_config *c = &t->cur;
+
+	t->pred_mean = mean;
+	t->pred_sd = sd;
+	if (c->partition_bytes == part && c->credit_bytes == credit)
+		return;
+	c->epoch++;
+	c->partition_bytes = part;
+	c->credit_bytes = credit;
+	c->apply_from_step = step + t->o.apply_delay;
+	t->nwin = 0;
+}
+
+/* Record a sample of the current config in the GP and in t->obs. */
+static int tuner_observe(struct psd_tuner *t, double score)
+{
+	struct tuner_obs *obs;
+	double x[2];
+	int ret;
+
+	if (t->nobs == t->obs_cap) {
+		obs = realloc(t->obs, sizeof(*obs) * (t->obs_cap * 2 + 16));
+		if (!obs)
+			return -ENOMEM;
+		t->obs = obs;
+		t->obs_cap = t->obs_cap * 2 + 16;
+	}
+	tuner_to_x(t, t->cur.partition_bytes, t->cur.credit_bytes, x);
+	ret = psd_bo_observe(t->bo, x, score, 1.0);
+	if (ret)
+		return ret;
+	t->obs[t->nobs++] = (struct tuner_obs){
+		.part = t->cur.partition_bytes,
+		.credit = t->cur.credit_bytes,
+		.score = score,
+		.weight = 1.0,
+		.search = t->search,
+	};
+	t->search_samples++;
+	return 0;
+}
+
+/*
+ * The observation of the current search with the highest posterior mean
+ * (the raw score if the GP fails).  Returns its index, or -1 if the
+ * search has none.
+ */
+static int tuner_best_obs(struct psd_tuner *t, double *mean, double *sd)
+{
+	double x[2];
+	double m;
+	double s;
+	int best = -1;
+	unsigned int i;
+
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].search != t->search)
+			continue;
+		tuner_to_x(t, t->obs[i].part, t->obs[i].credit, x);
+		if (psd_bo_predict(t->bo, x, &m, &s)) {
+			m = t->obs[i].score;
+			s = NAN;
+		}
+		if (best < 0 || m > *mean) {
+			best = (int)i;
+			*mean = m;
+			*sd = s;
+		}
+	}
+	return best;
+}
+
+/* Mean score of the current search's samples of @part/@credit. */
+static double tuner_config_mean(const struct psd_tuner *t, uint64_t part,
+				uint64_t credit, unsigned int *n)
+{
+	double sum = 0.0;
+	unsigned int i;
+
+	*n = 0;
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].search != t->search || t->obs[i].part != part ||
+		    t->obs[i].credit != credit)
+			continue;
+		sum += t->obs[i].score;
+		(*n)++;
+	}
+	return *n ? sum / *n : NAN;
+}
+
+/* Lock in the best config of the current search and log it. */
+static int tuner_lock(struct psd_tuner *t, uint64_t step)
+{
+	const struct tuner_obs *b;
+	double mean = NAN;
+	double sd = NAN;
+	int i;
+
+	i = tuner_best_obs(t, &mean, &sd);
+	if (i < 0)
+		return -EAGAIN;
+	b = &t->obs[i];
+	tuner_apply(t, step, b->part, b->credit, mean, sd);
+	t->ref = tuner_config_mean(t, b->part, b->credit, &t->ref_n);
+	t->best = t->cur;
+	t->locked_once = true;
+	t->phase = PSD_TUNER_LOCKED;
+	t->ndev = 0;
+	tuner_log_row(t, step, &t->best, t->ref, mean, sd, "chosen");
+	return 0;
+}
+
+/* Fixed noise for the GP, from the relative noise option. */
+static void tuner_update_noise(struct psd_tuner *t)
+{
+	double sum = 0.0;
+	unsigned int n = 0;
+	unsigned int i;
+
+	if (t->o.noise <= 0.0)
+		return;
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].search == t->search) {
+			sum += t->obs[i].score;
+			n++;
+		}
+	}
+	if (n)
+		psd_bo_set_noise_sd(t->bo, t->o.noise * sum / n);
+}
+
+/* After a sample in a search: lock in, or propose the next config. */
+static int tuner_next(struct psd_tuner *t, uint64_t step)
+{
+	struct psd_bo_suggestion s;
+	uint64_t part;
+	uint64_t credit;
+	double mean = NAN;
+	double sd = NAN;
+	double x[2];
+	int ret;
+
+	if (t->search_samples >= t->o.max_samples)
+		return tuner_lock(t, step);
+	tuner_update_noise(t);
+	ret = psd_bo_suggest(t->bo, &s);
+	if (ret)
+		return ret;
+	if (!s.from_design && t->search_samples >= 2 * t->dim + 1 &&
+	    tuner_best_obs(t, &mean, &sd) >= 0 &&
+	    s.acq < t->o.ei_threshold * fabs(mean))
+		return tuner_lock(t, step);
+	psd_tuner_round(t, s.x, &part, &credit);
+	mean = sd = NAN;
+	if (!s.from_design) {
+		tuner_to_x(t, part, credit, x);
+		ret = psd_bo_predict(t->bo, x, &mean, &sd);
+		if (ret)
+			return ret;
+	}
+	tuner_apply(t, step, part, credit, mean, sd);
+	return 0;
+}
+
+/* Rebuild the BO from the newest TUNER_OBS_KEEP observations. */
+static int tuner_trim(struct psd_tuner *t)
+{
+	unsigned int drop = t->nobs - TUNER_OBS_KEEP;
+	const struct tuner_obs *ob;
+	struct psd_bo *bo;
+	double x[2];
+	unsigned int i;
+	int ret;
+
+	ret = tuner_bo_create(t, t->o.seed + t->search + 1, &bo);
+	if (ret)
+		return ret;
+	for (i = drop; i < t->nobs; i++) {
+		ob = &t->obs[i];
+		tuner_to_x(t, ob->part, ob->credit, x);
+		ret = psd_bo_observe(bo, x, ob->score, ob->weight);
+		if (ret) {
+			psd_bo_destroy(bo);
+			return ret;
+		}
+	}
+	memmove(t->obs, t->obs + drop, sizeof(*t->obs) * TUNER_OBS_KEEP);
+	t->nobs = TUNER_OBS_KEEP;
+	psd_bo_destroy(t->bo);
+	t->bo = bo;
+	return 0;
+}
+
+/* Open a new search (phase retune), down-weighting what came before. */
+static int tuner_begin_search(struct psd_tuner *t)
+{
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < t->nobs; i++)
+		t->obs[i].weight = fmin(t->obs[i].weight * t->o.age_factor,
+					PSD_GP_WEIGHT_MAX);
+	ret = psd_bo_age(t->bo, t->o.age_factor);
+	if (ret)
+		return ret;
+	if (t->nobs > TUNER_OBS_LIMIT) {
+		ret = tuner_trim(t);
+		if (ret)
+			return ret;
+	}
+	/* fresh, spread-out samples before the GP is trusted again */
+	psd_bo_redesign(t->bo, 2 * t->dim);
+	t->search++;
+	t->search_samples = 0;
+	t->phase = PSD_TUNER_RETUNE;
+	t->ndev = 0;
+	return 0;
+}
+
+/* A sample while locked: reopen the search after a lasting change. */
+static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
+{
+	unsigned int i;
+	int ret;
+
+	if (fabs(score - t->ref) <= t->o.retune_threshold * t->ref) {
+		t->ndev = 0;
+		if (t->ref_n < TUNER_REF_MAX) {
+			t->ref = (t->ref * t->ref_n + score) / (t->ref_n + 1);
+			t->ref_n++;
+		}
+		return 0;
+	}
+	t->dev[t->ndev++] = score;
+	if (t->ndev < t->o.retune_windows)
+		return 0;
+	ret = tuner_begin_search(t);
+	if (ret) {
+		t->ndev = 0;
+		return ret;
+	}
+	/* the drifted samples are fresh data about the current config */
+	for (i = 0; i < t->o.retune_windows; i++) {
+		ret = tuner_observe(t, t->dev[i]);
+		if (ret)
+			return ret;
+	}
+	return tuner_next(t, step);
+}
+
+static int tuner_cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a;
+	double y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double tuner_median(struct psd_tuner *t)
+{
+	unsigned int n = t->nwin;
+
+	memcpy(t->sorted, t->win, sizeof(*t->win) * n);
+	qsort(t->sorted, n, sizeof(*t->sorted), tuner_cmp_double);
+	if (n % 2)
+		return t->sorted[n / 2];
+	return 0.5 * (t->sorted[n / 2 - 1] + t->sorted[n / 2]);
+}
+
+static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
+{
+	const char *phase = psd_tuner_phase_name(t->phase);
+	int ret;
+
+	t->samples++;
+	t->last_score = score;
+	if (t->discard) {
+		t->discard--;
+		tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd,
+			      "warmup");
+		if (!t->discard && t->phase == PSD_TUNER_WARMUP)
+			t->phase = PSD_TUNER_EXPLORE;
+		return 0;
+	}
+	tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd, phase);
+	if (t->phase == PSD_TUNER_LOCKED)
+		return tuner_watch(t, step, score);
+	ret = tuner_observe(t, score);
+	if (ret)
+		return ret;
+	return tuner_next(t, step);
+}
+
+int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
+		     struct psd_tuner_config *next, bool *changed)
+{
+	uint64_t epoch = t->cur.epoch;
+	double median;
+	int ret = 0;
+
+	if (!isfinite(score) || score <= 0.0)
+		ret = -EINVAL;
+	else if (step >= t->cur.apply_from_step)
+		t->win[t->nwin++] = score;
+	if (!ret && t->nwin == t->o.steps_per_sample) {
+		median = tuner_median(t);
+		t->nwin = 0;
+		ret = tuner_sample(t, step, median);
+	}
+	if (next)
+		*next = t->cur;
+	if (changed)
+		*changed = t->cur.epoch != epoch;
+	return ret;
+}
+
+int psd_tuner_workers_changed(struct psd_tuner *t)
+{
+	t->nwin = 0;
+	if (t->phase == PSD_TUNER_WARMUP)
+		return 0; /* still discarding anyway */
+	if (!t->discard)
+		t->discard = 1;
+	return tuner_begin_search(t);
+}
+
+enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)
+{
+	return t->phase;
+}
+
+void psd_tuner_current(const struct psd_tuner *t, struct psd_tuner_config *cfg)
+{
+	*cfg = t->cur;
+}
+
+int psd_tuner_best(const struct psd_tuner *t, struct psd_tuner_config *cfg,
+		   double *score)
+{
+	if (!t->locked_once)
+		return -EAGAIN;
+	if (cfg)
+		*cfg = t->best;
+	if (score)
+		*score = t->ref;
+	return 0;
+}
+
+/* "4 KiB", "1 MiB", "3 GiB" or plain bytes. */
+static void tuner_fmt_bytes(uint64_t b, char *buf, size_t len)
+{
+	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
+	unsigned int u = 0;
+
+	while (u < 4 && b >= 1024 && b % 1024 == 0) {
+		b /= 1024;
+		u++;
+	}
+	snprintf(buf, len, "%" PRIu64 " %s", b, unit[u]);
+}
+
+int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
+{
+	const struct psd_tuner_config *c = &t->cur;
+	char part[32];
+	char credit[32];
+	char best[32];
+	int n;
+
+	if (!buf || !len)
+		return -EINVAL;
+	tuner_fmt_bytes(c->partition_bytes, part, sizeof(part));
+	tuner_fmt_bytes(c->credit_bytes, credit, sizeof(credit));
+	n = snprintf(buf, len,
+		     "tuner %s: sample %" PRIu64
+		     ", search %u/%u, partition %s, credit %s (%" PRIu64
+		     "x), last %.4g steps/s",
+		     psd_tuner_phase_name(t->phase), t->samples,
+		     t->search_samples, t->o.max_samples, part, credit,
+		     c->credit_bytes / c->partition_bytes, t->last_score);
+	if (t->locked_once && n >= 0 && (size_t)n < len) {
+		tuner_fmt_bytes(t->best.partition_bytes, best, sizeof(best));
+		snprintf(buf + n, len - (size_t)n,
+			 ", best %.4g at %s/%" PRIu64 "x", t->ref, best,
+			 t->best.credit_bytes / t->best.partition_bytes);
+	}
+	return 0;
+}
