@@ -623,7 +623,7 @@ static void test_options_env_bad_numbers(void)
 }
 
 /*
- * BUG (left failing on purpose): a port above 65535 is rejected with
+ * Regression (bug fixed in options.c): a port above 65535 is rejected with
  * -EINVAL, but by cfg_check(), whose message is "environment: port above
  * 65535" and does not name the variable (DMLC_PORT / DMLC_PS_ROOT_PORT),
  * although psched.h promises psched_errmsg() names it.
@@ -636,7 +636,7 @@ static void test_options_env_bad_port_range(void)
 }
 
 /*
- * BUG (left failing on purpose): DMLC_NUM_SERVER=0 is rejected with
+ * Regression (bug fixed in options.c): DMLC_NUM_SERVER=0 is rejected with
  * -EINVAL, but the message ("environment: the job needs at least one
  * server and one worker") does not name DMLC_NUM_SERVER.
  */
@@ -662,7 +662,7 @@ static void test_options_env_bad_sizes(void)
 }
 
 /*
- * BUG (left failing on purpose): a size with a suffix but no digits is
+ * Regression (bug fixed in options.c): a size with a suffix but no digits is
  * accepted as 0 - strtoull() parses no number (0, end at the suffix) and
  * the suffix is then applied - so PS_MAX_TENSOR_BYTES=G silently makes the
  * limit 0 and PS_PARTITION_BYTES=K means "no partitioning".
@@ -676,7 +676,7 @@ static void test_options_env_bad_size_no_digits(void)
 }
 
 /*
- * BUG (left failing on purpose): "4KBB" is accepted as 4096 - the suffix
+ * Regression (bug fixed in options.c): "4KBB" is accepted as 4096 - the suffix
  * parser skips an optional 'i' or 'B' and then another optional 'B', so a
  * doubled "BB" passes.
  */
@@ -701,7 +701,7 @@ static void test_options_env_bad_heartbeat(void)
 }
 
 /*
- * BUG (left failing on purpose): PS_HEARTBEAT_INTERVAL=0.0001 passes the
+ * Regression (bug fixed in options.c): PS_HEARTBEAT_INTERVAL=0.0001 passes the
  * "> 0" check of opt_set() but (unsigned)(0.0001 * 1000 + 0.5) is 0, so
  * the 0 that "0" is rejected for gets stored anyway; with tick_ms 0 the
  * van never ticks, i.e. heartbeats are silently off.  Same for every
@@ -723,7 +723,7 @@ static void test_options_env_heartbeat_rounds_to_zero(void)
 }
 
 /*
- * BUG (left failing on purpose): numbers are parsed with strtoull(base 0),
+ * Regression (bug fixed in options.c): numbers are parsed with strtoull(base 0),
  * so DMLC_NUM_SERVER=010 means 8 servers (octal) and DMLC_PORT=08080 is
  * rejected.  ps-lite reads these with atoi (decimal); a leading zero must
  * not change the value.
@@ -798,7 +798,7 @@ static void test_options_flag_bad_values(void)
 }
 
 /*
- * BUG (left failing on purpose): like the environment case, --port 70000
+ * Regression (bug fixed in options.c): like the environment case, --port 70000
  * and --num-server 0 fail in cfg_check() with "command line: ..." and the
  * message does not name the flag.
  */
