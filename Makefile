@@ -72,6 +72,8 @@ PREFIX   ?= /usr/local
 .PHONY: all deps test unit bench run asan tsan install format format-check \
         check clean help tests
 .DEFAULT_GOAL := all
+# Test objects are not intermediates: keep them between runs.
+.SECONDARY:
 
 all: $(STATIC_LIB) $(SHARED_LIB) $(PROG_BIN)
 tests: $(UNIT_BIN) $(HELPER_BIN)
