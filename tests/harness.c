@@ -37,6 +37,27 @@ void test_skip(const char *why)
 	longjmp(test_jump, 1);
 }
 
+static uint64_t test_rng_state;
+
+void test_rng_seed(uint64_t seed)
+{
+	test_rng_state = seed;
+}
+
+uint64_t test_rng_next(void)
+{
+	uint64_t z = (test_rng_state += 0x9e3779b97f4a7c15ull);
+
+	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+	return z ^ (z >> 31);
+}
+
+uint64_t test_rng_below(uint64_t n)
+{
+	return test_rng_next() % n;
+}
+
 int test_timeout_ms(int ms)
 {
 	const char *m = getenv("PS_TEST_TIMEOUT_MULT");

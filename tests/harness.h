@@ -23,6 +23,11 @@ void test_fail_at(const char *file, int line, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4), noreturn));
 /* Abort the current test as skipped (does not return). */
 void test_skip(const char *why) __attribute__((noreturn));
+/* splitmix64 with a fixed seed: the same sequence on every run. */
+void test_rng_seed(uint64_t seed);
+uint64_t test_rng_next(void);
+/* In [0, n); n > 0. */
+uint64_t test_rng_below(uint64_t n);
 /* Scale a timeout by PS_TEST_TIMEOUT_MULT (default 1). */
 int test_timeout_ms(int ms);
 

@@ -14,72 +14,53 @@ struct test_chunk {
 	struct psd_chunk_node node;
 };
 
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t seed)
-{
-	rng_state = seed;
-}
-
-/* splitmix64: fixed seed, same sequence on every run. */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-/* Uniform-enough in [0, n); n > 0. */
-static uint64_t rng_below(uint64_t n)
-{
-	return rng_next() % n;
-}
-
 static const uint64_t primes[] = { 2, 3, 5, 7, 13, 31, 127, 997, 4093, 65521 };
 
 static uint64_t pick_range_len(void)
 {
-	switch (rng_below(5)) {
+	switch (test_rng_below(5)) {
 	case 0:
-		return 1 + rng_below(8);
+		return 1 + test_rng_below(8);
 	case 1:
-		return primes[rng_below(sizeof(primes) / sizeof(primes[0]))];
+		return primes[test_rng_below(sizeof(primes) /
+					     sizeof(primes[0]))];
 	case 2:
-		return 8 * (1 + rng_below(512));
+		return 8 * (1 + test_rng_below(512));
 	default:
-		return 1 + rng_below(20000);
+		return 1 + test_rng_below(20000);
 	}
 }
 
 static uint64_t pick_part_bytes(uint64_t range_len, unsigned int elem)
 {
-	switch (rng_below(6)) {
+	switch (test_rng_below(6)) {
 	case 0:
 		return 0; /* no partitioning */
 	case 1:
-		return rng_below(elem + 1); /* below one element */
+		return test_rng_below(elem + 1); /* below one element */
 	case 2:
-		return range_len + 1 + rng_below(1000); /* larger than range */
+		return range_len + 1 +
+		       test_rng_below(1000); /* larger than range */
 	case 3:
-		return elem * (1 + rng_below(64)) + 1 + rng_below(elem);
+		return elem * (1 + test_rng_below(64)) + 1 +
+		       test_rng_below(elem);
 	case 4:
-		return primes[rng_below(sizeof(primes) / sizeof(primes[0]))];
+		return primes[test_rng_below(sizeof(primes) /
+					     sizeof(primes[0]))];
 	default:
-		return 1 + rng_below(range_len + 64);
+		return 1 + test_rng_below(range_len + 64);
 	}
 }
 
 static uint64_t pick_range_off(void)
 {
-	switch (rng_below(3)) {
+	switch (test_rng_below(3)) {
 	case 0:
 		return 0;
 	case 1:
-		return rng_below(1u << 20);
+		return test_rng_below(1u << 20);
 	default:
-		return (1ull << 63) + rng_below(1u << 20);
+		return (1ull << 63) + test_rng_below(1u << 20);
 	}
 }
 
@@ -175,9 +156,9 @@ static void test_chunkq_part_random_layouts(void)
 	static const unsigned int elems[] = { 1, 2, 4, 8 };
 	int i;
 
-	rng_seed(1);
+	test_rng_seed(1);
 	for (i = 0; i < PART_CASES; i++) {
-		unsigned int elem = elems[rng_below(4)];
+		unsigned int elem = elems[test_rng_below(4)];
 		uint64_t range_len = pick_range_len();
 		uint64_t part = pick_part_bytes(range_len, elem);
 
@@ -248,15 +229,15 @@ static void test_chunkq_part_index_random_rejects(void)
 	static const unsigned int elems[] = { 1, 2, 4, 8 };
 	int i;
 
-	rng_seed(2);
+	test_rng_seed(2);
 	for (i = 0; i < PART_CASES; i++) {
-		unsigned int elem = elems[rng_below(4)];
+		unsigned int elem = elems[test_rng_below(4)];
 		uint64_t range_off = pick_range_off();
 		uint64_t range_len = pick_range_len();
 		uint64_t c = psd_part_chunk_size(
 			pick_part_bytes(range_len, elem), elem, range_len);
 		uint64_t n = psd_part_count(range_len, c);
-		uint64_t k = rng_below(n);
+		uint64_t k = test_rng_below(n);
 		uint64_t off;
 		uint64_t len;
 		uint64_t idx;
@@ -273,7 +254,7 @@ static void test_chunkq_part_index_random_rejects(void)
 		check_rejected(range_off, range_len, c, range_off - 1 - k, len);
 		check_rejected(range_off, range_len, c, off, UINT64_MAX - k);
 		if (c > 1) {
-			uint64_t shift = 1 + rng_below(c - 1);
+			uint64_t shift = 1 + test_rng_below(c - 1);
 
 			check_rejected(range_off, range_len, c, off + shift,
 				       len);
@@ -320,10 +301,10 @@ static void run_heap_vs_reference(bool fifo, uint64_t seed)
 	unsigned int used = 0;
 	int i;
 
-	rng_seed(seed);
+	test_rng_seed(seed);
 	CHECK_EQ(psd_chunkq_init(&q, 1, fifo ? PSD_CHUNKQ_FIFO : 0), 0);
 	for (i = 0; i < HEAP_OPS; i++) {
-		uint64_t op = rng_below(10);
+		uint64_t op = test_rng_below(10);
 		struct test_chunk *want;
 		struct psd_chunk_node *got;
 
@@ -331,10 +312,11 @@ static void run_heap_vs_reference(bool fifo, uint64_t seed)
 			struct test_chunk *t = &chunks[used];
 
 			t->id = used++;
-			t->node.len = 1 + rng_below(4096);
+			t->node.len = 1 + test_rng_below(4096);
 			psd_chunk_node_init(&t->node);
 			CHECK_EQ(psd_chunkq_push(&q, &t->node,
-						 (int64_t)rng_below(16) - 8),
+						 (int64_t)test_rng_below(16) -
+							 8),
 				 0);
 			CHECK(psd_chunk_node_is_queued(&t->node));
 			ref[n++] = t;
@@ -352,7 +334,7 @@ static void run_heap_vs_reference(bool fifo, uint64_t seed)
 			CHECK(!psd_chunk_node_is_queued(got));
 			ref_drop(ref, &n, at);
 		} else if (n) {
-			at = rng_below(n);
+			at = test_rng_below(n);
 			CHECK_EQ(psd_chunkq_remove(&q, &ref[at]->node), 0);
 			CHECK_EQ(psd_chunkq_remove(&q, &ref[at]->node),
 				 -ENOENT);
@@ -530,11 +512,11 @@ static void run_credit_sim(uint64_t credit, uint64_t max_len, uint64_t seed)
 	struct psd_credit c;
 	int i;
 
-	rng_seed(seed);
+	test_rng_seed(seed);
 	psd_credit_init(&c, credit);
-	pending = 1 + rng_below(max_len);
+	pending = 1 + test_rng_below(max_len);
 	for (i = 0; i < 20000; i++) {
-		if (n < 64 && rng_below(2)) {
+		if (n < 64 && test_rng_below(2)) {
 			bool can = psd_credit_can_start(&c, pending);
 
 			CHECK_EQ(can,
@@ -548,9 +530,9 @@ static void run_credit_sim(uint64_t credit, uint64_t max_len, uint64_t seed)
 			if (sum > max_seen)
 				max_seen = sum;
 			CHECK(!credit || sum <= credit || n == 1);
-			pending = 1 + rng_below(max_len);
+			pending = 1 + test_rng_below(max_len);
 		} else if (n) {
-			size_t k = rng_below(n);
+			size_t k = test_rng_below(n);
 
 			psd_credit_done(&c, lens[k]);
 			sum -= lens[k];
@@ -609,9 +591,9 @@ static void test_chunkq_credit_unlimited(void)
 
 	CHECK_EQ(psd_chunkq_init(&q, 0, PSD_CHUNKQ_FIFO), 0);
 	psd_credit_init(&c, 0);
-	rng_seed(9);
+	test_rng_seed(9);
 	for (i = 0; i < 1000; i++) {
-		chunks[i].node.len = 1 + rng_below(1u << 24);
+		chunks[i].node.len = 1 + test_rng_below(1u << 24);
 		total += chunks[i].node.len;
 		CHECK_EQ(psd_chunkq_push(&q, &chunks[i].node, 0), 0);
 	}

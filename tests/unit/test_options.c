@@ -723,8 +723,8 @@ static void test_options_env_heartbeat_rounds_to_zero(void)
 }
 
 /*
- * Regression (bug fixed in options.c): numbers are parsed with strtoull(base 0),
- * so DMLC_NUM_SERVER=010 means 8 servers (octal) and DMLC_PORT=08080 is
+ * Regression (bug fixed in options.c): numbers are parsed with strtoull(base
+ * 0), so DMLC_NUM_SERVER=010 means 8 servers (octal) and DMLC_PORT=08080 is
  * rejected.  ps-lite reads these with atoi (decimal); a leading zero must
  * not change the value.
  */

@@ -12,28 +12,6 @@
 #define MAX_SERV     8
 #define RANDOM_CASES 20000
 
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t seed)
-{
-	rng_state = seed;
-}
-
-/* splitmix64: fixed seed, same sequence on every run. */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t n)
-{
-	return rng_next() % n;
-}
-
 struct layout {
 	uint64_t off[MAX_SERV];
 	uint64_t len[MAX_SERV];
@@ -185,20 +163,22 @@ static void test_placement_random_cases(void)
 	unsigned i, nserv, esize;
 	uint64_t key, total;
 
-	rng_seed(0x706c616365ull);
+	test_rng_seed(0x706c616365ull);
 	for (i = 0; i < RANDOM_CASES; i++) {
-		nserv = 1 + (unsigned)rng_below(MAX_SERV);
-		esize = esizes[rng_below(3)];
-		key = rng_next();
-		switch (rng_below(3)) {
+		nserv = 1 + (unsigned)test_rng_below(MAX_SERV);
+		esize = esizes[test_rng_below(3)];
+		key = test_rng_next();
+		switch (test_rng_below(3)) {
 		case 0: /* log-uniform in [1, 2^34] */
-			total = 1 + rng_below(1ull << (1 + rng_below(34)));
+			total = 1 + test_rng_below(1ull
+						   << (1 + test_rng_below(34)));
 			break;
 		case 1: /* within 1 KiB of the split threshold */
-			total = PSD_PLACE_SPLIT_MIN - 1024 + rng_below(2048);
+			total = PSD_PLACE_SPLIT_MIN - 1024 +
+				test_rng_below(2048);
 			break;
 		default:
-			total = 1 + rng_below(1ull << 34);
+			total = 1 + test_rng_below(1ull << 34);
 			break;
 		}
 		total = total / esize * esize;

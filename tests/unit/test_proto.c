@@ -14,28 +14,6 @@
 
 #define RANDOM_BUFFERS 10000
 
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t seed)
-{
-	rng_state = seed;
-}
-
-/* splitmix64: fixed seed, same sequence on every run. */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t n)
-{
-	return rng_next() % n;
-}
-
 /* Pack @m into a fresh buffer; *@len gets its size. */
 static uint8_t *pack_at(const char *file, int line, const Psched__Control *m,
 			size_t *len)
@@ -552,16 +530,16 @@ static void test_proto_random_buffers(void)
 	Psched__Control *out;
 	size_t i, j, len, decoded = 0;
 
-	rng_seed(0x70726f746f627566ull);
+	test_rng_seed(0x70726f746f627566ull);
 	for (i = 0; i < RANDOM_BUFFERS; i++) {
-		len = (size_t)rng_below(sizeof(buf) + 1);
+		len = (size_t)test_rng_below(sizeof(buf) + 1);
 		for (j = 0; j < len; j++)
-			buf[j] = (uint8_t)rng_next();
+			buf[j] = (uint8_t)test_rng_next();
 		/* Half of them start like a real body: a known field,
 		 * length-delimited, with a plausible length. */
-		if (len >= 2 && rng_below(2)) {
-			buf[0] = (uint8_t)((1 + rng_below(11)) << 3 | 2);
-			buf[1] = (uint8_t)rng_below(len - 1);
+		if (len >= 2 && test_rng_below(2)) {
+			buf[0] = (uint8_t)((1 + test_rng_below(11)) << 3 | 2);
+			buf[1] = (uint8_t)test_rng_below(len - 1);
 		}
 		out = psched__control__unpack(NULL, len, buf);
 		if (!out)

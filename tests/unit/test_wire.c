@@ -16,28 +16,6 @@
 #define MAX_TENSOR  (4ull * GIB)
 #define FUZZ_ROUNDS 100000
 
-static uint64_t rng_state;
-
-static void rng_seed(uint64_t seed)
-{
-	rng_state = seed;
-}
-
-/* splitmix64: fixed seed, same sequence on every run. */
-static uint64_t rng_next(void)
-{
-	uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-
-	z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-	z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-	return z ^ (z >> 31);
-}
-
-static uint64_t rng_below(uint64_t n)
-{
-	return rng_next() % n;
-}
-
 /* Little-endian readers written independently of wire.c. */
 static uint32_t le32(const uint8_t *p)
 {
@@ -872,32 +850,37 @@ static void fuzz_fill(uint8_t *buf)
 	uint64_t total;
 
 	for (i = 0; i < PSD_HDR_SIZE; i += 8)
-		wr64(buf + i, rng_next());
-	if (rng_below(8) == 0)
+		wr64(buf + i, test_rng_next());
+	if (test_rng_below(8) == 0)
 		return; /* fully random */
 	wr32(buf, PSD_HDR_MAGIC);
-	buf[4] = (uint8_t)(rng_below(16) ? PSD_HDR_VERSION : rng_next());
-	buf[5] = (uint8_t)(rng_below(16) ? 1 + rng_below(PSD_MSG_TYPE_MAX)
-					 : rng_next());
-	buf[6] = (uint8_t)(rng_below(16) ? rng_below(5) : rng_next());
-	buf[7] = (uint8_t)(rng_below(16) ? rng_below(2) : rng_next());
-	if (rng_below(2))
-		wr32(buf + 12,
-		     rng_below(2) ? 0 : (uint32_t) - (int)rng_below(50));
-	total = 8 * (1 + rng_below(64));
-	if (rng_below(4)) {
-		uint64_t off = 4 * rng_below(total / 4 + 1);
-		uint64_t span = 4 * rng_below((total - off) / 4 + 1);
+	buf[4] = (uint8_t)(test_rng_below(16) ? PSD_HDR_VERSION
+					      : test_rng_next());
+	buf[5] = (uint8_t)(test_rng_below(16)
+				   ? 1 + test_rng_below(PSD_MSG_TYPE_MAX)
+				   : test_rng_next());
+	buf[6] = (uint8_t)(test_rng_below(16) ? test_rng_below(5)
+					      : test_rng_next());
+	buf[7] = (uint8_t)(test_rng_below(16) ? test_rng_below(2)
+					      : test_rng_next());
+	if (test_rng_below(2))
+		wr32(buf + 12, test_rng_below(2)
+				       ? 0
+				       : (uint32_t) - (int)test_rng_below(50));
+	total = 8 * (1 + test_rng_below(64));
+	if (test_rng_below(4)) {
+		uint64_t off = 4 * test_rng_below(total / 4 + 1);
+		uint64_t span = 4 * test_rng_below((total - off) / 4 + 1);
 
 		wr64(buf + 24, total);
 		wr64(buf + 32, off);
 		wr64(buf + 40, span);
-		wr64(buf + 48, rng_below(2) ? span : 0);
-		wr64(buf + 56, 4 * rng_below(8));
-	} else if (rng_below(2)) {
-		wr64(buf + 48, rng_below(1u << 21));
+		wr64(buf + 48, test_rng_below(2) ? span : 0);
+		wr64(buf + 56, 4 * test_rng_below(8));
+	} else if (test_rng_below(2)) {
+		wr64(buf + 48, test_rng_below(1u << 21));
 	}
-	if (rng_below(16))
+	if (test_rng_below(16))
 		wr32(buf + 92, 0);
 }
 
@@ -909,7 +892,7 @@ static void test_wire_fuzz_decode(void)
 	unsigned accepted = 0, i;
 	int ret;
 
-	rng_seed(0x5053443146555a5aull);
+	test_rng_seed(0x5053443146555a5aull);
 	for (i = 0; i < FUZZ_ROUNDS; i++) {
 		fuzz_fill(buf);
 		why = NULL;
