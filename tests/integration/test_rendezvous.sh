@@ -7,10 +7,11 @@
 . "$(dirname "$0")/lib.sh"
 export PS_CONNECT_TIMEOUT=3
 
-# 1. 2 servers expected, 1 comes.
+# 1. 2 servers expected, 1 comes.  The nodes wait longer than the
+# scheduler so its verdict (Abort) reaches them before they give up.
 start_scheduler 2 1
-start_servers 1
-start_workers 1 --steps 1
+PS_CONNECT_TIMEOUT=15 start_servers 1
+PS_CONNECT_TIMEOUT=15 start_workers 1 --steps 1
 wait_pid "$SCHED_PID" 20; rc=$?
 [ $rc != 0 ] && [ $rc != 124 ] || die "scheduler should fail (rc $rc)"
 grep -q "missing 1 server(s) and 0 worker(s)" "$TMP/sched.err" || die "scheduler message does not name the missing server"
