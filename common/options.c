@@ -161,6 +161,14 @@ static const struct opt opts[] = {
 	  0,
 	  "0",
 	  "bytes in flight per worker (0 = unlimited)" },
+	{ "scheduling",
+	  { "PS_SCHEDULING" },
+	  OPT_STR,
+	  OFF(scheduling),
+	  SZ(scheduling),
+	  "priority",
+	  "priority (priority queue + credit + partitions) | fifo "
+	  "(arrival order, unlimited credit, no partitioning: the baseline)" },
 };
 
 const char *psched_role_name(enum psched_role role)

@@ -75,6 +75,7 @@ struct psched_cfg {
 	uint64_t max_tensor_bytes;	/* PS_MAX_TENSOR_BYTES */
 	uint64_t partition_bytes;	/* PS_PARTITION_BYTES, 0 = none */
 	uint64_t credit_bytes;		/* PS_CREDIT_BYTES, 0 = unlimited */
+	char scheduling[16];		/* PS_SCHEDULING: priority|fifo */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
@@ -204,6 +205,17 @@ struct psched_stats {
 };
 void psched_node_stats(const struct psched_node *node,
 		       struct psched_stats *out);
+
+/*
+ * Per-chunk timeline (workers).  psched_timeline_start() begins recording
+ * (start, push done, pull done) of every chunk the worker sends, keeping at
+ * most @max_events chunks (0: a default of 1M; older ones are kept, later
+ * ones dropped and counted).  psched_timeline_write() writes what was
+ * recorded as Chrome trace JSON (chrome://tracing, Perfetto) to @path.
+ * Both return 0 or -errno; any thread.
+ */
+int psched_timeline_start(struct psched_node *node, size_t max_events);
+int psched_timeline_write(struct psched_node *node, const char *path);
 
 #ifdef __cplusplus
 }
