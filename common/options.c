@@ -245,6 +245,9 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 		if (o->off == OFF(server_mode) && strcmp(val, "sync") &&
 		    strcmp(val, "async"))
 			return -EINVAL;
+		if (o->off == OFF(scheduling) && strcmp(val, "priority") &&
+		    strcmp(val, "fifo"))
+			return -EINVAL;
 		strcpy(field, val);
 		return 0;
 	case OPT_ROLE:
