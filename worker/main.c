@@ -2,16 +2,23 @@
 /*
  * ps-worker: a ready-made worker.  Mode "check" (the default) runs a
  * synthetic training loop over many keys and verifies every pulled
- * aggregate exactly against the sum of what all workers pushed.
+ * aggregate exactly against the sum of what all workers pushed.  Mode
+ * "replay" (--model) replays a model profile's training steps
+ * (worker/replay.h) and prints steps/s.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
+#include <sys/prctl.h>
 #include <time.h>
 
 #include "psched.h"
+#include "profile.h"
+#include "replay.h"
 
 struct wopts {
 	char sizes[512];
@@ -20,6 +27,14 @@ struct wopts {
 	double seconds;
 	uint64_t seed;
 	unsigned timeout_ms;
+	/* replay mode */
+	const char *model;
+	double tflops;
+	unsigned batch;
+	bool batch_given;
+	unsigned warmup;
+	const char *timeline;
+	bool spin;
 };
 
 struct wkey {
@@ -292,13 +307,135 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 	return ret;
 }
 
+/*
+ * The timeline calls are declared in psched.h but implemented by the
+ * worker scheduler; until then the weak references are NULL and
+ * --timeline reports "not supported".
+ */
+#pragma weak psched_timeline_start
+#pragma weak psched_timeline_write
+
+static int load_model(const char *name, struct psd_profile **out)
+{
+	char err[512] = "";
+	size_t n = strlen(name);
+	int ret;
+
+	if (strchr(name, '/') || (n > 4 && !strcasecmp(name + n - 4, ".csv"))) {
+		ret = psd_profile_load_csv(name, out, err, sizeof(err));
+		if (ret)
+			fprintf(stderr, "ps-worker: --model %s: %s\n", name,
+				err[0] ? err : psched_strerror(ret));
+		return ret;
+	}
+	ret = psd_profile_builtin(name, out);
+	if (ret == -ENOENT)
+		fprintf(stderr,
+			"ps-worker: --model '%s': unknown model; built-in: %s, "
+			"or a CSV file (name ending in .csv or containing "
+			"'/', see docs/profiles.md)\n",
+			name, psd_profile_names());
+	else if (ret)
+		fprintf(stderr, "ps-worker: --model %s: %s\n", name,
+			psched_strerror(ret));
+	return ret;
+}
+
+static int timeline_start(struct psched_node *node, const char *path)
+{
+	int ret = -ENOSYS;
+
+	if (psched_timeline_start)
+		ret = psched_timeline_start(node, 0);
+	if (ret)
+		fprintf(stderr, "ps-worker: --timeline %s: %s\n", path,
+			ret == -ENOSYS ? "timeline recording not supported "
+					 "by this libpsched (ENOSYS)"
+				       : psched_errmsg());
+	return ret;
+}
+
+static int timeline_write(struct psched_node *node, const char *path)
+{
+	int ret = psched_timeline_write ? psched_timeline_write(node, path)
+					: -ENOSYS;
+
+	if (ret)
+		fprintf(stderr, "ps-worker: writing timeline %s: %s\n", path,
+			psched_errmsg()[0] ? psched_errmsg()
+					   : psched_strerror(ret));
+	return ret;
+}
+
+static void replay_print(struct psched_node *node, const struct wopts *o,
+			 const struct psd_profile *prof,
+			 const struct psd_replay_result *r)
+{
+	unsigned nw = psched_num_workers(node);
+	double sps = r->seconds > 0 ? (double)r->steps / r->seconds : 0;
+
+	printf("ps-worker rank %d: replay model=%s workers=%u servers=%u "
+	       "steps=%llu seconds=%.3f steps_per_s=%.4f",
+	       psched_node_rank(node), prof->name, nw, psched_num_servers(node),
+	       (unsigned long long)r->steps, r->seconds, sps);
+	/* Images of the whole job: @batch per worker per step. */
+	if (o->batch_given)
+		printf(" batch=%u images_per_s=%.1f", o->batch,
+		       sps * o->batch * nw);
+	printf(" compute_ms=%.1f wait_ms=%.1f bytes_per_step=%llu keys=%u "
+	       "verified=%llu\n",
+	       r->compute_s * 1e3, r->wait_s * 1e3,
+	       (unsigned long long)r->bytes_per_step, r->keys,
+	       (unsigned long long)r->checked);
+	fflush(stdout);
+}
+
+static int replay_main(struct psched_node *node, const struct wopts *o)
+{
+	struct psd_replay_opts ro = { .tflops = o->tflops,
+				      .batch = o->batch,
+				      .steps = o->steps,
+				      .seconds = o->seconds,
+				      .warmup = o->warmup,
+				      .seed = o->seed,
+				      .timeout_ms = o->timeout_ms,
+				      .spin = o->spin };
+	struct psd_replay_result res;
+	struct psd_profile *prof;
+	int ret;
+
+	if (load_model(o->model, &prof))
+		return 2;
+	ro.prof = prof;
+	if (o->timeline && timeline_start(node, o->timeline)) {
+		psd_profile_destroy(prof);
+		return 2;
+	}
+	ret = psd_replay_run(node, &ro, &res);
+	if (ret)
+		fprintf(stderr, "ps-worker rank %d: replay %s: %s\n",
+			psched_node_rank(node), prof->name, res.msg);
+	else
+		replay_print(node, o, prof, &res);
+	if (o->timeline && timeline_write(node, o->timeline) && !ret)
+		ret = 2;
+	psd_profile_destroy(prof);
+	if (ret)
+		return ret == PSD_REPLAY_EMISMATCH ? 1 : 2;
+	return 0;
+}
+
 static void usage(void)
 {
 	printf("usage: ps-worker [--sizes LIST] [--keys N] [--steps N | "
 	       "--seconds S] [--seed N] [--timeout MS] [cluster options]\n"
-	       "Synthetic worker: every step pushes random values for every "
-	       "key and checks the\npulled aggregate exactly (sizes not a "
-	       "multiple of 4 are raw bytes: not summed).\n"
+	       "       ps-worker --model M [--gpu-tflops X] [--batch N] "
+	       "[--steps N | --seconds S]\n"
+	       "                 [--warmup N] [--timeline FILE] [--spin] "
+	       "[--seed N] [cluster options]\n\n"
+	       "Check mode (no --model): every step pushes random values for "
+	       "every key and\nchecks the pulled aggregate exactly (sizes not "
+	       "a multiple of 4 are raw bytes:\nnot summed).\n"
 	       "  --sizes LIST   comma-separated key sizes, K/M/G suffixes "
 	       "[4,1K,64K,1M]\n"
 	       "  --keys N       keys per size [4]\n"
@@ -306,8 +443,103 @@ static void usage(void)
 	       "  --seconds S    run this long when --steps is 0 [10]\n"
 	       "  --seed N       data seed, same on every worker [1]\n"
 	       "  --timeout MS   per-request timeout, 0 = PS_REQUEST_TIMEOUT "
-	       "[0]\n\n");
+	       "[0]\n\n"
+	       "Replay mode (--model): replays a model's training steps. "
+	       "Forward layer by\nlayer, each layer waiting for its parameters "
+	       "pulled in the previous step;\nbackward in reverse, each "
+	       "layer's gradient pushed (pushpull, key = layer\nindex, "
+	       "priority = layer index: front layers first) as soon as it is "
+	       "computed.\nCompute is simulated by sleeping (the host CPU "
+	       "stays "
+	       "free for communication,\nas with a GPU). Sampled elements of "
+	       "every pulled value are checked against\nthe exact sum over "
+	       "the workers. Prints one line per worker:\n"
+	       "  ps-worker rank R: replay model=M ... steps_per_s=X "
+	       "[batch=N images_per_s=Y] ...\n"
+	       "  --model M      %s, or a CSV profile (FILE.csv, see "
+	       "docs/profiles.md)\n"
+	       "  --gpu-tflops X device speed for FLOPs profiles, TFLOP/s "
+	       "[10]\n"
+	       "  --batch N      samples per worker per step; images_per_s = "
+	       "steps/s x N x workers [32]\n"
+	       "  --steps N      timed steps, 0 = use --seconds [10]\n"
+	       "  --seconds S    time this long when --steps is 0\n"
+	       "  --warmup N     untimed steps first [1]\n"
+	       "  --timeline F   write the per-chunk timeline as Chrome trace "
+	       "JSON to F\n"
+	       "  --spin         busy-wait the compute instead of sleeping\n\n",
+	       psd_profile_names());
 	psched_cfg_usage(stdout);
+}
+
+static int parse_num(const char *flag, const char *s, double min, double max,
+		     double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || end == s || *end || !(v >= min && v <= max)) {
+		fprintf(stderr,
+			"ps-worker: --%s '%s': expected a number in "
+			"[%g, %g]\n",
+			flag, s, min, max);
+		return -1;
+	}
+	*out = v;
+	return 0;
+}
+
+static int parse_opt(int c, const char *name, struct wopts *o)
+{
+	double v = 0;
+
+	switch (c) {
+	case 'z':
+		snprintf(o->sizes, sizeof(o->sizes), "%s", optarg);
+		return 0;
+	case 'm':
+		o->model = optarg;
+		return 0;
+	case 'l':
+		o->timeline = optarg;
+		return 0;
+	case 'p':
+		o->spin = true;
+		return 0;
+	case 'g':
+		if (parse_num(name, optarg, 1e-6, 1e6, &v))
+			return -1;
+		o->tflops = v;
+		return 0;
+	case 'S':
+		if (parse_num(name, optarg, 0, 1e7, &v))
+			return -1;
+		o->seconds = v;
+		return 0;
+	case 'e':
+		if (parse_num(name, optarg, 0, 1.8e19, &v))
+			return -1;
+		o->seed = strtoull(optarg, NULL, 0);
+		return 0;
+	}
+	if (parse_num(name, optarg, c == 'k' || c == 'b' ? 1 : 0, 4e9, &v))
+		return -1;
+	if (c == 'k')
+		o->keys_per_size = (unsigned)v;
+	else if (c == 's')
+		o->steps = (unsigned)v;
+	else if (c == 't')
+		o->timeout_ms = (unsigned)v;
+	else if (c == 'w')
+		o->warmup = (unsigned)v;
+	else if (c == 'b')
+		o->batch = (unsigned)v;
+	else
+		return -1;
+	o->batch_given |= c == 'b';
+	return 0;
 }
 
 static int parse_own(int argc, char **argv, struct wopts *o)
@@ -319,36 +551,29 @@ static int parse_own(int argc, char **argv, struct wopts *o)
 		{ "seconds", required_argument, NULL, 'S' },
 		{ "seed", required_argument, NULL, 'e' },
 		{ "timeout", required_argument, NULL, 't' },
+		{ "model", required_argument, NULL, 'm' },
+		{ "gpu-tflops", required_argument, NULL, 'g' },
+		{ "batch", required_argument, NULL, 'b' },
+		{ "warmup", required_argument, NULL, 'w' },
+		{ "timeline", required_argument, NULL, 'l' },
+		{ "spin", no_argument, NULL, 'p' },
 		{ NULL, 0, NULL, 0 },
 	};
-	int c;
+	int c, idx = 0;
 
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 'z':
-			snprintf(o->sizes, sizeof(o->sizes), "%s", optarg);
-			break;
-		case 'k':
-			o->keys_per_size = (unsigned)atoi(optarg);
-			break;
-		case 's':
-			o->steps = (unsigned)atoi(optarg);
-			break;
-		case 'S':
-			o->seconds = atof(optarg);
-			break;
-		case 'e':
-			o->seed = strtoull(optarg, NULL, 0);
-			break;
-		case 't':
-			o->timeout_ms = (unsigned)atoi(optarg);
-			break;
-		default:
+	while ((c = getopt_long(argc, argv, "", lo, &idx)) != -1) {
+		if (c == '?' || parse_opt(c, lo[idx].name, o))
 			return -1;
-		}
 	}
-	if (optind < argc || !o->keys_per_size) {
-		fprintf(stderr, "ps-worker: bad arguments (see --help)\n");
+	if (optind < argc) {
+		fprintf(stderr,
+			"ps-worker: unexpected argument '%s' (see "
+			"--help)\n",
+			argv[optind]);
+		return -1;
+	}
+	if (!o->steps && !(o->seconds > 0)) {
+		fprintf(stderr, "ps-worker: --steps 0 needs --seconds > 0\n");
 		return -1;
 	}
 	return 0;
@@ -360,7 +585,10 @@ int main(int argc, char **argv)
 			   .keys_per_size = 4,
 			   .steps = 10,
 			   .seconds = 10,
-			   .seed = 1 };
+			   .seed = 1,
+			   .tflops = 10,
+			   .batch = 32,
+			   .warmup = 1 };
 	struct psched_cfg cfg;
 	struct psched_node *node;
 	int ret;
@@ -379,13 +607,15 @@ int main(int argc, char **argv)
 	}
 	if (parse_own(argc, argv, &o))
 		return 2;
+	/* Short simulated layers: ask for exact wake-ups. */
+	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	cfg.role = PSCHED_ROLE_WORKER;
 	ret = psched_node_create(&cfg, &node);
 	if (ret) {
 		fprintf(stderr, "ps-worker: %s\n", psched_errmsg());
 		return 1;
 	}
-	ret = check_loop(node, &o);
+	ret = o.model ? replay_main(node, &o) : check_loop(node, &o);
 	if (psched_node_destroy(node) && !ret) {
 		fprintf(stderr, "ps-worker: shutdown: %s\n", psched_errmsg());
 		ret = 1;

@@ -1,0 +1,72 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Model replay: drive a worker node through the training steps of a model
+ * profile (worker/profile.h).  Each step runs the forward pass layer by
+ * layer, every layer first waiting for its parameters pulled in the
+ * previous step; then the backward pass in reverse order, every layer's
+ * gradient pushed (pushpull into the same buffer) the moment its backward
+ * compute ends.  Compute is simulated by sleeping (or spinning) for the
+ * profile's time.  Internal to the worker; ps-worker --model uses it.
+ *
+ * Keys and priorities: layer i of the profile (forward order) is key i
+ * with priority i, so front layers, needed first by the next forward, are
+ * sent first (smaller = sooner).  Layers without parameters have no key.
+ *
+ * Correctness check: all values start at 0 (rank 0 inits every key to
+ * zeros).  In each step a worker writes small integers, derived from the
+ * seed, its rank, the step, the layer and the element, into a few sample
+ * elements of each gradient (at most PSD_REPLAY_SAMPLES) and leaves the
+ * rest as pulled (zero).  After the pull the samples must hold the exact
+ * sum over all workers and one non-sample element must still be 0.
+ * Workers started with different seeds therefore fail the check.
+ */
+#ifndef PSCHED_WORKER_REPLAY_H
+#define PSCHED_WORKER_REPLAY_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "psched.h"
+#include "profile.h"
+
+#define PSD_REPLAY_SAMPLES 4
+
+/* A pulled value was not the expected sum (see psd_replay_result.msg). */
+#define PSD_REPLAY_EMISMATCH (-EILSEQ)
+
+struct psd_replay_opts {
+	const struct psd_profile *prof;
+	double tflops;	     /* FLOPs profiles: device speed, > 0 */
+	unsigned batch;	     /* FLOPs profiles: samples per step, > 0 */
+	unsigned steps;	     /* timed steps; 0 = run for @seconds */
+	double seconds;	     /* when @steps is 0; at least one step */
+	unsigned warmup;     /* untimed steps before the timed ones */
+	uint64_t seed;	     /* must be equal on every worker */
+	unsigned timeout_ms; /* per wait; 0 = the node's request timeout */
+	bool spin;	     /* busy-wait instead of sleeping */
+};
+
+struct psd_replay_result {
+	uint64_t steps;		 /* timed steps */
+	double seconds;		 /* wall time of the timed steps */
+	double compute_s;	 /* profile compute per step (fwd + bwd) */
+	double wait_s;		 /* per timed step: forward blocked on pulls */
+	uint64_t bytes_per_step; /* gradient bytes pushed per step */
+	unsigned keys;		 /* layers with parameters */
+	uint64_t checked;	 /* pulled layer values verified */
+	char msg[512];		 /* on error: what failed, naming layer/step */
+};
+
+/*
+ * Run the replay on @node (a worker).  Collective: every worker of the
+ * cluster must run it with the same profile and seed.  Blocking; waits are
+ * bounded by @o->timeout_ms.  Returns 0, PSD_REPLAY_EMISMATCH, -EINVAL for
+ * bad options, -ENOMEM, or the error of a failed psched call; on error
+ * @res->msg says what failed.
+ */
+int psd_replay_run(struct psched_node *node, const struct psd_replay_opts *o,
+		   struct psd_replay_result *res);
+
+#endif
