@@ -34,6 +34,8 @@ struct psd_app {
 			    const char *why);
 	void (*conn_closed)(struct psched_node *n, struct psd_conn *c);
 	void (*config)(struct psched_node *n, const Psched__Config *cfg);
+	/* Fill the role's fields of psched_node_stats() (any thread). */
+	void (*stats)(const struct psched_node *n, struct psched_stats *out);
 	void (*destroy)(struct psched_node *n);
 };
 
@@ -101,6 +103,13 @@ int psd_kvw_attach(struct psched_node *n);
 int psd_kvs_attach(struct psched_node *n);
 int psd_sched_start(struct psched_node *n);
 int psd_sched_run(struct psched_node *n);
+/*
+ * Switch every worker and server to {partition, credit} at a step boundary
+ * (van thread only).  -EBUSY while an earlier switch is open, -EAGAIN before
+ * the cluster is up or after shutdown.
+ */
+int psd_sched_propose_config(struct psched_node *n, uint64_t part,
+			     uint64_t credit);
 void psd_sched_stop(struct psched_node *n);
 
 #endif
