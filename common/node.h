@@ -11,6 +11,9 @@
 
 #include "van.h"
 
+/* Hellos a server keeps while its node table is still on the way. */
+#define PSD_EARLY_HELLO_MAX 64
+
 struct psd_peer {
 	int id;
 	enum psched_role role;
@@ -62,6 +65,13 @@ struct psched_node {
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
 	uint64_t token; /* job token from the node table */
+	/* Hellos that came before our own node table (van thread only). */
+	struct psd_early_hello {
+		struct psd_conn *conn; /* holds a reference */
+		int id;
+		uint64_t token;
+	} early[PSD_EARLY_HELLO_MAX];
+	unsigned nearly;
 
 	atomic_uint_fast64_t stored_bytes; /* server: tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* server: bytes allocated */

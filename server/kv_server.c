@@ -168,6 +168,23 @@ static int kvs_create(struct psched_node *n, const struct psd_hdr *h,
 	return 0;
 }
 
+/* The push's bytes are here (held or summed): the worker's credit for
+ * them comes back, even when a pushpull's answer must wait for the other
+ * workers.  Holding credit across that wait deadlocks as soon as two
+ * workers start their chunks in different orders. */
+static void kvs_send_ack(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *req)
+{
+	struct psd_hdr h = *req;
+
+	h.type = PSD_MSG_PUSH_ACK;
+	h.sender = n->id;
+	h.status = 0;
+	h.length = 0;
+	h.flags = 0;
+	psd_conn_send(c, &h, NULL, 0);
+}
+
 /* Answer one request with a status and no payload. */
 static void kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 			     const struct psd_hdr *req, int status)
@@ -447,7 +464,8 @@ static void kvs_answer_chunk(struct psched_node *n, struct kvs_entry *e,
 /* Sync push of the open step received: account, ack, maybe finish. */
 static void kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 			   struct kvs_entry *e, const struct psd_hdr *h,
-			   const void *payload, int wrank, bool direct)
+			   const void *payload, int wrank, bool direct,
+			   bool acked)
 {
 	struct psd_kvs *s = kvs_of(n);
 	int ret = kvs_step_open(e, n, h->part);
@@ -461,13 +479,17 @@ static void kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 			   "pushed twice");
 		return;
 	}
-	if (h->type != PSD_MSG_PUSHPULL)
-		kvs_reply_status(n, c, h, 0);
-	else if (e->counts[idx] < s->nworker && s->broken)
+	if (h->type != PSD_MSG_PUSHPULL) {
+		if (!acked)
+			kvs_reply_status(n, c, h, 0);
+	} else if (e->counts[idx] < s->nworker && s->broken) {
 		kvs_reject(n, c, h, s->broken, s->broken_msg);
-	else if (e->counts[idx] < s->nworker &&
-		 kvs_queue_wait(c, &e->cwait[idx], h, h->step))
-		kvs_reply_status(n, c, h, -ENOMEM);
+	} else if (e->counts[idx] < s->nworker) {
+		if (kvs_queue_wait(c, &e->cwait[idx], h, h->step))
+			kvs_reply_status(n, c, h, -ENOMEM);
+		else if (!acked)
+			kvs_send_ack(n, c, h);
+	}
 	if (e->counts[idx] == s->nworker) {
 		if (h->type == PSD_MSG_PUSHPULL)
 			kvs_reply_chunk(n, c, e, h);
@@ -499,7 +521,7 @@ static void kvs_process_held(struct psched_node *n, struct kvs_entry *e)
 		p = psd_node_peer(n, w->conn->peer_id);
 		if (!atomic_load(&w->conn->closed) && p)
 			kvs_push_apply(n, w->conn, e, &w->h, w->buf, p->rank,
-				       false);
+				       false, true);
 		psd_conn_put(w->conn);
 		free(w->buf);
 		free(w);
@@ -714,10 +736,11 @@ static void kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 		w->h = *h;
 		w->buf = kc->hold;
 		kc->hold = NULL;
+		kvs_send_ack(n, c, h);
 		psd_list_add_tail(&kc->e->held, &w->link);
 		return;
 	}
-	kvs_push_apply(n, c, kc->e, h, payload, kc->wrank, kc->direct);
+	kvs_push_apply(n, c, kc->e, h, payload, kc->wrank, kc->direct, false);
 }
 
 /* Drop every wait of @c (or all of them when @c is NULL, replying

@@ -10,8 +10,15 @@
  * arrival order in FIFO mode) and start only through the credit gate: a
  * chunk may start while the bytes in flight plus its own fit the credit, or
  * when nothing is in flight.  A push or pushpull chunk is in flight from its
- * start until its ack or its pull answer; pull chunks carry no credit (they
- * move no bytes out and cannot hold a push back).
+ * start until the server acknowledges its bytes; pull chunks carry no
+ * credit (they move no bytes out and cannot hold a push back).
+ *
+ * Why not until a pushpull's pull answer, as ByteScheduler counts it: that
+ * answer waits for every other worker's push of the chunk, and two workers
+ * whose senders started chunks in different orders (requests arrive at
+ * slightly different times) then each hold their credit for chunks the
+ * other cannot start: a deadlock, seen in test_sched.sh.  So the server
+ * acks a pushpull chunk on receipt, and the answer follows when ready.
  *
  * Who sends: a request that fits in one small message and finds the queue
  * empty is sent by the caller at once (no thread hand-off, for latency);
@@ -82,8 +89,9 @@ struct kvw_chunk {
 	uint32_t slot;
 	uint16_t srank;
 	uint8_t state;
+	bool credited; /* its bytes count against the credit now */
 	uint64_t t_start;
-	uint64_t t_push;
+	uint64_t t_push; /* credit given back */
 };
 
 struct kvw_req {
@@ -322,15 +330,21 @@ static void kvw_tl_record(struct psd_kvw *w, const struct kvw_chunk *ch,
 
 	if (!ch->t_start)
 		return; /* never started */
-	if (r->type == PSD_MSG_PULL || r->type == PSD_MSG_PUSHPULL) {
-		rec.t_push = r->type == PSD_MSG_PULL ? 0 : ch->t_push;
+	rec.t_push = r->type == PSD_MSG_PULL ? 0 : ch->t_push;
+	if (r->type == PSD_MSG_PULL || r->type == PSD_MSG_PUSHPULL)
 		rec.t_pull = now;
-		if (rec.t_push > now)
-			rec.t_push = now;
-	} else {
-		rec.t_push = now;
-	}
 	psd_tl_add(&w->tl, &rec);
+}
+
+/* Lock held.  The server has @ch's bytes: its credit comes back. */
+static void kvw_chunk_uncredit(struct psd_kvw *w, struct kvw_chunk *ch)
+{
+	if (!ch->credited)
+		return;
+	ch->credited = false;
+	ch->t_push = psd_now_us();
+	psd_credit_done(&w->credit, ch->node.len);
+	kvw_kick(w);
 }
 
 /*
@@ -347,7 +361,7 @@ static bool kvw_chunk_settle(struct psd_kvw *w, struct kvw_chunk *ch,
 	if (ch->state == KVW_CH_QUEUED)
 		psd_chunkq_remove(&w->q, &ch->node);
 	else
-		psd_credit_done(&w->credit, ch->node.len);
+		kvw_chunk_uncredit(w, ch);
 	if (psd_tl_on(&w->tl))
 		kvw_tl_record(w, ch, failed);
 	ch->state = KVW_CH_DONE;
@@ -407,6 +421,7 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch)
 	int ret;
 
 	ch->state = KVW_CH_SENDING;
+	ch->credited = true;
 	ch->t_start = psd_now_us();
 	/* The request cannot complete (and be freed by its callback or
 	 * waiter) while its caller memory is on its way out. */
@@ -417,7 +432,6 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch)
 				  : psd_conn_send(p->conn, &h, &iov, 1);
 	pthread_mutex_lock(&w->lock);
 	r->sending--;
-	ch->t_push = psd_now_us();
 	if (ch->state == KVW_CH_SENDING)
 		ch->state = KVW_CH_SENT;
 	if (ret && ch->state != KVW_CH_DONE) {
@@ -532,6 +546,13 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 	    payload == r->slots[ch->slot].dst + h->offset) {
 		r->busy--;
 		r->srv[p->rank].busy--;
+	}
+	if (!h->status && h->type == PSD_MSG_PUSH_ACK &&
+	    r->type == PSD_MSG_PUSHPULL) {
+		/* Its bytes are in; the pull answer comes later. */
+		kvw_chunk_uncredit(w, ch);
+		pthread_mutex_unlock(&w->lock);
+		return;
 	}
 	if (h->status)
 		kvw_req_error(r, h->status,
@@ -714,7 +735,10 @@ static uint64_t kvw_chunk_size(const struct psd_kvw *w, const struct kvw_req *r,
 {
 	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
 
-	if (w->fifo || r->type == PSD_MSG_INIT || !s->part)
+	/* Raw bytes are not summed but replaced by one push: cut into chunks,
+	 * each chunk's last writer could differ, mixing workers' pushes. */
+	if (w->fifo || r->type == PSD_MSG_INIT || !s->part ||
+	    r->dtype == PSCHED_RAW)
 		return len;
 	return psd_part_chunk_size(s->part, esize, len);
 }

@@ -5,7 +5,8 @@
  * per server a worker talks to; each chunk shows as a push slice (start to
  * push done) and a pull slice (push done, or start, to pull done), named
  * after its key and byte range, with priority, step and epoch as args, so
- * the reordering by priority is visible at a glance.
+ * the reordering by priority is visible at a glance.  otherData.t0_us is
+ * the CLOCK_MONOTONIC time (us) that ts 0 stands for.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -60,14 +61,14 @@ static int tl_slice(FILE *f, bool *first, const struct psd_tl_rec *r,
 	fprintf(f,
 		"%s\n{\"name\":\"%s key %" PRIu64 " [%" PRIu64 "+%" PRIu64
 		"]\",\"cat\":\"%s\",\"ph\":\"X\",\"pid\":%d,\"tid\":%u,"
-		"\"ts\":%" PRIu64 ",\"dur\":%" PRIu64 ",\"args\":{\"key\":%" PRIu64
-		",\"offset\":%" PRIu64 ",\"bytes\":%" PRIu64
-		",\"priority\":%d,\"step\":%" PRIu64
-		",\"epoch\":%u,\"failed\":%s}}",
+		"\"ts\":%" PRIu64 ",\"dur\":%" PRIu64
+		",\"args\":{\"key\":%" PRIu64 ",\"offset\":%" PRIu64
+		",\"bytes\":%" PRIu64 ",\"priority\":%d,\"step\":%" PRIu64
+		",\"epoch\":%u,\"op\":\"%s\",\"failed\":%s}}",
 		*first ? "" : ",", what, r->key, r->offset, r->len, what, pid,
 		(unsigned)r->server, from - t0, to - from, r->key, r->offset,
 		r->len, (int)r->priority, r->step, (unsigned)r->epoch,
-		r->failed ? "true" : "false");
+		psd_msg_type_name(r->type), r->failed ? "true" : "false");
 	*first = false;
 	return 0;
 }
@@ -79,9 +80,10 @@ int psd_tl_write_json(FILE *f, const struct psd_tl_rec *v, size_t n,
 	size_t i;
 	unsigned s, maxs = 0;
 
-	fprintf(f, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped\":"
-		   "%" PRIu64 "},\"traceEvents\":[",
-		dropped);
+	fprintf(f,
+		"{\"displayTimeUnit\":\"ms\",\"otherData\":{\"dropped\":"
+		"%" PRIu64 ",\"t0_us\":%" PRIu64 "},\"traceEvents\":[",
+		dropped, t0);
 	for (i = 0; i < n; i++)
 		if (v[i].server > maxs)
 			maxs = v[i].server;

@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "psched.h"
 
@@ -25,6 +26,14 @@ struct probe_req {
 	float *pull;
 };
 
+static uint64_t mono_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
 static int die(const char *what)
 {
 	fprintf(stderr, "sched_probe: %s: %s\n", what, psched_errmsg());
@@ -36,15 +45,15 @@ static int parse_reqs(int argc, char **argv, int first, struct probe_req *r)
 	int i, n = 0;
 
 	for (i = first; i < argc && n < MAXREQ; i++, n++) {
-		char *c1 = strchr(argv[i], ':'), *c2 = c1 ? strchr(c1 + 1, ':')
-							  : NULL;
+		char *c1 = strchr(argv[i], ':'),
+		     *c2 = c1 ? strchr(c1 + 1, ':') : NULL;
 
 		if (!c2)
 			return -1;
 		*c1 = *c2 = '\0';
 		r[n].key = strtoull(argv[i], NULL, 10);
-		if (psched_parse_bytes(c1 + 1, &r[n].bytes) ||
-		    r[n].bytes % 4 || !r[n].bytes)
+		if (psched_parse_bytes(c1 + 1, &r[n].bytes) || r[n].bytes % 4 ||
+		    !r[n].bytes)
 			return -1;
 		r[n].prio = atoi(c2 + 1);
 		r[n].push = malloc(r[n].bytes);
@@ -66,8 +75,8 @@ static int check_pull(const struct probe_req *r, unsigned nw, uint64_t step)
 				"sched_probe: key %llu step %llu element %llu "
 				"is %g, want %g\n",
 				(unsigned long long)r->key,
-				(unsigned long long)step,
-				(unsigned long long)j, r->pull[j], want);
+				(unsigned long long)step, (unsigned long long)j,
+				r->pull[j], want);
 			return -1;
 		}
 	}
@@ -83,13 +92,18 @@ static int run_step(struct psched_node *node, struct probe_req *r, int n,
 	int i, ret;
 
 	for (i = 0; i < n; i++) {
-		const void *pv = r[i].push;
-		void *qv = r[i].pull;
 		uint64_t j;
 
-		v = (float)(r[i].key + step) * (float)(psched_node_rank(node) + 1);
+		v = (float)(r[i].key + step) *
+		    (float)(psched_node_rank(node) + 1);
 		for (j = 0; j < r[i].bytes / 4; j++)
 			r[i].push[j] = v;
+	}
+	/* Back to back, so later requests find the earlier ones queued. */
+	for (i = 0; i < n; i++) {
+		const void *pv = r[i].push;
+		void *qv = r[i].pull;
+
 		ret = pushpull ? psched_pushpull(node, &r[i].key, 1, &pv, &qv,
 						 &r[i].bytes, PSCHED_F32,
 						 r[i].prio, NULL, NULL, &ids[i])
@@ -98,6 +112,10 @@ static int run_step(struct psched_node *node, struct probe_req *r, int n,
 					     NULL, NULL, &ids[i]);
 		if (ret)
 			return die("issue");
+		if (step == 1)
+			printf("issued key=%llu us=%llu\n",
+			       (unsigned long long)r[i].key,
+			       (unsigned long long)mono_us());
 	}
 	for (i = 0; i < n; i++)
 		if (psched_wait(node, ids[i], 0))
