@@ -62,6 +62,8 @@ static void po_peer_desc(struct psd_peer *p)
 		 psched_role_name(p->role), p->id, p->rank, p->host, p->port);
 }
 
+static void po_early_hellos(struct psched_node *n);
+
 /* Van thread: the scheduler sent the node table. */
 static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 {
@@ -107,6 +109,7 @@ static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 	pthread_cond_broadcast(&n->cond);
 	pthread_mutex_unlock(&n->lock);
 	free(peers);
+	po_early_hellos(n);
 }
 
 static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
@@ -126,24 +129,16 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 		n->app->peer_failed(n, p, PSCHED_ENODEDEAD, f->reason);
 }
 
-/*
- * Van thread: the first message on a data connection must be a hello
- * from a worker of this job (its id and the job token), and each worker
- * has one data connection.  Anything else costs the connection.
- */
-static void po_on_hello(struct psched_node *n, struct psd_conn *c,
-			const Psched__Control *m)
+/* Van thread: check a worker's hello and bind its connection. */
+static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id,
+			    uint64_t token)
 {
 	const char *why = NULL;
 	struct psd_peer *p = NULL;
 
-	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0)
-		why = "unexpected control message on a data connection";
-	else if (!n->have_table)
-		why = "hello before the cluster is complete";
-	else if (m->hello->token != n->token)
+	if (token != n->token)
 		why = "hello with a wrong job token (PS_JOB_TOKEN)";
-	else if (!(p = psd_node_peer(n, m->hello->id)) || p->id < 0 ||
+	else if (!(p = psd_node_peer(n, id)) || p->id < 0 ||
 		 p->role != PSCHED_ROLE_WORKER)
 		why = "hello from an id that is no worker of this job";
 	else if (p->conn || p->dead)
@@ -159,6 +154,58 @@ static void po_on_hello(struct psched_node *n, struct psd_conn *c,
 	pthread_mutex_unlock(&n->lock);
 	c->peer_id = p->id;
 	snprintf(c->peer, sizeof(c->peer), "%s", p->desc);
+}
+
+/*
+ * Van thread: the first message on a data connection must be a hello
+ * from a worker of this job (its id and the job token), and each worker
+ * has one data connection.  Anything else costs the connection.  A worker
+ * may get the node table, and say hello, before this server has its own
+ * copy: such hellos wait here until the table comes.
+ */
+static void po_on_hello(struct psched_node *n, struct psd_conn *c,
+			const Psched__Control *m)
+{
+	struct psd_early_hello *e;
+
+	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0) {
+		psd_err("dropping connection from %s: unexpected control "
+			"message on a data connection",
+			c->peer);
+		psd_conn_close(c);
+		return;
+	}
+	if (n->have_table) {
+		po_accept_hello(n, c, m->hello->id, m->hello->token);
+		return;
+	}
+	if (n->nearly == PSD_EARLY_HELLO_MAX) {
+		psd_err("dropping connection from %s: too many hellos before "
+			"the cluster is complete",
+			c->peer);
+		psd_conn_close(c);
+		return;
+	}
+	e = &n->early[n->nearly++];
+	e->conn = c;
+	e->id = m->hello->id;
+	e->token = m->hello->token;
+	psd_conn_get(c);
+}
+
+/* Van thread: the table is here; take the hellos that came before it. */
+static void po_early_hellos(struct psched_node *n)
+{
+	unsigned i;
+
+	for (i = 0; i < n->nearly; i++) {
+		struct psd_early_hello *e = &n->early[i];
+
+		if (!atomic_load(&e->conn->closed))
+			po_accept_hello(n, e->conn, e->id, e->token);
+		psd_conn_put(e->conn);
+	}
+	n->nearly = 0;
 }
 
 static void po_rx_control(void *arg, struct psd_conn *c,
@@ -585,6 +632,9 @@ void psd_po_stop(struct psched_node *n)
 
 	psd_van_destroy(n->van);
 	n->van = NULL;
+	for (i = 0; i < n->nearly; i++)
+		psd_conn_put(n->early[i].conn);
+	n->nearly = 0;
 	for (i = 0; i < n->npeers; i++)
 		psd_conn_put(n->peers[i].conn);
 	psd_conn_put(n->sched);
