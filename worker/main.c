@@ -307,14 +307,6 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 	return ret;
 }
 
-/*
- * The timeline calls are declared in psched.h but implemented by the
- * worker scheduler; until then the weak references are NULL and
- * --timeline reports "not supported".
- */
-#pragma weak psched_timeline_start
-#pragma weak psched_timeline_write
-
 static int load_model(const char *name, struct psd_profile **out)
 {
 	char err[512] = "";
@@ -343,10 +335,8 @@ static int load_model(const char *name, struct psd_profile **out)
 
 static int timeline_start(struct psched_node *node, const char *path)
 {
-	int ret = -ENOSYS;
+	int ret = psched_timeline_start(node, 0);
 
-	if (psched_timeline_start)
-		ret = psched_timeline_start(node, 0);
 	if (ret)
 		fprintf(stderr, "ps-worker: --timeline %s: %s\n", path,
 			ret == -ENOSYS ? "timeline recording not supported "
@@ -357,8 +347,7 @@ static int timeline_start(struct psched_node *node, const char *path)
 
 static int timeline_write(struct psched_node *node, const char *path)
 {
-	int ret = psched_timeline_write ? psched_timeline_write(node, path)
-					: -ENOSYS;
+	int ret = psched_timeline_write(node, path);
 
 	if (ret)
 		fprintf(stderr, "ps-worker: writing timeline %s: %s\n", path,
