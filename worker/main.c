@@ -452,7 +452,7 @@ static void usage(void)
 	       "  --batch N      samples per worker per step; images_per_s = "
 	       "steps/s x N x workers [32]\n"
 	       "  --steps N      timed steps, 0 = use --seconds [10]\n"
-	       "  --seconds S    time this long when --steps is 0\n"
+	       "  --seconds S    time this long (at least 2 steps) when --steps is 0\n"
 	       "  --warmup N     untimed steps first [1]\n"
 	       "  --timeline F   write the per-chunk timeline as Chrome trace "
 	       "JSON to F\n"

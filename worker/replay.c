@@ -344,7 +344,9 @@ static int rp_loop(struct rp *st)
 			wait0 = st->wait_s;
 		}
 		ret = rp_step(st, step);
-		if (!o->steps && step > o->warmup &&
+		/* By time: at least two timed steps, so that one slow step
+		 * is not the whole measurement. */
+		if (!o->steps && step >= o->warmup + 2 &&
 		    (double)(rp_now_ns() - t0) * 1e-9 >= o->seconds)
 			break;
 	}
@@ -355,10 +357,9 @@ static int rp_loop(struct rp *st)
 		st->res->steps = (o->steps ? last : step) - o->warmup;
 		st->res->seconds = (double)(rp_now_ns() - t0) * 1e-9;
 	}
-	ret = rp_drain(st, ret);
 	if (st->res->steps)
 		st->res->wait_s = (st->wait_s - wait0) / (double)st->res->steps;
-	return ret;
+	return rp_drain(st, ret);
 }
 
 int psd_replay_run(struct psched_node *node, const struct psd_replay_opts *o,

@@ -41,7 +41,7 @@ struct psd_replay_opts {
 	double tflops;	     /* FLOPs profiles: device speed, > 0 */
 	unsigned batch;	     /* FLOPs profiles: samples per step, > 0 */
 	unsigned steps;	     /* timed steps; 0 = run for @seconds */
-	double seconds;	     /* when @steps is 0; at least one step */
+	double seconds;	     /* when @steps is 0; at least 2 timed steps */
 	unsigned warmup;     /* untimed steps before the timed ones */
 	uint64_t seed;	     /* must be equal on every worker */
 	unsigned timeout_ms; /* per wait; 0 = the node's request timeout */
