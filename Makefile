@@ -69,7 +69,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 
 PREFIX   ?= /usr/local
 
-.PHONY: all deps test unit bench run asan tsan install format format-check \
+.PHONY: all deps test unit bench bench-sched run asan tsan install format format-check \
         check clean help tests
 .DEFAULT_GOAL := all
 # Test objects are not intermediates: keep them between runs.
@@ -178,6 +178,12 @@ run: all
 bench: all
 	$(Q)BUILD=$(BUILD) bash bench/run-bench.sh
 
+# FIFO vs priority+credit over a partition x credit grid, replaying
+# VGG-16 and ResNet-50 in network namespaces with tbf-shaped links (root;
+# ~30 min; BENCH_SCHED_ARGS=--quick for a small grid).  docs/sched-bench.md.
+bench-sched: all
+	$(Q)BUILD=$(BUILD) bash bench/sched-bench.sh $(BENCH_SCHED_ARGS)
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
@@ -197,6 +203,6 @@ clean:
 	rm -rf build build-asan build-tsan
 
 help:
-	@echo "targets: all test bench run asan tsan install format format-check check clean"
+	@echo "targets: all test bench bench-sched run asan tsan install format format-check check clean"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -286,7 +286,7 @@ measure() {
 	done
 }
 
-echo "sched-bench: rate ${RATE} Gbit/s per link, ${WORKERS} workers, --gpu-tflops $TFLOPS --batch $BATCH, ${SECONDS_PER_RUN}s per run" >&2
+echo "sched-bench: rate ${RATE} Gbit/s per link (MTU $MTU), ${WORKERS} workers, --gpu-tflops $TFLOPS --batch $BATCH, ${SECONDS_PER_RUN}s per run, namespaces $ID-*" >&2
 echo "  partitions: $PARTS; credits (partitions): $CREDITS" >&2
 start=$(date +%s)
 for model in $MODELS; do

@@ -379,9 +379,11 @@ static void replay_print(struct psched_node *node, const struct wopts *o,
 	fflush(stdout);
 }
 
-static int replay_main(struct psched_node *node, const struct wopts *o)
+static int replay_main(struct psched_node *node, const struct wopts *o,
+		       const struct psd_profile *prof)
 {
-	struct psd_replay_opts ro = { .tflops = o->tflops,
+	struct psd_replay_opts ro = { .prof = prof,
+				      .tflops = o->tflops,
 				      .batch = o->batch,
 				      .steps = o->steps,
 				      .seconds = o->seconds,
@@ -390,16 +392,10 @@ static int replay_main(struct psched_node *node, const struct wopts *o)
 				      .timeout_ms = o->timeout_ms,
 				      .spin = o->spin };
 	struct psd_replay_result res;
-	struct psd_profile *prof;
 	int ret;
 
-	if (load_model(o->model, &prof))
+	if (o->timeline && timeline_start(node, o->timeline))
 		return 2;
-	ro.prof = prof;
-	if (o->timeline && timeline_start(node, o->timeline)) {
-		psd_profile_destroy(prof);
-		return 2;
-	}
 	ret = psd_replay_run(node, &ro, &res);
 	if (ret)
 		fprintf(stderr, "ps-worker rank %d: replay %s: %s\n",
@@ -408,7 +404,6 @@ static int replay_main(struct psched_node *node, const struct wopts *o)
 		replay_print(node, o, prof, &res);
 	if (o->timeline && timeline_write(node, o->timeline) && !ret)
 		ret = 2;
-	psd_profile_destroy(prof);
 	if (ret)
 		return ret == PSD_REPLAY_EMISMATCH ? 1 : 2;
 	return 0;
@@ -452,7 +447,8 @@ static void usage(void)
 	       "  --batch N      samples per worker per step; images_per_s = "
 	       "steps/s x N x workers [32]\n"
 	       "  --steps N      timed steps, 0 = use --seconds [10]\n"
-	       "  --seconds S    time this long (at least 2 steps) when --steps is 0\n"
+	       "  --seconds S    time this long (at least 2 steps) when "
+	       "--steps is 0\n"
 	       "  --warmup N     untimed steps first [1]\n"
 	       "  --timeline F   write the per-chunk timeline as Chrome trace "
 	       "JSON to F\n"
@@ -578,6 +574,7 @@ int main(int argc, char **argv)
 			   .tflops = 10,
 			   .batch = 32,
 			   .warmup = 1 };
+	struct psd_profile *prof = NULL;
 	struct psched_cfg cfg;
 	struct psched_node *node;
 	int ret;
@@ -596,18 +593,23 @@ int main(int argc, char **argv)
 	}
 	if (parse_own(argc, argv, &o))
 		return 2;
+	/* A bad model fails before the cluster is joined. */
+	if (o.model && load_model(o.model, &prof))
+		return 2;
 	/* Short simulated layers: ask for exact wake-ups. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 	cfg.role = PSCHED_ROLE_WORKER;
 	ret = psched_node_create(&cfg, &node);
 	if (ret) {
 		fprintf(stderr, "ps-worker: %s\n", psched_errmsg());
+		psd_profile_destroy(prof);
 		return 1;
 	}
-	ret = o.model ? replay_main(node, &o) : check_loop(node, &o);
+	ret = prof ? replay_main(node, &o, prof) : check_loop(node, &o);
 	if (psched_node_destroy(node) && !ret) {
 		fprintf(stderr, "ps-worker: shutdown: %s\n", psched_errmsg());
 		ret = 1;
 	}
+	psd_profile_destroy(prof);
 	return ret;
 }
