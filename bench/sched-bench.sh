@@ -30,7 +30,8 @@ usage: bench/sched-bench.sh [options]
   --batch N           images per worker per step [$BATCH]
   --seconds S         timed seconds per run (after 1 warm-up step) [$SECONDS_PER_RUN]
   --runs N            runs per grid point (median) [$GRID_RUNS]
-  --final-runs N      runs of FIFO, default and the best grid points [$FINAL_RUNS]
+  --final-runs N      rounds of FIFO, default and the best grid points [$FINAL_RUNS]
+  --best-points K     grid points re-measured in those rounds [$BEST_POINTS]
   --partitions "..."  partition sizes (bytes, K/M suffix) instead of the grid's
   --credits "..."     credits in partitions instead of [1 2 4 8 16 32]
   --mtu BYTES         MTU of every link (jumbo frames: less CPU per byte) [$MTU]
@@ -68,6 +69,7 @@ while [ $# -gt 0 ]; do
 	--seconds) SECONDS_PER_RUN=$2; shift ;;
 	--runs) GRID_RUNS=$2; shift ;;
 	--final-runs) FINAL_RUNS=$2; shift ;;
+	--best-points) BEST_POINTS=$2; shift ;;
 	--partitions) PARTS=$2; shift ;;
 	--credits) CREDITS=$2; shift ;;
 	--mtu) MTU=$2; shift ;;
@@ -272,12 +274,13 @@ mkdir -p "$OUT"
 CSV=$OUT/$TAG.csv
 echo "model,servers,workers,rate_gbit,gpu_tflops,batch,scheduling,partition_bytes,credit_partitions,credit_bytes,phase,run,steps_per_s,images_per_s,compute_ms,wait_ms,status" >"$CSV"
 
-# measure MODEL S SCHED PART CREDITN PHASE RUNS
+# measure MODEL S SCHED PART CREDITN PHASE RUNS [FIRST-RUN-NUMBER]
 measure() {
 	local model=$1 s=$2 sched=$3 part=$4 cn=$5 phase=$6 runs=$7 r pb="" cb=""
+	local first=${8:-1}
 	[ -n "$part" ] && pb=$(bytes "$part")
 	[ -n "$cn" ] && cb=$((pb * cn))
-	for ((r = 1; r <= runs; r++)); do
+	for ((r = first; r < first + runs; r++)); do
 		run_point "$model" "$s" "$sched" "$pb" "$cb"
 		set -- $RESULT
 		printf '  %-8s %-7s part=%-5s credit=%-3s run %d: %s steps/s (compute %s ms, fwd wait %s ms) %s\n' \
@@ -292,18 +295,24 @@ start=$(date +%s)
 for model in $MODELS; do
 	for s in $SERVERS; do
 		echo "== $model, $s server(s)" >&2
-		measure "$model" "$s" fifo "" "" baseline "$FINAL_RUNS"
-		measure "$model" "$s" priority "" "" default "$FINAL_RUNS"
+		# One FIFO run first: the grid's heat map is relative to FIFO.
+		measure "$model" "$s" fifo "" "" baseline 1
 		for part in $PARTS; do
 			for cn in $CREDITS; do
 				measure "$model" "$s" priority "$part" "$cn" grid "$GRID_RUNS"
 			done
 		done
-		# Re-measure the best grid points: the maximum of noisy single
-		# runs is biased upwards; the table reports these medians.
+		# Then FIFO, the default config and the best grid points again,
+		# interleaved round by round so that a change in the machine's
+		# load hits all of them alike; the best point is re-measured
+		# because the maximum of noisy single runs is biased upwards.
 		best=$(python3 bench/sched-report.py --best "$CSV" "$model" "$s" "$BEST_POINTS")
-		for pc in $best; do
-			measure "$model" "$s" priority "${pc%:*}" "${pc#*:}" best "$FINAL_RUNS"
+		for ((r = 1; r <= FINAL_RUNS; r++)); do
+			measure "$model" "$s" fifo "" "" baseline 1 $((r + 1))
+			measure "$model" "$s" priority "" "" default 1 "$r"
+			for pc in $best; do
+				measure "$model" "$s" priority "${pc%:*}" "${pc#*:}" best 1 "$r"
+			done
 		done
 	done
 done

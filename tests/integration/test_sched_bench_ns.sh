@@ -33,9 +33,9 @@ fi
 [ $rc = 0 ] || die "sched-bench exited $rc"
 csv=$TMP/out/smoke.csv
 [ -f "$csv" ] || die "no CSV"
-# baseline 2 + default 2 + grid 1 + best 2 runs
+# FIFO 1 + grid 1, then 2 rounds of FIFO, default and best
 rows=$(($(wc -l <"$csv") - 1))
-[ "$rows" = 7 ] || die "CSV has $rows runs, want 7"
+[ "$rows" = 8 ] || die "CSV has $rows runs, want 8"
 bad=$(awk -F, 'NR > 1 && $NF != "ok"' "$csv")
 [ -z "$bad" ] || die "failed runs: $bad"
 awk -F, 'NR > 1 && !($13 > 0) { exit 1 }' "$csv" || die "a run without steps/s"
