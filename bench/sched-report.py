@@ -28,12 +28,17 @@ def sps(row):
 
 
 def median(vals):
-    """Median of the runs; a failed run counts as 0 steps/s, so a point
-    that fails in most runs cannot look good; all failed -> nan."""
+    """Median of the successful runs (nan if none).  Failed runs (a node
+    declared dead on the overloaded machine, a run over its time limit) are
+    left out here and counted in the table's "failed runs" column."""
     ok = [v for v in vals if not math.isnan(v)]
     if not ok:
         return math.nan
-    return statistics.median([0.0 if math.isnan(v) else v for v in vals])
+    return statistics.median(ok)
+
+
+def failed(pts):
+    return sum(1 for v in pts.values() for x in v if math.isnan(x))
 
 
 def points(rows, model, servers, phases):
@@ -87,7 +92,9 @@ def summary(rows, model, servers):
         m = median(v)
         if not math.isnan(m) and (math.isnan(bval) or m > bval):
             bkey, bval = key, m
-    return fifo, dfl, bkey, bval, len(grid)
+    nfail = failed(base) + failed(dflt) + failed(best)
+    nruns = sum(len(v) for d in (base, dflt, best) for v in d.values())
+    return fifo, dfl, bkey, bval, len(grid), "%d/%d" % (nfail, nruns), failed(grid)
 
 
 def table(rows):
@@ -98,19 +105,19 @@ def table(rows):
                                     r0["gpu_tflops"], r0["batch"]))
     print("| model | servers | FIFO steps/s | priority+credit default | "
           "ratio | best grid point (partition, credit) | steps/s | ratio | "
-          "grid points |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "grid points (failed) | failed runs of FIFO/default/best |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for model, servers in configs(rows):
-        fifo, dfl, bkey, bval, n = summary(rows, model, servers)
+        fifo, dfl, bkey, bval, n, nfail, gfail = summary(rows, model, servers)
         ratio = (lambda x: "%.2fx" % (x / fifo)
                  if fifo and not math.isnan(fifo) and not math.isnan(x)
                  else "-")
         where = ("%s, %s x %s = %s" % (human(bkey[1]), bkey[2], human(bkey[1]),
                                       human(int(bkey[1]) * int(bkey[2])))
                  if bkey else "-")
-        print("| %s | %s | %.3f | %.3f | %s | %s | %.3f | %s | %d |" %
+        print("| %s | %s | %.3f | %.3f | %s | %s | %.3f | %s | %d (%d) | %s |" %
               (model, servers, fifo, dfl, ratio(dfl), where, bval,
-               ratio(bval), n))
+               ratio(bval), n, gfail, nfail))
 
 
 def plot(rows, png, tmp):
@@ -133,7 +140,7 @@ def plot(rows, png, tmp):
     script.append("set cblabel 'steps/s / FIFO'")
     script.append("unset key")
     for i, (model, servers) in enumerate(cfgs):
-        fifo, _, _, _, _ = summary(rows, model, servers)
+        fifo = summary(rows, model, servers)[0]
         grid = points(rows, model, servers, {"grid"})
         parts = sorted({int(k[1]) for k in grid})
         creds = sorted({int(k[2]) for k in grid})
