@@ -172,7 +172,8 @@ run_point() {
 	local i port="" env rc status=ok limit p out
 	env=(DMLC_PS_ROOT_URI=10.77.0.1 DMLC_NUM_SERVER="$s"
 	     DMLC_NUM_WORKER="$WORKERS" PS_SCHEDULING="$sched"
-	     PS_CONNECT_TIMEOUT=30 PS_REQUEST_TIMEOUT=120)
+	     PS_CONNECT_TIMEOUT=30 PS_REQUEST_TIMEOUT=120
+	     PS_HEARTBEAT_TIMEOUT=60) # 10 s proved too short on a loaded machine
 	[ -n "$part" ] && env+=(PS_PARTITION_BYTES="$part")
 	[ -n "$credit" ] && env+=(PS_CREDIT_BYTES="$credit")
 	rm -f "$TMP"/*.out "$TMP"/*.err
@@ -208,7 +209,7 @@ run_point() {
 	done
 	# A run may not take longer than: start-up + warm-up + timed part +
 	# one slow step; a point this slow is recorded as a timeout.
-	limit=$((60 + 3 * SECONDS_PER_RUN))
+	limit=$((60 + 3 * ${SECONDS_PER_RUN%.*}))
 	for p in "${wpids[@]}"; do
 		rc=0
 		timeout_wait "$p" "$limit" || rc=$?

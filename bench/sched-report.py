@@ -98,6 +98,9 @@ def summary(rows, model, servers):
 
 
 def table(rows):
+    if not rows:
+        print("no runs")
+        return
     r0 = rows[0]
     print("Link %s Gbit/s per node (tbf), %s workers, --gpu-tflops %s, "
           "--batch %s; steps/s are medians of the runs (each run: the mean "
