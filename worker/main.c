@@ -345,9 +345,20 @@ static int timeline_start(struct psched_node *node, const char *path)
 	return ret;
 }
 
-static int timeline_write(struct psched_node *node, const char *path)
+/* The timeline path with "%r" replaced by the worker's rank, so that
+ * workers started with the same arguments write different files. */
+static int timeline_write(struct psched_node *node, const char *tmpl)
 {
-	int ret = psched_timeline_write(node, path);
+	char path[4096];
+	const char *r = strstr(tmpl, "%r");
+	int ret;
+
+	if (r)
+		snprintf(path, sizeof(path), "%.*s%d%s", (int)(r - tmpl), tmpl,
+			 psched_node_rank(node), r + 2);
+	else
+		snprintf(path, sizeof(path), "%s", tmpl);
+	ret = psched_timeline_write(node, path);
 
 	if (ret)
 		fprintf(stderr, "ps-worker: writing timeline %s: %s\n", path,
@@ -452,6 +463,7 @@ static void usage(void)
 	       "  --warmup N     untimed steps first [1]\n"
 	       "  --timeline F   write the per-chunk timeline as Chrome trace "
 	       "JSON to F\n"
+	       "                 (%%r in F is replaced by the worker's rank)\n"
 	       "  --spin         busy-wait the compute instead of sleeping\n\n",
 	       psd_profile_names());
 	psched_cfg_usage(stdout);

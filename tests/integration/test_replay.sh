@@ -69,23 +69,24 @@ grep -Eq "batch=8 images_per_s=[0-9.]+ " "$TMP/worker1.out" || die "no images_pe
 
 # priority + small partitions + credit, 2 servers, timelines
 PS_SCHEDULING=priority PS_PARTITION_BYTES=4K PS_CREDIT_BYTES=16K \
-	run 2 2 --model "$PROFILE" --steps $STEPS --timeline "$TMP/timeline.json"
+	run 2 2 --model "$PROFILE" --steps $STEPS --timeline "$TMP/timeline-%r.json"
 check_ok "priority 4K/16K 2x2" 2 2
-python3 - "$TMP/timeline.json" <<'EOF' || die "bad timeline"
+python3 - "$TMP/timeline-0.json" "$TMP/timeline-1.json" <<'EOF' || die "bad timeline"
 import json, sys
-with open(sys.argv[1]) as f:
-    d = json.load(f)
-ev = d["traceEvents"] if isinstance(d, dict) else d
-keys = set()
-cats = set()
-for e in ev:
-    if e.get("ph") == "X":
-        cats.add(e.get("cat"))
-        keys.add(e.get("args", {}).get("key"))
-want = {0, 1, 3, 4, 5, 6}  # layer 2 (relu) has no parameters, no key
-assert want <= keys, "keys in the timeline: %s, want %s" % (sorted(keys), sorted(want))
-assert len(ev) > 20, "only %d events" % len(ev)
-print("timeline: %d events, categories %s" % (len(ev), sorted(c for c in cats if c)))
+for path in sys.argv[1:]:
+    with open(path) as f:
+        d = json.load(f)
+    ev = d["traceEvents"] if isinstance(d, dict) else d
+    keys = set()
+    cats = set()
+    for e in ev:
+        if e.get("ph") == "X":
+            cats.add(e.get("cat"))
+            keys.add(e.get("args", {}).get("key"))
+    want = {0, 1, 3, 4, 5, 6}  # layer 2 (relu) has no parameters, no key
+    assert want <= keys, "%s: keys %s, want %s" % (path, sorted(keys), sorted(want))
+    assert len(ev) > 20, "%s: only %d events" % (path, len(ev))
+    print("%s: %d events, categories %s" % (path, len(ev), sorted(c for c in cats if c)))
 EOF
 
 # a worker with another seed: both must see a wrong sum
