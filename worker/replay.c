@@ -26,7 +26,8 @@
 struct rp_layer {
 	uint64_t key;
 	uint64_t len; /* bytes */
-	float *buf;   /* push and pull buffer: gradient then parameters */
+	float *grad;  /* pushed: zeros except the samples */
+	float *buf;   /* pulled parameters */
 	uint64_t req;
 	uint64_t step; /* step of the request in flight */
 	bool inflight;
@@ -137,10 +138,13 @@ static int rp_setup(struct rp *st)
 		l->len = p->layers[i].params * 4;
 		if (!l->len)
 			continue;
-		/* calloc: the zeros rank 0 inits with; untouched pages of
-		 * other ranks stay unmapped until the first pull. */
+		/* calloc: the zeros rank 0 inits with.  Only the samples of
+		 * @grad are ever written, so its other pages stay the shared
+		 * zero page: a separate push buffer costs almost no memory,
+		 * and no thread reads a buffer while another writes it. */
 		l->buf = calloc(p->layers[i].params, sizeof(float));
-		if (!l->buf)
+		l->grad = calloc(p->layers[i].params, sizeof(float));
+		if (!l->buf || !l->grad)
 			return -ENOMEM;
 		rp_layer_samples(l);
 		st->res->keys++;
@@ -249,14 +253,14 @@ static int rp_wait(struct rp *st, struct rp_layer *l)
 
 static int rp_push(struct rp *st, struct rp_layer *l, uint64_t step)
 {
-	const void *pv = l->buf;
+	const void *pv = l->grad;
 	void *qv = l->buf;
 	unsigned i;
 	int ret;
 
 	for (i = 0; i < l->nsamples; i++)
-		l->buf[l->samples[i]] = rp_value(st->o->seed, st->rank, step,
-						 l->key, l->samples[i]);
+		l->grad[l->samples[i]] = rp_value(st->o->seed, st->rank, step,
+						  l->key, l->samples[i]);
 	l->step = step;
 	ret = psched_pushpull(st->node, &l->key, 1, &pv, &qv, &l->len,
 			      PSCHED_F32, (int)l->key, NULL, NULL, &l->req);
@@ -384,8 +388,10 @@ int psd_replay_run(struct psched_node *node, const struct psd_replay_opts *o,
 		ret = rp_init_keys(&st);
 	if (!ret)
 		ret = rp_loop(&st);
-	for (i = 0; st.l && i < st.n; i++)
+	for (i = 0; st.l && i < st.n; i++) {
 		free(st.l[i].buf);
+		free(st.l[i].grad);
+	}
 	free(st.l);
 	return ret;
 }

@@ -4,9 +4,10 @@
  * profile (worker/profile.h).  Each step runs the forward pass layer by
  * layer, every layer first waiting for its parameters pulled in the
  * previous step; then the backward pass in reverse order, every layer's
- * gradient pushed (pushpull into the same buffer) the moment its backward
- * compute ends.  Compute is simulated by sleeping (or spinning) for the
- * profile's time.  Internal to the worker; ps-worker --model uses it.
+ * gradient pushed (pushpull: the gradient buffer out, the parameter buffer
+ * in) the moment its backward compute ends.  Compute is simulated by
+ * sleeping (or spinning) for the profile's time.  Internal to the worker;
+ * ps-worker --model uses it.
  *
  * Keys and priorities: layer i of the profile (forward order) is key i
  * with priority i, so front layers, needed first by the next forward, are
