@@ -48,6 +48,11 @@ struct rp {
 	unsigned nw;
 	uint64_t vclock_ns;
 	double wait_s;
+	/* --seconds: the stop vote (key n), summed over the workers */
+	uint64_t vote_key;
+	uint64_t vote_len;
+	float vote_out;
+	float vote_in;
 };
 
 static uint64_t rp_now_ns(void)
@@ -155,9 +160,9 @@ static int rp_setup(struct rp *st)
 
 static int rp_init_keys(struct rp *st)
 {
-	uint64_t *keys = calloc(st->n, sizeof(*keys));
-	uint64_t *lens = calloc(st->n, sizeof(*lens));
-	const void **vals = calloc(st->n, sizeof(*vals));
+	uint64_t *keys = calloc(st->n + 1, sizeof(*keys));
+	uint64_t *lens = calloc(st->n + 1, sizeof(*lens));
+	const void **vals = calloc(st->n + 1, sizeof(*vals));
 	size_t i, k = 0;
 	int ret = -ENOMEM;
 
@@ -169,6 +174,11 @@ static int rp_init_keys(struct rp *st)
 		keys[k] = st->l[i].key;
 		lens[k] = st->l[i].len;
 		vals[k++] = st->l[i].buf;
+	}
+	if (!st->o->steps) {
+		keys[k] = st->vote_key;
+		lens[k] = st->vote_len;
+		vals[k++] = &st->vote_in;
 	}
 	ret = psched_init(st->node, keys, k, vals, lens, PSCHED_F32,
 			  st->o->timeout_ms);
@@ -333,36 +343,72 @@ static int rp_check_opts(const struct psd_replay_opts *o,
 	return -EINVAL;
 }
 
+/*
+ * --seconds: every worker must run the same number of steps (a push no
+ * other worker matches never completes), so after each step the workers
+ * vote: each pushes 1 if its own clock says stop, and all stop once the
+ * sum is > 0.  The vote is the most urgent request (priority -1) and is
+ * waited for where the forward would wait for layer 0 anyway.
+ */
+static int rp_vote(struct rp *st, uint64_t step, bool stop, bool *all_stop)
+{
+	const void *pv = &st->vote_out;
+	void *qv = &st->vote_in;
+	uint64_t req, t0 = rp_now_ns();
+	int ret;
+
+	st->vote_out = stop ? 1.0f : 0.0f;
+	ret = psched_pushpull(st->node, &st->vote_key, 1, &pv, &qv,
+			      &st->vote_len, PSCHED_F32, -1, NULL, NULL, &req);
+	if (!ret)
+		ret = psched_wait(st->node, req, st->o->timeout_ms);
+	if (ret) {
+		rp_fail(st, "stop vote (key %llu) after step %llu: %s",
+			(unsigned long long)st->vote_key,
+			(unsigned long long)step, psched_errmsg());
+		return ret;
+	}
+	st->wait_s += (double)(rp_now_ns() - t0) * 1e-9;
+	*all_stop = st->vote_in > 0.0f;
+	return 0;
+}
+
 static int rp_loop(struct rp *st)
 {
 	const struct psd_replay_opts *o = st->o;
-	uint64_t step, t0 = 0, last;
-	double wait0 = 0;
+	uint64_t step, t0 = 0, t_end = 0, last;
+	double wait0 = 0, wait_end = 0;
+	bool stop = false;
 	int ret = 0;
 
 	last = o->steps ? o->warmup + o->steps : UINT64_MAX;
 	st->vclock_ns = rp_now_ns();
-	for (step = 1; step <= last && !ret; step++) {
+	for (step = 1; step <= last && !ret && !stop; step++) {
 		if (step == o->warmup + 1) {
 			t0 = rp_now_ns();
 			wait0 = st->wait_s;
 		}
 		ret = rp_step(st, step);
+		/* Timed steps end where the next forward would begin: each
+		 * holds one forward (blocked on the previous step's pulls)
+		 * and one backward. */
+		t_end = rp_now_ns();
+		wait_end = st->wait_s;
 		/* By time: at least two timed steps, so that one slow step
 		 * is not the whole measurement. */
-		if (!o->steps && step >= o->warmup + 2 &&
-		    (double)(rp_now_ns() - t0) * 1e-9 >= o->seconds)
-			break;
+		if (!ret && !o->steps)
+			ret = rp_vote(st, step,
+				      step >= o->warmup + 2 &&
+					      (double)(t_end - t0) * 1e-9 >=
+						      o->seconds,
+				      &stop);
 	}
-	/* Timed steps end where the next forward would begin: each timed
-	 * step holds one forward (blocked on the previous step's pulls) and
-	 * one backward. */
 	if (!ret) {
-		st->res->steps = (o->steps ? last : step) - o->warmup;
-		st->res->seconds = (double)(rp_now_ns() - t0) * 1e-9;
+		st->res->steps = step - 1 - o->warmup;
+		st->res->seconds = (double)(t_end - t0) * 1e-9;
 	}
 	if (st->res->steps)
-		st->res->wait_s = (st->wait_s - wait0) / (double)st->res->steps;
+		st->res->wait_s = (wait_end - wait0) / (double)st->res->steps;
 	return rp_drain(st, ret);
 }
 
@@ -379,6 +425,8 @@ int psd_replay_run(struct psched_node *node, const struct psd_replay_opts *o,
 		return ret;
 	st.rank = (unsigned)psched_node_rank(node);
 	st.nw = psched_num_workers(node);
+	st.vote_key = o->prof->nlayers;
+	st.vote_len = sizeof(float);
 	ret = rp_setup(&st);
 	if (ret)
 		snprintf(res->msg, sizeof(res->msg),

@@ -12,6 +12,8 @@
  * Keys and priorities: layer i of the profile (forward order) is key i
  * with priority i, so front layers, needed first by the next forward, are
  * sent first (smaller = sooner).  Layers without parameters have no key.
+ * Timed by seconds, key nlayers (one float, priority -1) carries a vote
+ * after each step so that all workers stop after the same step.
  *
  * Correctness check: all values start at 0 (rank 0 inits every key to
  * zeros).  In each step a worker writes small integers, derived from the

@@ -89,6 +89,17 @@ for path in sys.argv[1:]:
     print("%s: %d events, categories %s" % (path, len(ev), sorted(c for c in cats if c)))
 EOF
 
+# timed by seconds: the workers must agree on the step count (a worker
+# that runs one step more than the other would wait forever)
+run 1 2 --model "$PROFILE" --steps 0 --seconds 0.5
+for i in 1 2; do
+	[ "${RCS[$((i - 1))]}" = 0 ] || die "--seconds: worker $i exited ${RCS[$((i - 1))]}"
+done
+n1=$(sed -n 's/.* steps=\([0-9]*\) .*/\1/p' "$TMP/worker1.out")
+n2=$(sed -n 's/.* steps=\([0-9]*\) .*/\1/p' "$TMP/worker2.out")
+[ -n "$n1" ] && [ "$n1" -ge 2 ] && [ "$n1" = "$n2" ] || die "--seconds: workers ran $n1 and $n2 steps"
+echo "ok --seconds: both workers ran $n1 steps"
+
 # a worker with another seed: both must see a wrong sum
 start_scheduler 1 2
 start_servers 1
