@@ -180,7 +180,7 @@ bench: all
 
 # FIFO vs priority+credit over a partition x credit grid, replaying
 # VGG-16 and ResNet-50 in network namespaces with tbf-shaped links (root;
-# ~30 min; BENCH_SCHED_ARGS=--quick for a small grid).  docs/sched-bench.md.
+# ~1 hour; BENCH_SCHED_ARGS=--quick: ~5 min).  docs/sched-bench.md.
 bench-sched: all
 	$(Q)BUILD=$(BUILD) bash bench/sched-bench.sh $(BENCH_SCHED_ARGS)
 
