@@ -22,6 +22,7 @@ struct psd_peer {
 	unsigned port;
 	struct psd_conn *conn; /* worker -> server data connection */
 	bool dead;
+	bool departed; /* worker said goodbye (finalized) */
 	char desc[96]; /* "server 1 (rank 0, 127.0.0.1:4000)" */
 };
 
@@ -64,7 +65,8 @@ struct psched_node {
 	uint64_t barrier_seq;  /* last barrier this node entered */
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
-	uint64_t token; /* job token from the node table */
+	bool finalizing; /* worker said it is done, waits for shutdown */
+	uint64_t token;	 /* job token from the node table */
 	/* Hellos that came before our own node table (van thread only). */
 	struct psd_early_hello {
 		struct psd_conn *conn; /* holds a reference */

@@ -157,6 +157,30 @@ static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id,
 }
 
 /*
+ * Van thread: a worker finished and says so on its data connection before
+ * it goes.  Its connection closing is then no failure; but in sync mode no
+ * step it has not pushed can complete, so waits for those fail now, naming
+ * it, rather than at their timeout.
+ */
+static void po_on_goodbye(struct psched_node *n, struct psd_conn *c)
+{
+	struct psd_peer *p;
+
+	pthread_mutex_lock(&n->lock);
+	p = psd_node_peer(n, c->peer_id);
+	if (!p || p->conn != c || p->departed || p->dead) {
+		pthread_mutex_unlock(&n->lock);
+		return;
+	}
+	p->departed = true;
+	pthread_mutex_unlock(&n->lock);
+	psd_info("%s finished", p->desc);
+	if (n->app && n->app->peer_failed)
+		n->app->peer_failed(n, p, PSCHED_ENODEDEAD,
+				    "finished (finalized) and left");
+}
+
+/*
  * Van thread: the first message on a data connection must be a hello
  * from a worker of this job (its id and the job token), and each worker
  * has one data connection.  Anything else costs the connection.  A worker
@@ -168,6 +192,10 @@ static void po_on_hello(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_early_hello *e;
 
+	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0) {
+		po_on_goodbye(n, c);
+		return;
+	}
 	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0) {
 		psd_err("dropping connection from %s: unexpected control "
 			"message on a data connection",
@@ -296,8 +324,10 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 		return;
 	pthread_mutex_lock(&n->lock);
 	p = psd_node_peer(n, c->peer_id);
-	/* Only the peer's own data connection speaks for it. */
-	down = n->shutdown || !p || p->dead || p->conn != c;
+	/* Only the peer's own data connection speaks for it.  A server that
+	 * got the shutdown before this finalized worker did is no failure. */
+	down = n->shutdown || n->finalizing || !p || p->dead || p->departed ||
+	       p->conn != c;
 	if (p && !down)
 		p->dead = true;
 	pthread_mutex_unlock(&n->lock);
@@ -595,10 +625,22 @@ int psd_po_finalize(struct psched_node *n)
 {
 	Psched__Finalize f = PSCHED__FINALIZE__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
+	unsigned i;
 	int ret;
 
 	m.body_case = PSCHED__CONTROL__BODY_FINALIZE;
 	m.finalize = &f;
+	pthread_mutex_lock(&n->lock);
+	n->finalizing = true;
+	pthread_mutex_unlock(&n->lock);
+	/* Goodbye to each server first, so none mistakes our leaving for a
+	 * failure. */
+	for (i = 0; i < n->num_server; i++) {
+		struct psd_peer *p = psd_node_peer(n, psd_server_id(i));
+
+		if (p && p->conn && !p->dead)
+			psd_conn_send_control(p->conn, n->id, &m);
+	}
 	ret = psd_node_send_sched(n, &m);
 	if (ret)
 		return ret;
