@@ -66,7 +66,13 @@ struct psched_node {
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
 	bool finalizing; /* worker said it is done, waits for shutdown */
-	uint64_t token;	 /* job token from the node table */
+	/* Heartbeats come from their own thread, not the van loop: a node
+	 * busy summing or sending large tensors is alive. */
+	pthread_t hb_thread;
+	bool hb_started;
+	bool hb_stop;
+	pthread_cond_t hb_cond;
+	uint64_t token; /* job token from the node table */
 	/* Hellos that came before our own node table (van thread only). */
 	struct psd_early_hello {
 		struct psd_conn *conn; /* holds a reference */
