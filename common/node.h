@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "van.h"
+#include "psched/kvstore.h"
 
 struct psd_peer {
 	int id;
@@ -34,6 +35,11 @@ struct psd_app {
 			    const char *why);
 	void (*conn_closed)(struct psched_node *n, struct psd_conn *c);
 	void (*config)(struct psched_node *n, const Psched__Config *cfg);
+	/* A worker's ServerCommand (servers): @mode 0 unchanged, 1 sync,
+	 * 2 async; @opt NULL = unchanged.  0, or an error with
+	 * psched_errmsg() saying why (sent back to the worker). */
+	int (*command)(struct psched_node *n, int mode,
+		       const struct psched_optimizer *opt);
 	void (*destroy)(struct psched_node *n);
 };
 
@@ -60,6 +66,13 @@ struct psched_node {
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
 	uint64_t token; /* job token from the node table */
+	/* worker: the one outstanding ServerCommand (common/command.c) */
+	bool cmd_busy;
+	uint64_t cmd_seq;
+	unsigned cmd_acks;
+	bool *cmd_acked; /* [num_server] */
+	int cmd_status;
+	char cmd_msg[320];
 
 	atomic_uint_fast64_t stored_bytes; /* server: tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* server: bytes allocated */
@@ -95,6 +108,11 @@ uint64_t psd_job_token(void);
 int psd_po_start(struct psched_node *n);
 void psd_po_stop(struct psched_node *n);
 int psd_po_finalize(struct psched_node *n);
+
+/* Van thread: a ServerCommand or CommandAck on a data connection;
+ * false if @m is neither (common/command.c). */
+bool psd_cmd_rx(struct psched_node *n, struct psd_conn *c,
+		const Psched__Control *m);
 
 /* Role modules. */
 int psd_kvw_attach(struct psched_node *n);

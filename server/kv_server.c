@@ -15,6 +15,7 @@
 
 #include "node.h"
 #include "placement.h"
+#include "updater.h"
 
 struct kvs_wait {
 	struct psd_list link;
@@ -58,6 +59,7 @@ struct psd_kvs {
 	size_t cap;
 	size_t count;
 	bool async;
+	struct psd_updater upd; /* server/updater.c; none = default rule */
 	unsigned nworker;
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];
@@ -305,6 +307,9 @@ static void kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 			d[i] += s[i];
 		break;
 	}
+	case PSCHED_F16:
+		psd_f16_add(dst, src, (size_t)len / 2);
+		break;
 	default:
 		memcpy(dst, src, (size_t)len);
 		break;
@@ -359,8 +364,11 @@ static void kvs_step_finish(struct psched_node *n, struct kvs_entry *e)
 	uint8_t *tmp = e->value;
 
 	/* Default updater: the aggregate replaces the stored value. */
-	e->value = e->merge;
-	e->merge = tmp;
+	if (!psd_upd_apply(&kvs_of(n)->upd, e->key, e->dtype, e->off, e->len,
+			   e->off, e->value, e->merge, e->len)) {
+		e->value = e->merge;
+		e->merge = tmp;
+	}
 	e->version++;
 	e->open = false;
 	kvs_answer_pulls(n, e);
@@ -582,7 +590,11 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 			      struct kvs_entry *e, const struct psd_hdr *h,
 			      const void *payload)
 {
-	kvs_sum(e->dtype, e->value + (h->offset - e->off), payload, h->span);
+	uint8_t *dst = e->value + (h->offset - e->off);
+
+	if (!psd_upd_apply(&kvs_of(n)->upd, e->key, e->dtype, e->off, e->len,
+			   h->offset, dst, payload, h->span))
+		kvs_sum(e->dtype, dst, payload, h->span);
 	e->version++;
 	if (h->type == PSD_MSG_PUSHPULL)
 		kvs_reply_pull(n, c, e, h);
@@ -707,8 +719,56 @@ static void kvs_destroy(struct psched_node *n)
 		kvs_entry_free(n, e);
 	}
 	free(s->tab);
+	psd_upd_fini(&s->upd);
 	free(s);
 	n->app_state = NULL;
+}
+
+/* Some key has steps applied, open or held: the mode is in use. */
+static bool kvs_has_steps(const struct psd_kvs *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->cap; i++)
+		if (s->tab[i] && (s->tab[i]->version || s->tab[i]->open ||
+				  !psd_list_empty(&s->tab[i]->held)))
+			return true;
+	return false;
+}
+
+/* A worker's ServerCommand (common/command.c checked the fields). */
+static int kvs_command(struct psched_node *n, int mode,
+		       const struct psched_optimizer *opt)
+{
+	struct psd_kvs *s = kvs_of(n);
+	bool async = mode == PSCHED__SERVER_MODE__MODE_ASYNC;
+	int ret;
+
+	if (mode && async != s->async && kvs_has_steps(s))
+		return psd_set_errmsg(-EBUSY,
+				      "cannot switch to %s mode: keys were "
+				      "already pushed in %s mode",
+				      async ? "async" : "sync",
+				      s->async ? "async" : "sync");
+	if (opt) {
+		ret = psd_upd_set_optimizer(&s->upd, opt);
+		if (ret)
+			return ret;
+	}
+	if (mode)
+		s->async = async;
+	return 0;
+}
+
+int psched_server_set_updater(struct psched_node *n, psched_updater_fn *fn,
+			      void *arg)
+{
+	if (!n || n->cfg.role != PSCHED_ROLE_SERVER || !kvs_of(n))
+		return psd_set_errmsg(-EINVAL,
+				      "psched_server_set_updater: not a "
+				      "server node");
+	psd_upd_set_custom(&kvs_of(n)->upd, fn, arg);
+	return 0;
 }
 
 static const struct psd_app kvs_app = {
@@ -716,6 +776,7 @@ static const struct psd_app kvs_app = {
 	.rx_data = kvs_rx_data,
 	.peer_failed = kvs_peer_failed,
 	.conn_closed = kvs_conn_closed,
+	.command = kvs_command,
 	.destroy = kvs_destroy,
 };
 
@@ -727,7 +788,9 @@ int psd_kvs_attach(struct psched_node *n)
 		return -ENOMEM;
 	s->async = !strcmp(n->cfg.server_mode, "async");
 	s->nworker = n->num_worker;
+	psd_upd_init(&s->upd);
 	if (kvs_grow(s)) {
+		psd_upd_fini(&s->upd);
 		free(s);
 		return -ENOMEM;
 	}
