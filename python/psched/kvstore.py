@@ -262,8 +262,9 @@ class KVStore:
                 a = np.ascontiguousarray(arrs[0])
             else:  # one value per device: sum them here first
                 acc = np.float32 if arrs[0].dtype == np.float16 else None
-                a = np.sum(np.stack(arrs), axis=0, dtype=acc).astype(
-                    arrs[0].dtype)
+                with np.errstate(over="ignore"):  # float16 may overflow
+                    a = np.sum(np.stack(arrs), axis=0, dtype=acc).astype(
+                        arrs[0].dtype)
             items.append((ck, _code_of(a.dtype, w), k, a))
         return items
 

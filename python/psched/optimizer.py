@@ -1,8 +1,6 @@
 # SPDX-License-Identifier: MIT
 """Optimizers the KVStore applies where values are aggregated, named and
 parameterised as ``mxnet.optimizer`` (SGD only, for now)."""
-import math
-
 from . import _lib
 
 __all__ = ["Optimizer", "SGD", "create"]
@@ -36,6 +34,9 @@ class Optimizer:
         """struct psched_optimizer of @opt: a psched optimizer, or any
         object with the same attributes (mxnet.optimizer.SGD has them)."""
         from .kvstore import PSchedError
+        if opt is None:  # back to the default: the aggregate replaces
+            return _lib.Optimizer(name=b"", rescale_grad=1.0,
+                                  clip_gradient=-1.0)
         name = getattr(opt, "name", None) or type(opt).__name__.lower()
         try:
             lr = getattr(opt, "learning_rate", None)
@@ -52,8 +53,6 @@ class Optimizer:
         except (AttributeError, TypeError, ValueError) as e:
             raise PSchedError("set_optimizer: %r is not an optimizer (%s)"
                               % (opt, e), -22) from None
-        if math.isnan(o.clip_gradient):
-            o.clip_gradient = math.nan
         return o
 
 

@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# Python package (python/psched): the KVStore tests of
+# tests/python/test_kvstore.py ("local" in process, then dist_sync and
+# dist_async jobs of 2 servers x 2 workers started by psched.launch), and
+# the launcher's exit status and signal forwarding.
+. "$(dirname "$0")/lib.sh"
+PYTHON=${PYTHON:-/usr/bin/python3}
+"$PYTHON" -c 'import numpy' 2>/dev/null || { echo "python3-numpy is not installed"; exit 77; }
+export PYTHONPATH=$PWD/python PSCHED_LIBRARY=$PWD/$BUILD/lib/libpsched.so
+export PSCHED_BIN_DIR=$PWD/$BUILD/bin PS_REQUEST_TIMEOUT=$((60 * MULT))
+
+timeout $((400 * MULT)) "$PYTHON" tests/python/test_kvstore.py >"$TMP/kvstore.log" 2>&1
+rc=$?
+tail -n 30 "$TMP/kvstore.log"
+[ $rc = 0 ] || die "test_kvstore.py exited $rc"
+grep -q "== dist_sync: exit 0" "$TMP/kvstore.log" || die "dist_sync suite did not pass"
+grep -q "== dist_async: exit 0" "$TMP/kvstore.log" || die "dist_async suite did not pass"
+
+# The launcher exits with the first non-zero status and stops the rest.
+cat >"$TMP/fail.py" <<'PY'
+import os, sys, time, psched
+kv = psched.KVStore("dist_sync")
+if kv.rank == 1:
+    os._exit(3)
+time.sleep(60)  # the launcher must stop us
+PY
+start=$(date +%s)
+timeout $((60 * MULT)) "$PYTHON" -m psched.launch -s 1 -w 2 --grace 2 -- "$PYTHON" "$TMP/fail.py" >"$TMP/fail.log" 2>&1
+rc=$?
+[ $rc = 3 ] || { cat "$TMP/fail.log"; die "launcher exited $rc, want 3 (the failing worker's status)"; }
+[ $(($(date +%s) - start)) -lt 50 ] || die "launcher waited for the sleeping worker"
+grep -q "exited with status 3" "$TMP/fail.log" || die "launcher did not name the failed process"
+
+# SIGTERM to the launcher reaches every process of the job.
+cat >"$TMP/sleep.py" <<'PY'
+import os, signal, sys, time
+open(sys.argv[1] + "/pid.%d" % os.getpid(), "w").close()
+signal.signal(signal.SIGTERM, lambda *a: sys.exit(42))
+time.sleep(120)
+PY
+"$PYTHON" -m psched.launch -s 1 -w 2 --grace 5 -- "$PYTHON" "$TMP/sleep.py" "$TMP" >"$TMP/sig.log" 2>&1 &
+lpid=$!
+for _ in $(seq 1 $((100 * MULT))); do
+	[ "$(ls "$TMP"/pid.* 2>/dev/null | wc -l)" = 2 ] && break
+	sleep 0.1
+done
+[ "$(ls "$TMP"/pid.* 2>/dev/null | wc -l)" = 2 ] || die "workers did not start"
+kill -TERM $lpid
+wait_pid $lpid 20
+rc=$?
+[ $rc = $((128 + 15)) ] || die "launcher exited $rc after SIGTERM, want 143"
+for f in "$TMP"/pid.*; do
+	p=${f##*.}
+	! kill -0 "$p" 2>/dev/null || die "worker $p survived the launcher's SIGTERM"
+done
+echo "ok: kvstore tests, launcher exit status and signal forwarding"
+exit 0
