@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# examples/train_numpy.py: an MLP trained data parallel on 2 workers (2
+# servers, server-side SGD with momentum, gradients pushed per parameter
+# by layer priority) ends with the parameters of single-process training on
+# the concatenated batches (float64, within 1e-10), and its loss drops.
+. "$(dirname "$0")/lib.sh"
+PYTHON=${PYTHON:-/usr/bin/python3}
+"$PYTHON" -c 'import numpy' 2>/dev/null || { echo "python3-numpy is not installed"; exit 77; }
+export PYTHONPATH=$PWD/python PSCHED_LIBRARY=$PWD/$BUILD/lib/libpsched.so
+export PSCHED_BIN_DIR=$PWD/$BUILD/bin PS_REQUEST_TIMEOUT=$((60 * MULT))
+ex=examples/train_numpy.py
+"$PYTHON" $ex --reference --steps 40 --out "$TMP/ref.npz" || die "reference run failed"
+timeout $((120 * MULT)) "$PYTHON" -m psched.launch -s 2 -w 2 -- \
+	"$PYTHON" $ex --steps 40 --out "$TMP/dist.npz" >"$TMP/dist.log" 2>&1 ||
+	{ cat "$TMP/dist.log"; die "distributed run failed"; }
+"$PYTHON" tests/python/compare_params.py "$TMP/ref.npz" "$TMP/dist.npz" 1e-10 1e-10 ||
+	die "distributed parameters differ from the reference"
+exit 0
