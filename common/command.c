@@ -277,13 +277,44 @@ static int cmd_begin(struct psched_node *n, unsigned timeout_ms)
 	return 0;
 }
 
+int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
+		 unsigned timeout_ms)
+{
+	Psched__Control m = PSCHED__CONTROL__INIT;
+	int ret;
+
+	if (!n || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL, "only workers configure servers");
+	if (!timeout_ms)
+		timeout_ms = n->cfg.request_timeout_ms;
+	ret = cmd_begin(n, timeout_ms);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&n->lock);
+	sc->seq = n->cmd_seq;
+	pthread_mutex_unlock(&n->lock);
+	m.body_case = PSCHED__CONTROL__BODY_COMMAND;
+	m.command = sc;
+	cmd_send_all(n, &m);
+	pthread_mutex_lock(&n->lock);
+	cmd_wait_locked(n, timeout_ms);
+	ret = n->cmd_status;
+	if (ret)
+		psd_set_errmsg(ret, "%s", n->cmd_msg);
+	free(n->cmd_acked);
+	n->cmd_acked = NULL;
+	n->cmd_busy = false;
+	pthread_cond_broadcast(&n->cond);
+	pthread_mutex_unlock(&n->lock);
+	return ret;
+}
+
 int psched_servers_configure(struct psched_node *n, const char *mode,
 			     const struct psched_optimizer *opt,
 			     unsigned timeout_ms)
 {
 	Psched__ServerCommand sc = PSCHED__SERVER_COMMAND__INIT;
 	Psched__Optimizer po = PSCHED__OPTIMIZER__INIT;
-	Psched__Control m = PSCHED__CONTROL__INIT;
 	int ret;
 
 	if (!n || n->cfg.role != PSCHED_ROLE_WORKER)
@@ -303,26 +334,5 @@ int psched_servers_configure(struct psched_node *n, const char *mode,
 		po.clip_gradient = opt->clip_gradient;
 		sc.optimizer = &po;
 	}
-	if (!timeout_ms)
-		timeout_ms = n->cfg.request_timeout_ms;
-	ret = cmd_begin(n, timeout_ms);
-	if (ret)
-		return ret;
-	pthread_mutex_lock(&n->lock);
-	sc.seq = n->cmd_seq;
-	pthread_mutex_unlock(&n->lock);
-	m.body_case = PSCHED__CONTROL__BODY_COMMAND;
-	m.command = &sc;
-	cmd_send_all(n, &m);
-	pthread_mutex_lock(&n->lock);
-	cmd_wait_locked(n, timeout_ms);
-	ret = n->cmd_status;
-	if (ret)
-		psd_set_errmsg(ret, "%s", n->cmd_msg);
-	free(n->cmd_acked);
-	n->cmd_acked = NULL;
-	n->cmd_busy = false;
-	pthread_cond_broadcast(&n->cond);
-	pthread_mutex_unlock(&n->lock);
-	return ret;
+	return psd_cmd_send(n, &sc, timeout_ms);
 }

@@ -113,6 +113,10 @@ int psd_po_finalize(struct psched_node *n);
  * false if @m is neither (common/command.c). */
 bool psd_cmd_rx(struct psched_node *n, struct psd_conn *c,
 		const Psched__Control *m);
+/* Worker: send @sc (seq is set here) to every server and wait for every
+ * answer; the fields are not checked here (tests send garbage with it). */
+int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
+		 unsigned timeout_ms);
 
 /* Role modules. */
 int psd_kvw_attach(struct psched_node *n);
