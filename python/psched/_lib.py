@@ -54,9 +54,8 @@ def candidates():
     build = os.environ.get("BUILD", "build")
     out.append(here.parents[1] / build / "lib" / "libpsched.so")
     # make install: $(PREFIX)/lib/python3/dist-packages/psched -> $(PREFIX)/lib
-    if len(here.parents) > 3:
+    if len(here.parents) > 2:
         out.append(here.parents[2] / "libpsched.so")
-        out.append(here.parents[3] / "libpsched.so")
     return out
 
 

@@ -53,5 +53,24 @@ for f in "$TMP"/pid.*; do
 	p=${f##*.}
 	! kill -0 "$p" 2>/dev/null || die "worker $p survived the launcher's SIGTERM"
 done
-echo "ok: kvstore tests, launcher exit status and signal forwarding"
+# make install into a staging root: the installed package finds the
+# installed library and programs by itself (no PYTHONPATH tricks).
+root=$TMP/root
+make --no-print-directory -s install BUILD="$BUILD" DESTDIR="$root" PREFIX=/usr/local >"$TMP/install.log" 2>&1 ||
+	{ cat "$TMP/install.log"; die "make install failed"; }
+cat >"$TMP/inst.py" <<'PY'
+import numpy as np, psched, psched._lib as L
+assert str(L.path()).startswith(__import__("sys").argv[1]), L.path()
+kv = psched.KVStore("dist_sync")
+kv.init(1, np.zeros(3))
+v = np.ones(3)
+kv.pushpull(1, v)
+assert (v == 1).all(), v
+print("installed package ok:", L.path())
+PY
+(cd / && env -u PSCHED_LIBRARY -u PSCHED_BIN_DIR PYTHONPATH="$root/usr/local/lib/python3/dist-packages" \
+	timeout $((60 * MULT)) "$PYTHON" -m psched.launch -s 1 -w 1 -- "$PYTHON" "$TMP/inst.py" "$root") >"$TMP/inst.log" 2>&1 ||
+	{ cat "$TMP/inst.log"; die "the installed package did not run a job"; }
+grep -q "installed package ok" "$TMP/inst.log" || die "installed package check did not run"
+echo "ok: kvstore tests, launcher exit status and signal forwarding, make install"
 exit 0
