@@ -284,7 +284,8 @@ int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
 	int ret;
 
 	if (!n || n->cfg.role != PSCHED_ROLE_WORKER)
-		return psd_set_errmsg(-EINVAL, "only workers configure servers");
+		return psd_set_errmsg(-EINVAL,
+				      "only workers configure servers");
 	if (!timeout_ms)
 		timeout_ms = n->cfg.request_timeout_ms;
 	ret = cmd_begin(n, timeout_ms);
@@ -318,7 +319,8 @@ int psched_servers_configure(struct psched_node *n, const char *mode,
 	int ret;
 
 	if (!n || n->cfg.role != PSCHED_ROLE_WORKER)
-		return psd_set_errmsg(-EINVAL, "only workers configure servers");
+		return psd_set_errmsg(-EINVAL,
+				      "only workers configure servers");
 	ret = cmd_parse_mode(mode, &sc.mode);
 	if (ret)
 		return ret;

@@ -126,7 +126,8 @@ int psd_upd_set_optimizer(struct psd_updater *u,
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&u->lock);
-	if (atomic_load(&u->kind) == PSD_UPD_SGD && upd_same_opt(&u->opt, opt)) {
+	if (atomic_load(&u->kind) == PSD_UPD_SGD &&
+	    upd_same_opt(&u->opt, opt)) {
 		pthread_mutex_unlock(&u->lock);
 		return 0;
 	}
@@ -139,8 +140,7 @@ int psd_upd_set_optimizer(struct psd_updater *u,
 	return 0;
 }
 
-void psd_upd_set_custom(struct psd_updater *u, psched_updater_fn *fn,
-			void *arg)
+void psd_upd_set_custom(struct psd_updater *u, psched_updater_fn *fn, void *arg)
 {
 	pthread_mutex_lock(&u->lock);
 	upd_drop_states(u);
@@ -278,9 +278,9 @@ static void upd_sgd(const struct psched_optimizer *o, uint8_t dtype,
 		float *m = mom;
 
 		for (i = 0; i < n; i++)
-			w[i] = psd_f32_to_f16(sgd_step_f(o, psd_f16_to_f32(w[i]),
-							 psd_f16_to_f32(g[i]),
-							 m ? &m[i] : NULL));
+			w[i] = psd_f32_to_f16(sgd_step_f(
+				o, psd_f16_to_f32(w[i]), psd_f16_to_f32(g[i]),
+				m ? &m[i] : NULL));
 	}
 }
 
@@ -379,7 +379,8 @@ uint16_t psd_f32_to_f16(float f)
 	exp = (x >> 23) & 0xffu;
 	man = x & 0x7fffffu;
 	if (exp == 0xff) /* inf, or NaN kept quiet and non-zero */
-		return (uint16_t)(sign | 0x7c00u | (man ? 0x200u | man >> 13 : 0));
+		return (uint16_t)(sign | 0x7c00u |
+				  (man ? 0x200u | man >> 13 : 0));
 	e = (int)exp - 127 + 15;
 	if (e >= 31)
 		return (uint16_t)(sign | 0x7c00u);
@@ -387,9 +388,8 @@ uint16_t psd_f32_to_f16(float f)
 		if (e < -10)
 			return (uint16_t)sign;
 		/* Subnormal half: value = man' * 2^-24. */
-		return (uint16_t)(sign |
-				  f16_round_shift(man | 0x800000u,
-						  (unsigned)(14 - e)));
+		return (uint16_t)(sign | f16_round_shift(man | 0x800000u,
+							 (unsigned)(14 - e)));
 	}
 	/* A carry out of the mantissa bumps the exponent, up to inf. */
 	return (uint16_t)(sign | f16_round_shift((uint32_t)e << 23 | man, 13));

@@ -54,8 +54,8 @@ struct psched_kvstore {
 	struct psched_node *node;
 	int rank;
 	int nworkers;
-	pthread_mutex_t lock; /* guards everything below */
-	pthread_cond_t cond;  /* an op became done */
+	pthread_mutex_t lock;	  /* guards everything below */
+	pthread_cond_t cond;	  /* an op became done */
 	struct kvstore_key *keys; /* open addressing */
 	size_t kcap;
 	size_t kcount;
@@ -85,8 +85,7 @@ static size_t kvstore_slot(uint64_t k, size_t cap)
 	return (size_t)k & (cap - 1);
 }
 
-static struct kvstore_key *kvstore_find(struct psched_kvstore *kv,
-					uint64_t key)
+static struct kvstore_key *kvstore_find(struct psched_kvstore *kv, uint64_t key)
 {
 	size_t i;
 
@@ -272,8 +271,7 @@ int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 	return first;
 }
 
-static const char *const kvstore_call_names[] = { "push", "pull",
-						  "pushpull" };
+static const char *const kvstore_call_names[] = { "push", "pull", "pushpull" };
 
 enum kvstore_call { CALL_PUSH = 0, CALL_PULL = 1, CALL_PUSHPULL = 2 };
 
@@ -349,8 +347,8 @@ static int kvstore_check_call(struct psched_kvstore *kv, enum kvstore_call call,
 	size_t i;
 	int ret;
 
-	if (!nkeys || !keys || !lens ||
-	    (call != CALL_PULL && !vals) || (call != CALL_PUSH && !outs))
+	if (!nkeys || !keys || !lens || (call != CALL_PULL && !vals) ||
+	    (call != CALL_PUSH && !outs))
 		return psd_set_errmsg(-EINVAL,
 				      "%s: no keys, lengths or buffers", cn);
 	for (i = 0; i < nkeys; i++) {
@@ -419,8 +417,9 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 	if (ret) {
 		/* Keep the buffers' promise: wait for it here. */
 		kvstore_op_wait(kv, op);
-		ret = psd_set_errmsg(-ENOMEM, "%s: no memory to track the "
-					      "request (it was waited for)",
+		ret = psd_set_errmsg(-ENOMEM,
+				     "%s: no memory to track the "
+				     "request (it was waited for)",
 				     kvstore_call_names[call]);
 	}
 	kvstore_op_put(op);
@@ -512,8 +511,8 @@ static int kvstore_check_init(struct psched_kvstore *kv, const uint64_t *keys,
 					      (unsigned long long)keys[i],
 					      (unsigned long long)lens[i],
 					      kvstore_dtype_name(dtype));
-		if (vals && !vals[i] && (kv->kind == KVSTORE_LOCAL ||
-					 kv->rank == 0))
+		if (vals && !vals[i] &&
+		    (kv->kind == KVSTORE_LOCAL || kv->rank == 0))
 			return psd_set_errmsg(-EINVAL,
 					      "init of key %llu: NULL value",
 					      (unsigned long long)keys[i]);
@@ -534,10 +533,11 @@ static int kvstore_record(struct psched_kvstore *kv, const uint64_t *keys,
 		if (kv->kind == KVSTORE_LOCAL) {
 			v = malloc((size_t)lens[i]);
 			if (!v)
-				return psd_set_errmsg(-ENOMEM,
-						      "init of key %llu: no "
-						      "memory",
-						      (unsigned long long)keys[i]);
+				return psd_set_errmsg(
+					-ENOMEM,
+					"init of key %llu: no "
+					"memory",
+					(unsigned long long)keys[i]);
 			memcpy(v, vals[i], (size_t)lens[i]);
 		}
 		k = kvstore_add(kv, keys[i]);
@@ -614,8 +614,8 @@ int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
 	return kvstore_configure(kv, NULL, opt);
 }
 
-int psched_kvstore_set_updater(struct psched_kvstore *kv,
-			       psched_updater_fn *fn, void *arg)
+int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
+			       void *arg)
 {
 	if (!kv)
 		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
@@ -683,9 +683,8 @@ static int kvstore_join(struct psched_kvstore *kv, const struct psched_cfg *c)
 		return ret;
 	kv->rank = psched_node_rank(kv->node);
 	kv->nworkers = (int)psched_num_workers(kv->node);
-	return kvstore_configure(kv, kv->kind == KVSTORE_ASYNC ? "async"
-							      : "sync",
-				 NULL);
+	return kvstore_configure(
+		kv, kv->kind == KVSTORE_ASYNC ? "async" : "sync", NULL);
 }
 
 int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,

@@ -174,8 +174,8 @@ int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
  * "local" only: a custom updater (NULL: default).  Dist stores take theirs
  * on the servers (psched_server_set_updater()); -EOPNOTSUPP here.
  */
-int psched_kvstore_set_updater(struct psched_kvstore *kv,
-			       psched_updater_fn *fn, void *arg);
+int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
+			       void *arg);
 
 /*
  * For launchers that run one script in every role (MXNet's dmlc-tracker

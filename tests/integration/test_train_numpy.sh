@@ -4,10 +4,7 @@
 # by layer priority) ends with the parameters of single-process training on
 # the concatenated batches (float64, within 1e-10), and its loss drops.
 . "$(dirname "$0")/lib.sh"
-PYTHON=${PYTHON:-/usr/bin/python3}
-"$PYTHON" -c 'import numpy' 2>/dev/null || { echo "python3-numpy is not installed"; exit 77; }
-export PYTHONPATH=$PWD/python PSCHED_LIBRARY=$PWD/$BUILD/lib/libpsched.so
-export PSCHED_BIN_DIR=$PWD/$BUILD/bin PS_REQUEST_TIMEOUT=$((60 * MULT))
+. "$(dirname "$0")/pylib.sh"
 ex=examples/train_numpy.py
 "$PYTHON" $ex --reference --steps 40 --out "$TMP/ref.npz" || die "reference run failed"
 timeout $((120 * MULT)) "$PYTHON" -m psched.launch -s 2 -w 2 -- \

@@ -6,10 +6,9 @@
 # concatenated batches in one process (float32: within 1e-5 + 1e-4 rel),
 # and its loss drops.  Skipped without python3-torch.
 . "$(dirname "$0")/lib.sh"
-PYTHON=${PYTHON:-/usr/bin/python3}
-"$PYTHON" -c 'import torch, numpy' 2>/dev/null || { echo "python3-torch is not installed (apt-get install python3-torch)"; exit 77; }
-export PYTHONPATH=$PWD/python PSCHED_LIBRARY=$PWD/$BUILD/lib/libpsched.so
-export PSCHED_BIN_DIR=$PWD/$BUILD/bin PS_REQUEST_TIMEOUT=$((60 * MULT))
+. "$(dirname "$0")/pylib.sh"
+[ -z "${PY_SANITIZED:-}" ] || { echo "sanitizer build: torch is not run under ASan (the numpy example is)"; exit 77; }
+"$PYTHON" -c 'import torch' 2>/dev/null || { echo "python3-torch is not installed (apt-get install python3-torch)"; exit 77; }
 ex=examples/train_torch.py
 "$PYTHON" $ex --reference --steps 40 --out "$TMP/ref.npz" || die "reference run failed"
 timeout $((180 * MULT)) "$PYTHON" -m psched.launch -s 2 -w 2 -- \

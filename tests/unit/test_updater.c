@@ -34,8 +34,7 @@ static void test_updater_f16_roundtrip_every_half(void)
 		}
 		if (back != h)
 			test_fail_at(__FILE__, __LINE__,
-				     "half 0x%04x -> %g -> 0x%04x", h, f,
-				     back);
+				     "half 0x%04x -> %g -> 0x%04x", h, f, back);
 	}
 	CHECK_EQ(psd_f16_to_f32(0x3c00), 1);
 	CHECK_EQ(psd_f16_to_f32(0x0001), ldexp(1, -24));
@@ -45,12 +44,12 @@ static void test_updater_f16_roundtrip_every_half(void)
 static void test_updater_f16_rounding(void)
 {
 	/* Ties to even, overflow to inf, underflow to zero. */
-	CHECK_EQ(psd_f32_to_f16(2049.0f), 0x6800);   /* 2048: tie, even */
-	CHECK_EQ(psd_f32_to_f16(2051.0f), 0x6802);   /* 2052: tie, even */
-	CHECK_EQ(psd_f32_to_f16(65520.0f), 0x7c00);  /* rounds up to inf */
-	CHECK_EQ(psd_f32_to_f16(65519.0f), 0x7bff);  /* 65504 */
-	CHECK_EQ(psd_f32_to_f16(1e-8f), 0);	     /* below half of 2^-24 */
-	CHECK_EQ(psd_f32_to_f16(-3e-8f), 0x8001);    /* nearest subnormal */
+	CHECK_EQ(psd_f32_to_f16(2049.0f), 0x6800);  /* 2048: tie, even */
+	CHECK_EQ(psd_f32_to_f16(2051.0f), 0x6802);  /* 2052: tie, even */
+	CHECK_EQ(psd_f32_to_f16(65520.0f), 0x7c00); /* rounds up to inf */
+	CHECK_EQ(psd_f32_to_f16(65519.0f), 0x7bff); /* 65504 */
+	CHECK_EQ(psd_f32_to_f16(1e-8f), 0);	    /* below half of 2^-24 */
+	CHECK_EQ(psd_f32_to_f16(-3e-8f), 0x8001);   /* nearest subnormal */
 	CHECK_EQ(psd_f32_to_f16(INFINITY), 0x7c00);
 #ifdef __FLT16_MAX__
 	{
@@ -150,8 +149,8 @@ static void test_updater_sgd_f64_momentum_per_range(void)
 			g[i] = sin(i + step * 1.7) * 2;
 		/* Two chunks of one key's range [64, 128): state by offset. */
 		CHECK(psd_upd_apply(&u, 5, PSCHED_F64, 64, 64, 64, w, g, 24));
-		CHECK(psd_upd_apply(&u, 5, PSCHED_F64, 64, 64, 88, w + 3,
-				    g + 3, 40));
+		CHECK(psd_upd_apply(&u, 5, PSCHED_F64, 64, 64, 88, w + 3, g + 3,
+				    40));
 		for (i = 0; i < 8; i++)
 			rw[i] = sgd_ref(rw[i], g[i], &rm[i], 0.1, 0.9, 0.01,
 					0.5, 0.7);
