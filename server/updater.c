@@ -284,6 +284,24 @@ static void upd_sgd(const struct psched_optimizer *o, uint8_t dtype,
 	}
 }
 
+static bool upd_sgd_dtype(uint8_t dtype)
+{
+	return dtype == PSCHED_F32 || dtype == PSCHED_F64 ||
+	       dtype == PSCHED_F16;
+}
+
+bool psd_upd_covers(struct psd_updater *u, uint8_t dtype)
+{
+	switch (atomic_load(&u->kind)) {
+	case PSD_UPD_CUSTOM:
+		return true;
+	case PSD_UPD_SGD:
+		return upd_sgd_dtype(dtype);
+	default:
+		return false;
+	}
+}
+
 bool psd_upd_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 		   uint64_t range_off, uint64_t range_len, uint64_t off,
 		   void *stored, const void *merged, uint64_t nbytes)
@@ -302,8 +320,7 @@ bool psd_upd_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 		      nbytes, u->arg);
 		break;
 	case PSD_UPD_SGD:
-		if (dtype != PSCHED_F32 && dtype != PSCHED_F64 &&
-		    dtype != PSCHED_F16) {
+		if (!upd_sgd_dtype(dtype)) {
 			done = false;
 			break;
 		}

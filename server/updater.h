@@ -57,6 +57,10 @@ int psd_upd_set_optimizer(struct psd_updater *u,
 void psd_upd_set_custom(struct psd_updater *u, psched_updater_fn *fn,
 			void *arg);
 
+/* The installed updater folds values of @dtype (else the caller's
+ * default rule applies). */
+bool psd_upd_covers(struct psd_updater *u, uint8_t dtype);
+
 /*
  * Fold @merged into @stored: @nbytes bytes of @dtype at byte @off of key
  * @key, inside the byte range [@range_off, @range_off + @range_len) this

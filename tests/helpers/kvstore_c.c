@@ -80,8 +80,8 @@ int main(void)
 		pv[i] = push[i];
 		ov[i] = out[i];
 	}
-	CHECK(!psched_kvstore_init(kv, keys, NKEYS, pv, lens, PSCHED_F32),
-	      "%s", psched_errmsg());
+	CHECK(!psched_kvstore_init(kv, keys, NKEYS, pv, lens, PSCHED_F32), "%s",
+	      psched_errmsg());
 	CHECK(psched_kvstore_pull(kv, keys, 1, ov, &small, PSCHED_F32, 0) ==
 		      PSCHED_ESIZE,
 	      "small buffer");
