@@ -242,7 +242,8 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 	struct psched_node *n = arg;
 
 	if (c != n->sched) {
-		po_on_hello(n, c, m);
+		if (!psd_cmd_rx(n, c, m))
+			po_on_hello(n, c, m);
 		return;
 	}
 	switch (m->body_case) {
