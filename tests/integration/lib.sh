@@ -27,7 +27,8 @@ start_scheduler() {
 	SCHED_PID=$!
 	PIDS+=("$SCHED_PID")
 	local i
-	for i in $(seq 1 $((100 * MULT))); do
+	# Up to 30 s: a sanitizer build on a loaded machine starts slowly.
+	for i in $(seq 1 $((600 * MULT))); do
 		grep -q PS_ROOT_PORT= "$TMP/sched.out" 2>/dev/null && break
 		sleep 0.05
 	done

@@ -16,7 +16,7 @@ kill -9 "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
 	--config-interval 0.15 >"$TMP/sched.out" 2>"$TMP/sched.err" &
 SCHED_PID=$!
 PIDS+=("$SCHED_PID")
-for i in $(seq 1 $((100 * MULT))); do
+for i in $(seq 1 $((600 * MULT))); do
 	grep -q PS_ROOT_PORT= "$TMP/sched.out" 2>/dev/null && break
 	sleep 0.05
 done
