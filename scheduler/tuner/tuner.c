@@ -684,6 +684,11 @@ enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)
 	return t->phase;
 }
 
+uint64_t psd_tuner_samples(const struct psd_tuner *t)
+{
+	return t->samples;
+}
+
 void psd_tuner_current(const struct psd_tuner *t, struct psd_tuner_config *cfg)
 {
 	*cfg = t->cur;

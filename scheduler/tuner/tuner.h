@@ -107,6 +107,8 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 int psd_tuner_workers_changed(struct psd_tuner *t);
 
 enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t);
+/* Samples completed so far, discarded ones too (the CSV's last row). */
+uint64_t psd_tuner_samples(const struct psd_tuner *t);
 /* "warmup", "explore", "locked", "retune". */
 const char *psd_tuner_phase_name(enum psd_tuner_phase phase);
 void psd_tuner_current(const struct psd_tuner *t, struct psd_tuner_config *cfg);
