@@ -38,8 +38,7 @@ struct psd_autotune {
 	enum psd_tuner_phase phase;
 };
 
-static void at_fill_opts(const struct psched_cfg *cfg,
-			 struct psd_tuner_opts *o)
+static void at_fill_opts(const struct psched_cfg *cfg, struct psd_tuner_opts *o)
 {
 	psd_tuner_opts_default(o);
 	o->part_min = cfg->autotune_partition_min;
@@ -85,19 +84,18 @@ int psd_autotune_create(const struct psched_cfg *cfg, unsigned slots,
 	if (ret) {
 		psd_autotune_destroy(at);
 		if (ret == -EINVAL)
-			return psd_set_errmsg(ret,
-					      "bad autotune options: partition "
-					      "range %" PRIu64 "..%" PRIu64
-					      " (powers of two >= 4096), "
-					      "steps per sample %u, max "
-					      "samples %u (>= 1), retune "
-					      "threshold %g (> 0), fixed "
-					      "partition %" PRIu64
-					      ", fixed credit %" PRIu64,
-					      o.part_min, o.part_max,
-					      o.steps_per_sample, o.max_samples,
-					      o.retune_threshold,
-					      o.fixed_partition, o.fixed_credit);
+			return psd_set_errmsg(
+				ret,
+				"bad autotune options: partition "
+				"range %" PRIu64 "..%" PRIu64
+				" (powers of two >= 4096), "
+				"steps per sample %u, max "
+				"samples %u (>= 1), retune "
+				"threshold %g (> 0), fixed "
+				"partition %" PRIu64 ", fixed credit %" PRIu64,
+				o.part_min, o.part_max, o.steps_per_sample,
+				o.max_samples, o.retune_threshold,
+				o.fixed_partition, o.fixed_credit);
 		return psd_set_errmsg(ret, "autotune log '%s': %s",
 				      cfg->autotune_log_file,
 				      psched_strerror(ret));
@@ -186,8 +184,8 @@ static void at_try_report(struct psd_autotune *at)
 	}
 }
 
-void psd_autotune_metrics(struct psd_autotune *at, unsigned slot,
-			  uint64_t step, double step_time_s)
+void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
+			  double step_time_s)
 {
 	struct at_worker *w;
 
@@ -235,6 +233,25 @@ void psd_autotune_worker_gone(struct psd_autotune *at, unsigned slot)
 			 "left: %s",
 			 psched_strerror(ret));
 	at_show(at);
+}
+
+void psd_autotune_finish(struct psd_autotune *at)
+{
+	struct psd_tuner_config best;
+	double score;
+
+	if (!at)
+		return;
+	if (psd_tuner_finish(at->t) || psd_tuner_best(at->t, &best, &score)) {
+		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+			     "autotune: the job ended before the first sample; "
+			     "nothing chosen");
+		return;
+	}
+	psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+		     "autotune: chosen config: partition %" PRIu64
+		     " bytes, credit %" PRIu64 " bytes (%.4g steps/s)",
+		     best.partition_bytes, best.credit_bytes, score);
 }
 
 bool psd_autotune_wanted(const struct psd_autotune *at, uint64_t *part,

@@ -33,13 +33,16 @@ void psd_autotune_destroy(struct psd_autotune *at);
  * time of @step_time_s.  May complete a sample and make the tuner want a
  * new config (psd_autotune_wanted()).
  */
-void psd_autotune_metrics(struct psd_autotune *at, unsigned slot,
-			  uint64_t step, double step_time_s);
+void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
+			  double step_time_s);
 
 /* @slot holds a worker (once the cluster is complete). */
 void psd_autotune_worker_add(struct psd_autotune *at, unsigned slot);
 /* The worker in @slot left (death or finalize): reopen the search. */
 void psd_autotune_worker_gone(struct psd_autotune *at, unsigned slot);
+
+/* The job ends: log the chosen config (the CSV's last row). */
+void psd_autotune_finish(struct psd_autotune *at);
 
 /*
  * The config the tuner wants and nobody proposed yet: true and the

@@ -196,6 +196,7 @@ static void sched_maybe_shutdown(struct psched_node *n)
 			return;
 	}
 	psd_info("every worker finished; shutting the cluster down");
+	psd_autotune_finish(s->at);
 	m.body_case = PSCHED__CONTROL__BODY_SHUTDOWN;
 	m.shutdown = &sd;
 	s->shutdown_sent = true;

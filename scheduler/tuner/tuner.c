@@ -54,6 +54,7 @@ struct psd_tuner {
 	unsigned int discard; /* samples still to discard */
 	uint64_t samples;     /* samples completed, discarded ones too */
 	double last_score;
+	uint64_t last_step; /* of the last report */
 
 	unsigned int search; /* current search number */
 	unsigned int search_samples;
@@ -657,6 +658,8 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		ret = -EINVAL;
 	else if (step >= t->cur.apply_from_step)
 		t->win[t->nwin++] = score;
+	if (!ret)
+		t->last_step = step;
 	if (!ret && t->nwin == t->o.steps_per_sample) {
 		median = tuner_median(t);
 		t->nwin = 0;
@@ -667,6 +670,23 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 	if (changed)
 		*changed = t->cur.epoch != epoch;
 	return ret;
+}
+
+int psd_tuner_finish(struct psd_tuner *t)
+{
+	double mean = NAN;
+	double sd = NAN;
+	double x[2];
+
+	if (!t->locked_once)
+		return tuner_lock(t, t->last_step);
+	tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
+	if (psd_bo_predict(t->bo, x, &mean, &sd)) {
+		mean = NAN;
+		sd = NAN;
+	}
+	tuner_log_row(t, t->last_step, &t->best, t->ref, mean, sd, "chosen");
+	return 0;
 }
 
 int psd_tuner_workers_changed(struct psd_tuner *t)

@@ -99,6 +99,14 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		     struct psd_tuner_config *next, bool *changed);
 
 /*
+ * The job ends: log the chosen config as the CSV's last row (phase
+ * "chosen"): the last locked-in config, or, if the tuner never locked
+ * in, it locks in now on the current search's best.  Returns 0, or
+ * -EAGAIN when no sample was ever observed.
+ */
+int psd_tuner_finish(struct psd_tuner *t);
+
+/*
  * The set of workers changed: the next sample is discarded and the search
  * reopens (phase retune) with the old samples down-weighted.  The config
  * is unchanged.  During warmup only the sample being collected is
