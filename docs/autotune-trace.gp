@@ -10,9 +10,11 @@ if (!exists("title")) title = 'psched autotune'
 set terminal pngcairo size 900,700 font ",10"
 set output png
 set datafile separator ","
-set key outside right top
+set key inside right top box opaque
 set multiplot layout 2,1 title title
 set lmargin 12
+set rmargin 4
+set xrange [0:*]
 set ylabel "steps/s (slowest worker)"
 set grid
 if (change > 0) set arrow 1 from change + 0.5, graph 0 to change + 0.5, graph 1 nohead dt 2 lc rgb "red"
@@ -27,6 +29,8 @@ set xlabel "sample"
 set ylabel "config"
 set logscale y 2
 unset label 1
-plot csv skip 1 using 1:(strcol(9) eq "chosen" ? NaN : $4 / 1024) with steps lc rgb "blue" title "partition (KiB)", \
-     '' skip 1 using 1:(strcol(9) eq "chosen" ? NaN : $5 / $4) with steps lc rgb "orange" title "credit (partitions)"
+set yrange [0.5:*]
+set key inside right center box opaque
+plot csv skip 1 using 1:($4 / 1024) with steps lw 2 lc rgb "blue" title "partition (KiB)", \
+     '' skip 1 using 1:($5 / $4) with steps lw 2 lc rgb "orange" title "credit (partitions)"
 unset multiplot
