@@ -485,6 +485,18 @@ int psched_cfg_from_env(struct psched_cfg *cfg)
 	return cfg_check(cfg, "environment");
 }
 
+static bool opt_is_bool_word(const char *v)
+{
+	static const char *const words[] = { "0",   "1",  "true", "false",
+					     "yes", "no", "on",	  "off" };
+	size_t i;
+
+	for (i = 0; i < PSD_ARRAY_SIZE(words); i++)
+		if (!strcmp(v, words[i]))
+			return true;
+	return false;
+}
+
 static const struct opt *opt_find(const char *name, size_t len)
 {
 	size_t i;
@@ -527,7 +539,11 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 		if (eq) {
 			val = eq + 1;
 		} else if (o->type == OPT_BOOL) {
-			val = "1"; /* a bare switch */
+			/* "--autotune 0" must not turn it on: take a boolean
+			 * word that follows, else it is a bare switch. */
+			val = "1";
+			if (i + 1 < *argc && opt_is_bool_word(argv[i + 1]))
+				val = argv[++i];
 		} else if (i + 1 < *argc) {
 			val = argv[++i];
 		} else {

@@ -905,6 +905,8 @@ static void test_options_autotune_flag(void)
 	char *argv3[] = { arg("prog"), arg("--autotune=2"), NULL };
 	char *argv4[] = { arg("prog"), arg("--autotune-retune-threshold"),
 			  arg("0.2"), NULL };
+	char *argv5[] = { arg("prog"), arg("--autotune"), arg("0"), arg("rest"),
+			  NULL };
 	int argc;
 
 	fresh(&cfg);
@@ -921,6 +923,11 @@ static void test_options_autotune_flag(void)
 	argc = 3;
 	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv4, true), 0);
 	CHECK(cfg.autotune_retune_threshold == 0.2);
+	argc = 4; /* a boolean word after the switch is its value */
+	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv5, false), 0);
+	CHECK_EQ(cfg.autotune, 0);
+	CHECK_EQ(argc, 2);
+	CHECK_STR(argv5[1], "rest");
 	flag_bad("--autotune-gaussian-process-noise", "x");
 	flag_bad("--autotune-steps-per-sample", "ten");
 }
