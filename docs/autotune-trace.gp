@@ -29,7 +29,7 @@ set xlabel "sample"
 set ylabel "config"
 set logscale y 2
 unset label 1
-set yrange [0.5:*]
+set yrange [0.5:16384]
 set key inside right center box opaque
 plot csv skip 1 using 1:($4 / 1024) with steps lw 2 lc rgb "blue" title "partition (KiB)", \
      '' skip 1 using 1:($5 / $4) with steps lw 2 lc rgb "orange" title "credit (partitions)"

@@ -27,7 +27,7 @@ R2=${AT_R2:-500mbit}
 # the other pushes a step more: runs are counted in steps.
 GRID_STEPS1=${AT_GRID_STEPS1:-20}
 GRID_STEPS2=${AT_GRID_STEPS2:-8}
-ROUNDS=${AT_ROUNDS:-5}
+ROUNDS=${AT_ROUNDS:-4}
 PARTS=${AT_PARTS:-"4K 32K 256K 2M"}
 MULTS=${AT_MULTS:-"1 4 16"}
 SIZES=${AT_SIZES:-1M,4M}
