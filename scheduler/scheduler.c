@@ -329,8 +329,16 @@ static void sched_autotune_kick(struct psched_node *n)
 	struct psd_sched *s = sched_of(n);
 	uint64_t part, credit;
 
+	unsigned i;
+
 	if (!s->at || s->sw.open || s->shutdown_sent || !s->table_sent ||
 	    !psd_autotune_wanted(s->at, &part, &credit))
+		return;
+	/* Without a live worker a switch commits blind (no acked step): at
+	 * the job's end that would start below steps already pushed. */
+	for (i = 0; i < s->cap && !sched_is_live_worker(&s->nodes[i]); i++)
+		;
+	if (i == s->cap)
 		return;
 	/* The switch may commit inside the call (no live worker): name its
 	 * epoch first. */
