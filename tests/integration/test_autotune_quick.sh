@@ -10,6 +10,23 @@
 
 CSV=$TMP/tune.csv
 export DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=2 PS_VERBOSE=1
+
+# Bad autotune settings: a clear error naming the problem, exit 1.
+bad() { # expected-message args...
+	local want=$1 out rc
+	shift
+	out=$(timeout 10 "$BIN/ps-scheduler" --root-port 0 --autotune "$@" 2>&1)
+	rc=$?
+	[ "$rc" = 1 ] || die "ps-scheduler --autotune $*: exit $rc, want 1"
+	echo "$out" | grep -q -- "$want" ||
+		die "ps-scheduler --autotune $*: '$out' does not say '$want'"
+}
+bad "partition range 3000" --autotune-partition-min 3000
+bad "max samples 0" --autotune-max-samples 0
+bad "nothing left to tune" --partition-bytes 1M --credit-bytes 4M
+bad "autotune log '/nonexistent/x.csv'" --autotune-log-file /nonexistent/x.csv
+bad "use one" --config-cycle 4K:4K
+
 "$BIN/ps-scheduler" --root-port 0 --autotune --autotune-warmup-samples 1 \
 	--autotune-steps-per-sample 3 --autotune-max-samples 6 \
 	--autotune-partition-min 16K --autotune-partition-max 1M \
