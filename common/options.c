@@ -218,6 +218,14 @@ static const struct opt opts[] = {
 	  "20",
 	  "scheduler: samples per search before the best config is locked "
 	  "in" },
+	{ "autotune-retune-max-samples",
+	  { "PS_AUTOTUNE_RETUNE_MAX_SAMPLES" },
+	  OPT_UINT,
+	  OFF(autotune_retune_max_samples),
+	  0,
+	  "0",
+	  "scheduler: samples per reopened search, the drift samples "
+	  "included (0 = --autotune-max-samples)" },
 	{ "autotune-gaussian-process-noise",
 	  { "PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE" },
 	  OPT_DOUBLE,

@@ -48,6 +48,7 @@ static void at_fill_opts(const struct psched_cfg *cfg, struct psd_tuner_opts *o)
 	o->warmup_samples = cfg->autotune_warmup_samples;
 	o->steps_per_sample = cfg->autotune_steps_per_sample;
 	o->max_samples = cfg->autotune_max_samples;
+	o->retune_max_samples = cfg->autotune_retune_max_samples;
 	o->noise = cfg->autotune_gp_noise;
 	o->retune_threshold = cfg->autotune_retune_threshold;
 	o->seed = cfg->autotune_seed;

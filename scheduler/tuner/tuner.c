@@ -187,6 +187,14 @@ static void tuner_to_x(const struct psd_tuner *t, uint64_t part,
 				     log2(t->o.credit_mult_max));
 }
 
+/* Sample budget of the current search: the first one, or a retune. */
+static unsigned int tuner_max_samples(const struct psd_tuner *t)
+{
+	if (t->search && t->o.retune_max_samples)
+		return t->o.retune_max_samples;
+	return t->o.max_samples;
+}
+
 static bool tuner_opts_are_valid(const struct psd_tuner_opts *o)
 {
 	return tuner_is_pow2(o->part_min) && tuner_is_pow2(o->part_max) &&
@@ -496,7 +504,7 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	double x[2];
 	int ret;
 
-	if (t->search_samples >= t->o.max_samples)
+	if (t->search_samples >= tuner_max_samples(t))
 		return tuner_lock(t, step);
 	tuner_update_noise(t);
 	ret = psd_bo_suggest(t->bo, &s);
@@ -756,7 +764,7 @@ int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
 		     ", search %u/%u, partition %s, credit %s (%" PRIu64
 		     "x), last %.4g steps/s",
 		     psd_tuner_phase_name(t->phase), t->samples,
-		     t->search_samples, t->o.max_samples, part, credit,
+		     t->search_samples, tuner_max_samples(t), part, credit,
 		     c->credit_bytes / c->partition_bytes, t->last_score);
 	if (t->locked_once && n >= 0 && (size_t)n < len) {
 		tuner_fmt_bytes(t->best.partition_bytes, best, sizeof(best));

@@ -55,10 +55,11 @@ struct psd_tuner_opts {
 	uint64_t init_partition; /* first config, rounded (0: 4 MiB) */
 	uint64_t init_credit;	 /* rounded (0: 4 * partition) */
 
-	unsigned int warmup_samples;   /* discarded at the start (3) */
-	unsigned int steps_per_sample; /* reports per sample (10) */
-	unsigned int max_samples;      /* samples per search (20) */
-	unsigned int apply_delay;      /* config applies from step + this (2) */
+	unsigned int warmup_samples;	 /* discarded at the start (3) */
+	unsigned int steps_per_sample;	 /* reports per sample (10) */
+	unsigned int max_samples;	 /* samples per search (20) */
+	unsigned int retune_max_samples; /* per retune search (0: max) */
+	unsigned int apply_delay; /* config applies from step + this (2) */
 
 	double noise; /* sd of a sample relative to the score; 0: learn (0) */
 	double ei_threshold;	 /* lock when EI < this * best mean (0.005) */

@@ -204,7 +204,8 @@ PMIN=$(to_bytes "${PARTS%% *}")
 PMAX=$(to_bytes "${PARTS##* }")
 start_job tune --autotune --autotune-warmup-samples 2 \
 	--autotune-steps-per-sample "${AT_STEPS_PER_SAMPLE:-8}" \
-	--autotune-max-samples 9 --autotune-retune-threshold 0.15 \
+	--autotune-max-samples 13 --autotune-retune-max-samples 9 \
+	--autotune-retune-threshold 0.15 \
 	--autotune-partition-min "$PMIN" --autotune-partition-max "$PMAX" \
 	--autotune-seed 1 --autotune-log-file "$CSV" --verbose 1
 TUNE_STEPS=${AT_TUNE_STEPS:-260}

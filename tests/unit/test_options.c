@@ -40,6 +40,7 @@ static const char *const env_names[] = {
 	"PS_AUTOTUNE_WARMUP_SAMPLES",
 	"PS_AUTOTUNE_STEPS_PER_SAMPLE",
 	"PS_AUTOTUNE_MAX_SAMPLES",
+	"PS_AUTOTUNE_RETUNE_MAX_SAMPLES",
 	"PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
 	"PS_AUTOTUNE_LOG_FILE",
 	"PS_AUTOTUNE_RETUNE_THRESHOLD",
@@ -871,6 +872,7 @@ static void test_options_autotune_env(void)
 	env_set("PS_AUTOTUNE_WARMUP_SAMPLES", "2");
 	env_set("PS_AUTOTUNE_STEPS_PER_SAMPLE", "7");
 	env_set("PS_AUTOTUNE_MAX_SAMPLES", "12");
+	env_set("PS_AUTOTUNE_RETUNE_MAX_SAMPLES", "8");
 	env_set("PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.08");
 	env_set("PS_AUTOTUNE_LOG_FILE", "/tmp/x.csv");
 	env_set("PS_AUTOTUNE_RETUNE_THRESHOLD", "0.1");
@@ -880,6 +882,7 @@ static void test_options_autotune_env(void)
 	CHECK_EQ(cfg.autotune_warmup_samples, 2);
 	CHECK_EQ(cfg.autotune_steps_per_sample, 7);
 	CHECK_EQ(cfg.autotune_max_samples, 12);
+	CHECK_EQ(cfg.autotune_retune_max_samples, 8);
 	CHECK(cfg.autotune_gp_noise == 0.08);
 	CHECK_STR(cfg.autotune_log_file, "/tmp/x.csv");
 	CHECK(cfg.autotune_retune_threshold == 0.1);

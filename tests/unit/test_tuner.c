@@ -710,6 +710,30 @@ static void test_tuner_finish_logs_chosen_last(void)
 	}
 }
 
+/* A retune search has its own sample budget, drift samples included. */
+static void test_tuner_retune_budget(void)
+{
+	struct psd_tuner_opts o;
+	struct sim s;
+	uint64_t before;
+
+	sim_opts(&o, 9);
+	o.max_samples = 12;
+	o.retune_max_samples = 6;
+	o.ei_threshold = 0.0; /* only the budget locks in */
+	sim_init(&s, &o, 9);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	CHECK_U64(psd_tuner_samples(s.t), ==, o.warmup_samples + 12);
+	s.scale = 0.5; /* every later sample drifts */
+	sim_run_until(&s, PSD_TUNER_RETUNE);
+	before = psd_tuner_samples(s.t);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	/* the retune_windows drift samples count: 6 - 3 more */
+	CHECK_U64(psd_tuner_samples(s.t) - before, ==,
+		  o.retune_max_samples - o.retune_windows);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
 	{ "tuner_rounding_rules", test_tuner_rounding_rules },
 	{ "tuner_rejects_bad_options", test_tuner_rejects_bad_options },
@@ -733,5 +757,6 @@ const struct test_case test_list[] = {
 	{ "tuner_level_shift_relocks_good_config",
 	  test_tuner_level_shift_relocks_good_config },
 	{ "tuner_finish_logs_chosen_last", test_tuner_finish_logs_chosen_last },
+	{ "tuner_retune_budget", test_tuner_retune_budget },
 	{ NULL, NULL },
 };
