@@ -181,12 +181,20 @@ run: all
 bench: all
 	$(Q)BUILD=$(BUILD) bash bench/run-bench.sh
 
+# Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for
+# PREFIX /usr/local and /usr; the package finds libpsched.so two levels up.
+PYDIR    ?= $(PREFIX)/lib/python3/dist-packages
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/psched \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PYDIR)/psched
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/psched/*.h $(DESTDIR)$(PREFIX)/include/psched/
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 python/psched/*.py $(DESTDIR)$(PYDIR)/psched/
+	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

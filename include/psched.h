@@ -43,6 +43,7 @@ enum psched_dtype {
 	PSCHED_F64 = 2,
 	PSCHED_I32 = 3,
 	PSCHED_I64 = 4,
+	PSCHED_F16 = 5, /* IEEE half; servers add in float32 */
 };
 
 /* Barrier groups (bit mask). */

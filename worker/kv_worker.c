@@ -695,7 +695,7 @@ static int kvw_req_build(struct psched_node *n, uint8_t type,
 	size_t i;
 	int ret;
 
-	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_I64)
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16)
 		return psd_set_errmsg(-EINVAL,
 				      "%s: no keys, no lengths or a bad dtype",
 				      kvw_type_name(type));

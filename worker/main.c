@@ -233,6 +233,38 @@ static int run_step(struct psched_node *node, struct wkey *ks, size_t nk,
 	return ret ? ret : ret2;
 }
 
+/*
+ * With --seconds, all workers must stop after the same step: one that goes
+ * on alone waits for the others' pushes of a step they never make.  So the
+ * workers sum a "my time is up" flag each step and stop when any is up.
+ */
+static bool time_is_up(struct psched_node *node, bool mine, unsigned timeout_ms,
+		       int *err)
+{
+	static const uint64_t key = UINT64_MAX - 1;
+	static bool declared;
+	uint64_t len = sizeof(float), req;
+	float up = mine ? 1.0f : 0.0f, sum = 0;
+	const void *pv = &up;
+	void *qv = &sum;
+
+	if (psched_num_workers(node) == 1)
+		return mine;
+	if (!declared &&
+	    psched_init(node, &key, 1, NULL, &len, PSCHED_F32, timeout_ms)) {
+		*err = fail("init of the stop flag");
+		return true;
+	}
+	declared = true;
+	if (psched_pushpull(node, &key, 1, &pv, &qv, &len, PSCHED_F32, 0, NULL,
+			    NULL, &req) ||
+	    psched_wait(node, req, timeout_ms)) {
+		*err = fail("stop flag");
+		return true;
+	}
+	return sum > 0.5f;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
@@ -269,7 +301,8 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 	for (step = 1; !ret; step++) {
 		if (o->steps && step > o->steps)
 			break;
-		if (!o->steps && now_s() - t0 > o->seconds)
+		if (!o->steps && time_is_up(node, now_s() - t0 > o->seconds,
+					    o->timeout_ms, &ret))
 			break;
 		for (i = 0; i < nk; i++)
 			fill(o, &ks[i], rank, step);
