@@ -39,7 +39,7 @@ CPPFLAGS  += -DPSCHED_HAVE_RDMA=1
 RDMA_LIBS := -lrdmacm -libverbs
 endif
 CPPFLAGS += $(PKG_CFLAGS)
-LIBS     := $(PROTO_LIBS) $(RDMA_LIBS) -lm
+LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
 
 ifeq ($(CUDA),1)
 CPPFLAGS += -DPSCHED_HAVE_CUDA=1
@@ -50,9 +50,12 @@ PROTO_H  := $(BUILD)/gen/psched.pb-c.h
 
 LIB_DIRS := common common/transport worker server scheduler
 LIB_SRC  := $(filter-out %/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/psched.pb-c.o
 TUNER_SRC := $(wildcard scheduler/tuner/*.c)
 TUNER_OBJ := $(TUNER_SRC:%.c=$(BUILD)/obj/%.o)
+# The scheduler runs the tuner (--autotune), so the library holds it and
+# links GSL; scheduler/tuner/ stays the only code that calls GSL.
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/psched.pb-c.o \
+            $(TUNER_OBJ)
 
 PROGRAMS := ps-scheduler ps-server ps-worker ps-bench
 PROG_BIN := $(PROGRAMS:%=$(BUILD)/bin/%)
