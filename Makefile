@@ -39,7 +39,7 @@ CPPFLAGS  += -DPSCHED_HAVE_RDMA=1
 RDMA_LIBS := -lrdmacm -libverbs
 endif
 CPPFLAGS += $(PKG_CFLAGS)
-LIBS     := $(PROTO_LIBS) $(RDMA_LIBS) -lm
+LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
 
 ifeq ($(CUDA),1)
 CPPFLAGS += -DPSCHED_HAVE_CUDA=1
@@ -50,9 +50,12 @@ PROTO_H  := $(BUILD)/gen/psched.pb-c.h
 
 LIB_DIRS := common common/transport worker server scheduler
 LIB_SRC  := $(filter-out %/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
-LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/psched.pb-c.o
 TUNER_SRC := $(wildcard scheduler/tuner/*.c)
 TUNER_OBJ := $(TUNER_SRC:%.c=$(BUILD)/obj/%.o)
+# The scheduler runs the tuner (--autotune), so the library holds it and
+# links GSL; scheduler/tuner/ stays the only code that calls GSL.
+LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/psched.pb-c.o \
+            $(TUNER_OBJ)
 
 PROGRAMS := ps-scheduler ps-server ps-worker ps-bench
 PROG_BIN := $(PROGRAMS:%=$(BUILD)/bin/%)
@@ -184,12 +187,20 @@ bench: all
 bench-sched: all
 	$(Q)BUILD=$(BUILD) bash bench/sched-bench.sh $(BENCH_SCHED_ARGS)
 
+# Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for
+# PREFIX /usr/local and /usr; the package finds libpsched.so two levels up.
+PYDIR    ?= $(PREFIX)/lib/python3/dist-packages
+
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/psched \
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PYDIR)/psched
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
+	install -m 644 include/psched/*.h $(DESTDIR)$(PREFIX)/include/psched/
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 python/psched/*.py $(DESTDIR)$(PYDIR)/psched/
+	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:

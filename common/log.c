@@ -10,13 +10,17 @@
 int psd_log_level = PSD_LOG_WARN;
 
 static char log_who[64] = "psched";
+/* log_who is set once the node table is known, while other threads log. */
+static pthread_mutex_t log_who_lock = PTHREAD_MUTEX_INITIALIZER;
 static __thread char errmsg_buf[512];
 
 static const char *const lvl_names[] = { "ERROR", "WARN", "INFO", "DEBUG" };
 
 void psd_log_set_who(const char *who)
 {
+	pthread_mutex_lock(&log_who_lock);
 	snprintf(log_who, sizeof(log_who), "%s", who);
+	pthread_mutex_unlock(&log_who_lock);
 }
 
 /* Logs go to stderr; the library never writes to stdout. */
@@ -29,9 +33,11 @@ void psd_log_emit(int lvl, const char *file, int line, const char *fmt, ...)
 	int n;
 
 	clock_gettime(CLOCK_REALTIME, &ts);
+	pthread_mutex_lock(&log_who_lock);
 	n = snprintf(buf, sizeof(buf), "[%ld.%06ld %s %s] ", (long)ts.tv_sec,
 		     ts.tv_nsec / 1000, log_who,
 		     lvl_names[lvl < 0 ? 0 : (lvl > 3 ? 3 : lvl)]);
+	pthread_mutex_unlock(&log_who_lock);
 	va_start(ap, fmt);
 	n += vsnprintf(buf + n, sizeof(buf) - (size_t)n, fmt, ap);
 	va_end(ap);

@@ -10,6 +10,7 @@
 #include <pthread.h>
 
 #include "van.h"
+#include "psched/kvstore.h"
 
 /* Hellos a server keeps while its node table is still on the way. */
 #define PSD_EARLY_HELLO_MAX 64
@@ -22,6 +23,7 @@ struct psd_peer {
 	unsigned port;
 	struct psd_conn *conn; /* worker -> server data connection */
 	bool dead;
+	bool departed; /* worker said goodbye (finalized) */
 	char desc[96]; /* "server 1 (rank 0, 127.0.0.1:4000)" */
 };
 
@@ -37,6 +39,11 @@ struct psd_app {
 			    const char *why);
 	void (*conn_closed)(struct psched_node *n, struct psd_conn *c);
 	void (*config)(struct psched_node *n, const Psched__Config *cfg);
+	/* A worker's ServerCommand (servers): @mode 0 unchanged, 1 sync,
+	 * 2 async; @opt NULL = unchanged.  0, or an error with
+	 * psched_errmsg() saying why (sent back to the worker). */
+	int (*command)(struct psched_node *n, int mode,
+		       const struct psched_optimizer *opt);
 	/* Fill the role's fields of psched_node_stats() (any thread). */
 	void (*stats)(const struct psched_node *n, struct psched_stats *out);
 	void (*destroy)(struct psched_node *n);
@@ -64,6 +71,13 @@ struct psched_node {
 	uint64_t barrier_seq;  /* last barrier this node entered */
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
+	bool finalizing; /* worker said it is done, waits for shutdown */
+	/* Heartbeats come from their own thread, not the van loop: a node
+	 * busy summing or sending large tensors is alive. */
+	pthread_t hb_thread;
+	bool hb_started;
+	bool hb_stop;
+	pthread_cond_t hb_cond;
 	uint64_t token; /* job token from the node table */
 	/* Hellos that came before our own node table (van thread only). */
 	struct psd_early_hello {
@@ -72,6 +86,13 @@ struct psched_node {
 		uint64_t token;
 	} early[PSD_EARLY_HELLO_MAX];
 	unsigned nearly;
+	/* worker: the one outstanding ServerCommand (common/command.c) */
+	bool cmd_busy;
+	uint64_t cmd_seq;
+	unsigned cmd_acks;
+	bool *cmd_acked; /* [num_server] */
+	int cmd_status;
+	char cmd_msg[320];
 
 	atomic_uint_fast64_t stored_bytes; /* server: tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* server: bytes allocated */
@@ -107,6 +128,15 @@ uint64_t psd_job_token(void);
 int psd_po_start(struct psched_node *n);
 void psd_po_stop(struct psched_node *n);
 int psd_po_finalize(struct psched_node *n);
+
+/* Van thread: a ServerCommand or CommandAck on a data connection;
+ * false if @m is neither (common/command.c). */
+bool psd_cmd_rx(struct psched_node *n, struct psd_conn *c,
+		const Psched__Control *m);
+/* Worker: send @sc (seq is set here) to every server and wait for every
+ * answer; the fields are not checked here (tests send garbage with it). */
+int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
+		 unsigned timeout_ms);
 
 /* Role modules. */
 int psd_kvw_attach(struct psched_node *n);

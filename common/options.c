@@ -18,6 +18,8 @@ enum opt_type {
 	OPT_SECONDS, /* seconds (decimal allowed) stored as ms */
 	OPT_ROLE,
 	OPT_TRANSPORT,
+	OPT_BOOL,   /* int 0/1; a bare --flag means 1 */
+	OPT_DOUBLE, /* finite, >= 0 */
 };
 
 struct opt {
@@ -184,6 +186,89 @@ static const struct opt opts[] = {
 	  0,
 	  "1",
 	  "scheduler: seconds between --config-cycle switches" },
+	{ "autotune",
+	  { "PS_AUTOTUNE" },
+	  OPT_BOOL,
+	  OFF(autotune),
+	  0,
+	  "0",
+	  "scheduler: tune partition and credit online (1|0; a bare "
+	  "--autotune means 1); a non-zero PS_PARTITION_BYTES or "
+	  "PS_CREDIT_BYTES given to the scheduler fixes that knob" },
+	{ "autotune-warmup-samples",
+	  { "PS_AUTOTUNE_WARMUP_SAMPLES" },
+	  OPT_UINT,
+	  OFF(autotune_warmup_samples),
+	  0,
+	  "3",
+	  "scheduler: samples discarded before tuning starts" },
+	{ "autotune-steps-per-sample",
+	  { "PS_AUTOTUNE_STEPS_PER_SAMPLE" },
+	  OPT_UINT,
+	  OFF(autotune_steps_per_sample),
+	  0,
+	  "10",
+	  "scheduler: worker reports per sample (their median is the "
+	  "sample)" },
+	{ "autotune-max-samples",
+	  { "PS_AUTOTUNE_MAX_SAMPLES" },
+	  OPT_UINT,
+	  OFF(autotune_max_samples),
+	  0,
+	  "20",
+	  "scheduler: samples per search before the best config is locked "
+	  "in" },
+	{ "autotune-retune-max-samples",
+	  { "PS_AUTOTUNE_RETUNE_MAX_SAMPLES" },
+	  OPT_UINT,
+	  OFF(autotune_retune_max_samples),
+	  0,
+	  "0",
+	  "scheduler: samples per reopened search, the drift samples "
+	  "included (0 = --autotune-max-samples)" },
+	{ "autotune-gaussian-process-noise",
+	  { "PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE" },
+	  OPT_DOUBLE,
+	  OFF(autotune_gp_noise),
+	  0,
+	  "0",
+	  "scheduler: sd of a sample relative to its score (0 = learn it)" },
+	{ "autotune-log-file",
+	  { "PS_AUTOTUNE_LOG_FILE" },
+	  OPT_STR,
+	  OFF(autotune_log_file),
+	  SZ(autotune_log_file),
+	  "",
+	  "scheduler: CSV log of the tuner, one row per sample" },
+	{ "autotune-retune-threshold",
+	  { "PS_AUTOTUNE_RETUNE_THRESHOLD" },
+	  OPT_DOUBLE,
+	  OFF(autotune_retune_threshold),
+	  0,
+	  "0.05",
+	  "scheduler: relative score change that, held for 3 samples, "
+	  "reopens the search" },
+	{ "autotune-partition-min",
+	  { "PS_AUTOTUNE_PARTITION_MIN" },
+	  OPT_BYTES,
+	  OFF(autotune_partition_min),
+	  0,
+	  "4K",
+	  "scheduler: smallest partition searched (power of two >= 4K)" },
+	{ "autotune-partition-max",
+	  { "PS_AUTOTUNE_PARTITION_MAX" },
+	  OPT_BYTES,
+	  OFF(autotune_partition_max),
+	  0,
+	  "64M",
+	  "scheduler: largest partition searched (power of two)" },
+	{ "autotune-seed",
+	  { "PS_AUTOTUNE_SEED" },
+	  OPT_BYTES,
+	  OFF(autotune_seed),
+	  0,
+	  "0",
+	  "scheduler: seed of the tuner's random design" },
 };
 
 const char *psched_role_name(enum psched_role role)
@@ -336,6 +421,23 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 			return -EINVAL; /* would round to 0 ms */
 		*(unsigned *)(void *)field = (unsigned)(d * 1000.0 + 0.5);
 		return 0;
+	case OPT_BOOL:
+		if (!strcmp(val, "1") || !strcmp(val, "true") ||
+		    !strcmp(val, "yes") || !strcmp(val, "on"))
+			*(int *)(void *)field = 1;
+		else if (!strcmp(val, "0") || !strcmp(val, "false") ||
+			 !strcmp(val, "no") || !strcmp(val, "off"))
+			*(int *)(void *)field = 0;
+		else
+			return -EINVAL;
+		return 0;
+	case OPT_DOUBLE:
+		errno = 0;
+		d = strtod(val, &end);
+		if (errno || !*val || *end || !(d >= 0) || d > 1e6)
+			return -EINVAL;
+		*(double *)(void *)field = d;
+		return 0;
 	}
 	return -EINVAL;
 }
@@ -391,6 +493,18 @@ int psched_cfg_from_env(struct psched_cfg *cfg)
 	return cfg_check(cfg, "environment");
 }
 
+static bool opt_is_bool_word(const char *v)
+{
+	static const char *const words[] = { "0",   "1",  "true", "false",
+					     "yes", "no", "on",	  "off" };
+	size_t i;
+
+	for (i = 0; i < PSD_ARRAY_SIZE(words); i++)
+		if (!strcmp(v, words[i]))
+			return true;
+	return false;
+}
+
 static const struct opt *opt_find(const char *name, size_t len)
 {
 	size_t i;
@@ -432,6 +546,12 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 		}
 		if (eq) {
 			val = eq + 1;
+		} else if (o->type == OPT_BOOL) {
+			/* "--autotune 0" must not turn it on: take a boolean
+			 * word that follows, else it is a bare switch. */
+			val = "1";
+			if (i + 1 < *argc && opt_is_bool_word(argv[i + 1]))
+				val = argv[++i];
 		} else if (i + 1 < *argc) {
 			val = argv[++i];
 		} else {

@@ -157,6 +157,30 @@ static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id,
 }
 
 /*
+ * Van thread: a worker finished and says so on its data connection before
+ * it goes.  Its connection closing is then no failure; but in sync mode no
+ * step it has not pushed can complete, so waits for those fail now, naming
+ * it, rather than at their timeout.
+ */
+static void po_on_goodbye(struct psched_node *n, struct psd_conn *c)
+{
+	struct psd_peer *p;
+
+	pthread_mutex_lock(&n->lock);
+	p = psd_node_peer(n, c->peer_id);
+	if (!p || p->conn != c || p->departed || p->dead) {
+		pthread_mutex_unlock(&n->lock);
+		return;
+	}
+	p->departed = true;
+	pthread_mutex_unlock(&n->lock);
+	psd_info("%s finished", p->desc);
+	if (n->app && n->app->peer_failed)
+		n->app->peer_failed(n, p, PSCHED_ENODEDEAD,
+				    "finished (finalized) and left");
+}
+
+/*
  * Van thread: the first message on a data connection must be a hello
  * from a worker of this job (its id and the job token), and each worker
  * has one data connection.  Anything else costs the connection.  A worker
@@ -168,6 +192,10 @@ static void po_on_hello(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_early_hello *e;
 
+	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0) {
+		po_on_goodbye(n, c);
+		return;
+	}
 	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0) {
 		psd_err("dropping connection from %s: unexpected control "
 			"message on a data connection",
@@ -214,7 +242,8 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 	struct psched_node *n = arg;
 
 	if (c != n->sched) {
-		po_on_hello(n, c, m);
+		if (!psd_cmd_rx(n, c, m))
+			po_on_hello(n, c, m);
 		return;
 	}
 	switch (m->body_case) {
@@ -296,8 +325,10 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 		return;
 	pthread_mutex_lock(&n->lock);
 	p = psd_node_peer(n, c->peer_id);
-	/* Only the peer's own data connection speaks for it. */
-	down = n->shutdown || !p || p->dead || p->conn != c;
+	/* Only the peer's own data connection speaks for it.  A server that
+	 * got the shutdown before this finalized worker did is no failure. */
+	down = n->shutdown || n->finalizing || !p || p->dead || p->departed ||
+	       p->conn != c;
 	if (p && !down)
 		p->dead = true;
 	pthread_mutex_unlock(&n->lock);
@@ -311,18 +342,60 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 	}
 }
 
-static void po_tick(void *arg)
+/* Heartbeat thread: one beat per interval until psd_po_stop(). */
+static void *po_heartbeat_main(void *arg)
 {
 	struct psched_node *n = arg;
 	Psched__Heartbeat hb = PSCHED__HEARTBEAT__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
+	struct timespec ts;
 
-	if (!n->sched || atomic_load(&n->sched->closed))
-		return;
-	hb.time_us = psd_now_us();
 	m.body_case = PSCHED__CONTROL__BODY_HEARTBEAT;
 	m.heartbeat = &hb;
-	psd_node_send_sched(n, &m);
+	pthread_mutex_lock(&n->lock);
+	while (!n->hb_stop) {
+		psd_deadline(&ts, n->cfg.heartbeat_interval_ms);
+		pthread_cond_timedwait(&n->hb_cond, &n->lock, &ts);
+		if (n->hb_stop || !n->sched || atomic_load(&n->sched->closed))
+			continue;
+		pthread_mutex_unlock(&n->lock);
+		hb.time_us = psd_now_us();
+		psd_node_send_sched(n, &m);
+		pthread_mutex_lock(&n->lock);
+	}
+	pthread_mutex_unlock(&n->lock);
+	return NULL;
+}
+
+static int po_heartbeat_start(struct psched_node *n)
+{
+	pthread_condattr_t ca;
+	int ret;
+
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&n->hb_cond, &ca);
+	pthread_condattr_destroy(&ca);
+	ret = -pthread_create(&n->hb_thread, NULL, po_heartbeat_main, n);
+	if (ret) {
+		pthread_cond_destroy(&n->hb_cond);
+		return psd_set_errmsg(ret, "cannot start the heartbeat thread");
+	}
+	n->hb_started = true;
+	return 0;
+}
+
+static void po_heartbeat_stop(struct psched_node *n)
+{
+	if (!n->hb_started)
+		return;
+	pthread_mutex_lock(&n->lock);
+	n->hb_stop = true;
+	pthread_cond_broadcast(&n->hb_cond);
+	pthread_mutex_unlock(&n->lock);
+	pthread_join(n->hb_thread, NULL);
+	pthread_cond_destroy(&n->hb_cond);
+	n->hb_started = false;
 }
 
 /* Our address as others should dial it. */
@@ -477,7 +550,6 @@ static const struct psd_van_cb po_van_cb = {
 	.rx_data = po_rx_data,
 	.rx_control = po_rx_control,
 	.closed = po_closed,
-	.tick = po_tick,
 };
 
 int psd_po_start(struct psched_node *n)
@@ -492,7 +564,6 @@ int psd_po_start(struct psched_node *n)
 	int ret;
 
 	cb.arg = n;
-	cb.tick_ms = n->cfg.heartbeat_interval_ms;
 	ret = psd_van_create(&vo, &cb, &n->van);
 	if (ret)
 		return ret;
@@ -512,6 +583,9 @@ int psd_po_start(struct psched_node *n)
 	if (ret)
 		return psd_set_errmsg(ret, "register with the scheduler: %s",
 				      psched_strerror(ret));
+	ret = po_heartbeat_start(n);
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&n->lock);
 	ret = po_wait_locked(n, po_have_table, n, n->cfg.connect_timeout_ms);
 	pthread_mutex_unlock(&n->lock);
@@ -595,10 +669,22 @@ int psd_po_finalize(struct psched_node *n)
 {
 	Psched__Finalize f = PSCHED__FINALIZE__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
+	unsigned i;
 	int ret;
 
 	m.body_case = PSCHED__CONTROL__BODY_FINALIZE;
 	m.finalize = &f;
+	pthread_mutex_lock(&n->lock);
+	n->finalizing = true;
+	pthread_mutex_unlock(&n->lock);
+	/* Goodbye to each server first, so none mistakes our leaving for a
+	 * failure. */
+	for (i = 0; i < n->num_server; i++) {
+		struct psd_peer *p = psd_node_peer(n, psd_server_id(i));
+
+		if (p && p->conn && !p->dead)
+			psd_conn_send_control(p->conn, n->id, &m);
+	}
 	ret = psd_node_send_sched(n, &m);
 	if (ret)
 		return ret;
@@ -630,6 +716,7 @@ void psd_po_stop(struct psched_node *n)
 {
 	unsigned i;
 
+	po_heartbeat_stop(n);
 	psd_van_destroy(n->van);
 	n->van = NULL;
 	for (i = 0; i < n->nearly; i++)

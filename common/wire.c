@@ -157,7 +157,7 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "unknown message type";
 		return -EPROTO;
 	}
-	if (h->dtype > PSCHED_I64) {
+	if (h->dtype > PSCHED_F16) {
 		*why = "unknown dtype";
 		return -EPROTO;
 	}
@@ -181,6 +181,8 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 unsigned psched_dtype_size(enum psched_dtype dtype)
 {
 	switch (dtype) {
+	case PSCHED_F16:
+		return 2;
 	case PSCHED_F32:
 	case PSCHED_I32:
 		return 4;

@@ -43,6 +43,7 @@ enum psched_dtype {
 	PSCHED_F64 = 2,
 	PSCHED_I32 = 3,
 	PSCHED_I64 = 4,
+	PSCHED_F16 = 5, /* IEEE half; servers add in float32 */
 };
 
 /* Barrier groups (bit mask). */
@@ -78,6 +79,18 @@ struct psched_cfg {
 	char scheduling[16];		/* PS_SCHEDULING: priority|fifo */
 	char config_cycle[256];		/* PS_CONFIG_CYCLE (scheduler) */
 	unsigned config_interval_ms;	/* PS_CONFIG_INTERVAL (scheduler) */
+	/* Online autotuner (scheduler only; docs/tuner.md). */
+	int autotune;			      /* PS_AUTOTUNE: 0 | 1 */
+	unsigned autotune_warmup_samples;     /* PS_AUTOTUNE_WARMUP_SAMPLES */
+	unsigned autotune_steps_per_sample;   /* PS_AUTOTUNE_STEPS_PER_SAMPLE */
+	unsigned autotune_max_samples;	      /* PS_AUTOTUNE_MAX_SAMPLES */
+	unsigned autotune_retune_max_samples; /* ..._RETUNE_MAX_SAMPLES */
+	double autotune_gp_noise;	      /* ..._GAUSSIAN_PROCESS_NOISE */
+	char autotune_log_file[256];	      /* PS_AUTOTUNE_LOG_FILE */
+	double autotune_retune_threshold;     /* PS_AUTOTUNE_RETUNE_THRESHOLD */
+	uint64_t autotune_partition_min;      /* PS_AUTOTUNE_PARTITION_MIN */
+	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
+	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "node.h"
+#include "autotune.h"
 
 struct sched_node {
 	struct psd_conn *conn;
@@ -74,6 +75,7 @@ struct psd_sched {
 	uint64_t last_apply_step;
 	struct sched_cfg_switch sw;
 	struct sched_cycle cycle;
+	struct psd_autotune *at; /* --autotune, else NULL */
 };
 
 static struct psd_sched *sched_of(struct psched_node *n)
@@ -194,6 +196,7 @@ static void sched_maybe_shutdown(struct psched_node *n)
 			return;
 	}
 	psd_info("every worker finished; shutting the cluster down");
+	psd_autotune_finish(s->at);
 	m.body_case = PSCHED__CONTROL__BODY_SHUTDOWN;
 	m.shutdown = &sd;
 	s->shutdown_sent = true;
@@ -253,6 +256,7 @@ static void sched_cfg_check(struct psched_node *n)
 	s->last_apply_step = from;
 	s->sw.open = false;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
+	psd_autotune_switched(s->at, s->sw.epoch, true, from);
 	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
 		 "from step %llu",
 		 s->sw.epoch, (unsigned long long)s->sw.part,
@@ -316,6 +320,45 @@ static void sched_cfg_timeout(struct psched_node *n)
 		 s->sw.epoch, n->cfg.heartbeat_timeout_ms, who);
 	s->sw.open = false;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
+	psd_autotune_switched(s->at, s->sw.epoch, false, 0);
+}
+
+/* --autotune: propose the config the tuner wants once nothing is open. */
+static void sched_autotune_kick(struct psched_node *n)
+{
+	struct psd_sched *s = sched_of(n);
+	uint64_t part, credit;
+
+	unsigned i;
+
+	if (!s->at || s->sw.open || s->shutdown_sent || !s->table_sent ||
+	    !psd_autotune_wanted(s->at, &part, &credit))
+		return;
+	/* Without a live worker a switch commits blind (no acked step): at
+	 * the job's end that would start below steps already pushed. */
+	for (i = 0; i < s->cap && !sched_is_live_worker(&s->nodes[i]); i++)
+		;
+	if (i == s->cap)
+		return;
+	/* The switch may commit inside the call (no live worker): name its
+	 * epoch first. */
+	psd_autotune_proposed(s->at, s->last_epoch + 1);
+	if (psd_sched_propose_config(n, part, credit))
+		psd_autotune_proposed(s->at, 0);
+}
+
+static void sched_on_metrics(struct psched_node *n, struct sched_node *sn,
+			     const Psched__Metrics *m)
+{
+	struct psd_sched *s = sched_of(n);
+
+	if (sn->role != PSCHED_ROLE_WORKER || !s->at)
+		return;
+	psd_debug("%s: metrics step %llu, %.6f s per step, epoch %u", sn->desc,
+		  (unsigned long long)m->step, m->step_time_s, m->epoch);
+	psd_autotune_metrics(s->at, (unsigned)(sn - s->nodes), m->step,
+			     m->step_time_s);
+	sched_autotune_kick(n);
 }
 
 /* --config-cycle: propose the next config when its time has come. */
@@ -353,6 +396,8 @@ static void sched_declare_dead(struct psched_node *n, struct sched_node *sn,
 	sn->dead = true;
 	snprintf(reason, sizeof(reason), "%s %s", sn->desc, why);
 	psd_err("declaring %s", reason);
+	if (sn->role == PSCHED_ROLE_WORKER)
+		psd_autotune_worker_gone(s->at, (unsigned)(sn - s->nodes));
 	f.id = sn->id;
 	f.role = (Psched__Role)sn->role;
 	f.rank = sn->rank;
@@ -408,6 +453,10 @@ static void sched_send_table(struct psched_node *n)
 	s->table_sent = true;
 	psd_info("all %u servers and %u workers registered; node table sent",
 		 n->num_server, n->num_worker);
+	for (i = 0; i < s->cap; i++)
+		if (s->nodes[i].role == PSCHED_ROLE_WORKER)
+			psd_autotune_worker_add(s->at, i);
+	sched_autotune_kick(n);
 	free(infos);
 	free(ptrs);
 }
@@ -523,6 +572,7 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 			     const Psched__Control *m)
 {
 	struct psched_node *n = arg;
+	struct psd_sched *s = sched_of(n);
 	struct sched_node *sn = c->ctx;
 
 	if (m->body_case == PSCHED__CONTROL__BODY_REG) {
@@ -545,11 +595,17 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 		break;
 	case PSCHED__CONTROL__BODY_FINALIZE:
 		sn->finalized = true;
+		if (sn->role == PSCHED_ROLE_WORKER)
+			psd_autotune_worker_gone(s->at,
+						 (unsigned)(sn - s->nodes));
 		sched_cfg_check(n);
 		sched_maybe_shutdown(n);
 		break;
 	case PSCHED__CONTROL__BODY_CONFIG_ACK:
 		sched_on_config_ack(n, sn, m->config_ack);
+		break;
+	case PSCHED__CONTROL__BODY_METRICS:
+		sched_on_metrics(n, sn, m->metrics);
 		break;
 	default:
 		psd_warn("%s sent unexpected control message %d", sn->desc,
@@ -655,6 +711,7 @@ static void sched_tick(void *arg)
 	if (s->sw.open && now > s->sw.deadline_ms)
 		sched_cfg_timeout(n);
 	sched_cycle_tick(n, now);
+	sched_autotune_kick(n);
 	if (s->shutdown_sent && (!open || now - s->shutdown_ms > 5000))
 		sched_finish(n, 0, "");
 }
@@ -672,6 +729,7 @@ static void sched_free(struct psched_node *n)
 		free(s->barriers[g].waiting);
 		free(s->barriers[g].seqs);
 	}
+	psd_autotune_destroy(s->at);
 	free(s->nodes);
 	free(s);
 	n->app_state = NULL;
@@ -709,6 +767,7 @@ static int sched_alloc(struct psched_node *n)
 {
 	struct psd_sched *s = calloc(1, sizeof(*s));
 	unsigned g;
+	int ret;
 
 	if (!s)
 		return -ENOMEM;
@@ -728,6 +787,14 @@ static int sched_alloc(struct psched_node *n)
 	if (sched_cycle_parse(n->cfg.config_cycle, &s->cycle))
 		return psd_set_errmsg(-EINVAL, "bad --config-cycle '%s'",
 				      n->cfg.config_cycle);
+	if (n->cfg.autotune && s->cycle.n)
+		return psd_set_errmsg(-EINVAL, "--autotune and --config-cycle "
+					       "both switch configs: use one");
+	if (n->cfg.autotune) {
+		ret = psd_autotune_create(&n->cfg, s->cap, &s->at);
+		if (ret)
+			return ret;
+	}
 	s->start_ms = psd_now_ms();
 	s->token = psd_job_token();
 	if (!s->token &&
@@ -755,8 +822,10 @@ int psd_sched_start(struct psched_node *n)
 
 	snprintf(la.host, sizeof(la.host), "0.0.0.0");
 	ret = sched_alloc(n);
-	if (ret)
+	if (ret == -ENOMEM)
 		return psd_set_errmsg(ret, "scheduler: no memory");
+	if (ret)
+		return ret; /* the message names the bad option */
 	n->id = 0;
 	n->rank = 0;
 	ret = psd_van_create(&vo, &cb, &n->van);

@@ -6,7 +6,8 @@ set -euo pipefail
 pkgs=(gcc make pkg-config libc6-dev
       libprotobuf-c-dev protobuf-c-compiler libgsl-dev
       libibverbs-dev librdmacm-dev
-      iproute2 procps python3 python3-numpy gnuplot-nox)
+      iproute2 procps python3 python3-numpy gnuplot-nox
+      python3-torch)
 
 missing=()
 for p in "${pkgs[@]}"; do

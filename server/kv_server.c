@@ -16,6 +16,7 @@
 #include "cfgtab.h"
 #include "node.h"
 #include "placement.h"
+#include "updater.h"
 
 struct kvs_wait {
 	struct psd_list link;
@@ -39,6 +40,7 @@ struct kvs_entry {
 	uint64_t chunk; /* chunk size of its layout */
 	uint64_t nchunks;
 	uint64_t chunks_done;
+	bool upd; /* the updater runs per completed chunk; value has it */
 	uint32_t *counts;	/* pushes per chunk */
 	struct psd_list *cwait; /* per chunk: pushpulls waiting for it */
 	uint64_t counts_cap;
@@ -60,6 +62,7 @@ struct psd_kvs {
 	size_t cap;
 	size_t count;
 	bool async;
+	struct psd_updater upd; /* server/updater.c; none = default rule */
 	unsigned nworker;
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];
@@ -281,6 +284,7 @@ static int kvs_step_open(struct kvs_entry *e, struct psched_node *n,
 	e->chunk = chunk;
 	e->nchunks = nch;
 	e->chunks_done = 0;
+	e->upd = psd_upd_covers(&s->upd, e->dtype);
 	e->open = true;
 	return 0;
 }
@@ -336,6 +340,9 @@ static void kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 			d[i] += s[i];
 		break;
 	}
+	case PSCHED_F16:
+		psd_f16_add(dst, src, (size_t)len / 2);
+		break;
 	default:
 		memcpy(dst, src, (size_t)len);
 		break;
@@ -389,9 +396,12 @@ static void kvs_step_finish(struct psched_node *n, struct kvs_entry *e)
 {
 	uint8_t *tmp = e->value;
 
-	/* Default updater: the aggregate replaces the stored value. */
-	e->value = e->merge;
-	e->merge = tmp;
+	/* Default updater: the aggregate replaces the stored value (with an
+	 * updater, kvs_chunk_update() already folded each chunk in). */
+	if (!e->upd) {
+		e->value = e->merge;
+		e->merge = tmp;
+	}
 	e->version++;
 	e->open = false;
 	kvs_answer_pulls(n, e);
@@ -439,9 +449,23 @@ static void kvs_reply_chunk(struct psched_node *n, struct psd_conn *c,
 	h.flags = 0;
 	h.step = e->version + 1;
 	h.length = h.span;
-	iov.iov_base = e->merge + (h.offset - e->off);
+	iov.iov_base = (e->upd ? e->value : e->merge) + (h.offset - e->off);
 	iov.iov_len = (size_t)h.span;
 	psd_conn_send(c, &h, &iov, 1);
+}
+
+/* Chunk @idx of the open step is complete: fold it into the value with
+ * the updater (server/updater.c), or copy it if the updater changed to
+ * one that does not cover this dtype since the step opened. */
+static void kvs_chunk_update(struct psched_node *n, struct kvs_entry *e,
+			     uint64_t idx)
+{
+	uint64_t rel = idx * e->chunk;
+	uint64_t len = e->len - rel < e->chunk ? e->len - rel : e->chunk;
+
+	if (!psd_upd_apply(&kvs_of(n)->upd, e->key, e->dtype, e->off, e->len,
+			   e->off + rel, e->value + rel, e->merge + rel, len))
+		memcpy(e->value + rel, e->merge + rel, (size_t)len);
 }
 
 /* Chunk @idx of the open step is complete: answer its pushpulls. */
@@ -491,6 +515,8 @@ static void kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 			kvs_send_ack(n, c, h);
 	}
 	if (e->counts[idx] == s->nworker) {
+		if (e->upd)
+			kvs_chunk_update(n, e, idx);
 		if (h->type == PSD_MSG_PUSHPULL)
 			kvs_reply_chunk(n, c, e, h);
 		kvs_answer_chunk(n, e, idx);
@@ -693,7 +719,11 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 			      struct kvs_entry *e, const struct psd_hdr *h,
 			      const void *payload)
 {
-	kvs_sum(e->dtype, e->value + (h->offset - e->off), payload, h->span);
+	uint8_t *dst = e->value + (h->offset - e->off);
+
+	if (!psd_upd_apply(&kvs_of(n)->upd, e->key, e->dtype, e->off, e->len,
+			   h->offset, dst, payload, h->span))
+		kvs_sum(e->dtype, dst, payload, h->span);
 	e->version++;
 	if (h->type == PSD_MSG_PUSHPULL)
 		kvs_reply_pull(n, c, e, h);
@@ -831,6 +861,7 @@ static void kvs_destroy(struct psched_node *n)
 	}
 	psd_cfgtab_fini(&s->cfgs);
 	free(s->tab);
+	psd_upd_fini(&s->upd);
 	free(s);
 	n->app_state = NULL;
 }
@@ -858,12 +889,60 @@ static void kvs_config(struct psched_node *n, const Psched__Config *m)
 			 (unsigned long long)m->partition_bytes);
 }
 
+/* Some key has steps applied, open or held: the mode is in use. */
+static bool kvs_has_steps(const struct psd_kvs *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->cap; i++)
+		if (s->tab[i] && (s->tab[i]->version || s->tab[i]->open ||
+				  !psd_list_empty(&s->tab[i]->held)))
+			return true;
+	return false;
+}
+
+/* A worker's ServerCommand (common/command.c checked the fields). */
+static int kvs_command(struct psched_node *n, int mode,
+		       const struct psched_optimizer *opt)
+{
+	struct psd_kvs *s = kvs_of(n);
+	bool async = mode == PSCHED__SERVER_MODE__MODE_ASYNC;
+	int ret;
+
+	if (mode && async != s->async && kvs_has_steps(s))
+		return psd_set_errmsg(-EBUSY,
+				      "cannot switch to %s mode: keys were "
+				      "already pushed in %s mode",
+				      async ? "async" : "sync",
+				      s->async ? "async" : "sync");
+	if (opt) {
+		ret = psd_upd_set_optimizer(&s->upd, opt);
+		if (ret)
+			return ret;
+	}
+	if (mode)
+		s->async = async;
+	return 0;
+}
+
+int psched_server_set_updater(struct psched_node *n, psched_updater_fn *fn,
+			      void *arg)
+{
+	if (!n || n->cfg.role != PSCHED_ROLE_SERVER || !kvs_of(n))
+		return psd_set_errmsg(-EINVAL,
+				      "psched_server_set_updater: not a "
+				      "server node");
+	psd_upd_set_custom(&kvs_of(n)->upd, fn, arg);
+	return 0;
+}
+
 static const struct psd_app kvs_app = {
 	.config = kvs_config,
 	.rx_header = kvs_rx_header,
 	.rx_data = kvs_rx_data,
 	.peer_failed = kvs_peer_failed,
 	.conn_closed = kvs_conn_closed,
+	.command = kvs_command,
 	.destroy = kvs_destroy,
 };
 
@@ -875,8 +954,10 @@ int psd_kvs_attach(struct psched_node *n)
 		return -ENOMEM;
 	s->async = !strcmp(n->cfg.server_mode, "async");
 	s->nworker = n->num_worker;
+	psd_upd_init(&s->upd);
 	if (kvs_grow(s) || psd_cfgtab_init(&s->cfgs, n->cfg.partition_bytes,
 					   n->cfg.credit_bytes)) {
+		psd_upd_fini(&s->upd);
 		free(s->tab);
 		free(s);
 		return -ENOMEM;

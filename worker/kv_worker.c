@@ -118,6 +118,14 @@ struct kvw_req {
 	struct kvw_slot slots[];
 };
 
+/* Progress reported to the scheduler's autotuner. */
+struct kvw_metrics {
+	uint64_t bytes_pushed;
+	uint64_t bytes_pulled;
+	uint64_t last_step; /* max_step when the last report went out */
+	uint64_t last_us;   /* and when; 0: nothing pushed yet */
+};
+
 struct psd_kvw {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	  /* request completion, receives drained */
@@ -146,6 +154,7 @@ struct psd_kvw {
 	bool sender_started;
 	bool stop;
 	struct psd_timeline tl;
+	struct kvw_metrics met; /* autotuner reports, see kvw_metrics_note */
 };
 
 static struct psd_kvw *kvw_of(struct psched_node *n)
@@ -686,7 +695,7 @@ static int kvw_req_build(struct psched_node *n, uint8_t type,
 	size_t i;
 	int ret;
 
-	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_I64)
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16)
 		return psd_set_errmsg(-EINVAL,
 				      "%s: no keys, no lengths or a bad dtype",
 				      kvw_type_name(type));
@@ -852,6 +861,59 @@ static bool kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r)
 	       psd_credit_can_start(&w->credit, r->chunks[0].node.len);
 }
 
+/*
+ * Autotuner metrics (docs/tuner.md).  A worker's step is its highest push
+ * step over all keys; when it advances and KVW_METRICS_MIN_US passed since
+ * the last report (every step if steps are slower), the worker tells the
+ * scheduler the steps it completed since then and their mean time.
+ * Called on the issuing thread without the worker lock held.
+ */
+#define KVW_METRICS_MIN_US 20000
+
+static void kvw_metrics_note(struct psched_node *n, uint8_t type,
+			     const uint64_t *lens, size_t nkeys)
+{
+	struct psd_kvw *w = kvw_of(n);
+	Psched__Metrics mt = PSCHED__METRICS__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+	uint64_t now = psd_now_us(), bytes = 0;
+	struct kvw_metrics *km = &w->met;
+	bool send = false;
+	size_t i;
+
+	for (i = 0; i < nkeys; i++)
+		bytes += lens[i];
+	pthread_mutex_lock(&w->lock);
+	if (kvw_is_push(type))
+		km->bytes_pushed += bytes;
+	if (type == PSD_MSG_PULL || type == PSD_MSG_PUSHPULL)
+		km->bytes_pulled += bytes;
+	if (!km->last_us && w->max_step) {
+		km->last_us = now;
+		km->last_step = w->max_step;
+	} else if (km->last_us && w->max_step > km->last_step &&
+		   now - km->last_us >= KVW_METRICS_MIN_US) {
+		/* Steps last_step .. max_step - 1 completed since. */
+		mt.step = w->max_step - 1;
+		mt.step_time_s = (double)(now - km->last_us) / 1e6 /
+				 (double)(w->max_step - km->last_step);
+		mt.bytes_pushed = km->bytes_pushed;
+		mt.bytes_pulled = km->bytes_pulled;
+		mt.epoch = w->credit_epoch;
+		km->last_us = now;
+		km->last_step = w->max_step;
+		send = true;
+	}
+	pthread_mutex_unlock(&w->lock);
+	if (!send)
+		return;
+	m.body_case = PSCHED__CONTROL__BODY_METRICS;
+	m.metrics = &mt;
+	if (psd_node_send_sched(n, &m))
+		psd_debug("cannot send metrics of step %llu to the scheduler",
+			  (unsigned long long)mt.step);
+}
+
 static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		     size_t nkeys, const void *const *push_vals,
 		     void *const *pull_vals, const uint64_t *lens,
@@ -917,6 +979,7 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	pthread_mutex_unlock(&w->lock);
 	if (fire)
 		kvw_req_run_cb(w, r);
+	kvw_metrics_note(n, type, lens, nkeys);
 	return 0;
 }
 

@@ -248,38 +248,44 @@ static int run_step(struct psched_node *node, struct wkey *ks, size_t nk,
 	return ret ? ret : ret2;
 }
 
+/*
+ * With --seconds, all workers must stop after the same step: one that goes
+ * on alone waits for the others' pushes of a step they never make.  So the
+ * workers sum a "my time is up" flag each step and stop when any is up.
+ */
+static bool time_is_up(struct psched_node *node, bool mine, unsigned timeout_ms,
+		       int *err)
+{
+	static const uint64_t key = UINT64_MAX - 1;
+	static bool declared;
+	uint64_t len = sizeof(float), req;
+	float up = mine ? 1.0f : 0.0f, sum = 0;
+	const void *pv = &up;
+	void *qv = &sum;
+
+	if (psched_num_workers(node) == 1)
+		return mine;
+	if (!declared &&
+	    psched_init(node, &key, 1, NULL, &len, PSCHED_F32, timeout_ms)) {
+		*err = fail("init of the stop flag");
+		return true;
+	}
+	declared = true;
+	if (psched_pushpull(node, &key, 1, &pv, &qv, &len, PSCHED_F32, 0, NULL,
+			    NULL, &req) ||
+	    psched_wait(node, req, timeout_ms)) {
+		*err = fail("stop flag");
+		return true;
+	}
+	return sum > 0.5f;
+}
+
 static double now_s(void)
 {
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Key of the stop vote in check mode: above every key setup_keys() makes. */
-#define CHECK_VOTE_KEY 999999999ull
-
-/*
- * --seconds: all workers must run the same number of steps (a step one
- * worker skips never completes for the others), so before each step every
- * worker votes 1 if its own clock says stop, and all stop once the sum
- * over the workers is > 0.
- */
-static int stop_vote(struct psched_node *node, unsigned timeout_ms, bool mine,
-		     bool *all)
-{
-	static const uint64_t key = CHECK_VOTE_KEY, len = sizeof(float);
-	float out = mine ? 1.0f : 0.0f, in = 0;
-	const void *pv = &out;
-	void *qv = &in;
-	uint64_t req;
-
-	if (psched_pushpull(node, &key, 1, &pv, &qv, &len, PSCHED_F32, -1, NULL,
-			    NULL, &req) ||
-	    psched_wait(node, req, timeout_ms))
-		return fail("stop vote");
-	*all = in > 0.0f;
-	return 0;
 }
 
 static int check_loop(struct psched_node *node, const struct wopts *o)
@@ -306,25 +312,12 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 			return fail("init");
 		bytes += ks[i].len;
 	}
-	if (!o->steps) {
-		static const uint64_t vk = CHECK_VOTE_KEY, vl = sizeof(float);
-		float zero = 0;
-		const void *v = &zero;
-
-		if (psched_init(node, &vk, 1, &v, &vl, PSCHED_F32,
-				o->timeout_ms))
-			return fail("init");
-	}
 	t0 = now_s();
 	for (step = 1; !ret; step++) {
-		bool stop = false;
-
 		if (o->steps && step > o->steps)
 			break;
-		if (!o->steps)
-			ret = stop_vote(node, o->timeout_ms,
-					now_s() - t0 > o->seconds, &stop);
-		if (ret || stop)
+		if (!o->steps && time_is_up(node, now_s() - t0 > o->seconds,
+					    o->timeout_ms, &ret))
 			break;
 		for (i = 0; i < nk; i++)
 			fill(o, &ks[i], rank, step);

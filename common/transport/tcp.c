@@ -24,6 +24,20 @@
 #define TCP_STAGE_SIZE (64u * 1024u)
 #define TCP_DIRECT_MIN (16u * 1024u) /* payloads above: recv in place */
 #define TCP_MAX_IOV    64
+/*
+ * Bytes one progress() call reads before it yields to the van loop (the
+ * socket stays readable, so epoll reports it again).  Without it a peer
+ * that keeps sending holds the van thread: other connections starve and
+ * ticks, heartbeats among them, stop (seen under TSan: a server declared
+ * dead while it read 2 x 64 MiB).
+ */
+#define TCP_RX_BUDGET (8u << 20)
+/*
+ * Bytes offered to one sendmsg(): the socket buffer (4 MiB) takes no more
+ * anyway, and instrumented builds check every byte offered on every call,
+ * which made a 64 MiB send quadratic under TSan.
+ */
+#define TCP_TX_CHUNK (4u << 20)
 
 struct tcp_conn {
 	struct psd_conn base;
@@ -32,8 +46,9 @@ struct tcp_conn {
 	size_t stage_end;
 	bool in_payload;
 	struct psd_hdr hdr;
-	uint8_t *dst; /* payload destination, NULL = discard */
-	uint64_t got; /* payload bytes received */
+	uint8_t *dst;  /* payload destination, NULL = discard */
+	uint64_t got;  /* payload bytes received */
+	size_t budget; /* left in this progress() call */
 };
 
 static struct tcp_conn *to_tcp(struct psd_conn *c)
@@ -221,9 +236,26 @@ static void tcp_iov_advance(struct iovec **iov, int *niov, size_t n)
 	}
 }
 
+/* The first bytes of @v[0..@n), at most TCP_TX_CHUNK, as @out; returns
+ * the number of entries. */
+static int tcp_iov_window(const struct iovec *v, int n, struct iovec *out)
+{
+	size_t left = TCP_TX_CHUNK;
+	int i;
+
+	for (i = 0; i < n && left; i++) {
+		out[i] = v[i];
+		if (out[i].iov_len > left)
+			out[i].iov_len = left;
+		left -= out[i].iov_len;
+	}
+	return i;
+}
+
 static int tcp_send(struct psd_conn *c, const struct psd_hdr *h,
 		    const struct iovec *iov, int niov, unsigned timeout_ms)
 {
+	struct iovec win[TCP_MAX_IOV + 1];
 	uint8_t hbuf[PSD_HDR_SIZE];
 	struct iovec vec[TCP_MAX_IOV + 1];
 	struct iovec *v = vec;
@@ -240,8 +272,8 @@ static int tcp_send(struct psd_conn *c, const struct psd_hdr *h,
 		if (iov[i].iov_len)
 			vec[n++] = iov[i];
 	while (n) {
-		mh.msg_iov = v;
-		mh.msg_iovlen = (size_t)n;
+		mh.msg_iov = win;
+		mh.msg_iovlen = (size_t)tcp_iov_window(v, n, win);
 		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
 		if (w >= 0) {
 			tcp_iov_advance(&v, &n, (size_t)w);
@@ -300,10 +332,14 @@ static int tcp_rx_payload(struct tcp_conn *tc)
 	}
 	/* Large remainder and an empty stage: read straight into place. */
 	while (need >= TCP_DIRECT_MIN && tc->dst) {
-		r = recv(tc->base.fd, tc->dst + tc->got, (size_t)need, 0);
+		if (!tc->budget)
+			return -EAGAIN;
+		r = recv(tc->base.fd, tc->dst + tc->got,
+			 (size_t)(need < tc->budget ? need : tc->budget), 0);
 		if (r > 0) {
 			tc->got += (uint64_t)r;
 			need -= (uint64_t)r;
+			tc->budget -= (size_t)r;
 			continue;
 		}
 		if (r == 0)
@@ -332,6 +368,8 @@ static int tcp_fill_stage(struct tcp_conn *tc)
 		tc->stage_end -= tc->stage_pos;
 		tc->stage_pos = 0;
 	}
+	if (!tc->budget)
+		return -EAGAIN;
 	do {
 		r = recv(tc->base.fd, tc->stage + tc->stage_end,
 			 TCP_STAGE_SIZE - tc->stage_end, 0);
@@ -341,6 +379,7 @@ static int tcp_fill_stage(struct tcp_conn *tc)
 	if (r < 0)
 		return errno == EAGAIN ? -EAGAIN : psd_neg_errno();
 	tc->stage_end += (size_t)r;
+	tc->budget = (size_t)r < tc->budget ? tc->budget - (size_t)r : 0;
 	return 0;
 }
 
@@ -349,6 +388,7 @@ static int tcp_progress(struct psd_conn *c)
 	struct tcp_conn *tc = to_tcp(c);
 	int ret;
 
+	tc->budget = TCP_RX_BUDGET;
 	for (;;) {
 		if (tc->in_payload) {
 			ret = tcp_rx_payload(tc);

@@ -54,6 +54,7 @@ struct psd_tuner {
 	unsigned int discard; /* samples still to discard */
 	uint64_t samples;     /* samples completed, discarded ones too */
 	double last_score;
+	uint64_t last_step; /* of the last report */
 
 	unsigned int search; /* current search number */
 	unsigned int search_samples;
@@ -184,6 +185,14 @@ static void tuner_to_x(const struct psd_tuner *t, uint64_t part,
 	if (t->tune_credit)
 		x[k] = tuner_clamp01(log2((double)credit / (double)part) /
 				     log2(t->o.credit_mult_max));
+}
+
+/* Sample budget of the current search: the first one, or a retune. */
+static unsigned int tuner_max_samples(const struct psd_tuner *t)
+{
+	if (t->search && t->o.retune_max_samples)
+		return t->o.retune_max_samples;
+	return t->o.max_samples;
 }
 
 static bool tuner_opts_are_valid(const struct psd_tuner_opts *o)
@@ -495,7 +504,7 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	double x[2];
 	int ret;
 
-	if (t->search_samples >= t->o.max_samples)
+	if (t->search_samples >= tuner_max_samples(t))
 		return tuner_lock(t, step);
 	tuner_update_noise(t);
 	ret = psd_bo_suggest(t->bo, &s);
@@ -657,6 +666,8 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		ret = -EINVAL;
 	else if (step >= t->cur.apply_from_step)
 		t->win[t->nwin++] = score;
+	if (!ret)
+		t->last_step = step;
 	if (!ret && t->nwin == t->o.steps_per_sample) {
 		median = tuner_median(t);
 		t->nwin = 0;
@@ -667,6 +678,23 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 	if (changed)
 		*changed = t->cur.epoch != epoch;
 	return ret;
+}
+
+int psd_tuner_finish(struct psd_tuner *t)
+{
+	double mean = NAN;
+	double sd = NAN;
+	double x[2];
+
+	if (!t->locked_once)
+		return tuner_lock(t, t->last_step);
+	tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
+	if (psd_bo_predict(t->bo, x, &mean, &sd)) {
+		mean = NAN;
+		sd = NAN;
+	}
+	tuner_log_row(t, t->last_step, &t->best, t->ref, mean, sd, "chosen");
+	return 0;
 }
 
 int psd_tuner_workers_changed(struct psd_tuner *t)
@@ -682,6 +710,11 @@ int psd_tuner_workers_changed(struct psd_tuner *t)
 enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)
 {
 	return t->phase;
+}
+
+uint64_t psd_tuner_samples(const struct psd_tuner *t)
+{
+	return t->samples;
 }
 
 void psd_tuner_current(const struct psd_tuner *t, struct psd_tuner_config *cfg)
@@ -731,7 +764,7 @@ int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
 		     ", search %u/%u, partition %s, credit %s (%" PRIu64
 		     "x), last %.4g steps/s",
 		     psd_tuner_phase_name(t->phase), t->samples,
-		     t->search_samples, t->o.max_samples, part, credit,
+		     t->search_samples, tuner_max_samples(t), part, credit,
 		     c->credit_bytes / c->partition_bytes, t->last_score);
 	if (t->locked_once && n >= 0 && (size_t)n < len) {
 		tuner_fmt_bytes(t->best.partition_bytes, best, sizeof(best));

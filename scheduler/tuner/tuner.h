@@ -55,10 +55,11 @@ struct psd_tuner_opts {
 	uint64_t init_partition; /* first config, rounded (0: 4 MiB) */
 	uint64_t init_credit;	 /* rounded (0: 4 * partition) */
 
-	unsigned int warmup_samples;   /* discarded at the start (3) */
-	unsigned int steps_per_sample; /* reports per sample (10) */
-	unsigned int max_samples;      /* samples per search (20) */
-	unsigned int apply_delay;      /* config applies from step + this (2) */
+	unsigned int warmup_samples;	 /* discarded at the start (3) */
+	unsigned int steps_per_sample;	 /* reports per sample (10) */
+	unsigned int max_samples;	 /* samples per search (20) */
+	unsigned int retune_max_samples; /* per retune search (0: max) */
+	unsigned int apply_delay; /* config applies from step + this (2) */
 
 	double noise; /* sd of a sample relative to the score; 0: learn (0) */
 	double ei_threshold;	 /* lock when EI < this * best mean (0.005) */
@@ -99,6 +100,14 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		     struct psd_tuner_config *next, bool *changed);
 
 /*
+ * The job ends: log the chosen config as the CSV's last row (phase
+ * "chosen"): the last locked-in config, or, if the tuner never locked
+ * in, it locks in now on the current search's best.  Returns 0, or
+ * -EAGAIN when no sample was ever observed.
+ */
+int psd_tuner_finish(struct psd_tuner *t);
+
+/*
  * The set of workers changed: the next sample is discarded and the search
  * reopens (phase retune) with the old samples down-weighted.  The config
  * is unchanged.  During warmup only the sample being collected is
@@ -107,6 +116,8 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 int psd_tuner_workers_changed(struct psd_tuner *t);
 
 enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t);
+/* Samples completed so far, discarded ones too (the CSV's last row). */
+uint64_t psd_tuner_samples(const struct psd_tuner *t);
 /* "warmup", "explore", "locked", "retune". */
 const char *psd_tuner_phase_name(enum psd_tuner_phase phase);
 void psd_tuner_current(const struct psd_tuner *t, struct psd_tuner_config *cfg);

@@ -109,6 +109,16 @@ def attack_server(port, worker_id, key, total, token):
     attack_common(tag, port)
     expect_closed(tag + " push before hello", port,
                   hdr(PUSH, key=key, total=total, span=4, length=4, step=1) + b"\x00" * 4)
+    # Control{command = 20: ServerCommand{seq 1, mode ASYNC}} and
+    # Control{command_ack = 21: CommandAck{seq 1}}: only a worker's data
+    # connection, after its hello, may configure a server.
+    cmd = b"\x08\x01\x10\x02"
+    body = b"\xa2\x01" + varint(len(cmd)) + cmd
+    expect_closed(tag + " server command before hello", port,
+                  hdr(CONTROL, length=len(body)) + body)
+    body = b"\xaa\x01\x02\x08\x01"
+    expect_closed(tag + " command ack sent to a server", port,
+                  hdr(CONTROL, length=len(body)) + body)
     expect_closed(tag + " hello with a wrong job token", port, hello(worker_id, token + 1))
     expect_closed(tag + " hello from a non-worker id", port, hello(1, token))
     expect_closed(tag + " hello for a worker already connected", port, hello(worker_id, token))

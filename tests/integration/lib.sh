@@ -20,14 +20,20 @@ trap cleanup EXIT
 
 die() { echo "FAIL: $*"; for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done; exit 1; }
 
-# start_scheduler S W: sets SCHED_PID and exports DMLC_PS_ROOT_PORT
+# start_scheduler S W [ARGS...]: sets SCHED_PID and exports
+# DMLC_PS_ROOT_PORT; ARGS go to ps-scheduler
 start_scheduler() {
 	export DMLC_NUM_SERVER=$1 DMLC_NUM_WORKER=$2
-	"$BIN/ps-scheduler" --root-port 0 >"$TMP/sched.out" 2>"$TMP/sched.err" &
+	shift 2
+	# A previous scheduler's port must not be read back (the new one's
+	# redirection may truncate the file only after the loop below looked).
+	rm -f "$TMP/sched.out"
+	"$BIN/ps-scheduler" --root-port 0 "$@" >"$TMP/sched.out" 2>"$TMP/sched.err" &
 	SCHED_PID=$!
 	PIDS+=("$SCHED_PID")
 	local i
-	for i in $(seq 1 $((100 * MULT))); do
+	# Up to 30 s: a sanitizer build on a loaded machine starts slowly.
+	for i in $(seq 1 $((600 * MULT))); do
 		grep -q PS_ROOT_PORT= "$TMP/sched.out" 2>/dev/null && break
 		sleep 0.05
 	done

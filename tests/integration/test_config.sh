@@ -8,22 +8,9 @@
 . "$(dirname "$0")/lib.sh"
 
 export PS_VERBOSE=1
-start_scheduler 2 3
-# The scheduler was started without the cycle; restart it with one.
-kill -9 "$SCHED_PID"; wait "$SCHED_PID" 2>/dev/null
-"$BIN/ps-scheduler" --root-port 0 \
+start_scheduler 2 3 \
 	--config-cycle "4K:16K,64K:0,256:1K,1M:4M,0:0,12K:12K,256K:64K,8191:1" \
-	--config-interval 0.15 >"$TMP/sched.out" 2>"$TMP/sched.err" &
-SCHED_PID=$!
-PIDS+=("$SCHED_PID")
-for i in $(seq 1 $((100 * MULT))); do
-	grep -q PS_ROOT_PORT= "$TMP/sched.out" 2>/dev/null && break
-	sleep 0.05
-done
-DMLC_PS_ROOT_PORT=$(sed -n 's/^PS_ROOT_PORT=//p' "$TMP/sched.out")
-[ -n "$DMLC_PS_ROOT_PORT" ] || die "scheduler did not start"
-export DMLC_PS_ROOT_PORT
-
+	--config-interval 0.15
 start_servers 2
 start_workers 3 --seconds 6 --steps 0 --keys 2 --sizes 1,7,4K,4099,100K,1M
 for p in "${WORKER_PIDS[@]}"; do

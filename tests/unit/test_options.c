@@ -36,6 +36,17 @@ static const char *const env_names[] = {
 	"BYTEPS_PARTITION_BYTES",
 	"PS_CREDIT_BYTES",
 	"DMLC_ENABLE_RDMA",
+	"PS_AUTOTUNE",
+	"PS_AUTOTUNE_WARMUP_SAMPLES",
+	"PS_AUTOTUNE_STEPS_PER_SAMPLE",
+	"PS_AUTOTUNE_MAX_SAMPLES",
+	"PS_AUTOTUNE_RETUNE_MAX_SAMPLES",
+	"PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
+	"PS_AUTOTUNE_LOG_FILE",
+	"PS_AUTOTUNE_RETUNE_THRESHOLD",
+	"PS_AUTOTUNE_PARTITION_MIN",
+	"PS_AUTOTUNE_PARTITION_MAX",
+	"PS_AUTOTUNE_SEED",
 };
 
 static const char *const flag_names[] = {
@@ -842,6 +853,88 @@ static void test_options_usage_lists_everything(void)
 	free(text);
 }
 
+/* ---- autotune knobs ------------------------------------------------ */
+
+static void test_options_autotune_env(void)
+{
+	struct psched_cfg cfg;
+
+	fresh(&cfg);
+	CHECK_EQ(cfg.autotune, 0);
+	CHECK_EQ(cfg.autotune_warmup_samples, 3);
+	CHECK_EQ(cfg.autotune_steps_per_sample, 10);
+	CHECK_EQ(cfg.autotune_max_samples, 20);
+	CHECK(cfg.autotune_gp_noise == 0.0);
+	CHECK(cfg.autotune_retune_threshold == 0.05);
+	CHECK_U64(cfg.autotune_partition_min, ==, 4096);
+	CHECK_U64(cfg.autotune_partition_max, ==, 64u << 20);
+	env_set("PS_AUTOTUNE", "1");
+	env_set("PS_AUTOTUNE_WARMUP_SAMPLES", "2");
+	env_set("PS_AUTOTUNE_STEPS_PER_SAMPLE", "7");
+	env_set("PS_AUTOTUNE_MAX_SAMPLES", "12");
+	env_set("PS_AUTOTUNE_RETUNE_MAX_SAMPLES", "8");
+	env_set("PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.08");
+	env_set("PS_AUTOTUNE_LOG_FILE", "/tmp/x.csv");
+	env_set("PS_AUTOTUNE_RETUNE_THRESHOLD", "0.1");
+	env_set("PS_AUTOTUNE_PARTITION_MAX", "1M");
+	from_env_ok(&cfg);
+	CHECK_EQ(cfg.autotune, 1);
+	CHECK_EQ(cfg.autotune_warmup_samples, 2);
+	CHECK_EQ(cfg.autotune_steps_per_sample, 7);
+	CHECK_EQ(cfg.autotune_max_samples, 12);
+	CHECK_EQ(cfg.autotune_retune_max_samples, 8);
+	CHECK(cfg.autotune_gp_noise == 0.08);
+	CHECK_STR(cfg.autotune_log_file, "/tmp/x.csv");
+	CHECK(cfg.autotune_retune_threshold == 0.1);
+	CHECK_U64(cfg.autotune_partition_max, ==, 1u << 20);
+	env_set("PS_AUTOTUNE", "off");
+	from_env_ok(&cfg);
+	CHECK_EQ(cfg.autotune, 0);
+	env_bad("PS_AUTOTUNE", "maybe");
+	env_bad("PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "-0.1");
+	env_bad("PS_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "nan");
+	env_bad("PS_AUTOTUNE_RETUNE_THRESHOLD", "5%");
+	env_bad("PS_AUTOTUNE_MAX_SAMPLES", "-1");
+	env_clear();
+}
+
+/* A bare --autotune is a switch; --autotune=VALUE sets it. */
+static void test_options_autotune_flag(void)
+{
+	struct psched_cfg cfg;
+	char *argv1[] = { arg("prog"), arg("--autotune"), arg("--verbose"),
+			  arg("1"), NULL };
+	char *argv2[] = { arg("prog"), arg("--autotune=0"), NULL };
+	char *argv3[] = { arg("prog"), arg("--autotune=2"), NULL };
+	char *argv4[] = { arg("prog"), arg("--autotune-retune-threshold"),
+			  arg("0.2"), NULL };
+	char *argv5[] = { arg("prog"), arg("--autotune"), arg("0"), arg("rest"),
+			  NULL };
+	int argc;
+
+	fresh(&cfg);
+	argc = 4;
+	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv1, true), 0);
+	CHECK_EQ(cfg.autotune, 1);
+	CHECK_EQ(cfg.verbose, 1);
+	argc = 2;
+	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv2, true), 0);
+	CHECK_EQ(cfg.autotune, 0);
+	argc = 2;
+	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv3, true), -EINVAL);
+	CHECK(strstr(psched_errmsg(), "--autotune") != NULL);
+	argc = 3;
+	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv4, true), 0);
+	CHECK(cfg.autotune_retune_threshold == 0.2);
+	argc = 4; /* a boolean word after the switch is its value */
+	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv5, false), 0);
+	CHECK_EQ(cfg.autotune, 0);
+	CHECK_EQ(argc, 2);
+	CHECK_STR(argv5[1], "rest");
+	flag_bad("--autotune-gaussian-process-noise", "x");
+	flag_bad("--autotune-steps-per-sample", "ten");
+}
+
 const struct test_case test_list[] = {
 	{ "options_defaults", test_options_defaults },
 	{ "options_empty_env_keeps_defaults",
@@ -883,5 +976,7 @@ const struct test_case test_list[] = {
 	  test_options_flag_bad_range_names_flag },
 	{ "options_usage_lists_everything",
 	  test_options_usage_lists_everything },
+	{ "options_autotune_env", test_options_autotune_env },
+	{ "options_autotune_flag", test_options_autotune_flag },
 	{ NULL, NULL },
 };

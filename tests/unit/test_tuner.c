@@ -670,6 +670,70 @@ static void test_tuner_level_shift_relocks_good_config(void)
 	sim_fini(&s);
 }
 
+/* The job's end logs the chosen config last: locking in if never done. */
+static void test_tuner_finish_logs_chosen_last(void)
+{
+	static struct csv c;
+	struct psd_tuner_config best;
+	struct psd_tuner_opts o;
+	struct sim s;
+	char path[256];
+	char f[32];
+	unsigned int i;
+
+	sim_opts(&o, 5);
+	o.log_path = csv_tmp_path(path, sizeof(path));
+	sim_init(&s, &o, 5);
+	CHECK_EQ(psd_tuner_finish(s.t), -EAGAIN); /* nothing observed yet */
+	sim_run_until(&s, PSD_TUNER_EXPLORE);
+	for (i = 0; i < 4 * o.steps_per_sample; i++)
+		sim_step(&s); /* a few samples, no lock-in yet */
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
+	CHECK_EQ(psd_tuner_best(s.t, NULL, NULL), -EAGAIN);
+	CHECK_EQ(psd_tuner_finish(s.t), 0);
+	CHECK_EQ(psd_tuner_best(s.t, &best, NULL), 0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	CHECK_EQ(psd_tuner_finish(s.t), 0); /* again: the same config */
+	sim_fini(&s);
+	csv_load(path, &c);
+	unlink(path);
+	CHECK_EQ(csv_count_phase(&c, "chosen"), 2);
+	for (i = c.nrows - 2; i < c.nrows; i++) {
+		csv_field(c.rows[i], 8, f, sizeof(f));
+		CHECK_STR(f, "chosen");
+		csv_field(c.rows[i], 3, f, sizeof(f));
+		CHECK_U64(strtoull(f, NULL, 10), ==, best.partition_bytes);
+		csv_field(c.rows[i], 4, f, sizeof(f));
+		CHECK_U64(strtoull(f, NULL, 10), ==, best.credit_bytes);
+		csv_field(c.rows[i], 1, f, sizeof(f));
+		CHECK_U64(strtoull(f, NULL, 10), ==, s.step - 1);
+	}
+}
+
+/* A retune search has its own sample budget, drift samples included. */
+static void test_tuner_retune_budget(void)
+{
+	struct psd_tuner_opts o;
+	struct sim s;
+	uint64_t before;
+
+	sim_opts(&o, 9);
+	o.max_samples = 12;
+	o.retune_max_samples = 6;
+	o.ei_threshold = 0.0; /* only the budget locks in */
+	sim_init(&s, &o, 9);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	CHECK_U64(psd_tuner_samples(s.t), ==, o.warmup_samples + 12);
+	s.scale = 0.5; /* every later sample drifts */
+	sim_run_until(&s, PSD_TUNER_RETUNE);
+	before = psd_tuner_samples(s.t);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	/* the retune_windows drift samples count: 6 - 3 more */
+	CHECK_U64(psd_tuner_samples(s.t) - before, ==,
+		  o.retune_max_samples - o.retune_windows);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
 	{ "tuner_rounding_rules", test_tuner_rounding_rules },
 	{ "tuner_rejects_bad_options", test_tuner_rejects_bad_options },
@@ -692,5 +756,7 @@ const struct test_case test_list[] = {
 	  test_tuner_retune_needs_consecutive_windows },
 	{ "tuner_level_shift_relocks_good_config",
 	  test_tuner_level_shift_relocks_good_config },
+	{ "tuner_finish_logs_chosen_last", test_tuner_finish_logs_chosen_last },
+	{ "tuner_retune_budget", test_tuner_retune_budget },
 	{ NULL, NULL },
 };

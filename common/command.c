@@ -1,0 +1,340 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Server commands: a worker configures every server's store (mode,
+ * optimizer) with a ServerCommand on its data connection; each server
+ * answers with a CommandAck carrying 0 or its error and reason.  One
+ * command is outstanding per worker node at a time.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+
+/* Longest optimizer name a server takes from the wire. */
+#define CMD_MAX_NAME 15
+
+static void cmd_send_ack(struct psched_node *n, struct psd_conn *c,
+			 uint64_t seq, int status, const char *why)
+{
+	Psched__CommandAck ack = PSCHED__COMMAND_ACK__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+
+	ack.seq = seq;
+	ack.status = status;
+	ack.message = (char *)(uintptr_t)why;
+	m.body_case = PSCHED__CONTROL__BODY_COMMAND_ACK;
+	m.command_ack = &ack;
+	psd_conn_send_control(c, n->id, &m);
+}
+
+/* Server, van thread: check and apply a worker's command. */
+static int cmd_apply(struct psched_node *n, const Psched__ServerCommand *sc)
+{
+	const Psched__Optimizer *po = sc->optimizer;
+	struct psched_optimizer opt;
+	int mode = (int)sc->mode;
+
+	if (mode < PSCHED__SERVER_MODE__MODE_UNCHANGED ||
+	    mode > PSCHED__SERVER_MODE__MODE_ASYNC)
+		return psd_set_errmsg(-EINVAL, "unknown server mode %d", mode);
+	if (po && po->name && strlen(po->name) > CMD_MAX_NAME)
+		return psd_set_errmsg(-EINVAL,
+				      "optimizer name of %zu bytes is too "
+				      "long",
+				      strlen(po->name));
+	if (po) {
+		opt.name = po->name;
+		opt.learning_rate = po->learning_rate;
+		opt.momentum = po->momentum;
+		opt.wd = po->wd;
+		opt.rescale_grad = po->rescale_grad;
+		opt.clip_gradient = po->clip_gradient;
+		if (psched_optimizer_check(&opt))
+			return -EINVAL;
+	}
+	if (!n->app || !n->app->command)
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "this node takes no server commands");
+	return n->app->command(n, mode, po ? &opt : NULL);
+}
+
+static void cmd_on_command(struct psched_node *n, struct psd_conn *c,
+			   const Psched__ServerCommand *sc)
+{
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	int ret;
+
+	if (n->cfg.role != PSCHED_ROLE_SERVER || !p ||
+	    p->role != PSCHED_ROLE_WORKER || p->conn != c) {
+		psd_err("dropping connection from %s: server command %s",
+			c->peer,
+			n->cfg.role != PSCHED_ROLE_SERVER
+				? "sent to a node that is no server"
+				: "before hello, or not from a worker");
+		psd_conn_close(c);
+		return;
+	}
+	ret = cmd_apply(n, sc);
+	if (ret)
+		psd_err("refusing the command %llu of %s: %s",
+			(unsigned long long)sc->seq, p->desc, psched_errmsg());
+	else
+		psd_info("applied command %llu of %s",
+			 (unsigned long long)sc->seq, p->desc);
+	cmd_send_ack(n, c, sc->seq, ret, ret ? psched_errmsg() : "");
+}
+
+/* Worker, van thread: a server answered. */
+static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
+		       const Psched__CommandAck *ack)
+{
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	int status = ack->status;
+
+	if (n->cfg.role != PSCHED_ROLE_WORKER || !p ||
+	    p->role != PSCHED_ROLE_SERVER) {
+		psd_err("dropping connection from %s: command ack from a "
+			"node that is no server",
+			c->peer);
+		psd_conn_close(c);
+		return;
+	}
+	if (status > 0)
+		status = -EPROTO;
+	pthread_mutex_lock(&n->lock);
+	if (n->cmd_busy && ack->seq == n->cmd_seq && n->cmd_acked &&
+	    p->rank >= 0 && (unsigned)p->rank < n->num_server &&
+	    !n->cmd_acked[p->rank]) {
+		n->cmd_acked[p->rank] = true;
+		n->cmd_acks++;
+		if (status && !n->cmd_status) {
+			n->cmd_status = status;
+			snprintf(n->cmd_msg, sizeof(n->cmd_msg),
+				 "%s refused the command: %.200s", p->desc,
+				 ack->message ? ack->message : "");
+		}
+		pthread_cond_broadcast(&n->cond);
+	}
+	pthread_mutex_unlock(&n->lock);
+}
+
+bool psd_cmd_rx(struct psched_node *n, struct psd_conn *c,
+		const Psched__Control *m)
+{
+	switch (m->body_case) {
+	case PSCHED__CONTROL__BODY_COMMAND:
+		cmd_on_command(n, c, m->command);
+		return true;
+	case PSCHED__CONTROL__BODY_COMMAND_ACK:
+		cmd_on_ack(n, c, m->command_ack);
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Lock held: record the first error of the outstanding command. */
+static void cmd_fail_locked(struct psched_node *n, int err, const char *fmt,
+			    ...) __attribute__((format(printf, 3, 4)));
+static void cmd_fail_locked(struct psched_node *n, int err, const char *fmt,
+			    ...)
+{
+	va_list ap;
+
+	if (n->cmd_status)
+		return;
+	n->cmd_status = err;
+	va_start(ap, fmt);
+	vsnprintf(n->cmd_msg, sizeof(n->cmd_msg), fmt, ap);
+	va_end(ap);
+}
+
+/* Send @m to every server; a server we cannot reach counts as answered
+ * with an error. */
+static void cmd_send_all(struct psched_node *n, const Psched__Control *m)
+{
+	struct psd_peer *p;
+	unsigned s;
+	int ret;
+
+	for (s = 0; s < n->num_server; s++) {
+		p = psd_node_peer(n, psd_server_id(s));
+		ret = !p || p->dead || !p->conn
+			      ? PSCHED_ENODEDEAD
+			      : psd_conn_send_control(p->conn, n->id, m);
+		if (!ret)
+			continue;
+		pthread_mutex_lock(&n->lock);
+		if (!n->cmd_acked[s]) {
+			n->cmd_acked[s] = true;
+			n->cmd_acks++;
+		}
+		cmd_fail_locked(n, ret, "cannot send the command to %s: %s",
+				p ? p->desc : "a server", psched_strerror(ret));
+		pthread_mutex_unlock(&n->lock);
+	}
+}
+
+/* Lock held: the servers that still owe an answer, for messages. */
+static void cmd_describe_missing(struct psched_node *n, char *buf, size_t len,
+				 bool *dead)
+{
+	size_t used = 0;
+	unsigned s;
+	struct psd_peer *p;
+
+	buf[0] = '\0';
+	*dead = false;
+	for (s = 0; s < n->num_server && used + 2 < len; s++) {
+		if (n->cmd_acked[s])
+			continue;
+		p = psd_node_peer(n, psd_server_id(s));
+		*dead |= p->dead;
+		used += (size_t)snprintf(buf + used, len - used, "%s%s%s",
+					 used ? ", " : "", p->desc,
+					 p->dead ? " (dead)" : "");
+	}
+}
+
+/* Lock held: wait for every server's answer, the node failing, a server
+ * dying or the deadline. */
+static void cmd_wait_locked(struct psched_node *n, unsigned timeout_ms)
+{
+	uint64_t deadline = psd_now_ms() + timeout_ms;
+	struct timespec ts;
+	char who[256];
+	bool dead;
+
+	while (n->cmd_acks < n->num_server) {
+		if (n->fatal) {
+			cmd_fail_locked(n, n->fatal, "%s", n->fatal_msg);
+			return;
+		}
+		cmd_describe_missing(n, who, sizeof(who), &dead);
+		if (dead) {
+			cmd_fail_locked(n, PSCHED_ENODEDEAD,
+					"server command: no answer from %s",
+					who);
+			return;
+		}
+		if (psd_now_ms() >= deadline) {
+			cmd_fail_locked(n, -ETIMEDOUT,
+					"server command timed out after %u ms "
+					"waiting for %s",
+					timeout_ms, who);
+			return;
+		}
+		/* Deaths are not signalled on n->cond: look again soon. */
+		psd_deadline(&ts, 100);
+		pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+	}
+}
+
+static int cmd_parse_mode(const char *mode, Psched__ServerMode *out)
+{
+	if (!mode)
+		*out = PSCHED__SERVER_MODE__MODE_UNCHANGED;
+	else if (!strcmp(mode, "sync"))
+		*out = PSCHED__SERVER_MODE__MODE_SYNC;
+	else if (!strcmp(mode, "async"))
+		*out = PSCHED__SERVER_MODE__MODE_ASYNC;
+	else
+		return psd_set_errmsg(-EINVAL,
+				      "server mode '%.32s': want sync or async",
+				      mode);
+	return 0;
+}
+
+static int cmd_begin(struct psched_node *n, unsigned timeout_ms)
+{
+	struct timespec ts;
+	bool *acked = calloc(n->num_server ? n->num_server : 1, sizeof(*acked));
+
+	if (!acked)
+		return psd_set_errmsg(-ENOMEM, "no memory for a command");
+	psd_deadline(&ts, timeout_ms);
+	pthread_mutex_lock(&n->lock);
+	while (n->cmd_busy) {
+		if (pthread_cond_timedwait(&n->cond, &n->lock, &ts) ==
+		    ETIMEDOUT) {
+			pthread_mutex_unlock(&n->lock);
+			free(acked);
+			return psd_set_errmsg(-ETIMEDOUT,
+					      "server command: another "
+					      "command of this node is still "
+					      "waiting after %u ms",
+					      timeout_ms);
+		}
+	}
+	n->cmd_busy = true;
+	n->cmd_seq++;
+	n->cmd_acks = 0;
+	n->cmd_acked = acked;
+	n->cmd_status = 0;
+	n->cmd_msg[0] = '\0';
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
+		 unsigned timeout_ms)
+{
+	Psched__Control m = PSCHED__CONTROL__INIT;
+	int ret;
+
+	if (!n || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL,
+				      "only workers configure servers");
+	if (!timeout_ms)
+		timeout_ms = n->cfg.request_timeout_ms;
+	ret = cmd_begin(n, timeout_ms);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&n->lock);
+	sc->seq = n->cmd_seq;
+	pthread_mutex_unlock(&n->lock);
+	m.body_case = PSCHED__CONTROL__BODY_COMMAND;
+	m.command = sc;
+	cmd_send_all(n, &m);
+	pthread_mutex_lock(&n->lock);
+	cmd_wait_locked(n, timeout_ms);
+	ret = n->cmd_status;
+	if (ret)
+		psd_set_errmsg(ret, "%s", n->cmd_msg);
+	free(n->cmd_acked);
+	n->cmd_acked = NULL;
+	n->cmd_busy = false;
+	pthread_cond_broadcast(&n->cond);
+	pthread_mutex_unlock(&n->lock);
+	return ret;
+}
+
+int psched_servers_configure(struct psched_node *n, const char *mode,
+			     const struct psched_optimizer *opt,
+			     unsigned timeout_ms)
+{
+	Psched__ServerCommand sc = PSCHED__SERVER_COMMAND__INIT;
+	Psched__Optimizer po = PSCHED__OPTIMIZER__INIT;
+	int ret;
+
+	if (!n || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL,
+				      "only workers configure servers");
+	ret = cmd_parse_mode(mode, &sc.mode);
+	if (ret)
+		return ret;
+	if (opt) {
+		ret = psched_optimizer_check(opt);
+		if (ret)
+			return ret;
+		po.name = (char *)(uintptr_t)(opt->name ? opt->name : "");
+		po.learning_rate = opt->learning_rate;
+		po.momentum = opt->momentum;
+		po.wd = opt->wd;
+		po.rescale_grad = opt->rescale_grad;
+		po.clip_gradient = opt->clip_gradient;
+		sc.optimizer = &po;
+	}
+	return psd_cmd_send(n, &sc, timeout_ms);
+}

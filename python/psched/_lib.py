@@ -1,0 +1,131 @@
+# SPDX-License-Identifier: MIT
+"""ctypes declarations of libpsched (include/psched.h, psched/kvstore.h)."""
+import ctypes
+import ctypes.util
+import os
+from pathlib import Path
+
+c_u64 = ctypes.c_uint64
+c_u64_p = ctypes.POINTER(c_u64)
+c_void_pp = ctypes.POINTER(ctypes.c_void_p)
+
+# enum psched_dtype
+RAW, F32, F64, I32, I64, F16 = 0, 1, 2, 3, 4, 5
+
+# psched's own error codes (include/psched.h)
+E_BASE = 4096
+ENODEDEAD = -(E_BASE + 1)
+ESHUTDOWN = -(E_BASE + 2)
+EUNKNOWNKEY = -(E_BASE + 3)
+ESIZE = -(E_BASE + 4)
+EREMOTE = -(E_BASE + 5)
+ERENDEZVOUS = -(E_BASE + 6)
+
+
+class Optimizer(ctypes.Structure):
+    """struct psched_optimizer"""
+    _fields_ = [
+        ("name", ctypes.c_char_p),
+        ("learning_rate", ctypes.c_double),
+        ("momentum", ctypes.c_double),
+        ("wd", ctypes.c_double),
+        ("rescale_grad", ctypes.c_double),
+        ("clip_gradient", ctypes.c_double),
+    ]
+
+
+# typedef void psched_updater_fn(uint64_t key, enum psched_dtype dtype,
+#     uint64_t offset, void *stored, const void *merged, uint64_t nbytes,
+#     void *arg);
+UPDATER_FN = ctypes.CFUNCTYPE(None, c_u64, ctypes.c_int, c_u64,
+                              ctypes.c_void_p, ctypes.c_void_p, c_u64,
+                              ctypes.c_void_p)
+
+
+def candidates():
+    """Where libpsched.so is looked for, in order."""
+    here = Path(__file__).resolve().parent
+    out = []
+    env = os.environ.get("PSCHED_LIBRARY")
+    if env:
+        out.append(Path(env))
+    out.append(here / "libpsched.so")
+    # Source tree: python/psched -> <repo>/build/lib
+    build = os.environ.get("BUILD", "build")
+    out.append(here.parents[1] / build / "lib" / "libpsched.so")
+    # make install: $(PREFIX)/lib/python3/dist-packages/psched -> $(PREFIX)/lib
+    if len(here.parents) > 2:
+        out.append(here.parents[2] / "libpsched.so")
+    return out
+
+
+_lib = None
+_path = None
+
+
+def _declare(lib):
+    f = lib.psched_errmsg
+    f.restype, f.argtypes = ctypes.c_char_p, []
+    f = lib.psched_strerror
+    f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    vp = ctypes.c_void_p
+    sigs = {
+        "psched_kvstore_create": [ctypes.c_char_p, vp, ctypes.POINTER(vp)],
+        "psched_kvstore_destroy": [vp],
+        "psched_kvstore_rank": [vp],
+        "psched_kvstore_num_workers": [vp],
+        "psched_kvstore_init": [vp, c_u64_p, ctypes.c_size_t, c_void_pp,
+                                c_u64_p, ctypes.c_int],
+        "psched_kvstore_push": [vp, c_u64_p, ctypes.c_size_t, c_void_pp,
+                                c_u64_p, ctypes.c_int, ctypes.c_int],
+        "psched_kvstore_pull": [vp, c_u64_p, ctypes.c_size_t, c_void_pp,
+                                c_u64_p, ctypes.c_int, ctypes.c_int],
+        "psched_kvstore_pushpull": [vp, c_u64_p, ctypes.c_size_t, c_void_pp,
+                                    c_void_pp, c_u64_p, ctypes.c_int,
+                                    ctypes.c_int],
+        "psched_kvstore_wait": [vp, c_u64_p, ctypes.c_size_t],
+        "psched_kvstore_barrier": [vp],
+        "psched_kvstore_set_optimizer": [vp, ctypes.POINTER(Optimizer)],
+        "psched_kvstore_set_updater": [vp, UPDATER_FN, vp],
+        "psched_kvstore_run_node_from_env": [],
+        "psched_optimizer_check": [ctypes.POINTER(Optimizer)],
+    }
+    for name, args in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = ctypes.c_int, args
+    f = lib.psched_kvstore_type
+    f.restype, f.argtypes = ctypes.c_char_p, [vp]
+
+
+def load():
+    """The loaded library (found as candidates() lists, then by the
+    dynamic linker's own search)."""
+    global _lib, _path
+    if _lib is not None:
+        return _lib
+    tried = []
+    for p in candidates():
+        tried.append(str(p))
+        if p.is_file():
+            lib = ctypes.CDLL(str(p))
+            _path = p
+            break
+    else:
+        name = ctypes.util.find_library("psched") or "libpsched.so"
+        tried.append(name)
+        try:
+            lib = ctypes.CDLL(name)
+        except OSError:
+            raise ImportError(
+                "psched: cannot find libpsched.so (tried %s); build it "
+                "with `make`, install it with `make install`, or set "
+                "PSCHED_LIBRARY" % ", ".join(tried)) from None
+        _path = Path(name)
+    _declare(lib)
+    _lib = lib
+    return lib
+
+
+def path():
+    load()
+    return _path

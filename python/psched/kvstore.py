@@ -1,0 +1,469 @@
+# SPDX-License-Identifier: MIT
+"""MXNet-style KVStore over libpsched (ctypes; numpy arrays in and out).
+
+Method names and argument order follow ``mxnet.kvstore.KVStore`` so code
+written for MXNet's kvstore ports by changing the import::
+
+    import psched as mx          # or: from psched import kv
+    kv = mx.kv.create('dist_sync')
+    kv.init(3, np.ones((2, 3), np.float32))
+    kv.push(3, grad, priority=-layer)
+    kv.pull(3, out=weight, priority=-layer)
+
+Values are numpy arrays (or CPU torch tensors, used through their numpy
+view).  Contiguous arrays are handed to the library as they are, without
+copies: a pushed array must not be modified until a later call that
+covers its key returns (pull, pushpull, wait), and a pulled-into array is
+written in place.
+"""
+import ctypes
+import os
+import sys
+
+import numpy as np
+
+from . import _lib
+from .optimizer import Optimizer as _PyOptimizer
+
+__all__ = ["KVStore", "PSchedError", "create"]
+
+
+class PSchedError(RuntimeError):
+    """A psched call failed.  ``code`` is the library's negative error
+    code (psched_strerror() names it), ``str()`` its message."""
+
+    def __init__(self, message, code=0):
+        super().__init__(message)
+        self.code = code
+
+
+_DTYPES = {
+    np.dtype(np.float32): _lib.F32,
+    np.dtype(np.float64): _lib.F64,
+    np.dtype(np.float16): _lib.F16,
+    np.dtype(np.int32): _lib.I32,
+    np.dtype(np.int64): _lib.I64,
+}
+
+_KEY_LIMIT = 1 << 63
+
+
+def _ckey(key):
+    """The library's uint64 key of a Python key (int, or str by a stable
+    64-bit FNV-1a hash with the top bit set, so it never meets an int)."""
+    if isinstance(key, (bool, np.bool_)):
+        raise PSchedError("key %r: keys are int or str" % (key,), -22)
+    if isinstance(key, (int, np.integer)):
+        key = int(key)
+        if not 0 <= key < _KEY_LIMIT:
+            raise PSchedError("key %d: int keys must be in [0, 2**63)" % key,
+                              -22)
+        return key
+    if isinstance(key, str):
+        h = 0xcbf29ce484222325
+        for b in key.encode("utf-8"):
+            h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
+        return h | _KEY_LIMIT
+    raise PSchedError("key %r: keys are int or str, not %s"
+                      % (key, type(key).__name__), -22)
+
+
+def _as_array(v, what):
+    """A numpy view of @v (ndarray, CPU torch tensor, or array-like)."""
+    if isinstance(v, np.ndarray):
+        return v
+    if hasattr(v, "detach") and hasattr(v, "numpy"):
+        return v.detach().numpy()  # shares the tensor's memory
+    if isinstance(v, (list, tuple)):
+        raise PSchedError("%s: expected an array, got a nested %s"
+                          % (what, type(v).__name__), -22)
+    return np.asarray(v)
+
+
+def _code_of(dtype, what):
+    code = _DTYPES.get(np.dtype(dtype))
+    if code is None:
+        raise PSchedError(
+            "%s: dtype %s is not supported (float32, float64, float16, "
+            "int32, int64)" % (what, np.dtype(dtype).name), -22)
+    return code
+
+
+class _Pending:
+    """What a key's outstanding requests need kept alive, and what to do
+    once they are done (copy a pulled temporary into its destination)."""
+    __slots__ = ("keep", "after")
+
+    def __init__(self):
+        self.keep = []
+        self.after = []
+
+
+def create(name="local"):
+    """``mxnet.kv.create``: a KVStore of type @name."""
+    return KVStore(name)
+
+
+class KVStore:
+    """A key-value store: ``local`` (this process), ``dist_sync`` or
+    ``dist_async`` (a worker of a psched job described by the DMLC_*
+    environment, as set by ``python3 -m psched.launch``)."""
+
+    def __init__(self, kvtype="local"):
+        if not isinstance(kvtype, str):
+            raise PSchedError("KVStore type must be a str", -22)
+        lib = _lib.load()
+        self._lib = lib
+        self._handle = None
+        if kvtype.startswith("dist") and os.environ.get("DMLC_ROLE") in (
+                "server", "scheduler"):
+            # dmlc-tracker style: the same script runs in every role;
+            # a server or scheduler serves, then exits (as MXNet does).
+            ret = lib.psched_kvstore_run_node_from_env()
+            if ret < 0:
+                sys.stderr.write("psched: %s\n" % self._msg())
+            sys.exit(0 if ret == 0 else 1)
+        h = ctypes.c_void_p()
+        ret = lib.psched_kvstore_create(kvtype.encode(), None,
+                                        ctypes.byref(h))
+        self._check(ret)
+        self._handle = h
+        self._meta = {}     # ckey -> (pykey, shape, dtype)
+        self._names = {}    # ckey -> pykey, for messages
+        self._pending = {}  # ckey -> _Pending
+        self._updater = None
+        self._updater_exc = None
+
+    # -- errors ---------------------------------------------------------
+
+    def _msg(self):
+        m = self._lib.psched_errmsg()
+        return m.decode(errors="replace") if m else ""
+
+    def _check(self, ret, names=None):
+        if ret == 0:
+            return
+        msg = self._msg() or self._lib.psched_strerror(ret).decode()
+        for ck, pk in (names or {}).items():
+            if isinstance(pk, str):
+                msg = msg.replace("key %d" % ck, "key %r" % pk)
+        raise PSchedError(msg, ret)
+
+    def _live(self):
+        if self._handle is None:
+            raise PSchedError("the KVStore is closed", -22)
+        return self._handle
+
+    # -- properties -----------------------------------------------------
+
+    @property
+    def type(self):
+        return self._lib.psched_kvstore_type(self._live()).decode()
+
+    @property
+    def rank(self):
+        return self._lib.psched_kvstore_rank(self._live())
+
+    @property
+    def num_workers(self):
+        return self._lib.psched_kvstore_num_workers(self._live())
+
+    # -- argument handling ----------------------------------------------
+
+    def _entries(self, key, value, what):
+        """[(ckey, pykey, [arrays])] for a key or a list of keys, each
+        with an array or a list of arrays (one per device)."""
+        if isinstance(key, (list, tuple)):
+            if not isinstance(value, (list, tuple)) or len(value) != len(key):
+                raise PSchedError(
+                    "%s: %d keys need a list of %d values"
+                    % (what, len(key), len(key)), -22)
+            pairs = list(zip(key, value))
+        else:
+            pairs = [(key, value)]
+        out = []
+        for k, v in pairs:
+            ck = _ckey(k)
+            self._names[ck] = k
+            vs = list(v) if isinstance(v, (list, tuple)) else [v]
+            if not vs:
+                raise PSchedError("%s of key %r: no value" % (what, k), -22)
+            out.append((ck, k, [_as_array(a, "%s of key %r" % (what, k))
+                                for a in vs]))
+        return out
+
+    def _check_shape(self, what, ck, k, arr, exact):
+        """Shape check against init; sizes that differ are left to the
+        library, which names both sizes (except a pull into a larger
+        array, which the library would accept)."""
+        meta = self._meta.get(ck)
+        if meta is None or arr.shape == meta[1]:
+            return
+        size = int(np.prod(meta[1]))
+        if arr.size == size or (not exact and
+                                arr.nbytes > meta[2].itemsize * size):
+            raise PSchedError(
+                "%s of key %r: shape %s differs from the shape %s the key "
+                "was initialised with" % (what, k, arr.shape, meta[1]),
+                _lib.ESIZE)
+
+    @staticmethod
+    def _groups(items):
+        """Split (ckey, dtype code, ...) items by dtype, keeping order."""
+        groups = {}
+        for it in items:
+            groups.setdefault(it[1], []).append(it)
+        return groups.values()
+
+    def _pend(self, ck):
+        p = self._pending.get(ck)
+        if p is None:
+            p = self._pending[ck] = _Pending()
+        return p
+
+    @staticmethod
+    def _ptr(arr):
+        return ctypes.c_void_p(arr.ctypes.data)
+
+    # -- init -----------------------------------------------------------
+
+    def init(self, key, value):
+        """Declare keys with initial values (collective: every worker
+        calls it with the same keys; rank 0's values are stored)."""
+        items = []
+        for ck, k, arrs in self._entries(key, value, "init"):
+            if ck in self._meta:
+                raise PSchedError("init of key %r: the key is already "
+                                  "initialised" % (k,), -17)
+            a = np.ascontiguousarray(arrs[0])
+            items.append((ck, _code_of(a.dtype, "init of key %r" % (k,)),
+                          k, a))
+        for g in self._groups(items):
+            n = len(g)
+            keys = (_lib.c_u64 * n)(*[it[0] for it in g])
+            vals = (ctypes.c_void_p * n)(*[self._ptr(it[3]) for it in g])
+            lens = (_lib.c_u64 * n)(*[it[3].nbytes for it in g])
+            ret = self._lib.psched_kvstore_init(self._live(), keys, n, vals,
+                                                lens, g[0][1])
+            self._check(ret, {it[0]: it[2] for it in g})
+            for ck, _, k, a in g:
+                self._meta[ck] = (k, a.shape, a.dtype)
+
+    # -- push / pull ----------------------------------------------------
+
+    def _push_items(self, entries, what):
+        """(ckey, code, pykey, contiguous array to send) per entry."""
+        items = []
+        for ck, k, arrs in entries:
+            w = "%s of key %r" % (what, k)
+            for a in arrs:
+                self._check_shape(what, ck, k, a, True)
+            if len(arrs) == 1:
+                a = np.ascontiguousarray(arrs[0])
+            else:  # one value per device: sum them here first
+                acc = np.float32 if arrs[0].dtype == np.float16 else None
+                with np.errstate(over="ignore"):  # float16 may overflow
+                    a = np.sum(np.stack(arrs), axis=0, dtype=acc).astype(
+                        arrs[0].dtype)
+            items.append((ck, _code_of(a.dtype, w), k, a))
+        return items
+
+    def _out_items(self, entries, what):
+        """(ckey, code, pykey, array written by the library) per entry;
+        copies into non-contiguous and extra (per device) outputs are
+        queued for when the request is done."""
+        items = []
+        for ck, k, arrs in entries:
+            w = "%s of key %r" % (what, k)
+            for a in arrs:
+                if not isinstance(a, np.ndarray) or not a.flags.writeable:
+                    raise PSchedError("%s: out must be a writeable numpy "
+                                      "array (or CPU tensor)" % w, -22)
+                self._check_shape(what, ck, k, a, False)
+            dst = arrs[0]
+            if not dst.flags.c_contiguous:
+                dst = np.empty(dst.shape, dst.dtype)
+            p = self._pend(ck)
+            for a in arrs:
+                if a is not dst:
+                    p.after.append((a, dst))
+            items.append((ck, _code_of(dst.dtype, w), k, dst))
+        return items
+
+    def _issue(self, fn, items, priority, outs=None):
+        """Call @fn once per dtype group; keep the arrays alive."""
+        for g in self._groups(items):
+            n = len(g)
+            keys = (_lib.c_u64 * n)(*[it[0] for it in g])
+            names = {it[0]: it[2] for it in g}
+            if outs is None:
+                bufs = (ctypes.c_void_p * n)(*[self._ptr(it[3]) for it in g])
+                lens = (_lib.c_u64 * n)(*[it[3].nbytes for it in g])
+                ret = fn(self._live(), keys, n, bufs, lens, g[0][1],
+                         int(priority))
+            else:  # pushpull: @items are pushes, @outs the outputs by key
+                o = [outs[it[0]] for it in g]
+                for it, x in zip(g, o):
+                    if x[1] != it[1]:
+                        raise PSchedError(
+                            "pushpull of key %r: out is %s but the value "
+                            "is %s" % (it[2], x[3].dtype, it[3].dtype), -22)
+                bufs = (ctypes.c_void_p * n)(*[self._ptr(it[3]) for it in g])
+                obufs = (ctypes.c_void_p * n)(*[self._ptr(x[3]) for x in o])
+                lens = (_lib.c_u64 * n)(*[it[3].nbytes for it in g])
+                ret = fn(self._live(), keys, n, bufs, obufs, lens, g[0][1],
+                         int(priority))
+            self._check(ret, names)
+            self._raise_updater_exc()
+            for it in g:
+                self._pend(it[0]).keep.append(it[3])
+                if outs is not None:
+                    self._pend(it[0]).keep.append(outs[it[0]][3])
+
+    def _drop_pending(self, cks):
+        for ck in cks:
+            self._pending.pop(ck, None)
+
+    def push(self, key, value, priority=0):
+        """Add @value to the keys' aggregate of this step (asynchronous:
+        returns once sent; don't modify @value until a later pull,
+        pushpull or wait of the key).  Larger @priority = more urgent."""
+        items = self._push_items(self._entries(key, value, "push"), "push")
+        self._issue(self._lib.psched_kvstore_push, items, priority)
+        # Bound what a push-only loop keeps alive.
+        for it in items:
+            if len(self._pending[it[0]].keep) > 64:
+                self.wait(self._names[it[0]])
+
+    def pull(self, key, out=None, priority=0, ignore_sparse=True,
+             block=True):
+        """Copy the keys' values into @out (an array, or a list of arrays
+        per device, per key).  Waits for the values unless @block is
+        False (then call wait() before reading @out)."""
+        if out is None:
+            raise PSchedError("pull: out is required", -22)
+        entries = self._entries(key, out, "pull")
+        items = self._out_items(entries, "pull")
+        self._issue(self._lib.psched_kvstore_pull, items, priority)
+        if block:
+            self.wait([e[1] for e in entries])
+
+    def pushpull(self, key, value, out=None, priority=0, block=True):
+        """push then pull in one round trip; @out None = into @value."""
+        pe = self._entries(key, value, "pushpull")
+        items = self._push_items(pe, "pushpull")
+        oe = pe if out is None else self._entries(key, out, "pushpull")
+        outs = {it[0]: it for it in self._out_items(oe, "pushpull")}
+        self._issue(self._lib.psched_kvstore_pushpull, items, priority,
+                    outs)
+        if block:
+            self.wait([e[1] for e in pe])
+
+    def wait(self, keys=None):
+        """Wait for every request issued on @keys (all when None); raise
+        the first failure.  Then pulled values are in their arrays."""
+        if keys is None:
+            cks = list(self._pending)
+            ret = self._lib.psched_kvstore_wait(self._live(), None, 0)
+        else:
+            ks = keys if isinstance(keys, (list, tuple)) else [keys]
+            cks = [_ckey(k) for k in ks]
+            arr = (_lib.c_u64 * len(cks))(*cks)
+            ret = self._lib.psched_kvstore_wait(self._live(), arr, len(cks))
+        if ret == 0:
+            for ck in cks:
+                p = self._pending.get(ck)
+                for dst, src in (p.after if p else ()):
+                    np.copyto(dst, src)
+        self._drop_pending(cks)
+        self._check(ret, {ck: self._names.get(ck) for ck in cks})
+
+    def wait_all(self):
+        self.wait(None)
+
+    # -- job ------------------------------------------------------------
+
+    def barrier(self):
+        """Wait until every worker gets here."""
+        self._check(self._lib.psched_kvstore_barrier(self._live()))
+
+    _barrier = barrier
+
+    def set_optimizer(self, optimizer):
+        """Apply @optimizer where values are aggregated (the servers, or
+        this process for ``local``).  Collective for dist stores.  Takes
+        a psched.optimizer object or any object with the same attributes
+        (an mxnet.optimizer.SGD works)."""
+        o = _PyOptimizer.to_c(optimizer)
+        self._check(self._lib.psched_kvstore_set_optimizer(
+            self._live(), ctypes.byref(o)))
+
+    def _set_updater(self, updater):
+        """``local`` only: ``updater(key, merged, stored)`` folds @merged
+        into @stored in place (MXNet's custom updater).  None removes it.
+        Dist stores run their updater on the servers (C:
+        psched_server_set_updater)."""
+        if updater is None:
+            fn = _lib.UPDATER_FN()
+        else:
+            fn = _lib.UPDATER_FN(self._make_updater(updater))
+        self._check(self._lib.psched_kvstore_set_updater(self._live(), fn,
+                                                         None))
+        self._updater = fn
+
+    def _make_updater(self, updater):
+        def call(ckey, dtype, offset, stored, merged, nbytes, arg):
+            try:
+                pk, shape, dt = self._meta[ckey]
+                n = nbytes // dt.itemsize
+                st = np.ctypeslib.as_array(
+                    (ctypes.c_byte * nbytes).from_address(stored)).view(dt)
+                mg = np.ctypeslib.as_array(
+                    (ctypes.c_byte * nbytes).from_address(merged)).view(dt)
+                if offset == 0 and n == int(np.prod(shape)):
+                    st, mg = st.reshape(shape), mg.reshape(shape)
+                mg.flags.writeable = False
+                updater(pk, mg, st)
+            except BaseException as e:  # raised after the call returns
+                if self._updater_exc is None:
+                    self._updater_exc = e
+        return call
+
+    def _raise_updater_exc(self):
+        e, self._updater_exc = self._updater_exc, None
+        if e is not None:
+            raise PSchedError("custom updater raised %s: %s"
+                              % (type(e).__name__, e), -22) from e
+
+    def set_gradient_compression(self, compression_params):
+        raise NotImplementedError("psched does not compress gradients")
+
+    def save_optimizer_states(self, fname, dump_optimizer=False):
+        raise NotImplementedError("optimizer states live on the servers "
+                                  "and are not saved")
+
+    def load_optimizer_states(self, fname):
+        raise NotImplementedError("optimizer states live on the servers "
+                                  "and are not loaded")
+
+    def close(self):
+        """Wait for outstanding requests, leave the job (workers: the
+        job ends when every worker has closed)."""
+        if self._handle is None:
+            return
+        h, self._handle = self._handle, None
+        ret = self._lib.psched_kvstore_destroy(h)
+        self._pending.clear()
+        self._check(ret)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

@@ -1,0 +1,289 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Autotuner wiring on the scheduler (van thread): worker Metrics become
+ * one score per step window (steps/s of the slowest live worker, at the
+ * lowest step any live worker completed), fed to the tuner only for
+ * windows that ran entirely under the tuner's current config, i.e. from
+ * the step the scheduler committed it at (the tuner's own guess of that
+ * step is superseded) and never while a switch is open.
+ */
+#include <inttypes.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "autotune.h"
+#include "tuner/tuner.h"
+
+struct at_worker {
+	bool live;
+	bool seen;	  /* reported at least once */
+	uint64_t from;	  /* first step of its latest window */
+	uint64_t step;	  /* last step of its latest window */
+	double step_time; /* mean step time of that window, seconds */
+};
+
+struct psd_autotune {
+	struct psd_tuner *t;
+	struct at_worker *w;
+	unsigned slots;
+	struct psd_tuner_config cur; /* what the tuner wants run */
+	bool want;		     /* cur not committed yet */
+	uint32_t epoch;		     /* switch carrying cur; 0: none */
+	bool gated;		     /* a config of ours is in force */
+	uint64_t gate;		     /* ...from this step */
+	uint64_t last_step;	     /* last step reported to the tuner */
+	uint64_t samples;	     /* tuner samples already shown */
+	enum psd_tuner_phase phase;
+};
+
+static void at_fill_opts(const struct psched_cfg *cfg, struct psd_tuner_opts *o)
+{
+	psd_tuner_opts_default(o);
+	o->part_min = cfg->autotune_partition_min;
+	o->part_max = cfg->autotune_partition_max;
+	o->fixed_partition = cfg->partition_bytes;
+	o->fixed_credit = cfg->credit_bytes;
+	o->warmup_samples = cfg->autotune_warmup_samples;
+	o->steps_per_sample = cfg->autotune_steps_per_sample;
+	o->max_samples = cfg->autotune_max_samples;
+	o->retune_max_samples = cfg->autotune_retune_max_samples;
+	o->noise = cfg->autotune_gp_noise;
+	o->retune_threshold = cfg->autotune_retune_threshold;
+	o->seed = cfg->autotune_seed;
+	/* The scheduler commits at 1 + the highest step any worker pushed,
+	 * at least one past the report that asked for the switch. */
+	o->apply_delay = 1;
+	if (cfg->autotune_log_file[0])
+		o->log_path = cfg->autotune_log_file;
+}
+
+int psd_autotune_create(const struct psched_cfg *cfg, unsigned slots,
+			struct psd_autotune **out)
+{
+	struct psd_tuner_opts o;
+	struct psd_autotune *at;
+	int ret;
+
+	at_fill_opts(cfg, &o);
+	if (o.fixed_partition && o.fixed_credit)
+		return psd_set_errmsg(-EINVAL,
+				      "--autotune with both PS_PARTITION_BYTES "
+				      "and PS_CREDIT_BYTES fixed: nothing left "
+				      "to tune");
+	at = calloc(1, sizeof(*at));
+	if (!at)
+		return -ENOMEM;
+	at->w = calloc(slots, sizeof(*at->w));
+	if (!at->w) {
+		free(at);
+		return -ENOMEM;
+	}
+	at->slots = slots;
+	ret = psd_tuner_create(&o, &at->t);
+	if (ret) {
+		psd_autotune_destroy(at);
+		if (ret == -EINVAL)
+			return psd_set_errmsg(
+				ret,
+				"bad autotune options: partition "
+				"range %" PRIu64 "..%" PRIu64
+				" (powers of two >= 4096), "
+				"steps per sample %u, max "
+				"samples %u (>= 1), retune "
+				"threshold %g (> 0), fixed "
+				"partition %" PRIu64 ", fixed credit %" PRIu64,
+				o.part_min, o.part_max, o.steps_per_sample,
+				o.max_samples, o.retune_threshold,
+				o.fixed_partition, o.fixed_credit);
+		return psd_set_errmsg(ret, "autotune log '%s': %s",
+				      cfg->autotune_log_file,
+				      psched_strerror(ret));
+	}
+	psd_tuner_current(at->t, &at->cur);
+	at->want = true; /* every node starts on the tuner's first config */
+	at->phase = psd_tuner_phase(at->t);
+	*out = at;
+	return 0;
+}
+
+void psd_autotune_destroy(struct psd_autotune *at)
+{
+	if (!at)
+		return;
+	psd_tuner_destroy(at->t);
+	free(at->w);
+	free(at);
+}
+
+/* Tuner progress goes to stderr whatever the log level: it was asked for. */
+static void at_show(struct psd_autotune *at)
+{
+	enum psd_tuner_phase ph = psd_tuner_phase(at->t);
+	struct psd_tuner_config best;
+	char line[256];
+	double score;
+
+	if (psd_tuner_samples(at->t) != at->samples) {
+		at->samples = psd_tuner_samples(at->t);
+		psd_tuner_progress(at->t, line, sizeof(line));
+		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__, "%s", line);
+	}
+	if (ph == at->phase)
+		return;
+	if (ph == PSD_TUNER_LOCKED && !psd_tuner_best(at->t, &best, &score))
+		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+			     "autotune: locked in partition %" PRIu64
+			     " bytes, credit %" PRIu64
+			     " bytes (%.4g steps/s) after %" PRIu64 " samples",
+			     best.partition_bytes, best.credit_bytes, score,
+			     at->samples);
+	else if (ph == PSD_TUNER_RETUNE)
+		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+			     "autotune: search reopened at sample %" PRIu64,
+			     at->samples);
+	at->phase = ph;
+}
+
+/* Report the window every live worker has completed, if it is new. */
+static void at_try_report(struct psd_autotune *at)
+{
+	uint64_t step = UINT64_MAX;
+	double slowest = 0.0;
+	bool changed = false;
+	unsigned i, n = 0;
+	int ret;
+
+	if (at->want || !at->gated)
+		return;
+	for (i = 0; i < at->slots; i++) {
+		const struct at_worker *w = &at->w[i];
+
+		if (!w->live)
+			continue;
+		if (!w->seen || w->from < at->gate)
+			return; /* some worker's window still mixes configs */
+		if (w->step < step)
+			step = w->step;
+		if (w->step_time > slowest)
+			slowest = w->step_time;
+		n++;
+	}
+	if (!n || step <= at->last_step)
+		return;
+	at->last_step = step;
+	ret = psd_tuner_report(at->t, step, 1.0 / slowest, &at->cur, &changed);
+	if (ret)
+		psd_warn("autotune: report of step %" PRIu64 " (%.4g steps/s) "
+			 "failed: %s",
+			 step, 1.0 / slowest, psched_strerror(ret));
+	at_show(at);
+	if (changed) {
+		at->want = true;
+		at->epoch = 0;
+	}
+}
+
+void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
+			  double step_time_s)
+{
+	struct at_worker *w;
+
+	if (!at || slot >= at->slots)
+		return;
+	w = &at->w[slot];
+	if (!w->live)
+		return; /* not a worker, or left already */
+	if (!isfinite(step_time_s) || step_time_s <= 0.0 ||
+	    (w->seen && step <= w->step)) {
+		psd_debug("autotune: ignoring metrics of step %" PRIu64
+			  " (step time %g s) from worker slot %u",
+			  step, step_time_s, slot);
+		return;
+	}
+	/* The first window's start is unknown: it never counts. */
+	w->from = w->seen ? w->step + 1 : 0;
+	w->step = step;
+	w->step_time = step_time_s;
+	w->seen = true;
+	at_try_report(at);
+}
+
+void psd_autotune_worker_add(struct psd_autotune *at, unsigned slot)
+{
+	if (at && slot < at->slots)
+		at->w[slot].live = true;
+}
+
+void psd_autotune_worker_gone(struct psd_autotune *at, unsigned slot)
+{
+	unsigned i, live = 0;
+	int ret;
+
+	if (!at || slot >= at->slots || !at->w[slot].live)
+		return;
+	at->w[slot].live = false;
+	for (i = 0; i < at->slots; i++)
+		live += at->w[i].live;
+	if (!live)
+		return; /* the job is ending */
+	ret = psd_tuner_workers_changed(at->t);
+	if (ret)
+		psd_warn("autotune: cannot reopen the search after a worker "
+			 "left: %s",
+			 psched_strerror(ret));
+	at_show(at);
+}
+
+void psd_autotune_finish(struct psd_autotune *at)
+{
+	struct psd_tuner_config best;
+	double score;
+
+	if (!at)
+		return;
+	if (psd_tuner_finish(at->t) || psd_tuner_best(at->t, &best, &score)) {
+		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+			     "autotune: the job ended before the first sample; "
+			     "nothing chosen");
+		return;
+	}
+	psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+		     "autotune: chosen config: partition %" PRIu64
+		     " bytes, credit %" PRIu64 " bytes (%.4g steps/s)",
+		     best.partition_bytes, best.credit_bytes, score);
+}
+
+bool psd_autotune_wanted(const struct psd_autotune *at, uint64_t *part,
+			 uint64_t *credit)
+{
+	if (!at || !at->want || at->epoch)
+		return false;
+	*part = at->cur.partition_bytes;
+	*credit = at->cur.credit_bytes;
+	return true;
+}
+
+void psd_autotune_proposed(struct psd_autotune *at, uint32_t epoch)
+{
+	if (at && at->want)
+		at->epoch = epoch;
+}
+
+void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
+			   bool committed, uint64_t from)
+{
+	if (!at || !at->want || !at->epoch || epoch != at->epoch)
+		return;
+	if (!committed) {
+		at->epoch = 0; /* propose it again */
+		return;
+	}
+	at->want = false;
+	at->gated = true;
+	at->gate = from;
+	psd_info("autotune: tuner config %" PRIu64 " is config epoch %u "
+		 "from step %" PRIu64,
+		 at->cur.epoch, epoch, from);
+}

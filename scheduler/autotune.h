@@ -1,0 +1,60 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler's side of the autotuner: turns worker Metrics into
+ * tuner reports and tuner configs into config switches.  It knows the
+ * workers only by their slot in the scheduler's node table and the
+ * switches only by epoch and first step; the scheduler proposes and
+ * commits (scheduler.c).  Van thread only.  See docs/tuner.md.
+ */
+#ifndef PSCHED_SCHEDULER_AUTOTUNE_H
+#define PSCHED_SCHEDULER_AUTOTUNE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "psched.h"
+
+struct psd_autotune;
+
+/*
+ * Create the tuner from @cfg's autotune_* knobs for @slots worker slots.
+ * A non-zero cfg->partition_bytes or credit_bytes fixes that knob.
+ * Returns 0, -EINVAL (psched_errmsg() says which knob), -ENOMEM, or
+ * -errno from opening the log file.
+ */
+int psd_autotune_create(const struct psched_cfg *cfg, unsigned slots,
+			struct psd_autotune **out);
+/* NULL is a no-op. */
+void psd_autotune_destroy(struct psd_autotune *at);
+
+/*
+ * Worker in @slot reported steps (@from_step .. @step were not all
+ * reported before: @step is its last completed step) with a mean step
+ * time of @step_time_s.  May complete a sample and make the tuner want a
+ * new config (psd_autotune_wanted()).
+ */
+void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
+			  double step_time_s);
+
+/* @slot holds a worker (once the cluster is complete). */
+void psd_autotune_worker_add(struct psd_autotune *at, unsigned slot);
+/* The worker in @slot left (death or finalize): reopen the search. */
+void psd_autotune_worker_gone(struct psd_autotune *at, unsigned slot);
+
+/* The job ends: log the chosen config (the CSV's last row). */
+void psd_autotune_finish(struct psd_autotune *at);
+
+/*
+ * The config the tuner wants and nobody proposed yet: true and the
+ * sizes, or false.
+ */
+bool psd_autotune_wanted(const struct psd_autotune *at, uint64_t *part,
+			 uint64_t *credit);
+/* The scheduler proposed the wanted config as switch @epoch. */
+void psd_autotune_proposed(struct psd_autotune *at, uint32_t epoch);
+/* Switch @epoch committed from step @from, or (@committed false) was
+ * called off: then the wanted config is proposed again. */
+void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
+			   bool committed, uint64_t from);
+
+#endif

@@ -1,0 +1,799 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KVStore (include/psched/kvstore.h): MXNet's kvstore over the public node
+ * API.  It records each key's dtype and size at init and checks every call
+ * against them before anything is sent, maps MXNet priorities onto the
+ * node's order, and keeps the outstanding requests of each key so that a
+ * wait covers exactly the requests issued on those keys.  The "local" type
+ * keeps the values in this process.
+ */
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "psched/kvstore.h"
+#include "../server/updater.h"
+
+enum kvstore_kind {
+	KVSTORE_LOCAL = 0,
+	KVSTORE_SYNC = 1,
+	KVSTORE_ASYNC = 2,
+};
+
+enum kvstore_op_state {
+	OP_PENDING = 0, /* issued, nobody waits yet */
+	OP_WAITING = 1, /* a thread is in psched_wait() for it */
+	OP_DONE = 2,
+};
+
+/* One issued request; referenced by the keys it names. */
+struct kvstore_op {
+	uint64_t req;
+	int state;
+	int err;
+	bool reported;
+	char *msg; /* on error */
+	unsigned refs;
+};
+
+struct kvstore_key {
+	uint64_t key;
+	bool used;
+	uint8_t dtype;
+	uint64_t nbytes;
+	uint8_t *value; /* "local": the stored value */
+	struct kvstore_op **ops;
+	unsigned nops;
+	unsigned ops_cap;
+};
+
+struct psched_kvstore {
+	enum kvstore_kind kind;
+	struct psched_node *node;
+	int rank;
+	int nworkers;
+	pthread_mutex_t lock;	  /* guards everything below */
+	pthread_cond_t cond;	  /* an op became done */
+	struct kvstore_key *keys; /* open addressing */
+	size_t kcap;
+	size_t kcount;
+	struct psd_updater upd; /* "local" */
+};
+
+static const char *kvstore_dtype_name(unsigned dtype)
+{
+	static const char *const names[] = {
+		"raw", "float32", "float64", "int32", "int64", "float16",
+	};
+
+	return dtype < PSD_ARRAY_SIZE(names) ? names[dtype] : "?";
+}
+
+/* MXNet: larger = more urgent; the node API: smaller = sooner. */
+static int kvstore_priority(int mx)
+{
+	return mx == INT_MIN ? INT_MAX : -mx;
+}
+
+static size_t kvstore_slot(uint64_t k, size_t cap)
+{
+	k ^= k >> 31;
+	k *= 0x9e3779b97f4a7c15ull;
+	k ^= k >> 29;
+	return (size_t)k & (cap - 1);
+}
+
+static struct kvstore_key *kvstore_find(struct psched_kvstore *kv, uint64_t key)
+{
+	size_t i;
+
+	if (!kv->kcap)
+		return NULL;
+	for (i = kvstore_slot(key, kv->kcap); kv->keys[i].used;
+	     i = (i + 1) & (kv->kcap - 1))
+		if (kv->keys[i].key == key)
+			return &kv->keys[i];
+	return NULL;
+}
+
+static int kvstore_grow(struct psched_kvstore *kv)
+{
+	size_t ncap = kv->kcap ? kv->kcap * 2 : 256, i, j;
+	struct kvstore_key *nk = calloc(ncap, sizeof(*nk));
+
+	if (!nk)
+		return -ENOMEM;
+	for (i = 0; i < kv->kcap; i++) {
+		if (!kv->keys[i].used)
+			continue;
+		j = kvstore_slot(kv->keys[i].key, ncap);
+		while (nk[j].used)
+			j = (j + 1) & (ncap - 1);
+		nk[j] = kv->keys[i];
+	}
+	free(kv->keys);
+	kv->keys = nk;
+	kv->kcap = ncap;
+	return 0;
+}
+
+/* Lock held; key pointers stay valid until the next add. */
+static struct kvstore_key *kvstore_add(struct psched_kvstore *kv, uint64_t key)
+{
+	size_t i;
+
+	if ((kv->kcount + 1) * 2 > kv->kcap && kvstore_grow(kv))
+		return NULL;
+	i = kvstore_slot(key, kv->kcap);
+	while (kv->keys[i].used)
+		i = (i + 1) & (kv->kcap - 1);
+	memset(&kv->keys[i], 0, sizeof(kv->keys[i]));
+	kv->keys[i].key = key;
+	kv->keys[i].used = true;
+	kv->kcount++;
+	return &kv->keys[i];
+}
+
+static void kvstore_op_put(struct kvstore_op *op)
+{
+	if (--op->refs)
+		return;
+	free(op->msg);
+	free(op);
+}
+
+/* Lock held: @op now covers @k too. */
+static int kvstore_key_add_op(struct kvstore_key *k, struct kvstore_op *op)
+{
+	struct kvstore_op **n;
+	unsigned cap;
+
+	if (k->nops == k->ops_cap) {
+		cap = k->ops_cap ? k->ops_cap * 2 : 4;
+		n = realloc(k->ops, cap * sizeof(*n));
+		if (!n)
+			return -ENOMEM;
+		k->ops = n;
+		k->ops_cap = cap;
+	}
+	k->ops[k->nops++] = op;
+	op->refs++;
+	return 0;
+}
+
+/* Lock held: forget the finished requests of @k. */
+static void kvstore_key_prune(struct kvstore_key *k)
+{
+	unsigned i, j = 0;
+
+	for (i = 0; i < k->nops; i++) {
+		if (k->ops[i]->state == OP_DONE)
+			kvstore_op_put(k->ops[i]);
+		else
+			k->ops[j++] = k->ops[i];
+	}
+	k->nops = j;
+}
+
+/* Lock held (dropped while waiting): @op is done when this returns. */
+static void kvstore_op_wait(struct psched_kvstore *kv, struct kvstore_op *op)
+{
+	char *msg = NULL;
+	int ret;
+
+	while (op->state == OP_WAITING)
+		pthread_cond_wait(&kv->cond, &kv->lock);
+	if (op->state == OP_DONE)
+		return;
+	op->state = OP_WAITING;
+	pthread_mutex_unlock(&kv->lock);
+	ret = psched_wait(kv->node, op->req, 0);
+	if (ret)
+		msg = strdup(psched_errmsg());
+	pthread_mutex_lock(&kv->lock);
+	op->err = ret;
+	op->msg = msg;
+	op->state = OP_DONE;
+	pthread_cond_broadcast(&kv->cond);
+}
+
+/* Lock held: a per-call scratch list of the keys' ops. */
+static int kvstore_collect(struct kvstore_key *k, struct kvstore_op ***ops,
+			   size_t *n, size_t *cap)
+{
+	struct kvstore_op **nv;
+	unsigned i;
+
+	for (i = 0; i < k->nops; i++) {
+		if (*n == *cap) {
+			*cap = *cap ? *cap * 2 : 16;
+			nv = realloc(*ops, *cap * sizeof(*nv));
+			if (!nv)
+				return -ENOMEM;
+			*ops = nv;
+		}
+		(*ops)[(*n)++] = k->ops[i];
+		k->ops[i]->refs++;
+	}
+	return 0;
+}
+
+/* Lock held: gather the ops of @keys (all keys when NULL). */
+static int kvstore_gather(struct psched_kvstore *kv, const uint64_t *keys,
+			  size_t nkeys, struct kvstore_op ***ops, size_t *n)
+{
+	struct kvstore_key *k;
+	size_t i, cap = 0;
+	int ret = 0;
+
+	*ops = NULL;
+	*n = 0;
+	for (i = 0; !ret && i < (keys ? nkeys : kv->kcap); i++) {
+		k = keys ? kvstore_find(kv, keys[i]) : &kv->keys[i];
+		if (k && k->used)
+			ret = kvstore_collect(k, ops, n, &cap);
+	}
+	return ret;
+}
+
+int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys)
+{
+	struct kvstore_op **ops;
+	struct kvstore_key *k;
+	size_t n, i;
+	int ret, first = 0;
+
+	if (!kv || (!keys && nkeys))
+		return psd_set_errmsg(-EINVAL, "kvstore wait: bad arguments");
+	pthread_mutex_lock(&kv->lock);
+	ret = kvstore_gather(kv, keys, nkeys, &ops, &n);
+	for (i = 0; i < n; i++) {
+		kvstore_op_wait(kv, ops[i]);
+		if (ops[i]->err && !ops[i]->reported && !first) {
+			ops[i]->reported = true;
+			first = psd_set_errmsg(ops[i]->err, "%s", ops[i]->msg);
+		}
+	}
+	for (i = 0; i < (keys ? nkeys : kv->kcap); i++) {
+		k = keys ? kvstore_find(kv, keys[i]) : &kv->keys[i];
+		if (k && k->used)
+			kvstore_key_prune(k);
+	}
+	for (i = 0; i < n; i++)
+		kvstore_op_put(ops[i]);
+	pthread_mutex_unlock(&kv->lock);
+	free(ops);
+	if (ret)
+		return psd_set_errmsg(ret, "kvstore wait: no memory");
+	return first;
+}
+
+static const char *const kvstore_call_names[] = { "push", "pull", "pushpull" };
+
+enum kvstore_call { CALL_PUSH = 0, CALL_PULL = 1, CALL_PUSHPULL = 2 };
+
+/* Lock held: check one key of a call against what init recorded. */
+static int kvstore_check_key(struct psched_kvstore *kv, enum kvstore_call call,
+			     uint64_t key, uint64_t len,
+			     enum psched_dtype dtype, struct kvstore_key **out)
+{
+	const char *cn = kvstore_call_names[call];
+	struct kvstore_key *k = kvstore_find(kv, key);
+	unsigned es;
+
+	if (!k)
+		return psd_set_errmsg(PSCHED_EUNKNOWNKEY,
+				      "%s of key %llu: the key was never "
+				      "initialised (call init first)",
+				      cn, (unsigned long long)key);
+	es = psched_dtype_size((enum psched_dtype)k->dtype);
+	if (k->dtype != dtype)
+		return psd_set_errmsg(-EINVAL,
+				      "%s of key %llu: the values are %s but "
+				      "the key was initialised as %s",
+				      cn, (unsigned long long)key,
+				      kvstore_dtype_name(dtype),
+				      kvstore_dtype_name(k->dtype));
+	if (call == CALL_PUSH && len != k->nbytes)
+		return psd_set_errmsg(PSCHED_ESIZE,
+				      "push of key %llu: %llu bytes given, "
+				      "the key holds %llu bytes (%llu x %s)",
+				      (unsigned long long)key,
+				      (unsigned long long)len,
+				      (unsigned long long)k->nbytes,
+				      (unsigned long long)(k->nbytes / es),
+				      kvstore_dtype_name(k->dtype));
+	if (call != CALL_PUSH && len < k->nbytes)
+		return psd_set_errmsg(PSCHED_ESIZE,
+				      "%s of key %llu: the output buffer of "
+				      "%llu bytes is too small for the key's "
+				      "%llu bytes (%llu x %s)",
+				      cn, (unsigned long long)key,
+				      (unsigned long long)len,
+				      (unsigned long long)k->nbytes,
+				      (unsigned long long)(k->nbytes / es),
+				      kvstore_dtype_name(k->dtype));
+	*out = k;
+	return 0;
+}
+
+/* Lock held: @key not yet named in this call. */
+static int kvstore_check_dup(size_t i, const uint64_t *keys, const char *cn)
+{
+	size_t j;
+
+	/* Calls name few keys; a quadratic scan beats a table. */
+	for (j = 0; j < i; j++)
+		if (keys[j] == keys[i])
+			return psd_set_errmsg(-EINVAL,
+					      "%s: key %llu appears twice in "
+					      "one call",
+					      cn, (unsigned long long)keys[i]);
+	return 0;
+}
+
+/* Lock held: validate a call; @sizes gets each key's size. */
+static int kvstore_check_call(struct psched_kvstore *kv, enum kvstore_call call,
+			      const uint64_t *keys, size_t nkeys,
+			      const void *const *vals, void *const *outs,
+			      const uint64_t *lens, enum psched_dtype dtype,
+			      uint64_t *sizes)
+{
+	const char *cn = kvstore_call_names[call];
+	struct kvstore_key *k = NULL;
+	size_t i;
+	int ret;
+
+	if (!nkeys || !keys || !lens || (call != CALL_PULL && !vals) ||
+	    (call != CALL_PUSH && !outs))
+		return psd_set_errmsg(-EINVAL,
+				      "%s: no keys, lengths or buffers", cn);
+	for (i = 0; i < nkeys; i++) {
+		if ((vals && !vals[i]) || (outs && !outs[i]))
+			return psd_set_errmsg(-EINVAL,
+					      "%s of key %llu: NULL buffer", cn,
+					      (unsigned long long)keys[i]);
+		ret = kvstore_check_dup(i, keys, cn);
+		if (!ret)
+			ret = kvstore_check_key(kv, call, keys[i], lens[i],
+						dtype, &k);
+		if (ret)
+			return ret;
+		sizes[i] = k->nbytes;
+	}
+	return 0;
+}
+
+static void kvstore_local_run(struct psched_kvstore *kv, enum kvstore_call call,
+			      const uint64_t *keys, size_t nkeys,
+			      const void *const *vals, void *const *outs)
+{
+	struct kvstore_key *k;
+	size_t i;
+
+	for (i = 0; i < nkeys; i++) {
+		k = kvstore_find(kv, keys[i]);
+		if (call != CALL_PULL &&
+		    !psd_upd_apply(&kv->upd, k->key, k->dtype, 0, k->nbytes, 0,
+				   k->value, vals[i], k->nbytes))
+			memcpy(k->value, vals[i], (size_t)k->nbytes);
+		if (call != CALL_PUSH && outs[i] != k->value)
+			memcpy(outs[i], k->value, (size_t)k->nbytes);
+	}
+}
+
+/* Lock held: issue a validated call to the node; record the op. */
+static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
+			      const uint64_t *keys, size_t nkeys,
+			      const void *const *vals, void *const *outs,
+			      const uint64_t *sizes, enum psched_dtype dtype,
+			      int prio)
+{
+	struct kvstore_op *op = calloc(1, sizeof(*op));
+	size_t i;
+	int ret;
+
+	if (!op)
+		return psd_set_errmsg(-ENOMEM, "no memory for a request");
+	if (call == CALL_PUSH)
+		ret = psched_push(kv->node, keys, nkeys, vals, sizes, dtype,
+				  prio, NULL, NULL, &op->req);
+	else if (call == CALL_PULL)
+		ret = psched_pull(kv->node, keys, nkeys, outs, sizes, dtype,
+				  prio, NULL, NULL, &op->req);
+	else
+		ret = psched_pushpull(kv->node, keys, nkeys, vals, outs, sizes,
+				      dtype, prio, NULL, NULL, &op->req);
+	if (ret) {
+		free(op);
+		return ret;
+	}
+	op->refs = 1; /* ours, until the keys hold it */
+	for (i = 0; i < nkeys && !ret; i++)
+		ret = kvstore_key_add_op(kvstore_find(kv, keys[i]), op);
+	if (ret) {
+		/* Keep the buffers' promise: wait for it here. */
+		kvstore_op_wait(kv, op);
+		ret = psd_set_errmsg(-ENOMEM,
+				     "%s: no memory to track the "
+				     "request (it was waited for)",
+				     kvstore_call_names[call]);
+	}
+	kvstore_op_put(op);
+	return ret;
+}
+
+static int kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
+			const uint64_t *keys, size_t nkeys,
+			const void *const *vals, void *const *outs,
+			const uint64_t *lens, enum psched_dtype dtype,
+			int priority)
+{
+	uint64_t small[16], *sizes = small;
+	int ret;
+
+	if (!kv)
+		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
+	if (nkeys > PSD_ARRAY_SIZE(small)) {
+		sizes = calloc(nkeys, sizeof(*sizes));
+		if (!sizes)
+			return psd_set_errmsg(-ENOMEM, "no memory");
+	}
+	pthread_mutex_lock(&kv->lock);
+	ret = kvstore_check_call(kv, call, keys, nkeys, vals, outs, lens, dtype,
+				 sizes);
+	if (!ret && kv->kind == KVSTORE_LOCAL)
+		kvstore_local_run(kv, call, keys, nkeys, vals, outs);
+	else if (!ret)
+		ret = kvstore_dist_issue(kv, call, keys, nkeys, vals, outs,
+					 sizes, dtype,
+					 kvstore_priority(priority));
+	pthread_mutex_unlock(&kv->lock);
+	if (sizes != small)
+		free(sizes);
+	return ret;
+}
+
+int psched_kvstore_push(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys, const void *const *vals,
+			const uint64_t *lens, enum psched_dtype dtype,
+			int priority)
+{
+	return kvstore_call(kv, CALL_PUSH, keys, nkeys, vals, NULL, lens, dtype,
+			    priority);
+}
+
+int psched_kvstore_pull(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys, void *const *outs, const uint64_t *lens,
+			enum psched_dtype dtype, int priority)
+{
+	return kvstore_call(kv, CALL_PULL, keys, nkeys, NULL, outs, lens, dtype,
+			    priority);
+}
+
+int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
+			    size_t nkeys, const void *const *vals,
+			    void *const *outs, const uint64_t *lens,
+			    enum psched_dtype dtype, int priority)
+{
+	return kvstore_call(kv, CALL_PUSHPULL, keys, nkeys, vals, outs, lens,
+			    dtype, priority);
+}
+
+/* Lock held: check @keys for init; nothing recorded yet. */
+static int kvstore_check_init(struct psched_kvstore *kv, const uint64_t *keys,
+			      size_t nkeys, const void *const *vals,
+			      const uint64_t *lens, enum psched_dtype dtype)
+{
+	size_t i;
+	int ret;
+
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16 ||
+	    (!vals && kv->kind == KVSTORE_LOCAL))
+		return psd_set_errmsg(-EINVAL, "init: no keys, lengths or "
+					       "values, or a bad dtype");
+	for (i = 0; i < nkeys; i++) {
+		ret = kvstore_check_dup(i, keys, "init");
+		if (ret)
+			return ret;
+		if (kvstore_find(kv, keys[i]))
+			return psd_set_errmsg(-EEXIST,
+					      "init of key %llu: the key is "
+					      "already initialised",
+					      (unsigned long long)keys[i]);
+		if (!lens[i] || lens[i] % psched_dtype_size(dtype))
+			return psd_set_errmsg(PSCHED_ESIZE,
+					      "init of key %llu: %llu bytes is "
+					      "no whole, non-zero number of %s",
+					      (unsigned long long)keys[i],
+					      (unsigned long long)lens[i],
+					      kvstore_dtype_name(dtype));
+		if (vals && !vals[i] &&
+		    (kv->kind == KVSTORE_LOCAL || kv->rank == 0))
+			return psd_set_errmsg(-EINVAL,
+					      "init of key %llu: NULL value",
+					      (unsigned long long)keys[i]);
+	}
+	return 0;
+}
+
+/* Lock held: record the keys (and, for "local", their values). */
+static int kvstore_record(struct psched_kvstore *kv, const uint64_t *keys,
+			  size_t nkeys, const void *const *vals,
+			  const uint64_t *lens, enum psched_dtype dtype)
+{
+	struct kvstore_key *k;
+	uint8_t *v = NULL;
+	size_t i;
+
+	for (i = 0; i < nkeys; i++) {
+		if (kv->kind == KVSTORE_LOCAL) {
+			v = malloc((size_t)lens[i]);
+			if (!v)
+				return psd_set_errmsg(
+					-ENOMEM,
+					"init of key %llu: no "
+					"memory",
+					(unsigned long long)keys[i]);
+			memcpy(v, vals[i], (size_t)lens[i]);
+		}
+		k = kvstore_add(kv, keys[i]);
+		if (!k) {
+			free(v);
+			return psd_set_errmsg(-ENOMEM, "init: no memory");
+		}
+		k->dtype = (uint8_t)dtype;
+		k->nbytes = lens[i];
+		k->value = v;
+	}
+	return 0;
+}
+
+int psched_kvstore_init(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys, const void *const *vals,
+			const uint64_t *lens, enum psched_dtype dtype)
+{
+	int ret;
+
+	if (!kv)
+		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
+	pthread_mutex_lock(&kv->lock);
+	ret = kvstore_check_init(kv, keys, nkeys, vals, lens, dtype);
+	/* The node's init is collective and ends in a worker barrier. */
+	if (!ret && kv->kind != KVSTORE_LOCAL)
+		ret = psched_init(kv->node, keys, nkeys, vals, lens, dtype, 0);
+	if (!ret)
+		ret = kvstore_record(kv, keys, nkeys, vals, lens, dtype);
+	pthread_mutex_unlock(&kv->lock);
+	return ret;
+}
+
+int psched_kvstore_barrier(struct psched_kvstore *kv)
+{
+	if (!kv)
+		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
+	if (kv->kind == KVSTORE_LOCAL)
+		return 0;
+	return psched_barrier(kv->node, PSCHED_GROUP_WORKERS, 0);
+}
+
+/* Rank 0 configures the servers; everybody meets after, so nobody pushes
+ * before the servers have it.  Rank 0 returns the servers' answer. */
+static int kvstore_configure(struct psched_kvstore *kv, const char *mode,
+			     const struct psched_optimizer *opt)
+{
+	char msg[512] = "";
+	int ret = 0, bret;
+
+	if (kv->rank == 0) {
+		ret = psched_servers_configure(kv->node, mode, opt, 0);
+		if (ret)
+			snprintf(msg, sizeof(msg), "%s", psched_errmsg());
+	}
+	bret = psched_kvstore_barrier(kv);
+	if (ret)
+		return psd_set_errmsg(ret, "%s", msg);
+	return bret;
+}
+
+int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
+				 const struct psched_optimizer *opt)
+{
+	int ret;
+
+	if (!kv)
+		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
+	ret = psched_optimizer_check(opt);
+	if (ret)
+		return ret;
+	if (kv->kind == KVSTORE_LOCAL)
+		return psd_upd_set_optimizer(&kv->upd, opt);
+	return kvstore_configure(kv, NULL, opt);
+}
+
+int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
+			       void *arg)
+{
+	if (!kv)
+		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
+	if (kv->kind != KVSTORE_LOCAL)
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "a %s store updates on the servers: "
+				      "install the updater there with "
+				      "psched_server_set_updater()",
+				      psched_kvstore_type(kv));
+	psd_upd_set_custom(&kv->upd, fn, arg);
+	return 0;
+}
+
+static int kvstore_parse_type(const char *type, enum kvstore_kind *kind)
+{
+	static const struct {
+		const char *name;
+		enum kvstore_kind kind;
+	} types[] = {
+		{ "local", KVSTORE_LOCAL },
+		{ "device", KVSTORE_LOCAL },
+		{ "dist_sync", KVSTORE_SYNC },
+		{ "dist", KVSTORE_SYNC },
+		{ "dist_device_sync", KVSTORE_SYNC },
+		{ "dist_sync_device", KVSTORE_SYNC },
+		{ "dist_async", KVSTORE_ASYNC },
+	};
+	size_t i;
+
+	for (i = 0; type && i < PSD_ARRAY_SIZE(types); i++) {
+		if (!strcmp(type, types[i].name)) {
+			*kind = types[i].kind;
+			return 0;
+		}
+	}
+	return psd_set_errmsg(-EINVAL,
+			      "unknown KVStore type '%.40s' (local, "
+			      "dist_sync, dist_async)",
+			      type ? type : "(null)");
+}
+
+static int kvstore_join(struct psched_kvstore *kv, const struct psched_cfg *c)
+{
+	struct psched_cfg cfg;
+	int ret;
+
+	if (c) {
+		cfg = *c;
+	} else {
+		psched_cfg_init(&cfg);
+		ret = psched_cfg_from_env(&cfg);
+		if (ret)
+			return ret;
+	}
+	if (cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL,
+				      "a %s KVStore is a worker, but the role "
+				      "is %s (DMLC_ROLE): run servers with "
+				      "ps-server or "
+				      "psched_kvstore_run_node_from_env()",
+				      psched_kvstore_type(kv),
+				      psched_role_name(cfg.role));
+	ret = psched_node_create(&cfg, &kv->node);
+	if (ret)
+		return ret;
+	kv->rank = psched_node_rank(kv->node);
+	kv->nworkers = (int)psched_num_workers(kv->node);
+	return kvstore_configure(
+		kv, kv->kind == KVSTORE_ASYNC ? "async" : "sync", NULL);
+}
+
+int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
+			  struct psched_kvstore **out)
+{
+	struct psched_kvstore *kv;
+	pthread_condattr_t ca;
+	enum kvstore_kind kind = KVSTORE_LOCAL;
+	int ret;
+
+	ret = kvstore_parse_type(type, &kind);
+	if (ret)
+		return ret;
+	kv = calloc(1, sizeof(*kv));
+	if (!kv)
+		return psd_set_errmsg(-ENOMEM, "no memory for a KVStore");
+	kv->kind = kind;
+	kv->nworkers = 1;
+	pthread_mutex_init(&kv->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&kv->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	psd_upd_init(&kv->upd);
+	if (kind != KVSTORE_LOCAL) {
+		ret = kvstore_join(kv, cfg);
+		if (ret) {
+			char msg[512];
+
+			snprintf(msg, sizeof(msg), "%s", psched_errmsg());
+			psched_kvstore_destroy(kv);
+			return psd_set_errmsg(ret, "%s", msg);
+		}
+	}
+	*out = kv;
+	return 0;
+}
+
+int psched_kvstore_destroy(struct psched_kvstore *kv)
+{
+	int ret, dret;
+	size_t i;
+	unsigned j;
+
+	if (!kv)
+		return 0;
+	ret = psched_kvstore_wait(kv, NULL, 0);
+	for (i = 0; i < kv->kcap; i++) {
+		if (!kv->keys[i].used)
+			continue;
+		for (j = 0; j < kv->keys[i].nops; j++)
+			kvstore_op_put(kv->keys[i].ops[j]);
+		free(kv->keys[i].ops);
+		free(kv->keys[i].value);
+	}
+	free(kv->keys);
+	dret = psched_node_destroy(kv->node);
+	psd_upd_fini(&kv->upd);
+	pthread_cond_destroy(&kv->cond);
+	pthread_mutex_destroy(&kv->lock);
+	free(kv);
+	return ret ? ret : dret;
+}
+
+const char *psched_kvstore_type(const struct psched_kvstore *kv)
+{
+	static const char *const names[] = { "local", "dist_sync",
+					     "dist_async" };
+
+	return names[kv->kind];
+}
+
+int psched_kvstore_rank(const struct psched_kvstore *kv)
+{
+	return kv->rank;
+}
+
+int psched_kvstore_num_workers(const struct psched_kvstore *kv)
+{
+	return kv->nworkers;
+}
+
+struct psched_node *psched_kvstore_node(struct psched_kvstore *kv)
+{
+	return kv->node;
+}
+
+int psched_kvstore_run_node_from_env(void)
+{
+	struct psched_node *node;
+	struct psched_cfg cfg;
+	int ret;
+
+	psched_cfg_init(&cfg);
+	ret = psched_cfg_from_env(&cfg);
+	if (ret)
+		return ret;
+	if (cfg.role == PSCHED_ROLE_WORKER)
+		return 1;
+	ret = psched_node_create(&cfg, &node);
+	if (ret)
+		return ret;
+	ret = psched_node_run(node);
+	if (ret) {
+		char msg[512];
+
+		snprintf(msg, sizeof(msg), "%s", psched_errmsg());
+		psched_node_destroy(node);
+		return psd_set_errmsg(ret, "%s", msg);
+	}
+	return psched_node_destroy(node);
+}
