@@ -6,13 +6,30 @@
 
 #include "node.h"
 
+/*
+ * The scheduler moves no data and always speaks TCP (so a node with the
+ * wrong transport still reaches it and gets a clear rejection); servers
+ * and workers use PS_TRANSPORT for their data connections.  auto picks
+ * RDMA when a device has an active port, else TCP.
+ */
 static int node_pick_transport(struct psched_node *n)
 {
 	const char *want = n->cfg.transport;
+	char why[160];
 
+	if (n->cfg.role == PSCHED_ROLE_SCHEDULER) {
+		n->ops = &psd_tcp_ops;
+		return 0;
+	}
 	if (!strcmp(want, "auto")) {
-		n->ops = psd_transport_find("tcp");
-		psd_info("transport: tcp (auto: no RDMA transport built)");
+		if (psd_transport_find("rdma") &&
+		    psd_rdma_probe(why, sizeof(why))) {
+			n->ops = psd_transport_find("rdma");
+			psd_info("transport: rdma (auto: %s)", why);
+		} else {
+			n->ops = &psd_tcp_ops;
+			psd_info("transport: tcp (auto: %s)", why);
+		}
 		return 0;
 	}
 	n->ops = psd_transport_find(want);
@@ -21,6 +38,11 @@ static int node_pick_transport(struct psched_node *n)
 				      "transport '%s' is not available in "
 				      "this build (PS_TRANSPORT)",
 				      want);
+	if (!strcmp(want, "rdma") && !psd_rdma_probe(why, sizeof(why)))
+		return psd_set_errmsg(-ENODEV,
+				      "PS_TRANSPORT=rdma but %s (use "
+				      "PS_TRANSPORT=tcp or auto)",
+				      why);
 	return 0;
 }
 
