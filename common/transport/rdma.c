@@ -281,10 +281,9 @@ static int rdma_knob_u64(const char *name, uint64_t def, uint64_t min,
 		end++;
 	}
 	if (errno || *end || x < min || x > max)
-		return psd_set_errmsg(-EINVAL,
-				      "bad value '%s' for %s (want %llu..%llu)",
-				      v, name, (unsigned long long)min,
-				      (unsigned long long)max);
+		return psd_set_errmsg(
+			-EINVAL, "bad value '%s' for %s (want %llu..%llu)", v,
+			name, (unsigned long long)min, (unsigned long long)max);
 	*out = x;
 	return 0;
 }
@@ -297,14 +296,17 @@ static int rdma_knobs_load(struct rdma_knobs *k)
 
 	ret = ret ?: rdma_knob_u64("PS_RDMA_RECV_DEPTH", 32, 4, 4096, &v[0]);
 	ret = ret ?: rdma_knob_u64("PS_RDMA_SEND_DEPTH", 32, 2, 4096, &v[1]);
-	ret = ret ?: rdma_knob_u64("PS_RDMA_BUF_BYTES", 16384, 1024, 1 << 20,
-				   &v[2]);
+	ret = ret
+		      ?: rdma_knob_u64("PS_RDMA_BUF_BYTES", 16384, 1024,
+				       1 << 20, &v[2]);
 	ret = ret ?: rdma_knob_u64("PS_RDMA_INLINE", 128, 0, 4096, &v[3]);
-	ret = ret ?: rdma_knob_u64("PS_RDMA_CQ_DEPTH", 8192, 256, 1 << 22,
-				   &v[4]);
+	ret = ret
+		      ?: rdma_knob_u64("PS_RDMA_CQ_DEPTH", 8192, 256, 1 << 22,
+				       &v[4]);
 	ret = ret ?: rdma_knob_u64("PS_RDMA_SPIN_US", 20, 0, 1000000, &v[5]);
-	ret = ret ?: rdma_knob_u64("PS_RDMA_MR_BUDGET", 1ull << 30, 0,
-				   1ull << 50, &v[6]);
+	ret = ret
+		      ?: rdma_knob_u64("PS_RDMA_MR_BUDGET", 1ull << 30, 0,
+				       1ull << 50, &v[6]);
 	ret = ret ?: rdma_knob_u64("PS_RDMA_PORT", 1, 1, 255, &v[7]);
 	if (ret)
 		return ret;
@@ -380,8 +382,7 @@ static int rdma_mr_get(struct rdma_dev *d, void *addr, size_t len,
 	if (d->k.fail_reg)
 		return -ENOMEM;
 	pthread_mutex_lock(&d->mr_lock);
-	psd_list_for_each(pos, &d->mrs)
-	{
+	psd_list_for_each (pos, &d->mrs) {
 		m = psd_container_of(pos, struct rdma_mr, lru);
 		if (m->start <= s && e <= m->end) {
 			m->refs++;
@@ -517,8 +518,8 @@ static int rdma_post_slot(struct rdma_conn *rc, unsigned kind, unsigned slot,
 				  .opcode = IBV_WR_SEND,
 				  .send_flags = IBV_SEND_SIGNALED };
 	struct ibv_send_wr *bad;
-	unsigned give = rc->rx_unannounced > 0xffff ? 0xffff
-						    : rc->rx_unannounced;
+	unsigned give =
+		rc->rx_unannounced > 0xffff ? 0xffff : rc->rx_unannounced;
 	int ret;
 
 	w->credits = htole16((uint16_t)give);
@@ -564,8 +565,8 @@ static void rdma_wc_error(struct rdma_conn *rc, const struct ibv_wc *wc,
 			what[kind <= RDMA_WR_WRITE ? kind : 0], rc->base.peer,
 			ibv_wc_status_str(wc->status), wc->vendor_err,
 			kind == RDMA_WR_WRITE ? ", while writing a key" : "");
-	rdma_set_err(rc, wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET
-							   : -EIO);
+	rdma_set_err(rc,
+		     wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET : -EIO);
 }
 
 /* dev->lock held: a receive completed. */
@@ -809,8 +810,7 @@ static void rdma_dev_free(struct rdma_dev *d)
 		(void)!write(d->wakefd, &one, sizeof(one));
 		pthread_join(d->thread, NULL);
 	}
-	psd_list_for_each_safe(pos, tmp, &d->mrs)
-	{
+	psd_list_for_each_safe (pos, tmp, &d->mrs) {
 		m = psd_container_of(pos, struct rdma_mr, lru);
 		ibv_dereg_mr(m->mr);
 		free(m);
@@ -1082,8 +1082,8 @@ static int rdma_take_priv(struct rdma_conn *rc, const void *data, size_t len)
 	if ((int32_t)le32toh((uint32_t)p.node_id) >= 0 &&
 	    !strchr(rc->base.peer, '#'))
 		snprintf(rc->base.peer + strlen(rc->base.peer),
-			 sizeof(rc->base.peer) - strlen(rc->base.peer),
-			 " #%d", (int32_t)le32toh((uint32_t)p.node_id));
+			 sizeof(rc->base.peer) - strlen(rc->base.peer), " #%d",
+			 (int32_t)le32toh((uint32_t)p.node_id));
 	return 0;
 }
 
@@ -1226,14 +1226,15 @@ static int rdma_conn_setup(struct rdma_conn *rc)
 	if (ret)
 		return ret;
 	if (rc->dev->k.device[0] &&
-	    strcmp(rc->dev->k.device, ibv_get_device_name(rc->id->verbs->device)))
-		return psd_set_errmsg(-ENODEV,
-				      "rdma: %s is reached through device "
-				      "%s, not PS_RDMA_DEVICE=%s",
-				      rc->base.peer,
-				      ibv_get_device_name(
-					      rc->id->verbs->device),
-				      rc->dev->k.device);
+	    strcmp(rc->dev->k.device,
+		   ibv_get_device_name(rc->id->verbs->device)))
+		return psd_set_errmsg(
+			-ENODEV,
+			"rdma: %s is reached through device "
+			"%s, not PS_RDMA_DEVICE=%s",
+			rc->base.peer,
+			ibv_get_device_name(rc->id->verbs->device),
+			rc->dev->k.device);
 	ret = rdma_alloc_bufs(rc);
 	if (ret)
 		return ret;
@@ -1315,8 +1316,7 @@ static int rdma_connect_to(struct psd_conn *c, const struct psd_addr *addr,
 {
 	struct rdma_conn *rc = to_rdma(c);
 	uint64_t deadline = psd_now_ms() + timeout_ms;
-	struct rdma_conn_param cp = { .retry_count = 7,
-				      .rnr_retry_count = 7 };
+	struct rdma_conn_param cp = { .retry_count = 7, .rnr_retry_count = 7 };
 	struct rdma_cm_priv mine, theirs;
 	struct sockaddr_in sin;
 	size_t plen = 0;
@@ -1339,8 +1339,8 @@ static int rdma_connect_to(struct psd_conn *c, const struct psd_addr *addr,
 	if (rdma_resolve_addr(rc->id, NULL, (struct sockaddr *)&sin,
 			      timeout_ms < 2000 ? 2000 : (int)timeout_ms))
 		return psd_set_errmsg(psd_neg_errno(),
-				      "rdma: cannot resolve %s: %s",
-				      addr->host, strerror(errno));
+				      "rdma: cannot resolve %s: %s", addr->host,
+				      strerror(errno));
 	ret = rdma_cm_expect(rc, addr, deadline, RDMA_CM_EVENT_ADDR_RESOLVED,
 			     NULL, NULL);
 	if (ret)
@@ -1384,8 +1384,7 @@ static int rdma_accept_one(struct psd_listener *l, struct psd_conn *c,
 			   size_t plen)
 {
 	struct rdma_conn *rc = to_rdma(c);
-	struct rdma_conn_param cp = { .retry_count = 7,
-				      .rnr_retry_count = 7 };
+	struct rdma_conn_param cp = { .retry_count = 7, .rnr_retry_count = 7 };
 	struct sockaddr_in *peer = (void *)rdma_get_peer_addr(id);
 	struct rdma_cm_priv mine;
 	char ip[INET_ADDRSTRLEN] = "?";
@@ -1683,7 +1682,8 @@ static int rdma_send_rndv(struct rdma_conn *rc, const struct psd_hdr *h,
 		    ETIMEDOUT)
 			break;
 	if (!rc->cts_ready) {
-		ret = rc->err ?: psd_set_errmsg(-ETIMEDOUT,
+		ret = rc->err
+			      ?: psd_set_errmsg(-ETIMEDOUT,
 						"rdma: %s never cleared key "
 						"%llu to send",
 						rc->base.peer,
@@ -1866,8 +1866,7 @@ static int rdma_rx_rts(struct rdma_conn *rc, const uint8_t *p, uint32_t len)
 			psd_van_rx_msg(&rc->base, &rc->rx_hdr, NULL);
 		return ret;
 	}
-	ret = rdma_mr_get(d, rc->rx_dst, (size_t)rc->rx_hdr.length,
-			  &rc->rx_mr);
+	ret = rdma_mr_get(d, rc->rx_dst, (size_t)rc->rx_hdr.length, &rc->rx_mr);
 	if (ret) {
 		rdma_mr_reg_failed(d, (size_t)rc->rx_hdr.length, ret,
 				   rc->base.peer, rc->rx_hdr.key);

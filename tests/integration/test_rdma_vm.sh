@@ -23,6 +23,7 @@ skip() { echo "SKIP: RDMA VM tests not run: $*"; exit 77; }
 [ -x "$BUILD/tests/transport/test_transport" ] || skip "$BUILD/tests/transport/test_transport not built"
 nm "$BUILD/lib/libpsched.a" 2>/dev/null | grep -q ' psd_rdma_ops$' ||
 	skip "libpsched was built without libibverbs-dev/librdmacm-dev"
+mkdir -p "$BUILD/test-logs"
 if [ "${PS_TEST_RDMA_ASAN:-1}" = 1 ]; then
 	echo "== building the ASan tree (build-asan)"
 	make --no-print-directory asan-build >"$BUILD/test-logs/asan-build-rdma.log" 2>&1 ||

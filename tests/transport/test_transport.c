@@ -47,7 +47,7 @@ struct tt_node {
 	uint64_t next_step[TT_MAX_KEYS];
 	int closed;
 	int last_err;
-	bool gate;	     /* rx_data blocks while set */
+	bool gate;	      /* rx_data blocks while set */
 	pid_t kill_on_header; /* SIGKILL this pid when a big header comes */
 	uint64_t kill_min_len;
 	bool die_on_header; /* child: die when a big header comes */
@@ -79,7 +79,8 @@ static const char *tt_host(void)
 
 static const struct psd_transport_ops *tt_ops(void)
 {
-	const struct psd_transport_ops *ops = psd_transport_find(tt_transport());
+	const struct psd_transport_ops *ops =
+		psd_transport_find(tt_transport());
 	static char why[200];
 	char probe[160];
 
@@ -139,8 +140,7 @@ static uint64_t tt_seed(uint64_t key, uint64_t step, uint64_t len)
 	return key * 1000003u + step * 7919u + len;
 }
 
-static void tt_bad(struct tt_node *n, const char *what,
-		   const struct psd_hdr *h)
+static void tt_bad(struct tt_node *n, const char *what, const struct psd_hdr *h)
 {
 	if (!n->bad++)
 		snprintf(n->bad_msg, sizeof(n->bad_msg),
@@ -225,9 +225,8 @@ static void tt_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 		tt_bad(n, "header fields changed in transit", h);
 	} else if (h->step != n->next_step[h->key]) {
 		tt_bad(n, "message out of order", h);
-	} else if (!payload ||
-		   !tt_check(payload, (size_t)h->length,
-			     tt_seed(h->key, h->step, h->length))) {
+	} else if (!payload || !tt_check(payload, (size_t)h->length,
+					 tt_seed(h->key, h->step, h->length))) {
 		tt_bad(n, "payload corrupted", h);
 	} else {
 		n->next_step[h->key]++;
@@ -421,8 +420,8 @@ static void tt_exchange_one(struct psd_conn *c, struct tt_node *rx,
 static void test_transport_exchange(void)
 {
 	static const size_t sizes[] = {
-		1,	   3,	      100,    4096,    16384 - 121, 16384 - 120,
-		16384 - 1, 16384,     16385,  100000,  1 << 20,	    (4 << 20) + 3,
+		1,	   3,	  100,	 4096,	 16384 - 121, 16384 - 120,
+		16384 - 1, 16384, 16385, 100000, 1 << 20,     (4 << 20) + 3,
 		64 << 20,
 	};
 	struct tt_node a, b;
@@ -837,8 +836,7 @@ const struct test_case test_list[] = {
 	{ "transport_credit_stall", test_transport_credit_stall },
 	{ "transport_close_while_busy", test_transport_close_while_busy },
 	{ "transport_peer_dies_sending", test_transport_peer_dies_sending },
-	{ "transport_peer_dies_receiving",
-	  test_transport_peer_dies_receiving },
+	{ "transport_peer_dies_receiving", test_transport_peer_dies_receiving },
 	{ "transport_rdma_mr_budget", test_transport_rdma_mr_budget },
 	{ "transport_rdma_registration_fails",
 	  test_transport_rdma_registration_fails },
