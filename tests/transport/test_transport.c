@@ -427,6 +427,7 @@ static void test_transport_exchange(void)
 	struct tt_node a, b;
 	struct psd_conn *ab, *ba;
 	uint8_t *buf = malloc(64 << 20);
+	uint64_t want;
 	size_t i;
 
 	CHECK(buf != NULL);
@@ -442,10 +443,14 @@ static void test_transport_exchange(void)
 	tt_exchange_one(ab, &b, buf, 1 << 20, 1);
 	tt_exchange_one(ba, &a, buf, 1 << 20, 2);
 	/* A message the receiver discards, then one it keeps. */
+	pthread_mutex_lock(&b.lock);
+	want = b.msgs + 2;
+	pthread_mutex_unlock(&b.lock);
 	CHECK_EQ(tt_send(ab, TT_DISCARD, 0, buf, 1 << 20), 0);
 	CHECK_EQ(tt_send(ab, TT_DISCARD, 0, buf, 100), 0);
-	tt_exchange_one(ab, &b, buf, 5000, 1);
+	tt_wait(&b, want, 0, 60000, "discarded messages");
 	CHECK_U64(b.discarded, ==, 2);
+	tt_exchange_one(ab, &b, buf, 5000, 1);
 	CHECK_U64(b.next_step[1], ==, PSD_ARRAY_SIZE(sizes) + 2);
 	CHECK_U64(a.next_step[2], ==, PSD_ARRAY_SIZE(sizes) + 1);
 	psd_conn_put(ab);
