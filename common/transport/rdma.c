@@ -837,6 +837,12 @@ static int rdma_dev_setup(struct rdma_dev *d, struct ibv_context *verbs)
 	int ret;
 
 	d->verbs = verbs;
+	/* Software RoCE runs in the kernel on the same CPUs: spinning only
+	 * takes them away from it, so by default do not spin there. */
+	if (!getenv("PS_RDMA_SPIN_US") &&
+	    (!strncmp(ibv_get_device_name(verbs->device), "rxe", 3) ||
+	     !strncmp(ibv_get_device_name(verbs->device), "siw", 3)))
+		d->k.spin_us = 0;
 	d->pd = ibv_alloc_pd(verbs);
 	if (!d->pd)
 		return psd_neg_errno();
