@@ -4,7 +4,8 @@
 # push and pull over RDMA and over TCP, for 64 KiB, 1 MiB and 16 MiB, and
 # print one table with the ratios.  Soft-RoCE under emulation is CPU-bound:
 # the ratios matter, not the absolute figures.
-#   PS_BENCH_SECONDS  window per ps-bench run [3]; 3 runs, medians
+#   PS_BENCH_SECONDS  window per ps-bench run [3]
+#   PS_BENCH_ROUNDS   interleaved rounds, medians [3]
 #   RDMA_VM_TIMEOUT   bound for the whole VM [1500]
 set -euo pipefail
 cd "$(dirname "$0")/.."
