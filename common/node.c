@@ -6,11 +6,18 @@
 
 #include "node.h"
 
+static bool node_is_loopback(const char *host)
+{
+	return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) ||
+	       !strcmp(host, "::1");
+}
+
 /*
  * The scheduler moves no data and always speaks TCP (so a node with the
  * wrong transport still reaches it and gets a clear rejection); servers
  * and workers use PS_TRANSPORT for their data connections.  auto picks
- * RDMA when a device has an active port, else TCP.
+ * RDMA when a device has an active port and the cluster does not use
+ * loopback addresses, else TCP.
  */
 static int node_pick_transport(struct psched_node *n)
 {
@@ -22,6 +29,14 @@ static int node_pick_transport(struct psched_node *n)
 		return 0;
 	}
 	if (!strcmp(want, "auto")) {
+		if (node_is_loopback(n->cfg.node_host[0] ? n->cfg.node_host
+							 : n->cfg.root_uri)) {
+			/* rdma_cm cannot route over loopback. */
+			n->ops = &psd_tcp_ops;
+			psd_info("transport: tcp (auto: the cluster uses "
+				 "loopback addresses)");
+			return 0;
+		}
 		if (psd_transport_find("rdma") &&
 		    psd_rdma_probe(why, sizeof(why))) {
 			n->ops = psd_transport_find("rdma");
