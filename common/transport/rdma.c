@@ -1288,8 +1288,8 @@ static int rdma_cm_expect(struct rdma_conn *rc, const struct psd_addr *addr,
 			  uint64_t deadline, enum rdma_cm_event_type want,
 			  struct rdma_cm_priv *priv, size_t *priv_len)
 {
-	enum rdma_cm_event_type type;
-	int status, ret;
+	enum rdma_cm_event_type type = RDMA_CM_EVENT_CONNECT_ERROR;
+	int status = 0, ret;
 
 	ret = rdma_cm_wait(rc->cmch, deadline, &type, &status, priv, priv_len);
 	if (ret == -ETIMEDOUT)
