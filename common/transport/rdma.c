@@ -81,6 +81,8 @@
 #define RDMA_SPARE_RECV 2 /* for CREDIT messages, never counted */
 #define RDMA_RESERVE	1 /* credits data may not use: left for CTS */
 #define RDMA_MAX_CONNS	4096
+#define RDMA_WB		8	 /* RDMA write batches in flight */
+#define RDMA_WB_LAST	0x800000 /* wr_id slot flag: last WR of a batch */
 
 enum rdma_op {
 	RDMA_OP_EAGER = 1,
@@ -231,7 +233,10 @@ struct rdma_conn {
 	uint8_t cts_status;
 	uint64_t cts_addr;
 	uint32_t cts_rkey;
-	bool write_pending;
+	/* RDMA write batches in flight and the MRs they read from */
+	struct rdma_mr *wb_mrs[RDMA_WB][RDMA_MAX_IOV];
+	bool wb_busy[RDMA_WB];
+	unsigned wb_next;
 	uint64_t tx_key;
 
 	/* receiver state, van thread only */
@@ -596,8 +601,7 @@ static void rdma_on_recv(struct rdma_conn *rc, const struct ibv_wc *wc,
 	pthread_cond_broadcast(&rc->cond);
 	switch (w->op) {
 	case RDMA_OP_CTS:
-		if (!rc->write_pending && !rc->cts_ready &&
-		    le32toh(w->cookie) == rc->tx_cookie) {
+		if (!rc->cts_ready && le32toh(w->cookie) == rc->tx_cookie) {
 			rc->cts_ready = true;
 			rc->cts_status = w->status;
 			rc->cts_addr = le64toh(w->addr);
@@ -627,6 +631,21 @@ static void rdma_on_recv(struct rdma_conn *rc, const struct ibv_wc *wc,
 	}
 }
 
+/* dev->lock held: write batch @wb is over; drop its MR references. */
+static void rdma_wb_done(struct rdma_conn *rc, unsigned wb)
+{
+	int i;
+
+	if (wb >= RDMA_WB || !rc->wb_busy[wb])
+		return;
+	for (i = 0; i < RDMA_MAX_IOV; i++) {
+		rdma_mr_put(rc->dev, rc->wb_mrs[wb][i]);
+		rc->wb_mrs[wb][i] = NULL;
+	}
+	rc->wb_busy[wb] = false;
+	pthread_cond_broadcast(&rc->cond);
+}
+
 static void rdma_on_wc(struct rdma_dev *d, const struct ibv_wc *wc)
 {
 	unsigned idx = (unsigned)(wc->wr_id >> 32) & 0xffff;
@@ -647,8 +666,8 @@ static void rdma_on_wc(struct rdma_dev *d, const struct ibv_wc *wc)
 			rc->free_data[rc->nfree_data++] = slot;
 		else if (kind == RDMA_WR_CTL)
 			rc->free_ctl[rc->nfree_ctl++] = slot;
-		else if (kind == RDMA_WR_WRITE && slot == 1)
-			rc->write_pending = false;
+		else if (kind == RDMA_WR_WRITE && (slot & RDMA_WB_LAST))
+			rdma_wb_done(rc, slot & ~RDMA_WB_LAST);
 		rdma_wc_error(rc, wc, kind);
 		return;
 	}
@@ -669,10 +688,8 @@ static void rdma_on_wc(struct rdma_dev *d, const struct ibv_wc *wc)
 		rdma_maybe_credit(rc);
 		break;
 	case RDMA_WR_WRITE:
-		if (slot == 1) {
-			rc->write_pending = false;
-			pthread_cond_broadcast(&rc->cond);
-		}
+		if (slot & RDMA_WB_LAST)
+			rdma_wb_done(rc, slot & ~RDMA_WB_LAST);
 		break;
 	}
 }
@@ -1573,9 +1590,13 @@ static int rdma_send_copy(struct rdma_conn *rc, const struct psd_hdr *h,
 	return 0;
 }
 
-/* dev->lock held: post the payload writes, the last with immediate. */
+/*
+ * dev->lock held: post the payload writes as batch @wb, the last with
+ * immediate.  On 0 the batch owns the references in @mrs (cleared here)
+ * until its last write completes.
+ */
 static int rdma_post_writes(struct rdma_conn *rc, const struct iovec *iov,
-			    int niov, struct rdma_mr **mrs)
+			    int niov, struct rdma_mr **mrs, unsigned wb)
 {
 	struct ibv_send_wr wr[RDMA_MAX_IOV], *bad;
 	struct ibv_sge sge[RDMA_MAX_IOV];
@@ -1589,7 +1610,7 @@ static int rdma_post_writes(struct rdma_conn *rc, const struct iovec *iov,
 		sge[n].addr = (uintptr_t)iov[i].iov_base;
 		sge[n].length = (uint32_t)iov[i].iov_len;
 		sge[n].lkey = mrs[i]->mr->lkey;
-		wr[n].wr_id = rdma_wr_id(rc, RDMA_WR_WRITE, 0);
+		wr[n].wr_id = rdma_wr_id(rc, RDMA_WR_WRITE, wb);
 		wr[n].send_flags = IBV_SEND_SIGNALED;
 		wr[n].sg_list = &sge[n];
 		wr[n].num_sge = 1;
@@ -1603,7 +1624,7 @@ static int rdma_post_writes(struct rdma_conn *rc, const struct iovec *iov,
 	}
 	wr[n - 1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr[n - 1].imm_data = htonl(rc->tx_cookie);
-	wr[n - 1].wr_id = rdma_wr_id(rc, RDMA_WR_WRITE, 1);
+	wr[n - 1].wr_id = rdma_wr_id(rc, RDMA_WR_WRITE, wb | RDMA_WB_LAST);
 	ret = -ibv_post_send(rc->qp, wr, &bad);
 	if (ret) {
 		/* The WRs before @bad were posted and will flush. */
@@ -1611,33 +1632,44 @@ static int rdma_post_writes(struct rdma_conn *rc, const struct iovec *iov,
 		return ret;
 	}
 	rc->tx_outstanding += (unsigned)n;
-	rc->write_pending = true;
+	rc->wb_busy[wb] = true;
+	for (i = 0; i < niov; i++) {
+		rc->wb_mrs[wb][i] = mrs[i];
+		mrs[i] = NULL;
+	}
 	return 0;
 }
 
-/* dev->lock held: the payload writes are posted; wait for them.  On a
- * timeout the QP goes to error so the caller's buffer is free again. */
-static int rdma_wait_write(struct rdma_conn *rc, const struct timespec *dl)
+/* dev->lock held: write batch @wb is posted; wait for it.  On a timeout
+ * the QP goes to error so the caller's buffer is free again. */
+static int rdma_wait_write(struct rdma_conn *rc, unsigned wb,
+			   const struct timespec *dl)
 {
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
 	struct timespec grace;
 
-	while (rc->write_pending && !rc->err)
+	while (rc->wb_busy[wb] && !rc->err)
 		if (pthread_cond_timedwait(&rc->cond, &rc->dev->lock, dl) ==
 		    ETIMEDOUT)
 			break;
-	if (!rc->write_pending)
+	if (!rc->wb_busy[wb])
 		return rc->err;
 	ibv_modify_qp(rc->qp, &qa, IBV_QP_STATE);
 	rdma_set_err(rc, -ETIMEDOUT);
 	psd_deadline(&grace, 2000);
-	while (rc->write_pending)
+	while (rc->wb_busy[wb])
 		if (pthread_cond_timedwait(&rc->cond, &rc->dev->lock, &grace) ==
 		    ETIMEDOUT)
 			break;
 	return psd_set_errmsg(-ETIMEDOUT,
 			      "rdma: write of key %llu to %s did not complete",
 			      (unsigned long long)rc->tx_key, rc->base.peer);
+}
+
+static int rdma_wait_tx_timeout(struct rdma_conn *rc)
+{
+	return psd_set_errmsg(-ETIMEDOUT, "rdma: %s: RDMA writes stuck",
+			      rc->base.peer);
 }
 
 /* Large message: RTS, wait for CTS, write in place.  1: use the copy
@@ -1649,7 +1681,7 @@ static int rdma_send_rndv(struct rdma_conn *rc, const struct psd_hdr *h,
 	struct rdma_dev *d = rc->dev;
 	struct rdma_mr *mrs[RDMA_MAX_IOV] = { 0 };
 	struct rdma_wire *w;
-	unsigned slot;
+	unsigned slot, wb;
 	int i, ret = 0;
 
 	for (i = 0; i < niov && !ret; i++)
@@ -1705,14 +1737,24 @@ static int rdma_send_rndv(struct rdma_conn *rc, const struct psd_hdr *h,
 		goto out_put;
 	}
 	ret = rdma_wait_tx(rc, false, dl);
+	wb = rc->wb_next;
+	while (!ret && rc->wb_busy[wb]) {
+		if (rc->err)
+			ret = rc->err;
+		else if (pthread_cond_timedwait(&rc->cond, &d->lock, dl))
+			ret = rdma_wait_tx_timeout(rc);
+	}
 	if (!ret) {
 		rc->tx_credits--;
-		ret = rdma_post_writes(rc, iov, niov, mrs);
+		ret = rdma_post_writes(rc, iov, niov, mrs, wb);
 		if (ret)
 			rdma_set_err(rc, ret);
+		rc->wb_next = (wb + 1) % RDMA_WB;
 	}
-	if (!ret)
-		ret = rdma_wait_write(rc, dl);
+	/* A request's buffers stay untouched until its answer, which comes
+	 * after the write landed (KV API): do not wait for the write. */
+	if (!ret && !psd_msg_is_request(h->type))
+		ret = rdma_wait_write(rc, wb, dl);
 	if (!ret)
 		atomic_fetch_add(&rdma_st_rndv, 1);
 out_unlock:
@@ -1997,6 +2039,7 @@ static void rdma_fini(struct psd_conn *c)
 {
 	struct rdma_conn *rc = to_rdma(c);
 	struct rdma_dev *d = rc->dev;
+	int i;
 
 	if (rc->qp && rc->idx)
 		rdma_drain(rc);
@@ -2013,8 +2056,13 @@ static void rdma_fini(struct psd_conn *c)
 		d->cq_used -= rc->send_cnt + RDMA_MAX_IOV + rc->recv_cnt;
 		pthread_mutex_unlock(&d->lock);
 	}
-	if (d)
+	if (d) {
 		rdma_mr_put(d, rc->rx_mr);
+		for (i = 0; i < RDMA_WB; i++) {
+			rc->wb_busy[i] = true;
+			rdma_wb_done(rc, (unsigned)i);
+		}
+	}
 	if (rc->rxmr)
 		ibv_dereg_mr(rc->rxmr);
 	if (rc->txmr)
