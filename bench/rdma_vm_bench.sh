@@ -41,7 +41,7 @@ psb() {
 }
 
 echo "# soft-RoCE VM: $(uname -r), $(nproc) vCPUs, device $dev, addr $addr"
-echo "# $ROUNDS rounds of: ib_write_bw (-F, iterations ${IB_ITERS[*]}), ps-bench rdma/tcp push/pull (--dtype raw: the server stores, no sum; ${SECS}s window, 40 keys, fewer above 1 MiB)"
+echo "# $ROUNDS rounds of: ib_write_bw (-F; 2000, 300, 20 iterations), ps-bench rdma/tcp push/pull (--dtype raw: the server stores, no sum; ${SECS}s window, 40 keys, fewer above 1 MiB)"
 for r in $(seq "$ROUNDS"); do
 	for s in "${SIZES[@]}"; do echo "$s $(ib_bw "$s")"; done >"$out/ib.$r"
 	for t in rdma tcp; do
