@@ -37,7 +37,12 @@
  *         in the server's merge buffer) and ends with a write-with-
  *         immediate whose immediate names the request (the RTS cookie).
  *         CTS can also say "discard" or "send it as CONT copies" (the
- *         receiver could not register memory).
+ *         receiver could not register memory).  A response's send waits
+ *         for its writes to complete; a request's send (push, pushpull,
+ *         init) returns once they are posted, since the KV API leaves
+ *         its buffers alone until the answer (see transport.h): the
+ *         next RTS then follows the writes on the wire, so the receiver
+ *         finds it queued right behind the write-with-immediate.
  *  CREDIT wire only: returns receive credits when no other traffic does.
  * Receive credits: each side pre-posts PS_RDMA_RECV_DEPTH buffers (+2
  * spare for CREDIT messages) and tells the peer in the connect private

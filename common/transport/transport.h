@@ -69,7 +69,11 @@ struct psd_transport_ops {
 	/*
 	 * Send header + payload iov; returns once the caller's buffers may
 	 * be reused, or -ETIMEDOUT after @timeout_ms without progress, or
-	 * -errno.  Called with c->send_lock held.
+	 * -errno.  Called with c->send_lock held.  Exception: for requests
+	 * (psd_msg_is_request(): push, pushpull, init) a transport may
+	 * return once the payload is on its way, because the KV API keeps
+	 * a request's buffers untouched until its answer, which the peer
+	 * sends only after the whole payload arrived (rdma does this).
 	 */
 	int (*send)(struct psd_conn *c, const struct psd_hdr *h,
 		    const struct iovec *iov, int niov, unsigned timeout_ms);
