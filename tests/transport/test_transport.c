@@ -220,10 +220,9 @@ static void tt_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 		if (payload)
 			tt_bad(n, "discarded payload delivered", h);
 		n->discarded++;
-	} else if ((h->type != PSD_MSG_PUSH &&
-		    h->type != PSD_MSG_PULL_RESP) ||
-		   h->span != h->length ||
-		   h->total != h->length || h->key >= TT_MAX_KEYS) {
+	} else if ((h->type != PSD_MSG_PUSH && h->type != PSD_MSG_PULL_RESP) ||
+		   h->span != h->length || h->total != h->length ||
+		   h->key >= TT_MAX_KEYS) {
 		tt_bad(n, "header fields changed in transit", h);
 	} else if (h->step != n->next_step[h->key]) {
 		tt_bad(n, "message out of order", h);
