@@ -12,6 +12,8 @@ SIZES=(65536 1048576 16777216)
 declare -A IB_ITERS=([65536]=2000 [1048576]=300 [16777216]=20)
 dev=${RDMA_VM_DEV:?not in the VM} gid=${RDMA_VM_GID_INDEX:-1} addr=$RDMA_VM_ADDR
 out=$(mktemp -d /tmp/bench-rdma.XXXXXX)
+# Emulation on a shared host can stall a node for seconds.
+export PS_HEARTBEAT_TIMEOUT=${PS_HEARTBEAT_TIMEOUT:-60}
 
 median() { sort -g | awk '{v[NR]=$1} END {if (NR) print v[int((NR+1)/2)]; else print "nan"}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (b > 0) printf "%.3f\n", a / b; else print "nan"}'; }

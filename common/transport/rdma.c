@@ -86,6 +86,7 @@
 #define RDMA_SPARE_RECV 2 /* for CREDIT messages, never counted */
 #define RDMA_RESERVE	1 /* credits data may not use: left for CTS */
 #define RDMA_MAX_CONNS	4096
+#define RDMA_RX_BUDGET	8	 /* messages per ->progress() call */
 #define RDMA_WB		8	 /* RDMA write batches in flight */
 #define RDMA_WB_LAST	0x800000 /* wr_id slot flag: last WR of a batch */
 
@@ -1982,18 +1983,26 @@ static int rdma_progress(struct psd_conn *c)
 	struct rdma_conn *rc = to_rdma(c);
 	struct rdma_dev *d = rc->dev;
 	struct rdma_rxq_ent e;
+	unsigned budget;
 	uint64_t v;
 	int ret;
 
 	(void)!read(c->fd, &v, sizeof(v));
 	if (!d)
 		return -ECONNRESET;
-	for (;;) {
+	for (budget = RDMA_RX_BUDGET;; budget--) {
 		pthread_mutex_lock(&d->lock);
 		if (!rc->rxq_len) {
 			ret = rc->err;
 			pthread_mutex_unlock(&d->lock);
 			return ret;
+		}
+		if (!budget) {
+			/* Let the van run its tick and other connections
+			 * (answers may block in send); come back at once. */
+			rdma_wake_van(rc);
+			pthread_mutex_unlock(&d->lock);
+			return 0;
 		}
 		e = rc->rxq[rc->rxq_head];
 		rc->rxq_head = (rc->rxq_head + 1) % rc->recv_cnt;

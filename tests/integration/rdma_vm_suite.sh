@@ -6,6 +6,8 @@ set -u
 BUILD=${BUILD:-build}
 export PS_TEST_TRANSPORT=rdma PS_TEST_ROOT_URI=${RDMA_VM_ADDR:?not in the VM}
 export PS_TEST_LITE=1 PS_TEST_TIMEOUT_MULT=${PS_TEST_TIMEOUT_MULT:-3}
+# Emulation on a shared host can stall a node for seconds.
+export PS_HEARTBEAT_TIMEOUT=${PS_HEARTBEAT_TIMEOUT:-60}
 fail=0
 part() { # name command...
 	local name=$1 t0 rc
