@@ -131,10 +131,33 @@ static void on_done(int err, uint64_t req, void *arg)
 	pthread_mutex_unlock(&bw->lock);
 }
 
+/*
+ * Workers of a pushpull run must stop at the same iteration: one that goes
+ * on alone waits forever for the others' pushes of its step.  So each
+ * iteration also pushpulls a one-float "time is up" flag; all workers see
+ * the same sum for it and stop after the same iteration.
+ */
+struct bstop {
+	uint64_t key; /* 0: no flag (one worker, or push/pull mode) */
+	float up;     /* pushed: 1 once this worker's window is over */
+	float sum;    /* pulled: workers whose window is over */
+	struct kctx ctx;
+};
+
+static int bench_stop_issue(struct psched_node *node, struct bstop *st)
+{
+	const void *pv = &st->up;
+	void *qv = &st->sum;
+	uint64_t len = sizeof(float), req;
+
+	return psched_pushpull(node, &st->key, 1, &pv, &qv, &len, PSCHED_F32, 0,
+			       on_done, &st->ctx, &req);
+}
+
 static int bench_iter(struct psched_node *node, const struct bopts *o,
 		      struct bworker *bw, uint64_t *keys, unsigned nk,
 		      void **bufs, void **outs, uint64_t size, struct kctx *ctx,
-		      double *lat)
+		      double *lat, struct bstop *st)
 {
 	uint64_t req;
 	double t0;
@@ -142,9 +165,18 @@ static int bench_iter(struct psched_node *node, const struct bopts *o,
 	int ret = 0;
 
 	pthread_mutex_lock(&bw->lock);
-	bw->outstanding = nk;
+	bw->outstanding = nk + (st && st->key ? 1 : 0);
 	bw->err = 0;
 	pthread_mutex_unlock(&bw->lock);
+	if (st && st->key) {
+		ret = bench_stop_issue(node, st);
+		if (ret) {
+			pthread_mutex_lock(&bw->lock);
+			bw->outstanding = 0;
+			pthread_mutex_unlock(&bw->lock);
+			return ret;
+		}
+	}
 	t0 = now_s();
 	for (i = 0; i < nk && !ret; i++) {
 		const void *pv = bufs[i];
@@ -187,6 +219,7 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 	double gb[16], rq[16], *lat = NULL;
 	size_t nlat = 0, cap = 0;
 	struct bworker bw;
+	struct bstop st;
 	uint64_t it, iters = 0;
 	double t0, el;
 	int ret = 0;
@@ -203,20 +236,34 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 	}
 	for (i = 0; i < nk && !ret; i++)
 		ret = psched_init(node, &keys[i], 1, NULL, &size, o->dtype, 0);
+	memset(&st, 0, sizeof(st));
+	st.ctx.bw = &bw;
+	if (o->mode == MODE_PUSHPULL && psched_num_workers(node) > 1) {
+		uint64_t flen = sizeof(float);
+
+		st.key = (uint64_t)si << 32 | 0xffffffffu;
+		ret = psched_init(node, &st.key, 1, NULL, &flen, PSCHED_F32, 0);
+	}
 	for (i = 0; i < 2 && !ret; i++) /* warm-up, discarded */
 		ret = bench_iter(node, o, &bw, keys, nk, bufs, outs, size, ctx,
-				 NULL);
+				 NULL, NULL);
 	for (r = 0; r < o->runs && !ret; r++) {
 		ret = psched_barrier(node, PSCHED_GROUP_WORKERS, 0);
 		t0 = now_s();
-		for (it = 0; !ret && (it < 3 || now_s() - t0 < o->seconds);
-		     it++) {
+		for (it = 0; !ret; it++) {
+			bool up = it >= 3 && now_s() - t0 >= o->seconds;
+
+			if (!st.key && up)
+				break;
+			if (st.key && it && st.sum > 0.5f)
+				break;
 			if (nlat + nk > cap) {
 				cap = (cap + nk) * 2;
 				lat = realloc(lat, cap * sizeof(*lat));
 			}
+			st.up = up ? 1.0f : 0.0f;
 			ret = bench_iter(node, o, &bw, keys, nk, bufs, outs,
-					 size, ctx, lat + nlat);
+					 size, ctx, lat + nlat, &st);
 			nlat += nk;
 		}
 		el = now_s() - t0;

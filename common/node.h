@@ -11,6 +11,9 @@
 
 #include "van.h"
 
+/* Hellos a server keeps while its node table is still on the way. */
+#define PSD_EARLY_HELLO_MAX 64
+
 struct psd_peer {
 	int id;
 	enum psched_role role;
@@ -19,6 +22,7 @@ struct psd_peer {
 	unsigned port;
 	struct psd_conn *conn; /* worker -> server data connection */
 	bool dead;
+	bool departed; /* worker said goodbye (finalized) */
 	char desc[96]; /* "server 1 (rank 0, 127.0.0.1:4000)" */
 };
 
@@ -34,6 +38,8 @@ struct psd_app {
 			    const char *why);
 	void (*conn_closed)(struct psched_node *n, struct psd_conn *c);
 	void (*config)(struct psched_node *n, const Psched__Config *cfg);
+	/* Fill the role's fields of psched_node_stats() (any thread). */
+	void (*stats)(const struct psched_node *n, struct psched_stats *out);
 	void (*destroy)(struct psched_node *n);
 };
 
@@ -59,7 +65,15 @@ struct psched_node {
 	uint64_t barrier_seq;  /* last barrier this node entered */
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
-	uint64_t token; /* job token from the node table */
+	bool finalizing; /* worker said it is done, waits for shutdown */
+	uint64_t token;	 /* job token from the node table */
+	/* Hellos that came before our own node table (van thread only). */
+	struct psd_early_hello {
+		struct psd_conn *conn; /* holds a reference */
+		int id;
+		uint64_t token;
+	} early[PSD_EARLY_HELLO_MAX];
+	unsigned nearly;
 
 	atomic_uint_fast64_t stored_bytes; /* server: tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* server: bytes allocated */
@@ -101,6 +115,13 @@ int psd_kvw_attach(struct psched_node *n);
 int psd_kvs_attach(struct psched_node *n);
 int psd_sched_start(struct psched_node *n);
 int psd_sched_run(struct psched_node *n);
+/*
+ * Switch every worker and server to {partition, credit} at a step boundary
+ * (van thread only).  -EBUSY while an earlier switch is open, -EAGAIN before
+ * the cluster is up or after shutdown.
+ */
+int psd_sched_propose_config(struct psched_node *n, uint64_t part,
+			     uint64_t credit);
 void psd_sched_stop(struct psched_node *n);
 
 #endif

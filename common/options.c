@@ -169,6 +169,21 @@ static const struct opt opts[] = {
 	  "priority",
 	  "priority (priority queue + credit + partitions) | fifo "
 	  "(arrival order, unlimited credit, no partitioning: the baseline)" },
+	{ "config-cycle",
+	  { "PS_CONFIG_CYCLE" },
+	  OPT_STR,
+	  OFF(config_cycle),
+	  SZ(config_cycle),
+	  "",
+	  "scheduler: PART:CREDIT[,PART:CREDIT...] configs switched to in "
+	  "turn, one every --config-interval (bytes, K/M/G)" },
+	{ "config-interval",
+	  { "PS_CONFIG_INTERVAL" },
+	  OPT_SECONDS,
+	  OFF(config_interval_ms),
+	  0,
+	  "1",
+	  "scheduler: seconds between --config-cycle switches" },
 };
 
 const char *psched_role_name(enum psched_role role)
@@ -225,6 +240,33 @@ static int opt_parse_u64(const char *s, bool bytes, uint64_t *out)
 	return 0;
 }
 
+int psched_parse_bytes(const char *s, uint64_t *out)
+{
+	return s && out ? opt_parse_u64(s, true, out) : -EINVAL;
+}
+
+/* "PART:CREDIT[,PART:CREDIT...]", each a byte count. */
+static bool opt_cycle_valid(const char *val)
+{
+	char buf[256], *save = NULL, *tok, *colon;
+	uint64_t u;
+
+	if (!*val)
+		return true;
+	snprintf(buf, sizeof(buf), "%s", val);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		colon = strchr(tok, ':');
+		if (!colon)
+			return false;
+		*colon = '\0';
+		if (opt_parse_u64(tok, true, &u) ||
+		    opt_parse_u64(colon + 1, true, &u))
+			return false;
+	}
+	return true;
+}
+
 static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 {
 	char *field = (char *)cfg + o->off;
@@ -247,6 +289,8 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 			return -EINVAL;
 		if (o->off == OFF(scheduling) && strcmp(val, "priority") &&
 		    strcmp(val, "fifo"))
+			return -EINVAL;
+		if (o->off == OFF(config_cycle) && !opt_cycle_valid(val))
 			return -EINVAL;
 		strcpy(field, val);
 		return 0;

@@ -62,6 +62,8 @@ static void po_peer_desc(struct psd_peer *p)
 		 psched_role_name(p->role), p->id, p->rank, p->host, p->port);
 }
 
+static void po_early_hellos(struct psched_node *n);
+
 /* Van thread: the scheduler sent the node table. */
 static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 {
@@ -108,6 +110,7 @@ static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 	pthread_cond_broadcast(&n->cond);
 	pthread_mutex_unlock(&n->lock);
 	free(peers);
+	po_early_hellos(n);
 }
 
 static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
@@ -127,24 +130,16 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 		n->app->peer_failed(n, p, PSCHED_ENODEDEAD, f->reason);
 }
 
-/*
- * Van thread: the first message on a data connection must be a hello
- * from a worker of this job (its id and the job token), and each worker
- * has one data connection.  Anything else costs the connection.
- */
-static void po_on_hello(struct psched_node *n, struct psd_conn *c,
-			const Psched__Control *m)
+/* Van thread: check a worker's hello and bind its connection. */
+static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id,
+			    uint64_t token)
 {
 	const char *why = NULL;
 	struct psd_peer *p = NULL;
 
-	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0)
-		why = "unexpected control message on a data connection";
-	else if (!n->have_table)
-		why = "hello before the cluster is complete";
-	else if (m->hello->token != n->token)
+	if (token != n->token)
 		why = "hello with a wrong job token (PS_JOB_TOKEN)";
-	else if (!(p = psd_node_peer(n, m->hello->id)) || p->id < 0 ||
+	else if (!(p = psd_node_peer(n, id)) || p->id < 0 ||
 		 p->role != PSCHED_ROLE_WORKER)
 		why = "hello from an id that is no worker of this job";
 	else if (p->conn || p->dead)
@@ -160,6 +155,86 @@ static void po_on_hello(struct psched_node *n, struct psd_conn *c,
 	pthread_mutex_unlock(&n->lock);
 	c->peer_id = p->id;
 	snprintf(c->peer, sizeof(c->peer), "%s", p->desc);
+}
+
+/*
+ * Van thread: a worker finished and says so on its data connection before
+ * it goes.  Its connection closing is then no failure; but in sync mode no
+ * step it has not pushed can complete, so waits for those fail now, naming
+ * it, rather than at their timeout.
+ */
+static void po_on_goodbye(struct psched_node *n, struct psd_conn *c)
+{
+	struct psd_peer *p;
+
+	pthread_mutex_lock(&n->lock);
+	p = psd_node_peer(n, c->peer_id);
+	if (!p || p->conn != c || p->departed || p->dead) {
+		pthread_mutex_unlock(&n->lock);
+		return;
+	}
+	p->departed = true;
+	pthread_mutex_unlock(&n->lock);
+	psd_info("%s finished", p->desc);
+	if (n->app && n->app->peer_failed)
+		n->app->peer_failed(n, p, PSCHED_ENODEDEAD,
+				    "finished (finalized) and left");
+}
+
+/*
+ * Van thread: the first message on a data connection must be a hello
+ * from a worker of this job (its id and the job token), and each worker
+ * has one data connection.  Anything else costs the connection.  A worker
+ * may get the node table, and say hello, before this server has its own
+ * copy: such hellos wait here until the table comes.
+ */
+static void po_on_hello(struct psched_node *n, struct psd_conn *c,
+			const Psched__Control *m)
+{
+	struct psd_early_hello *e;
+
+	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0) {
+		po_on_goodbye(n, c);
+		return;
+	}
+	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0) {
+		psd_err("dropping connection from %s: unexpected control "
+			"message on a data connection",
+			c->peer);
+		psd_conn_close(c);
+		return;
+	}
+	if (n->have_table) {
+		po_accept_hello(n, c, m->hello->id, m->hello->token);
+		return;
+	}
+	if (n->nearly == PSD_EARLY_HELLO_MAX) {
+		psd_err("dropping connection from %s: too many hellos before "
+			"the cluster is complete",
+			c->peer);
+		psd_conn_close(c);
+		return;
+	}
+	e = &n->early[n->nearly++];
+	e->conn = c;
+	e->id = m->hello->id;
+	e->token = m->hello->token;
+	psd_conn_get(c);
+}
+
+/* Van thread: the table is here; take the hellos that came before it. */
+static void po_early_hellos(struct psched_node *n)
+{
+	unsigned i;
+
+	for (i = 0; i < n->nearly; i++) {
+		struct psd_early_hello *e = &n->early[i];
+
+		if (!atomic_load(&e->conn->closed))
+			po_accept_hello(n, e->conn, e->id, e->token);
+		psd_conn_put(e->conn);
+	}
+	n->nearly = 0;
 }
 
 static void po_rx_control(void *arg, struct psd_conn *c,
@@ -250,8 +325,10 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 		return;
 	pthread_mutex_lock(&n->lock);
 	p = psd_node_peer(n, c->peer_id);
-	/* Only the peer's own data connection speaks for it. */
-	down = n->shutdown || !p || p->dead || p->conn != c;
+	/* Only the peer's own data connection speaks for it.  A server that
+	 * got the shutdown before this finalized worker did is no failure. */
+	down = n->shutdown || n->finalizing || !p || p->dead || p->departed ||
+	       p->conn != c;
 	if (p && !down)
 		p->dead = true;
 	pthread_mutex_unlock(&n->lock);
@@ -550,10 +627,22 @@ int psd_po_finalize(struct psched_node *n)
 {
 	Psched__Finalize f = PSCHED__FINALIZE__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
+	unsigned i;
 	int ret;
 
 	m.body_case = PSCHED__CONTROL__BODY_FINALIZE;
 	m.finalize = &f;
+	pthread_mutex_lock(&n->lock);
+	n->finalizing = true;
+	pthread_mutex_unlock(&n->lock);
+	/* Goodbye to each server first, so none mistakes our leaving for a
+	 * failure. */
+	for (i = 0; i < n->num_server; i++) {
+		struct psd_peer *p = psd_node_peer(n, psd_server_id(i));
+
+		if (p && p->conn && !p->dead)
+			psd_conn_send_control(p->conn, n->id, &m);
+	}
 	ret = psd_node_send_sched(n, &m);
 	if (ret)
 		return ret;
@@ -587,6 +676,9 @@ void psd_po_stop(struct psched_node *n)
 
 	psd_van_destroy(n->van);
 	n->van = NULL;
+	for (i = 0; i < n->nearly; i++)
+		psd_conn_put(n->early[i].conn);
+	n->nearly = 0;
 	for (i = 0; i < n->npeers; i++)
 		psd_conn_put(n->peers[i].conn);
 	psd_conn_put(n->sched);

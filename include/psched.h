@@ -76,6 +76,8 @@ struct psched_cfg {
 	uint64_t partition_bytes;	/* PS_PARTITION_BYTES, 0 = none */
 	uint64_t credit_bytes;		/* PS_CREDIT_BYTES, 0 = unlimited */
 	char scheduling[16];		/* PS_SCHEDULING: priority|fifo */
+	char config_cycle[256];		/* PS_CONFIG_CYCLE (scheduler) */
+	unsigned config_interval_ms;	/* PS_CONFIG_INTERVAL (scheduler) */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
@@ -91,6 +93,12 @@ int psched_cfg_from_env(struct psched_cfg *cfg);
  */
 int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 			  bool strict);
+/*
+ * Parse a byte count: decimal digits with an optional K, M or G suffix
+ * (2^10, 2^20, 2^30; "KB"/"KiB" spellings too).  0 or -EINVAL (also on
+ * overflow).
+ */
+int psched_parse_bytes(const char *s, uint64_t *out);
 /* Print every option, its variable and its default to @out. */
 void psched_cfg_usage(FILE *out);
 /* "scheduler", "server", "worker". */
@@ -202,6 +210,11 @@ struct psched_stats {
 	uint64_t rx_msgs;
 	uint64_t stored_bytes; /* server: bytes of tensor values it holds */
 	uint64_t alloc_bytes;  /* server: bytes it allocated for them */
+	/* worker: the scheduler's view */
+	uint64_t chunks_started;      /* chunks sent so far */
+	uint64_t max_in_flight_bytes; /* high-water mark of credit in use */
+	uint64_t credit_bytes;	      /* credit in force, 0 = unlimited */
+	uint32_t config_epoch;	      /* newest committed config epoch */
 };
 void psched_node_stats(const struct psched_node *node,
 		       struct psched_stats *out);

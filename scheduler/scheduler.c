@@ -24,7 +24,29 @@ struct sched_node {
 	bool dead;
 	bool finalized;
 	bool closed;
+	uint32_t acked_epoch; /* last config PREPARE it answered */
 	char desc[96];
+};
+
+/* One config switch in progress (two phases, see proto/psched.proto). */
+struct sched_cfg_switch {
+	bool open;
+	uint32_t epoch;
+	uint64_t part;
+	uint64_t credit;
+	uint64_t max_step; /* highest step any worker acked */
+	uint64_t deadline_ms;
+};
+
+#define SCHED_CYCLE_MAX 32
+
+/* --config-cycle: configs proposed in turn every --config-interval. */
+struct sched_cycle {
+	uint64_t part[SCHED_CYCLE_MAX];
+	uint64_t credit[SCHED_CYCLE_MAX];
+	unsigned n;
+	unsigned next;
+	uint64_t last_ms;
 };
 
 struct sched_barrier {
@@ -49,6 +71,10 @@ struct psd_sched {
 	char transport_from[160]; /* who chose it, for mismatch errors */
 	uint64_t token;		  /* PS_JOB_TOKEN hash, else random */
 	struct sched_barrier barriers[PSCHED_GROUP_ALL + 1];
+	uint32_t last_epoch;
+	uint64_t last_apply_step;
+	struct sched_cfg_switch sw;
+	struct sched_cycle cycle;
 };
 
 static struct psd_sched *sched_of(struct psched_node *n)
@@ -178,6 +204,142 @@ static void sched_maybe_shutdown(struct psched_node *n)
 			sched_send(&s->nodes[i], &m);
 }
 
+static bool sched_is_live_worker(const struct sched_node *sn)
+{
+	return sn->used && !sn->dead && !sn->closed && !sn->finalized &&
+	       sn->role == PSCHED_ROLE_WORKER;
+}
+
+static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
+			   uint64_t from_step, bool servers_too)
+{
+	struct psd_sched *s = sched_of(n);
+	Psched__Config c = PSCHED__CONFIG__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+	unsigned i;
+
+	c.epoch = s->sw.epoch;
+	c.partition_bytes = s->sw.part;
+	c.credit_bytes = s->sw.credit;
+	c.apply_from_step = from_step;
+	c.phase = phase;
+	m.body_case = PSCHED__CONTROL__BODY_CONFIG;
+	m.config = &c;
+	for (i = 0; i < s->cap; i++) {
+		struct sched_node *sn = &s->nodes[i];
+
+		if (!sn->used || sn->dead ||
+		    (sn->role != PSCHED_ROLE_WORKER && !servers_too))
+			continue;
+		sched_send(sn, &m);
+	}
+}
+
+/* Commit the open switch once every live worker acknowledged it. */
+static void sched_cfg_check(struct psched_node *n)
+{
+	struct psd_sched *s = sched_of(n);
+	uint64_t from;
+	unsigned i;
+
+	if (!s->sw.open)
+		return;
+	for (i = 0; i < s->cap; i++)
+		if (sched_is_live_worker(&s->nodes[i]) &&
+		    s->nodes[i].acked_epoch != s->sw.epoch)
+			return;
+	from = s->sw.max_step + 1;
+	if (from <= s->last_apply_step)
+		from = s->last_apply_step + 1;
+	s->last_apply_step = from;
+	s->sw.open = false;
+	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
+	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
+		 "from step %llu",
+		 s->sw.epoch, (unsigned long long)s->sw.part,
+		 (unsigned long long)s->sw.credit, (unsigned long long)from);
+}
+
+int psd_sched_propose_config(struct psched_node *n, uint64_t part,
+			     uint64_t credit)
+{
+	struct psd_sched *s = sched_of(n);
+
+	if (!s->table_sent || s->shutdown_sent || s->done)
+		return -EAGAIN;
+	if (s->sw.open)
+		return -EBUSY;
+	s->sw.open = true;
+	s->sw.epoch = ++s->last_epoch;
+	s->sw.part = part;
+	s->sw.credit = credit;
+	s->sw.max_step = 0;
+	s->sw.deadline_ms = psd_now_ms() + n->cfg.heartbeat_timeout_ms;
+	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
+	sched_cfg_check(n); /* no live worker: commit at once */
+	return 0;
+}
+
+static void sched_on_config_ack(struct psched_node *n, struct sched_node *sn,
+				const Psched__ConfigAck *a)
+{
+	struct psd_sched *s = sched_of(n);
+
+	if (sn->role != PSCHED_ROLE_WORKER || !s->sw.open ||
+	    a->epoch != s->sw.epoch) {
+		psd_debug("%s: stale config ack for epoch %u", sn->desc,
+			  a->epoch);
+		return;
+	}
+	sn->acked_epoch = a->epoch;
+	if (a->max_step > s->sw.max_step)
+		s->sw.max_step = a->max_step;
+	sched_cfg_check(n);
+}
+
+/* A PREPARE nobody finished answering: call it off, naming who. */
+static void sched_cfg_timeout(struct psched_node *n)
+{
+	struct psd_sched *s = sched_of(n);
+	char who[256] = "";
+	size_t used = 0;
+	unsigned i;
+
+	for (i = 0; i < s->cap && used + 2 < sizeof(who); i++) {
+		struct sched_node *sn = &s->nodes[i];
+
+		if (sched_is_live_worker(sn) && sn->acked_epoch != s->sw.epoch)
+			used += (size_t)snprintf(who + used, sizeof(who) - used,
+						 "%s%s", used ? ", " : "",
+						 sn->desc);
+	}
+	psd_warn("config epoch %u called off: no answer within %u ms from %s",
+		 s->sw.epoch, n->cfg.heartbeat_timeout_ms, who);
+	s->sw.open = false;
+	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
+}
+
+/* --config-cycle: propose the next config when its time has come. */
+static void sched_cycle_tick(struct psched_node *n, uint64_t now)
+{
+	struct psd_sched *s = sched_of(n);
+	struct sched_cycle *cy = &s->cycle;
+
+	if (!cy->n || s->sw.open || s->shutdown_sent)
+		return;
+	if (!cy->last_ms) {
+		cy->last_ms = now;
+		return;
+	}
+	if (now - cy->last_ms < n->cfg.config_interval_ms)
+		return;
+	if (!psd_sched_propose_config(n, cy->part[cy->next],
+				      cy->credit[cy->next])) {
+		cy->next = (cy->next + 1) % cy->n;
+		cy->last_ms = now;
+	}
+}
+
 static void sched_declare_dead(struct psched_node *n, struct sched_node *sn,
 			       const char *why)
 {
@@ -201,9 +363,10 @@ static void sched_declare_dead(struct psched_node *n, struct sched_node *sn,
 	for (i = 0; i < s->cap; i++)
 		if (s->nodes[i].used && !s->nodes[i].dead)
 			sched_send(&s->nodes[i], &m);
-	/* Barriers no longer wait for the dead node. */
+	/* Barriers and config switches no longer wait for the dead node. */
 	for (g = 1; g <= PSCHED_GROUP_ALL; g++)
 		sched_barrier_check(n, g);
+	sched_cfg_check(n);
 	sched_maybe_shutdown(n);
 }
 
@@ -402,7 +565,11 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 		break;
 	case PSCHED__CONTROL__BODY_FINALIZE:
 		sn->finalized = true;
+		sched_cfg_check(n);
 		sched_maybe_shutdown(n);
+		break;
+	case PSCHED__CONTROL__BODY_CONFIG_ACK:
+		sched_on_config_ack(n, sn, m->config_ack);
 		break;
 	default:
 		psd_warn("%s sent unexpected control message %d", sn->desc,
@@ -505,6 +672,9 @@ static void sched_tick(void *arg)
 			 (unsigned long long)(now - sn->last_seen_ms));
 		sched_declare_dead(n, sn, why);
 	}
+	if (s->sw.open && now > s->sw.deadline_ms)
+		sched_cfg_timeout(n);
+	sched_cycle_tick(n, now);
 	if (s->shutdown_sent && (!open || now - s->shutdown_ms > 5000))
 		sched_finish(n, 0, "");
 }
@@ -531,6 +701,30 @@ static const struct psd_app sched_app = {
 	.destroy = sched_free,
 };
 
+/* "PART:CREDIT,PART:CREDIT,..." with K/M/G suffixes. */
+static int sched_cycle_parse(const char *spec, struct sched_cycle *cy)
+{
+	char buf[sizeof(((struct psched_cfg *)0)->config_cycle)];
+	char *save = NULL, *tok, *colon;
+
+	cy->n = 0;
+	if (!*spec)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		colon = strchr(tok, ':');
+		if (!colon || cy->n == SCHED_CYCLE_MAX)
+			return -EINVAL;
+		*colon = '\0';
+		if (psched_parse_bytes(tok, &cy->part[cy->n]) ||
+		    psched_parse_bytes(colon + 1, &cy->credit[cy->n]))
+			return -EINVAL;
+		cy->n++;
+	}
+	return cy->n ? 0 : -EINVAL;
+}
+
 static int sched_alloc(struct psched_node *n)
 {
 	struct psd_sched *s = calloc(1, sizeof(*s));
@@ -556,6 +750,9 @@ static int sched_alloc(struct psched_node *n)
 	snprintf(s->transport, sizeof(s->transport), "%s", n->cfg.transport);
 	snprintf(s->transport_from, sizeof(s->transport_from),
 		 "PS_TRANSPORT=%s on the scheduler", n->cfg.transport);
+	if (sched_cycle_parse(n->cfg.config_cycle, &s->cycle))
+		return psd_set_errmsg(-EINVAL, "bad --config-cycle '%s'",
+				      n->cfg.config_cycle);
 	s->start_ms = psd_now_ms();
 	s->token = psd_job_token();
 	if (!s->token &&

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cfgtab.h"
 #include "node.h"
 #include "placement.h"
 
@@ -38,7 +39,8 @@ struct kvs_entry {
 	uint64_t chunk; /* chunk size of its layout */
 	uint64_t nchunks;
 	uint64_t chunks_done;
-	uint32_t *counts; /* pushes per chunk */
+	uint32_t *counts;	/* pushes per chunk */
+	struct psd_list *cwait; /* per chunk: pushpulls waiting for it */
 	uint64_t counts_cap;
 	uint64_t *wbytes;      /* bytes per worker rank */
 	struct psd_list pulls; /* struct kvs_wait, want > version */
@@ -61,6 +63,7 @@ struct psd_kvs {
 	unsigned nworker;
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];
+	struct psd_cfgtab cfgs; /* config epochs, to check chunk layouts */
 };
 
 static struct psd_kvs *kvs_of(struct psched_node *n)
@@ -115,10 +118,12 @@ static void kvs_entry_free(struct psched_node *n, struct kvs_entry *e)
 		return;
 	atomic_fetch_sub(&n->stored_bytes, e->len);
 	atomic_fetch_sub(&n->alloc_bytes,
-			 2 * e->len + e->counts_cap * sizeof(*e->counts));
+			 2 * e->len + e->counts_cap * (sizeof(*e->counts) +
+						       sizeof(*e->cwait)));
 	free(e->value);
 	free(e->merge);
 	free(e->counts);
+	free(e->cwait);
 	free(e->wbytes);
 	free(e);
 }
@@ -161,6 +166,23 @@ static int kvs_create(struct psched_node *n, const struct psd_hdr *h,
 	s->count++;
 	*out = e;
 	return 0;
+}
+
+/* The push's bytes are here (held or summed): the worker's credit for
+ * them comes back, even when a pushpull's answer must wait for the other
+ * workers.  Holding credit across that wait deadlocks as soon as two
+ * workers start their chunks in different orders. */
+static void kvs_send_ack(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *req)
+{
+	struct psd_hdr h = *req;
+
+	h.type = PSD_MSG_PUSH_ACK;
+	h.sender = n->id;
+	h.status = 0;
+	h.length = 0;
+	h.flags = 0;
+	psd_conn_send(c, &h, NULL, 0);
 }
 
 /* Answer one request with a status and no payload. */
@@ -230,21 +252,30 @@ static int kvs_step_open(struct kvs_entry *e, struct psched_node *n,
 			 uint64_t part)
 {
 	struct psd_kvs *s = kvs_of(n);
-	uint64_t chunk = kvs_chunk_size(e, part), nch;
+	uint64_t chunk = kvs_chunk_size(e, part), nch, i;
+	struct psd_list *nw;
 	uint32_t *nc;
 
 	if (e->open)
 		return chunk == e->chunk ? 0 : -EPROTO;
 	nch = (e->len + chunk - 1) / chunk;
 	if (nch > e->counts_cap) {
+		/* Every wait list is empty while no step is open. */
 		nc = realloc(e->counts, nch * sizeof(*nc));
 		if (!nc)
 			return -ENOMEM;
-		atomic_fetch_add(&n->alloc_bytes,
-				 (nch - e->counts_cap) * sizeof(*nc));
 		e->counts = nc;
+		nw = realloc(e->cwait, nch * sizeof(*nw));
+		if (!nw)
+			return -ENOMEM;
+		e->cwait = nw;
+		atomic_fetch_add(&n->alloc_bytes,
+				 (nch - e->counts_cap) *
+					 (sizeof(*nc) + sizeof(*nw)));
 		e->counts_cap = nch;
 	}
+	for (i = 0; i < nch; i++)
+		psd_list_init(&e->cwait[i]);
 	memset(e->counts, 0, nch * sizeof(*e->counts));
 	memset(e->wbytes, 0, s->nworker * sizeof(*e->wbytes));
 	e->chunk = chunk;
@@ -336,7 +367,7 @@ static void kvs_answer_pulls(struct psched_node *n, struct kvs_entry *e)
 	}
 }
 
-static int kvs_queue_pull(struct psd_conn *c, struct kvs_entry *e,
+static int kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
 			  const struct psd_hdr *h, uint64_t want)
 {
 	struct kvs_wait *w = calloc(1, sizeof(*w));
@@ -347,7 +378,7 @@ static int kvs_queue_pull(struct psd_conn *c, struct kvs_entry *e,
 	psd_conn_get(c);
 	w->h = *h;
 	w->want = want;
-	psd_list_add_tail(&e->pulls, &w->link);
+	psd_list_add_tail(list, &w->link);
 	return 0;
 }
 
@@ -370,7 +401,7 @@ static void kvs_step_finish(struct psched_node *n, struct kvs_entry *e)
 /* Add one worker's push of the open step (payload already received). */
 static int kvs_contribute(struct psched_node *n, struct kvs_entry *e,
 			  const struct psd_hdr *h, const void *payload,
-			  int wrank, bool direct)
+			  int wrank, bool direct, uint64_t *idxp)
 {
 	struct psd_kvs *s = kvs_of(n);
 	uint64_t idx;
@@ -389,29 +420,80 @@ static int kvs_contribute(struct psched_node *n, struct kvs_entry *e,
 	e->wbytes[wrank] += h->span;
 	if (++e->counts[idx] == s->nworker)
 		e->chunks_done++;
+	*idxp = idx;
 	return 0;
+}
+
+/* Answer a pushpull from the open step's merge buffer: its chunk has all
+ * W pushes, so those bytes are final for the step even while other chunks
+ * are still coming (the credit gate needs this: a worker's chunk stays in
+ * flight until this answer). */
+static void kvs_reply_chunk(struct psched_node *n, struct psd_conn *c,
+			    struct kvs_entry *e, const struct psd_hdr *req)
+{
+	struct psd_hdr h = *req;
+	struct iovec iov;
+
+	h.type = PSD_MSG_PULL_RESP;
+	h.sender = n->id;
+	h.flags = 0;
+	h.step = e->version + 1;
+	h.length = h.span;
+	iov.iov_base = e->merge + (h.offset - e->off);
+	iov.iov_len = (size_t)h.span;
+	psd_conn_send(c, &h, &iov, 1);
+}
+
+/* Chunk @idx of the open step is complete: answer its pushpulls. */
+static void kvs_answer_chunk(struct psched_node *n, struct kvs_entry *e,
+			     uint64_t idx)
+{
+	struct psd_list *pos, *tmp;
+
+	psd_list_for_each_safe (pos, tmp, &e->cwait[idx]) {
+		struct kvs_wait *w =
+			psd_container_of(pos, struct kvs_wait, link);
+
+		psd_list_del(&w->link);
+		kvs_reply_chunk(n, w->conn, e, &w->h);
+		psd_conn_put(w->conn);
+		free(w);
+	}
 }
 
 /* Sync push of the open step received: account, ack, maybe finish. */
 static void kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 			   struct kvs_entry *e, const struct psd_hdr *h,
-			   const void *payload, int wrank, bool direct)
+			   const void *payload, int wrank, bool direct,
+			   bool acked)
 {
+	struct psd_kvs *s = kvs_of(n);
 	int ret = kvs_step_open(e, n, h->part);
+	uint64_t idx = 0;
 
 	if (!ret)
-		ret = kvs_contribute(n, e, h, payload, wrank, direct);
+		ret = kvs_contribute(n, e, h, payload, wrank, direct, &idx);
 	if (ret) {
 		kvs_reject(n, c, h, -EPROTO,
 			   "chunk does not fit the step's layout, or was "
 			   "pushed twice");
 		return;
 	}
-	if (h->type == PSD_MSG_PUSHPULL) {
-		if (kvs_queue_pull(c, e, h, h->step))
+	if (h->type != PSD_MSG_PUSHPULL) {
+		if (!acked)
+			kvs_reply_status(n, c, h, 0);
+	} else if (e->counts[idx] < s->nworker && s->broken) {
+		kvs_reject(n, c, h, s->broken, s->broken_msg);
+	} else if (e->counts[idx] < s->nworker) {
+		if (kvs_queue_wait(c, &e->cwait[idx], h, h->step))
 			kvs_reply_status(n, c, h, -ENOMEM);
-	} else {
-		kvs_reply_status(n, c, h, 0);
+		else if (!acked)
+			kvs_send_ack(n, c, h);
+	}
+	if (e->counts[idx] == s->nworker) {
+		if (h->type == PSD_MSG_PUSHPULL)
+			kvs_reply_chunk(n, c, e, h);
+		kvs_answer_chunk(n, e, idx);
 	}
 	if (e->chunks_done == e->nchunks)
 		kvs_step_finish(n, e);
@@ -439,7 +521,7 @@ static void kvs_process_held(struct psched_node *n, struct kvs_entry *e)
 		p = psd_node_peer(n, w->conn->peer_id);
 		if (!atomic_load(&w->conn->closed) && p)
 			kvs_push_apply(n, w->conn, e, &w->h, w->buf, p->rank,
-				       false);
+				       false, true);
 		psd_conn_put(w->conn);
 		free(w->buf);
 		free(w);
@@ -483,6 +565,29 @@ static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
 	return 0;
 }
 
+/*
+ * A push of step s must be cut with the config that covers s.  An epoch
+ * newer than any this server knows is taken on trust (its commit may
+ * still be on its way here); a known one must be the step's.
+ */
+static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
+			       const struct psd_conn *c)
+{
+	const struct psd_cfg_entry *want;
+
+	if (h->epoch > psd_cfgtab_last(&s->cfgs)->epoch)
+		return false;
+	want = psd_cfgtab_for_step(&s->cfgs, h->step);
+	if (want->epoch == h->epoch)
+		return false;
+	psd_err("%s pushed key %llu step %llu with config epoch %u, but "
+		"that step belongs to epoch %u (from step %llu)",
+		c->peer, (unsigned long long)h->key,
+		(unsigned long long)h->step, h->epoch, want->epoch,
+		(unsigned long long)want->apply_from_step);
+	return true;
+}
+
 /* Where the payload of a push goes, decided before it is read. */
 static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 			   struct kvs_conn *kc, const struct psd_hdr *h,
@@ -494,6 +599,12 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 
 	if (s->async)
 		return 0;
+	if (kvs_epoch_mismatch(s, h, c)) {
+		kvs_reject(n, c, h, -EPROTO,
+			   "chunk cut with another config epoch than its "
+			   "step's");
+		return PSD_RX_DISCARD;
+	}
 	if (h->step <= e->version) {
 		kvs_reject(n, c, h, -EPROTO, "step already applied");
 		return PSD_RX_DISCARD;
@@ -564,7 +675,7 @@ static void kvs_on_pull(struct psched_node *n, struct psd_conn *c,
 		kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
 		return;
 	}
-	if (kvs_queue_pull(c, e, h, h->step))
+	if (kvs_queue_wait(c, &e->pulls, h, h->step))
 		kvs_reply_status(n, c, h, -ENOMEM);
 }
 
@@ -625,10 +736,11 @@ static void kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 		w->h = *h;
 		w->buf = kc->hold;
 		kc->hold = NULL;
+		kvs_send_ack(n, c, h);
 		psd_list_add_tail(&kc->e->held, &w->link);
 		return;
 	}
-	kvs_push_apply(n, c, kc->e, h, payload, kc->wrank, kc->direct);
+	kvs_push_apply(n, c, kc->e, h, payload, kc->wrank, kc->direct, false);
 }
 
 /* Drop every wait of @c (or all of them when @c is NULL, replying
@@ -653,18 +765,30 @@ static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
 	}
 }
 
+/* Every wait of @e: pulls, pushpulls waiting for a chunk, and (unless
+ * @pulls_only) early pushes held for a later step. */
+static void kvs_drop_entry_waits(struct psched_node *n, struct kvs_entry *e,
+				 struct psd_conn *c, int err, const char *why,
+				 bool pulls_only)
+{
+	uint64_t i;
+
+	kvs_drop_waits(n, &e->pulls, c, err, why);
+	for (i = 0; e->open && i < e->nchunks; i++)
+		kvs_drop_waits(n, &e->cwait[i], c, err, why);
+	if (!pulls_only)
+		kvs_drop_waits(n, &e->held, c, err, why);
+}
+
 static void kvs_conn_closed(struct psched_node *n, struct psd_conn *c)
 {
 	struct psd_kvs *s = kvs_of(n);
 	struct kvs_conn *kc = c->ctx;
 	size_t i;
 
-	for (i = 0; i < s->cap; i++) {
-		if (!s->tab[i])
-			continue;
-		kvs_drop_waits(n, &s->tab[i]->pulls, c, 0, NULL);
-		kvs_drop_waits(n, &s->tab[i]->held, c, 0, NULL);
-	}
+	for (i = 0; i < s->cap; i++)
+		if (s->tab[i])
+			kvs_drop_entry_waits(n, s->tab[i], c, 0, NULL, false);
 	if (kc) {
 		free(kc->hold);
 		free(kc);
@@ -686,8 +810,8 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 		 "%s died (%s): sync steps cannot complete", p->desc, why);
 	for (i = 0; i < s->cap; i++)
 		if (s->tab[i])
-			kvs_drop_waits(n, &s->tab[i]->pulls, NULL, err,
-				       s->broken_msg);
+			kvs_drop_entry_waits(n, s->tab[i], NULL, err,
+					     s->broken_msg, true);
 }
 
 static void kvs_destroy(struct psched_node *n)
@@ -702,16 +826,40 @@ static void kvs_destroy(struct psched_node *n)
 
 		if (!e)
 			continue;
-		kvs_drop_waits(n, &e->pulls, NULL, 0, NULL);
-		kvs_drop_waits(n, &e->held, NULL, 0, NULL);
+		kvs_drop_entry_waits(n, e, NULL, 0, NULL, false);
 		kvs_entry_free(n, e);
 	}
+	psd_cfgtab_fini(&s->cfgs);
 	free(s->tab);
 	free(s);
 	n->app_state = NULL;
 }
 
+/* A committed config from the scheduler (van thread). */
+static void kvs_config(struct psched_node *n, const Psched__Config *m)
+{
+	struct psd_kvs *s = kvs_of(n);
+	struct psd_cfg_entry e = { .epoch = m->epoch,
+				   .partition_bytes = m->partition_bytes,
+				   .credit_bytes = m->credit_bytes,
+				   .apply_from_step = m->apply_from_step };
+	int ret;
+
+	if (m->phase != PSCHED__CONFIG__PHASE__COMMIT)
+		return;
+	ret = psd_cfgtab_add(&s->cfgs, &e);
+	if (ret && ret != -EALREADY)
+		psd_err("config epoch %u refused: %s", m->epoch,
+			psched_strerror(ret));
+	else
+		psd_info("config epoch %u from step %llu: partition %llu "
+			 "bytes",
+			 m->epoch, (unsigned long long)m->apply_from_step,
+			 (unsigned long long)m->partition_bytes);
+}
+
 static const struct psd_app kvs_app = {
+	.config = kvs_config,
 	.rx_header = kvs_rx_header,
 	.rx_data = kvs_rx_data,
 	.peer_failed = kvs_peer_failed,
@@ -727,7 +875,9 @@ int psd_kvs_attach(struct psched_node *n)
 		return -ENOMEM;
 	s->async = !strcmp(n->cfg.server_mode, "async");
 	s->nworker = n->num_worker;
-	if (kvs_grow(s)) {
+	if (kvs_grow(s) || psd_cfgtab_init(&s->cfgs, n->cfg.partition_bytes,
+					   n->cfg.credit_bytes)) {
+		free(s->tab);
 		free(s);
 		return -ENOMEM;
 	}

@@ -2,11 +2,10 @@
 # A server dies mid-run (kill -9), or hangs (SIGSTOP): every worker call
 # fails within the heartbeat timeout with an error naming that server,
 # and every process exits in bounded time.  Nothing hangs.
-# Known gap: a worker whose step waits on a push that another worker will
-# no longer make (it gave up first) fails only at PS_REQUEST_TIMEOUT, and
-# its message names the live server that owes the answer; so the check is
-# that every worker fails in bounded time and at least one names the dead
-# server.
+# A worker whose step waits on a push that the other worker will no longer
+# make (it gave up first and said goodbye to the servers) fails at once
+# too, naming that worker, not at PS_REQUEST_TIMEOUT: no worker error may
+# be a timeout.
 . "$(dirname "$0")/lib.sh"
 export PS_HEARTBEAT_INTERVAL=0.2 PS_HEARTBEAT_TIMEOUT=2 PS_REQUEST_TIMEOUT=8
 
@@ -31,6 +30,7 @@ scenario() { # signal
 	done
 	t1=$(date +%s.%N)
 	grep -q "server $id (rank" "$TMP"/worker*.err || die "$sig: no worker error names server $id: $(cat "$TMP"/worker*.err)"
+	grep -q "timed out" "$TMP"/worker*.err && die "$sig: a worker waited for its request timeout: $(cat "$TMP"/worker*.err)"
 	for p in "${SERVER_PIDS[0]}" "$SCHED_PID"; do
 		wait_pid "$p" 20; rc=$?
 		[ $rc = 124 ] && die "$sig: node $p did not exit"
