@@ -25,6 +25,9 @@ die() { echo "FAIL: $*"; for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "--- $f
 # start_scheduler S W: sets SCHED_PID and exports DMLC_PS_ROOT_PORT
 start_scheduler() {
 	export DMLC_NUM_SERVER=$1 DMLC_NUM_WORKER=$2
+	# A previous scheduler's port must not be read back (the new one's
+	# redirection may truncate the file only after the loop below looked).
+	rm -f "$TMP/sched.out"
 	"$BIN/ps-scheduler" --root-port 0 >"$TMP/sched.out" 2>"$TMP/sched.err" &
 	SCHED_PID=$!
 	PIDS+=("$SCHED_PID")
