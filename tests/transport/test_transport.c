@@ -439,10 +439,12 @@ static void test_transport_exchange(void)
 	};
 	struct tt_node a, b;
 	struct psd_conn *ab, *ba;
-	uint8_t *buf = malloc(64 << 20);
 	uint64_t want;
+	uint8_t *buf;
 	size_t i;
 
+	tt_ops(); /* skips before anything is allocated */
+	buf = malloc(64 << 20);
 	CHECK(buf != NULL);
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
@@ -609,8 +611,10 @@ static void tt_close_busy(bool close_sender_side)
 	struct tt_node a, b;
 	struct psd_conn *ab, *ba, *ab2;
 	struct tt_sender s;
-	uint8_t *buf = malloc(big);
+	uint8_t *buf;
 
+	tt_ops(); /* skips before anything is allocated */
+	buf = malloc(big);
 	CHECK(buf != NULL);
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
@@ -783,11 +787,13 @@ static void test_transport_peer_dies_receiving(void)
 {
 	struct tt_node a, b;
 	struct psd_conn *to_child, *ab;
-	uint8_t *buf = malloc(64 << 20);
 	uint64_t t0;
+	uint8_t *buf;
 	pid_t pid;
 	int i, ret;
 
+	tt_ops(); /* skips before anything is allocated */
+	buf = malloc(64 << 20);
 	CHECK(buf != NULL);
 	tt_node_init(&a, true);
 	pid = tt_spawn("recv", a.port);
@@ -860,9 +866,10 @@ static void test_transport_rdma_registration_fails(void)
 	struct psd_rdma_stats st0, st;
 	struct tt_node a, b;
 	struct psd_conn *ab, *ba;
-	uint8_t *buf = malloc(4 << 20);
+	uint8_t *buf;
 
 	tt_rdma_only();
+	buf = malloc(4 << 20);
 	CHECK(buf != NULL);
 	setenv("PS_RDMA_TEST_FAIL_REG", "1", 1);
 	tt_node_init(&a, false);
