@@ -72,8 +72,8 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 
 PREFIX   ?= /usr/local
 
-.PHONY: all deps test unit bench bench-sched run asan tsan install format format-check \
-        check clean help tests
+.PHONY: all deps test unit bench bench-sched bench-rdma run asan asan-build \
+        tsan install format format-check check clean help tests
 .DEFAULT_GOAL := all
 # Test objects are not intermediates: keep them between runs.
 .SECONDARY:
@@ -165,10 +165,16 @@ test: all tests
 unit: all tests
 	$(Q)BUILD=$(BUILD) PS_SUITE=quick bash tests/run.sh
 
-asan:
-	$(Q)$(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
+ASAN_MAKE = $(MAKE) --no-print-directory BUILD=build-asan OPT="-O1 -g" \
 	  EXTRA_CFLAGS="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer" \
-	  EXTRA_LDFLAGS="-fsanitize=address,undefined" unit
+	  EXTRA_LDFLAGS="-fsanitize=address,undefined"
+
+asan:
+	$(Q)$(ASAN_MAKE) unit
+
+# The ASan tree without running it (the soft-RoCE VM test runs it there).
+asan-build:
+	$(Q)$(ASAN_MAKE) all tests
 
 tsan:
 	$(Q)$(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
@@ -190,6 +196,11 @@ bench-sched: all
 # Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for
 # PREFIX /usr/local and /usr; the package finds libpsched.so two levels up.
 PYDIR    ?= $(PREFIX)/lib/python3/dist-packages
+
+# ib_write_bw vs ps-bench RDMA push/pull vs ps-bench TCP, in one
+# soft-RoCE VM (../shared/rdma-vm/run-in-rxe-vm).
+bench-rdma: all
+	$(Q)BUILD=$(BUILD) bash bench/run-bench-rdma.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/psched \
@@ -214,6 +225,6 @@ clean:
 	rm -rf build build-asan build-tsan
 
 help:
-	@echo "targets: all test bench bench-sched run asan tsan install format format-check check clean"
+	@echo "targets: all test bench bench-sched bench-rdma run asan asan-build tsan install format format-check check clean"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

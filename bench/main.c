@@ -51,6 +51,7 @@ struct bopts {
 	bool baseline;
 	enum psched_dtype dtype;
 	char transport[16];
+	char root_uri[256]; /* local cluster: address the nodes dial */
 };
 
 struct bresult {
@@ -514,7 +515,9 @@ static int spawn(struct child *c, const char *prog, char **argv,
 		close(pfd[0]);
 		close(pfd[1]);
 		setenv("DMLC_ROLE", role, 1);
-		setenv("DMLC_PS_ROOT_URI", "127.0.0.1", 1);
+		/* RDMA needs an address of an RDMA netdev, not loopback:
+		 * --root-uri / DMLC_PS_ROOT_URI picks it. */
+		setenv("DMLC_PS_ROOT_URI", o->root_uri, 1);
 		snprintf(num, sizeof(num), "%u", port);
 		setenv("DMLC_PS_ROOT_PORT", num, 1);
 		snprintf(num, sizeof(num), "%u", o->servers);
@@ -893,6 +896,8 @@ int main(int argc, char **argv)
 	if (getenv("DMLC_ROLE"))
 		return join(&cfg, &o);
 	snprintf(o.transport, sizeof(o.transport), "%s", cfg.transport);
+	snprintf(o.root_uri, sizeof(o.root_uri), "%s",
+		 cfg.root_uri[0] ? cfg.root_uri : "127.0.0.1");
 	if (readlink("/proc/self/exe", self_dir, sizeof(self_dir) - 1) < 0)
 		return 1;
 	slash = strrchr(self_dir, '/');

@@ -6,13 +6,45 @@
 
 #include "node.h"
 
+static bool node_is_loopback(const char *host)
+{
+	return !strcmp(host, "localhost") || !strncmp(host, "127.", 4) ||
+	       !strcmp(host, "::1");
+}
+
+/*
+ * The scheduler moves no data and always speaks TCP (so a node with the
+ * wrong transport still reaches it and gets a clear rejection); servers
+ * and workers use PS_TRANSPORT for their data connections.  auto picks
+ * RDMA when a device has an active port and the cluster does not use
+ * loopback addresses, else TCP.
+ */
 static int node_pick_transport(struct psched_node *n)
 {
 	const char *want = n->cfg.transport;
+	char why[160];
 
+	if (n->cfg.role == PSCHED_ROLE_SCHEDULER) {
+		n->ops = &psd_tcp_ops;
+		return 0;
+	}
 	if (!strcmp(want, "auto")) {
-		n->ops = psd_transport_find("tcp");
-		psd_info("transport: tcp (auto: no RDMA transport built)");
+		if (node_is_loopback(n->cfg.node_host[0] ? n->cfg.node_host
+							 : n->cfg.root_uri)) {
+			/* rdma_cm cannot route over loopback. */
+			n->ops = &psd_tcp_ops;
+			psd_info("transport: tcp (auto: the cluster uses "
+				 "loopback addresses)");
+			return 0;
+		}
+		if (psd_transport_find("rdma") &&
+		    psd_rdma_probe(why, sizeof(why))) {
+			n->ops = psd_transport_find("rdma");
+			psd_info("transport: rdma (auto: %s)", why);
+		} else {
+			n->ops = &psd_tcp_ops;
+			psd_info("transport: tcp (auto: %s)", why);
+		}
 		return 0;
 	}
 	n->ops = psd_transport_find(want);
@@ -21,6 +53,11 @@ static int node_pick_transport(struct psched_node *n)
 				      "transport '%s' is not available in "
 				      "this build (PS_TRANSPORT)",
 				      want);
+	if (!strcmp(want, "rdma") && !psd_rdma_probe(why, sizeof(why)))
+		return psd_set_errmsg(-ENODEV,
+				      "PS_TRANSPORT=rdma but %s (use "
+				      "PS_TRANSPORT=tcp or auto)",
+				      why);
 	return 0;
 }
 

@@ -104,6 +104,7 @@ static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 		n->rank = peers[t->your_id].rank;
 		n->token = t->token;
 		n->have_table = true;
+		psd_rdma_set_local_id(n->id);
 		peers = NULL;
 	}
 	pthread_cond_broadcast(&n->cond);
@@ -435,7 +436,8 @@ static void po_pick_host(struct psched_node *n)
 	snprintf(n->host, sizeof(n->host), "127.0.0.1");
 }
 
-/* Connect to the scheduler, retrying while it is not up yet. */
+/* Connect to the scheduler (always TCP: the data transport is agreed
+ * there), retrying while it is not up yet. */
 static int po_connect_sched(struct psched_node *n, uint64_t deadline)
 {
 	struct psd_addr a;
@@ -446,8 +448,8 @@ static int po_connect_sched(struct psched_node *n, uint64_t deadline)
 	a.port = n->cfg.root_port;
 	for (;;) {
 		now = psd_now_ms();
-		ret = psd_van_connect(
-			n->van, &a,
+		ret = psd_van_connect_via(
+			n->van, &psd_tcp_ops, &a,
 			deadline > now ? (unsigned)(deadline - now) : 1,
 			"scheduler", &n->sched);
 		if (!ret)

@@ -96,13 +96,14 @@ int psd_van_listen(struct psd_van *van, const struct psd_addr *addr,
 	return 0;
 }
 
-static struct psd_conn *van_conn_alloc(struct psd_van *van)
+static struct psd_conn *van_conn_alloc(struct psd_van *van,
+				       const struct psd_transport_ops *ops)
 {
-	struct psd_conn *c = calloc(1, van->ops->conn_size);
+	struct psd_conn *c = calloc(1, ops->conn_size);
 
 	if (!c)
 		return NULL;
-	c->ops = van->ops;
+	c->ops = ops;
 	c->van = van;
 	c->fd = -1;
 	c->peer_id = -1;
@@ -172,14 +173,23 @@ int psd_van_connect(struct psd_van *van, const struct psd_addr *addr,
 		    unsigned timeout_ms, const char *peer_desc,
 		    struct psd_conn **out)
 {
-	struct psd_conn *c = van_conn_alloc(van);
+	return psd_van_connect_via(van, van->ops, addr, timeout_ms, peer_desc,
+				   out);
+}
+
+int psd_van_connect_via(struct psd_van *van,
+			const struct psd_transport_ops *ops,
+			const struct psd_addr *addr, unsigned timeout_ms,
+			const char *peer_desc, struct psd_conn **out)
+{
+	struct psd_conn *c = van_conn_alloc(van, ops);
 	int ret;
 
 	if (!c)
 		return -ENOMEM;
 	snprintf(c->peer, sizeof(c->peer), "%s (%s:%u)", peer_desc, addr->host,
 		 addr->port);
-	ret = van->ops->connect(c, addr, timeout_ms);
+	ret = ops->connect(c, addr, timeout_ms);
 	if (ret) {
 		psd_conn_put(c);
 		return ret;
@@ -319,7 +329,7 @@ static void van_accept_all(struct psd_van *van)
 	int ret;
 
 	for (;;) {
-		c = van_conn_alloc(van);
+		c = van_conn_alloc(van, van->ops);
 		if (!c)
 			return;
 		ret = van->ops->accept(&van->lis, c);

@@ -56,6 +56,12 @@ int psd_van_start(struct psd_van *van);
 int psd_van_connect(struct psd_van *van, const struct psd_addr *addr,
 		    unsigned timeout_ms, const char *peer_desc,
 		    struct psd_conn **out);
+/* The same over another transport than the van's (the scheduler link is
+ * always TCP). */
+int psd_van_connect_via(struct psd_van *van,
+			const struct psd_transport_ops *ops,
+			const struct psd_addr *addr, unsigned timeout_ms,
+			const char *peer_desc, struct psd_conn **out);
 bool psd_van_is_self(const struct psd_van *van);
 
 void psd_conn_get(struct psd_conn *c);

@@ -68,8 +68,9 @@ struct psd_sched {
 	char result_msg[512];
 	uint64_t start_ms;
 	uint64_t shutdown_ms;
-	char transport[16];
-	uint64_t token; /* PS_JOB_TOKEN hash, else random */
+	char transport[16];	  /* data transport of the job */
+	char transport_from[160]; /* who chose it, for mismatch errors */
+	uint64_t token;		  /* PS_JOB_TOKEN hash, else random */
 	struct sched_barrier barriers[PSCHED_GROUP_ALL + 1];
 	uint32_t last_epoch;
 	uint64_t last_apply_step;
@@ -486,7 +487,7 @@ static void sched_assign(struct psched_node *n)
 	}
 }
 
-static const char *sched_check_reg(struct psched_node *n,
+static const char *sched_check_reg(struct psched_node *n, struct psd_conn *c,
 				   const Psched__Register *r, char *buf,
 				   size_t len)
 {
@@ -505,11 +506,30 @@ static const char *sched_check_reg(struct psched_node *n,
 	}
 	if (psd_job_token() && r->token != psd_job_token())
 		return "wrong or missing PS_JOB_TOKEN";
-	if (!r->transport || strcmp(r->transport, s->transport)) {
+	if (!r->transport ||
+	    (strcmp(r->transport, "tcp") && strcmp(r->transport, "rdma"))) {
+		snprintf(buf, len, "%s at %s registered without a transport",
+			 psched_role_name((enum psched_role)r->node->role),
+			 c->peer);
+		return buf;
+	}
+	if (!strcmp(s->transport, "auto")) {
+		/* The first node's choice becomes the job's. */
+		snprintf(s->transport, sizeof(s->transport), "%s",
+			 r->transport);
+		snprintf(s->transport_from, sizeof(s->transport_from),
+			 "picked by the first node, %s at %s (pid %d)",
+			 psched_role_name((enum psched_role)r->node->role),
+			 c->peer, r->pid);
+	}
+	if (strcmp(r->transport, s->transport)) {
 		snprintf(buf, len,
-			 "node uses transport '%s' but the job uses '%s' "
-			 "(set PS_TRANSPORT the same on every node)",
-			 r->transport ? r->transport : "", s->transport);
+			 "%s at %s (pid %d) uses transport '%s' but the job "
+			 "uses '%s' (%s); set PS_TRANSPORT the same on every "
+			 "node",
+			 psched_role_name((enum psched_role)r->node->role),
+			 c->peer, r->pid, r->transport, s->transport,
+			 s->transport_from);
 		return buf;
 	}
 	if (s->table_sent)
@@ -537,7 +557,7 @@ static void sched_on_register(struct psched_node *n, struct psd_conn *c,
 		sched_abort_node(c, "registered twice");
 		return;
 	}
-	bad = sched_check_reg(n, r, buf, sizeof(buf));
+	bad = sched_check_reg(n, c, r, buf, sizeof(buf));
 	if (bad) {
 		sched_abort_node(c, bad);
 		return;
@@ -783,7 +803,12 @@ static int sched_alloc(struct psched_node *n)
 		if (!s->barriers[g].waiting || !s->barriers[g].seqs)
 			return -ENOMEM;
 	}
-	snprintf(s->transport, sizeof(s->transport), "%s", n->ops->name);
+	/* The scheduler itself always speaks TCP; it only checks that the
+	 * nodes agree on the data transport (PS_TRANSPORT, auto: the first
+	 * node's choice). */
+	snprintf(s->transport, sizeof(s->transport), "%s", n->cfg.transport);
+	snprintf(s->transport_from, sizeof(s->transport_from),
+		 "PS_TRANSPORT=%s on the scheduler", n->cfg.transport);
 	if (sched_cycle_parse(n->cfg.config_cycle, &s->cycle))
 		return psd_set_errmsg(-EINVAL, "bad --config-cycle '%s'",
 				      n->cfg.config_cycle);

@@ -15,9 +15,9 @@ mkdir -p "$logs"
 pass=0 fail=0 skip=0
 failed_names=()
 
-run_tap() { # binary
+run_tap() { # binary [name suffix]
 	local bin=$1 name log rc p f s
-	name=$(basename "$bin")
+	name=$(basename "$bin")${2:+-$2}
 	log=$logs/$name.log
 	timeout 900 "$bin" >"$log" 2>&1
 	rc=$?
@@ -34,6 +34,8 @@ run_tap() { # binary
 		echo "FAIL $name (exit $rc)"
 		grep -A3 '^not ok' "$log" | head -40
 		tail -n 15 "$log"
+	elif [ "$p" = 0 ] && [ "$s" != 0 ]; then
+		echo "skip $name ($s skipped: $(grep -m1 '# SKIP' "$log" | sed 's/.*# SKIP //'))"
 	else
 		echo "ok   $name ($p passed, $s skipped)"
 	fi
@@ -59,8 +61,14 @@ run_script() { # script
 }
 
 echo "== psched tests: $BUILD ($SUITE)"
-for bin in "$BUILD"/tests/unit/test_* "$BUILD"/tests/transport/test_*; do
+for bin in "$BUILD"/tests/unit/test_*; do
 	[ -x "$bin" ] && [ -f "$bin" ] && run_tap "$bin"
+done
+# The transport conformance suite, once per transport (rdma skips without
+# a device; test_rdma_vm.sh runs it in a soft-RoCE VM).
+for bin in "$BUILD"/tests/transport/test_*; do
+	[ -x "$bin" ] && [ -f "$bin" ] || continue
+	for t in tcp rdma; do PS_TEST_TRANSPORT=$t run_tap "$bin" "$t"; done
 done
 for sc in tests/ref/test_*.sh tests/integration/test_*.sh; do
 	[ -f "$sc" ] && run_script "$sc"

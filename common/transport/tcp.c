@@ -442,5 +442,9 @@ const struct psd_transport_ops *psd_transport_find(const char *name)
 {
 	if (!strcmp(name, "tcp"))
 		return &psd_tcp_ops;
+#ifdef PSCHED_HAVE_RDMA
+	if (!strcmp(name, "rdma"))
+		return &psd_rdma_ops;
+#endif
 	return NULL;
 }

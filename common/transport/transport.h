@@ -69,7 +69,11 @@ struct psd_transport_ops {
 	/*
 	 * Send header + payload iov; returns once the caller's buffers may
 	 * be reused, or -ETIMEDOUT after @timeout_ms without progress, or
-	 * -errno.  Called with c->send_lock held.
+	 * -errno.  Called with c->send_lock held.  Exception: for requests
+	 * (psd_msg_is_request(): push, pushpull, init) a transport may
+	 * return once the payload is on its way, because the KV API keeps
+	 * a request's buffers untouched until its answer, which the peer
+	 * sends only after the whole payload arrived (rdma does this).
 	 */
 	int (*send)(struct psd_conn *c, const struct psd_hdr *h,
 		    const struct iovec *iov, int niov, unsigned timeout_ms);
@@ -83,8 +87,32 @@ struct psd_transport_ops {
 	void (*fini)(struct psd_conn *c);
 };
 
+/* "tcp" or "rdma" (when built with libibverbs/librdmacm); NULL else. */
 const struct psd_transport_ops *psd_transport_find(const char *name);
 extern const struct psd_transport_ops psd_tcp_ops;
+#ifdef PSCHED_HAVE_RDMA
+extern const struct psd_transport_ops psd_rdma_ops;
+#endif
+
+/* True when an RDMA device has an active port (honours PS_RDMA_DEVICE,
+ * PS_RDMA_PORT, PS_RDMA_GID_INDEX); @why says what was found or missing.
+ * Any thread, opens and closes the devices. */
+bool psd_rdma_probe(char *why, size_t len);
+/* This process's node id, carried in the RDMA connect data for logs. */
+void psd_rdma_set_local_id(int id);
+
+/* Counters of the RDMA transport (process-wide), for tests and logs. */
+struct psd_rdma_stats {
+	uint64_t eager;	       /* messages sent in one SEND */
+	uint64_t rndv;	       /* messages RDMA-written in place */
+	uint64_t copy;	       /* large messages copied through SENDs */
+	uint64_t regs;	       /* memory registrations */
+	uint64_t evictions;    /* cached registrations dropped */
+	uint64_t reg_failures; /* registrations that failed */
+	uint64_t mr_bytes;     /* bytes in the registration cache now */
+	uint64_t mr_budget;    /* PS_RDMA_MR_BUDGET */
+};
+void psd_rdma_stats(struct psd_rdma_stats *st);
 
 /* psd_van_rx_header() result: read the payload but throw it away. */
 #define PSD_RX_DISCARD 1

@@ -7,7 +7,9 @@ BIN=$BUILD/bin
 MULT=${PS_TEST_TIMEOUT_MULT:-1}
 TMP=$(mktemp -d /tmp/psched-test.XXXXXX)
 PIDS=()
-export DMLC_PS_ROOT_URI=127.0.0.1
+# PS_TEST_ROOT_URI: an RDMA netdev's address when PS_TRANSPORT=rdma
+# (rdma_cm cannot use loopback), see test_rdma_vm.sh.
+export DMLC_PS_ROOT_URI=${PS_TEST_ROOT_URI:-127.0.0.1}
 export PS_CONNECT_TIMEOUT=${PS_CONNECT_TIMEOUT:-$((30 * MULT))}
 
 cleanup() {

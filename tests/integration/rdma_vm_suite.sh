@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Runs INSIDE the soft-RoCE VM (see test_rdma_vm.sh): every RDMA test of
+# one boot.  Prints one ok/FAIL line per part; exit 0 when all pass (never
+# 124/125, which belong to the VM runner).
+set -u
+BUILD=${BUILD:-build}
+export PS_TEST_TRANSPORT=rdma PS_TEST_ROOT_URI=${RDMA_VM_ADDR:?not in the VM}
+export PS_TEST_LITE=1 PS_TEST_TIMEOUT_MULT=${PS_TEST_TIMEOUT_MULT:-3}
+# Emulation on a shared host can stall a node for seconds.
+export PS_HEARTBEAT_TIMEOUT=${PS_HEARTBEAT_TIMEOUT:-60}
+fail=0
+part() { # name command...
+	local name=$1 t0 rc
+	shift
+	t0=$(date +%s)
+	echo "== $name"
+	"$@"
+	rc=$?
+	if [ $rc = 0 ]; then echo "ok   $name ($(($(date +%s) - t0)) s)"
+	else echo "FAIL $name (exit $rc)"; fail=1; fi
+}
+echo "== rdma device: $(ibv_devices 2>/dev/null | awk 'NR>2{print $1}' | tr '\n' ' ')addr $RDMA_VM_ADDR"
+for b in "$BUILD" ${PS_TEST_RDMA_ASAN_BUILD:-build-asan}; do
+	[ -x "$b/tests/transport/test_transport" ] || { echo "(no $b tree)"; continue; }
+	part "$b: transport conformance (rdma)" "$b/tests/transport/test_transport"
+	part "$b: cluster (PS_TRANSPORT=rdma)" env BUILD="$b" PS_TRANSPORT=rdma \
+		bash tests/integration/test_cluster.sh
+	part "$b: transport choice (auto picks rdma)" env BUILD="$b" \
+		PS_TEST_EXPECT_RDMA=1 bash tests/integration/test_transport_choice.sh
+done
+[ $fail = 0 ] && echo "all RDMA VM parts passed"
+[ $fail = 0 ] && exit 0
+exit 1

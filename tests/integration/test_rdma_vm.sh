@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# slow
+# The RDMA transport for real, in one soft-RoCE VM boot
+# (../shared/rdma-vm/run-in-rxe-vm: QEMU, Debian kernel, rdma_rxe on a
+# dummy netdev):
+#  (a) the transport conformance suite with PS_TEST_TRANSPORT=rdma;
+#  (b) the cluster integration test (correct sums, several servers and
+#      workers) with PS_TRANSPORT=rdma, and the transport-choice test
+#      (auto must pick rdma there);
+#  (c) (a) and (b) again with the ASan build (build-asan, built first).
+# Exits 77 with the reason when the VM cannot run here (no runner, qemu
+# missing and not installable, no kernel with rdma_rxe, ...).
+# RDMA_VM_TIMEOUT bounds the whole VM (default 1500 s: emulation is slow).
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+RUNNER=${RDMA_VM_RUNNER:-$(cd .. && pwd)/shared/rdma-vm/run-in-rxe-vm}
+export RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT:-1500}
+
+skip() { echo "SKIP: RDMA VM tests not run: $*"; exit 77; }
+
+[ -x "$RUNNER" ] || skip "no soft-RoCE VM runner at $RUNNER (set RDMA_VM_RUNNER)"
+[ -x "$BUILD/tests/transport/test_transport" ] || skip "$BUILD/tests/transport/test_transport not built"
+nm "$BUILD/lib/libpsched.a" 2>/dev/null | grep -q ' psd_rdma_ops$' ||
+	skip "libpsched was built without libibverbs-dev/librdmacm-dev"
+mkdir -p "$BUILD/test-logs"
+if [ "${PS_TEST_RDMA_ASAN:-1}" = 1 ]; then
+	echo "== building the ASan tree (build-asan)"
+	make --no-print-directory asan-build >"$BUILD/test-logs/asan-build-rdma.log" 2>&1 ||
+		{ echo "FAIL: ASan build"; tail -n 30 "$BUILD/test-logs/asan-build-rdma.log"; exit 1; }
+fi
+echo "== booting the soft-RoCE VM ($RUNNER, timeout ${RDMA_VM_TIMEOUT}s)"
+BUILD=$BUILD "$RUNNER" bash tests/integration/rdma_vm_suite.sh
+rc=$?
+case $rc in
+0) echo "ok RDMA VM suite"; exit 0 ;;
+124) echo "FAIL: the VM ran past RDMA_VM_TIMEOUT=${RDMA_VM_TIMEOUT}s"; exit 1 ;;
+125) skip "the VM or its rxe device could not start here (exit 125, see above)" ;;
+*) echo "FAIL: RDMA VM suite (exit $rc)"; exit 1 ;;
+esac
