@@ -204,8 +204,11 @@ static void kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 	psd_conn_send(c, &h, NULL, 0);
 }
 
-static void kvs_reply_pull(struct psched_node *n, struct psd_conn *c,
-			   struct kvs_entry *e, const struct psd_hdr *req)
+/* Answer a pull with the bytes it names, from @base (the value, or the
+ * open step's merge buffer), as version @step. */
+static void kvs_reply_data(struct psched_node *n, struct psd_conn *c,
+			   const struct kvs_entry *e, const struct psd_hdr *req,
+			   const uint8_t *base, uint64_t step)
 {
 	struct psd_hdr h = *req;
 	struct iovec iov;
@@ -213,11 +216,17 @@ static void kvs_reply_pull(struct psched_node *n, struct psd_conn *c,
 	h.type = PSD_MSG_PULL_RESP;
 	h.sender = n->id;
 	h.flags = 0;
-	h.step = e->version;
+	h.step = step;
 	h.length = h.span;
-	iov.iov_base = e->value + (h.offset - e->off);
+	iov.iov_base = (void *)(uintptr_t)(base + (h.offset - e->off));
 	iov.iov_len = (size_t)h.span;
 	psd_conn_send(c, &h, &iov, 1);
+}
+
+static void kvs_reply_pull(struct psched_node *n, struct psd_conn *c,
+			   struct kvs_entry *e, const struct psd_hdr *req)
+{
+	kvs_reply_data(n, c, e, req, e->value, e->version);
 }
 
 /* Request @h names a byte range this server does not hold. */
@@ -434,24 +443,15 @@ static int kvs_contribute(struct psched_node *n, struct kvs_entry *e,
 	return 0;
 }
 
-/* Answer a pushpull from the open step's merge buffer: its chunk has all
- * W pushes, so those bytes are final for the step even while other chunks
- * are still coming (the credit gate needs this: a worker's chunk stays in
- * flight until this answer). */
+/* Answer a pushpull from the open step's merge buffer (or the value,
+ * where the updater folds each chunk in): its chunk has all W pushes, so
+ * those bytes are final for the step while other chunks are still coming,
+ * and the worker need not wait for the whole tensor. */
 static void kvs_reply_chunk(struct psched_node *n, struct psd_conn *c,
 			    struct kvs_entry *e, const struct psd_hdr *req)
 {
-	struct psd_hdr h = *req;
-	struct iovec iov;
-
-	h.type = PSD_MSG_PULL_RESP;
-	h.sender = n->id;
-	h.flags = 0;
-	h.step = e->version + 1;
-	h.length = h.span;
-	iov.iov_base = (e->upd ? e->value : e->merge) + (h.offset - e->off);
-	iov.iov_len = (size_t)h.span;
-	psd_conn_send(c, &h, &iov, 1);
+	kvs_reply_data(n, c, e, req, e->upd ? e->value : e->merge,
+		       e->version + 1);
 }
 
 /* Chunk @idx of the open step is complete: fold it into the value with
