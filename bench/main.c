@@ -708,30 +708,6 @@ static int launch(const struct bopts *o, int argc, char **argv)
 
 /* ---- options and main ---------------------------------------------------- */
 
-static uint64_t parse_size(const char *s)
-{
-	char *end;
-	double v = strtod(s, &end);
-
-	switch (*end) {
-	case 'K':
-	case 'k':
-		v *= 1024;
-		break;
-	case 'M':
-	case 'm':
-		v *= 1048576;
-		break;
-	case 'G':
-	case 'g':
-		v *= 1073741824.0;
-		break;
-	default:
-		break;
-	}
-	return v > 0 ? (uint64_t)v : 0;
-}
-
 static int parse_sizes(const char *arg, struct bopts *o)
 {
 	char buf[512], *tok, *save = NULL;
@@ -742,8 +718,8 @@ static int parse_sizes(const char *arg, struct bopts *o)
 	     tok = strtok_r(NULL, ",", &save)) {
 		if (o->nsizes == MAX_SIZES)
 			return -1;
-		o->sizes[o->nsizes] = parse_size(tok);
-		if (!o->sizes[o->nsizes] ||
+		if (psched_parse_bytes(tok, &o->sizes[o->nsizes]) ||
+		    !o->sizes[o->nsizes] ||
 		    o->sizes[o->nsizes] % psched_dtype_size(o->dtype))
 			return -1;
 		o->nsizes++;

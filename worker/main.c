@@ -130,18 +130,18 @@ static int verify(const struct wopts *o, struct wkey *k, unsigned nw,
 	return 1;
 }
 
-static uint64_t parse_size(const char *s)
+/* --sizes: comma-separated byte counts (K/M/G), none zero. */
+static bool sizes_valid(const char *list)
 {
-	char *end;
-	double v = strtod(s, &end);
+	char buf[512], *tok, *save = NULL;
+	uint64_t len;
 
-	if (*end == 'K' || *end == 'k')
-		v *= 1024;
-	else if (*end == 'M' || *end == 'm')
-		v *= 1024 * 1024;
-	else if (*end == 'G' || *end == 'g')
-		v *= 1024.0 * 1024 * 1024;
-	return (uint64_t)v;
+	snprintf(buf, sizeof(buf), "%s", list);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save))
+		if (psched_parse_bytes(tok, &len) || !len)
+			return false;
+	return true;
 }
 
 static int setup_keys(const struct wopts *o, struct wkey **out, size_t *nout)
@@ -154,9 +154,9 @@ static int setup_keys(const struct wopts *o, struct wkey **out, size_t *nout)
 	snprintf(buf, sizeof(buf), "%s", o->sizes);
 	for (tok = strtok_r(buf, ",", &save); tok;
 	     tok = strtok_r(NULL, ",", &save), si++) {
-		uint64_t len = parse_size(tok);
+		uint64_t len;
 
-		if (!len)
+		if (psched_parse_bytes(tok, &len) || !len)
 			return -1;
 		ks = realloc(ks, (n + o->keys_per_size) * sizeof(*ks));
 		if (!ks)
@@ -528,7 +528,13 @@ static int parse_opt(int c, const char *name, struct wopts *o)
 	switch (c) {
 	case 'z':
 		snprintf(o->sizes, sizeof(o->sizes), "%s", optarg);
-		return 0;
+		if (sizes_valid(o->sizes))
+			return 0;
+		fprintf(stderr,
+			"ps-worker: bad --sizes '%s': want comma-separated "
+			"byte counts above 0 (K/M/G suffixes)\n",
+			optarg);
+		return -1;
 	case 'm':
 		o->model = optarg;
 		return 0;
