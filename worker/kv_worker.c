@@ -104,8 +104,9 @@ struct kvw_req {
 	unsigned busy;	  /* receives in progress into caller memory */
 	unsigned sending; /* chunks being sent by some thread now */
 	bool done;
-	bool cancelled; /* late answers are discarded */
-	bool parked;	/* waiting for a config commit */
+	bool cancelled;	      /* late answers are discarded */
+	bool parked;	      /* waiting for a config commit */
+	uint64_t deadline_ms; /* callback requests: fail after this */
 	int err;
 	char msg[320];
 	psched_done_fn *cb;
@@ -473,6 +474,48 @@ static void kvw_pump(struct psched_node *n)
 			       psd_container_of(node, struct kvw_chunk, node));
 }
 
+static void kvw_req_cancel(struct psched_node *n, struct kvw_req *r);
+static void kvw_describe_pending(struct psched_node *n, struct kvw_req *r,
+				 char *buf, size_t len);
+
+/*
+ * Lock held (sender thread).  A request with a callback has nobody in
+ * psched_wait() to bound it: fail it at the request timeout, naming what
+ * it still waits for, like psched_wait() does.  One being sent right now
+ * is left for the next round.
+ */
+static void kvw_expire(struct psched_node *n)
+{
+	struct psd_kvw *w = kvw_of(n);
+	uint64_t now = psd_now_ms();
+	struct kvw_req *r;
+	char who[256];
+	size_t i;
+
+	for (i = 0; i < w->cap; i++) {
+		r = w->reqs[i];
+		if (!r || !r->cb || r->done || r->cancelled || r->sending ||
+		    now < r->deadline_ms)
+			continue;
+		kvw_describe_pending(n, r, who, sizeof(who));
+		kvw_req_error(r, -ETIMEDOUT,
+			      "%s of key %llu (step %llu%s) timed out after "
+			      "%u ms waiting for %s",
+			      kvw_type_name(r->type),
+			      (unsigned long long)r->slots[0].key,
+			      (unsigned long long)r->slots[0].step,
+			      r->nslots > 1 ? ", and more keys" : "",
+			      n->cfg.request_timeout_ms, who);
+		psd_err("%s", r->msg);
+		kvw_req_cancel(n, r);
+		r->done = true;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+		kvw_req_run_cb(w, r);
+		pthread_mutex_lock(&w->lock);
+	}
+}
+
 static void *kvw_sender_main(void *arg)
 {
 	struct psched_node *n = arg;
@@ -482,6 +525,7 @@ static void *kvw_sender_main(void *arg)
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
 		kvw_pump(n);
+		kvw_expire(n);
 		/* Timed, as a guard against a lost wake-up. */
 		psd_deadline(&ts, 200);
 		pthread_cond_timedwait(&w->send_cond, &w->lock, &ts);
@@ -947,6 +991,7 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		return ret;
 	}
 	r->cb = cb;
+	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
 	r->cb_arg = arg;
 	r->flags = flags;
 	r->priority = w->fifo ? 0 : priority;

@@ -40,3 +40,31 @@ scenario() { # signal
 }
 scenario KILL
 scenario STOP
+
+# A request with a callback (nobody in psched_wait) is bounded too: a
+# pushpull the other worker never matches fails at the request timeout.
+cb_timeout() {
+	local p rc
+	(
+		export PS_REQUEST_TIMEOUT=2
+		start_scheduler 1 2
+		start_servers 1
+		pids=()
+		for i in 1 2; do
+			"$BUILD/tests/helpers/cb_timeout" >"$TMP/cb$i.out" 2>"$TMP/cb$i.err" &
+			pids+=($!)
+			PIDS+=($!)
+		done
+		for p in "${pids[@]}"; do
+			wait_pid "$p" 40; rc=$?
+			[ $rc = 124 ] && die "callback request: worker still running"
+			[ $rc = 0 ] || die "callback request: worker exited $rc: $(cat "$TMP"/cb*.out "$TMP"/cb*.err)"
+		done
+		grep -q "callback result .*timed out" "$TMP"/cb*.out ||
+			die "callback request not failed by timeout: $(cat "$TMP"/cb*.out "$TMP"/cb*.err)"
+		grep -q "timed out after 2000 ms waiting for server" "$TMP"/cb*.err ||
+			die "the timeout does not name the server: $(cat "$TMP"/cb*.err)"
+	) || exit 1
+	echo "ok callback request bounded by the request timeout"
+}
+cb_timeout
