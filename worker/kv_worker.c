@@ -475,8 +475,8 @@ static void kvw_pump(struct psched_node *n)
 }
 
 static void kvw_req_cancel(struct psched_node *n, struct kvw_req *r);
-static void kvw_describe_pending(struct psched_node *n, struct kvw_req *r,
-				 char *buf, size_t len);
+static void kvw_req_timed_out(struct psched_node *n, struct kvw_req *r,
+			      unsigned timeout_ms);
 
 /*
  * Lock held (sender thread).  A request with a callback has nobody in
@@ -489,7 +489,6 @@ static void kvw_expire(struct psched_node *n)
 	struct psd_kvw *w = kvw_of(n);
 	uint64_t now = psd_now_ms();
 	struct kvw_req *r;
-	char who[256];
 	size_t i;
 
 	for (i = 0; i < w->cap; i++) {
@@ -497,15 +496,7 @@ static void kvw_expire(struct psched_node *n)
 		if (!r || !r->cb || r->done || r->cancelled || r->sending ||
 		    now < r->deadline_ms)
 			continue;
-		kvw_describe_pending(n, r, who, sizeof(who));
-		kvw_req_error(r, -ETIMEDOUT,
-			      "%s of key %llu (step %llu%s) timed out after "
-			      "%u ms waiting for %s",
-			      kvw_type_name(r->type),
-			      (unsigned long long)r->slots[0].key,
-			      (unsigned long long)r->slots[0].step,
-			      r->nslots > 1 ? ", and more keys" : "",
-			      n->cfg.request_timeout_ms, who);
+		kvw_req_timed_out(n, r, n->cfg.request_timeout_ms);
 		psd_err("%s", r->msg);
 		kvw_req_cancel(n, r);
 		r->done = true;
@@ -1105,6 +1096,22 @@ static void kvw_describe_pending(struct psched_node *n, struct kvw_req *r,
 	}
 }
 
+/* Lock held: @r failed its deadline; its message names what it waits for. */
+static void kvw_req_timed_out(struct psched_node *n, struct kvw_req *r,
+			      unsigned timeout_ms)
+{
+	char who[256];
+
+	kvw_describe_pending(n, r, who, sizeof(who));
+	kvw_req_error(r, -ETIMEDOUT,
+		      "%s of key %llu (step %llu%s) timed out after %u ms "
+		      "waiting for %s",
+		      kvw_type_name(r->type),
+		      (unsigned long long)r->slots[0].key,
+		      (unsigned long long)r->slots[0].step,
+		      r->nslots > 1 ? ", and more keys" : "", timeout_ms, who);
+}
+
 /* Lock held.  Give up on @r: queued chunks are dropped, credit of chunks
  * in flight is given back, later answers are discarded; receives in
  * progress into caller memory are stopped by closing their connection. */
@@ -1134,7 +1141,6 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 	struct psd_kvw *w = kvw_of(n);
 	struct timespec ts;
 	struct kvw_req *r;
-	char who[256];
 	int ret = 0;
 
 	if (!w)
@@ -1154,17 +1160,8 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 	}
 	while (!r->done && !ret)
 		ret = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
-	if (!r->done) {
-		kvw_describe_pending(n, r, who, sizeof(who));
-		kvw_req_error(r, -ETIMEDOUT,
-			      "%s of key %llu (step %llu%s) timed out after "
-			      "%u ms waiting for %s",
-			      kvw_type_name(r->type),
-			      (unsigned long long)r->slots[0].key,
-			      (unsigned long long)r->slots[0].step,
-			      r->nslots > 1 ? ", and more keys" : "",
-			      timeout_ms, who);
-	}
+	if (!r->done)
+		kvw_req_timed_out(n, r, timeout_ms);
 	kvw_req_cancel(n, r);
 	kvw_req_unregister(w, r);
 	ret = r->err;

@@ -27,19 +27,10 @@ bad "nothing left to tune" --partition-bytes 1M --credit-bytes 4M
 bad "autotune log '/nonexistent/x.csv'" --autotune-log-file /nonexistent/x.csv
 bad "use one" --config-cycle 4K:4K
 
-"$BIN/ps-scheduler" --root-port 0 --autotune --autotune-warmup-samples 1 \
+start_scheduler 1 2 --autotune --autotune-warmup-samples 1 \
 	--autotune-steps-per-sample 3 --autotune-max-samples 6 \
 	--autotune-partition-min 16K --autotune-partition-max 1M \
-	--autotune-log-file "$CSV" >"$TMP/sched.out" 2>"$TMP/sched.err" &
-SCHED_PID=$!
-PIDS+=("$SCHED_PID")
-for i in $(seq 1 $((100 * MULT))); do
-	grep -q PS_ROOT_PORT= "$TMP/sched.out" 2>/dev/null && break
-	sleep 0.05
-done
-DMLC_PS_ROOT_PORT=$(sed -n 's/^PS_ROOT_PORT=//p' "$TMP/sched.out")
-[ -n "$DMLC_PS_ROOT_PORT" ] || die "scheduler did not start"
-export DMLC_PS_ROOT_PORT
+	--autotune-log-file "$CSV"
 
 start_servers 1
 # --steps, not --seconds: with --seconds each worker stops on its own
