@@ -48,7 +48,7 @@ endif
 PROTO_C  := $(BUILD)/gen/psched.pb-c.c
 PROTO_H  := $(BUILD)/gen/psched.pb-c.h
 
-LIB_DIRS := common common/transport worker server scheduler
+LIB_DIRS := common common/transport worker server scheduler app
 LIB_SRC  := $(filter-out %/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 TUNER_SRC := $(wildcard scheduler/tuner/*.c)
 TUNER_OBJ := $(TUNER_SRC:%.c=$(BUILD)/obj/%.o)

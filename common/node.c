@@ -1,5 +1,9 @@
 // SPDX-License-Identifier: MIT
-/* Node lifecycle: the public entry points that wire a role together. */
+/*
+ * Node lifecycle: create (transport, the role's attach and start hooks),
+ * destroy, and the accessors.  Which role is behind n->app is decided
+ * above this layer, in app/roles.c.
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,72 +65,79 @@ static int node_pick_transport(struct psched_node *n)
 	return 0;
 }
 
-int psched_node_create(const struct psched_cfg *cfg, struct psched_node **out)
+/* Leave the cluster: the role's stop hook, or the postoffice's. */
+static void node_stop(struct psched_node *n)
+{
+	if (n->app && n->app->stop)
+		n->app->stop(n);
+	else
+		psd_po_stop(n);
+}
+
+static void node_free(struct psched_node *n)
+{
+	if (n->app && n->app->destroy)
+		n->app->destroy(n);
+	pthread_cond_destroy(&n->cond);
+	pthread_mutex_destroy(&n->lock);
+	free(n);
+}
+
+static struct psched_node *node_alloc(const struct psched_cfg *cfg)
 {
 	struct psched_node *n;
-	char who[32];
-	int ret;
+	pthread_condattr_t ca;
 
 	n = calloc(1, sizeof(*n));
 	if (!n)
-		return psd_set_errmsg(-ENOMEM, "no memory for a node");
+		return NULL;
 	n->cfg = *cfg;
 	n->id = -1;
 	n->rank = -1;
 	n->num_server = cfg->num_server;
 	n->num_worker = cfg->num_worker;
 	pthread_mutex_init(&n->lock, NULL);
-	pthread_condattr_t ca;
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
 	pthread_cond_init(&n->cond, &ca);
 	pthread_condattr_destroy(&ca);
+	return n;
+}
+
+int psd_node_create(const struct psched_cfg *cfg, psd_role_attach_fn *attach,
+		    struct psched_node **out)
+{
+	struct psched_node *n;
+	char msg[512];
+	int ret;
+
+	n = node_alloc(cfg);
+	if (!n)
+		return psd_set_errmsg(-ENOMEM, "no memory for a node");
 	if (cfg->verbose >= 2)
 		psd_log_level = PSD_LOG_DEBUG;
 	else if (cfg->verbose == 1)
 		psd_log_level = PSD_LOG_INFO;
-	snprintf(who, sizeof(who), "%s", psched_role_name(cfg->role));
-	psd_log_set_who(who);
+	psd_log_set_who(psched_role_name(cfg->role));
 	ret = node_pick_transport(n);
 	if (ret)
 		goto err_free;
-	switch (cfg->role) {
-	case PSCHED_ROLE_SCHEDULER:
-		ret = psd_sched_start(n);
-		break;
-	case PSCHED_ROLE_SERVER:
-		ret = psd_kvs_attach(n);
-		if (!ret)
-			ret = psd_po_start(n);
-		break;
-	case PSCHED_ROLE_WORKER:
-		ret = psd_kvw_attach(n);
-		if (!ret)
-			ret = psd_po_start(n);
-		break;
-	}
+	ret = attach(n);
+	if (!ret)
+		ret = n->app && n->app->start ? n->app->start(n)
+					      : psd_po_start(n);
 	if (ret)
 		goto err_stop;
 	*out = n;
 	return 0;
 
-err_stop : {
+err_stop:
 	/* Keep the message: teardown may log but not overwrite. */
-	char msg[512];
-
 	snprintf(msg, sizeof(msg), "%s", psched_errmsg());
-	if (cfg->role == PSCHED_ROLE_SCHEDULER)
-		psd_sched_stop(n);
-	else
-		psd_po_stop(n);
-	if (n->app && n->app->destroy)
-		n->app->destroy(n);
+	node_stop(n);
 	psd_set_errmsg(ret, "%s", msg);
-}
 err_free:
-	pthread_cond_destroy(&n->cond);
-	pthread_mutex_destroy(&n->lock);
-	free(n);
+	node_free(n);
 	return ret;
 }
 
@@ -138,15 +149,8 @@ int psched_node_destroy(struct psched_node *n)
 		return 0;
 	if (n->cfg.role == PSCHED_ROLE_WORKER && !n->fatal)
 		ret = psd_po_finalize(n);
-	if (n->cfg.role == PSCHED_ROLE_SCHEDULER)
-		psd_sched_stop(n);
-	else
-		psd_po_stop(n);
-	if (n->app && n->app->destroy)
-		n->app->destroy(n);
-	pthread_cond_destroy(&n->cond);
-	pthread_mutex_destroy(&n->lock);
-	free(n);
+	node_stop(n);
+	node_free(n);
 	return ret;
 }
 

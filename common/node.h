@@ -2,7 +2,10 @@
 /*
  * struct psched_node and the postoffice: node table, ids and ranks,
  * rendezvous, barriers, heartbeats, failure notices.  The role modules
- * (KV worker, KV server, scheduler) plug in through struct psd_app.
+ * (KV worker, KV server, scheduler) plug in through struct psd_app, a
+ * table of hooks that common/ calls without knowing which role is behind
+ * it; app/roles.c is the one place that maps a role to its attach
+ * function.
  */
 #ifndef PSCHED_COMMON_NODE_H
 #define PSCHED_COMMON_NODE_H
@@ -10,7 +13,8 @@
 #include <pthread.h>
 
 #include "van.h"
-#include "psched/kvstore.h"
+
+struct psched_optimizer;
 
 /* Hellos a server keeps while its node table is still on the way. */
 #define PSD_EARLY_HELLO_MAX 64
@@ -27,9 +31,26 @@ struct psd_peer {
 	char desc[96]; /* "server 1 (rank 0, 127.0.0.1:4000)" */
 };
 
-/* Hooks of the role module; all called on the van thread except
- * destroy. */
+/*
+ * Hooks of the role module.  A role's attach function (app/roles.c) sets
+ * n->app and n->app_state before the node joins.  Every hook may be NULL.
+ * start/run/stop are called on the thread of psched_node_create(),
+ * psched_node_run() and psched_node_destroy(); destroy after stop; stats
+ * on any thread; the rest on the van thread.
+ */
 struct psd_app {
+	/* Join the cluster (NULL: psd_po_start(), register with the
+	 * scheduler); returns once the cluster is up. */
+	int (*start)(struct psched_node *n);
+	/* Serve until shutdown (NULL: wait for the scheduler's shutdown or
+	 * a cluster-wide error). */
+	int (*run)(struct psched_node *n);
+	/* Leave (NULL: psd_po_stop()).  After a failed start too. */
+	void (*stop)(struct psched_node *n);
+	/* A control message on a data connection that the postoffice does
+	 * not handle itself; false: not the role's either (dropped). */
+	bool (*rx_control)(struct psched_node *n, struct psd_conn *c,
+			   const Psched__Control *m);
 	int (*rx_header)(struct psched_node *n, struct psd_conn *c,
 			 const struct psd_hdr *h, void **dst);
 	void (*rx_data)(struct psched_node *n, struct psd_conn *c,
@@ -86,7 +107,7 @@ struct psched_node {
 		uint64_t token;
 	} early[PSD_EARLY_HELLO_MAX];
 	unsigned nearly;
-	/* worker: the one outstanding ServerCommand (common/command.c) */
+	/* worker: the one outstanding ServerCommand (worker/command.c) */
 	bool cmd_busy;
 	uint64_t cmd_seq;
 	unsigned cmd_acks;
@@ -129,27 +150,15 @@ int psd_po_start(struct psched_node *n);
 void psd_po_stop(struct psched_node *n);
 int psd_po_finalize(struct psched_node *n);
 
-/* Van thread: a ServerCommand or CommandAck on a data connection;
- * false if @m is neither (common/command.c). */
-bool psd_cmd_rx(struct psched_node *n, struct psd_conn *c,
-		const Psched__Control *m);
-/* Worker: send @sc (seq is set here) to every server and wait for every
- * answer; the fields are not checked here (tests send garbage with it). */
-int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
-		 unsigned timeout_ms);
+/* A role's entry: set n->app and n->app_state (app/roles.c calls it). */
+typedef int psd_role_attach_fn(struct psched_node *n);
 
-/* Role modules. */
-int psd_kvw_attach(struct psched_node *n);
-int psd_kvs_attach(struct psched_node *n);
-int psd_sched_start(struct psched_node *n);
-int psd_sched_run(struct psched_node *n);
 /*
- * Switch every worker and server to {partition, credit} at a step boundary
- * (van thread only).  -EBUSY while an earlier switch is open, -EAGAIN before
- * the cluster is up or after shutdown.
+ * Create a node of @cfg's role: pick the data transport, call @attach,
+ * then the role's start hook.  On 0 *@out is the caller's; on error
+ * everything is undone and psched_errmsg() says why.
  */
-int psd_sched_propose_config(struct psched_node *n, uint64_t part,
-			     uint64_t credit);
-void psd_sched_stop(struct psched_node *n);
+int psd_node_create(const struct psched_cfg *cfg, psd_role_attach_fn *attach,
+		    struct psched_node **out);
 
 #endif

@@ -243,7 +243,8 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 	struct psched_node *n = arg;
 
 	if (c != n->sched) {
-		if (!psd_cmd_rx(n, c, m))
+		if (!n->app || !n->app->rx_control ||
+		    !n->app->rx_control(n, c, m))
 			po_on_hello(n, c, m);
 		return;
 	}
@@ -701,8 +702,8 @@ int psched_node_run(struct psched_node *n)
 {
 	int ret = 0;
 
-	if (n->cfg.role == PSCHED_ROLE_SCHEDULER)
-		return psd_sched_run(n);
+	if (n->app && n->app->run)
+		return n->app->run(n);
 	pthread_mutex_lock(&n->lock);
 	while (!n->shutdown && !n->fatal)
 		pthread_cond_wait(&n->cond, &n->lock);

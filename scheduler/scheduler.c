@@ -12,6 +12,7 @@
 
 #include "node.h"
 #include "autotune.h"
+#include "role.h"
 
 struct sched_node {
 	struct psd_conn *conn;
@@ -755,7 +756,14 @@ static void sched_free(struct psched_node *n)
 	n->app_state = NULL;
 }
 
+static int sched_start(struct psched_node *n);
+static int sched_run(struct psched_node *n);
+static void sched_stop(struct psched_node *n);
+
 static const struct psd_app sched_app = {
+	.start = sched_start,
+	.run = sched_run,
+	.stop = sched_stop,
 	.destroy = sched_free,
 };
 
@@ -828,7 +836,16 @@ static int sched_alloc(struct psched_node *n)
 	return 0;
 }
 
-int psd_sched_start(struct psched_node *n)
+int psd_sched_attach(struct psched_node *n)
+{
+	int ret = sched_alloc(n);
+
+	if (ret == -ENOMEM)
+		return psd_set_errmsg(ret, "scheduler: no memory");
+	return ret; /* else the message names the bad option */
+}
+
+static int sched_start(struct psched_node *n)
 {
 	struct psd_van_opts vo = { .ops = n->ops,
 				   .max_tensor = n->cfg.max_tensor_bytes,
@@ -846,11 +863,6 @@ int psd_sched_start(struct psched_node *n)
 	int ret;
 
 	snprintf(la.host, sizeof(la.host), "0.0.0.0");
-	ret = sched_alloc(n);
-	if (ret == -ENOMEM)
-		return psd_set_errmsg(ret, "scheduler: no memory");
-	if (ret)
-		return ret; /* the message names the bad option */
 	n->id = 0;
 	n->rank = 0;
 	ret = psd_van_create(&vo, &cb, &n->van);
@@ -862,7 +874,7 @@ int psd_sched_start(struct psched_node *n)
 	return psd_van_start(n->van);
 }
 
-int psd_sched_run(struct psched_node *n)
+static int sched_run(struct psched_node *n)
 {
 	struct psd_sched *s = sched_of(n);
 	int ret;
@@ -877,7 +889,7 @@ int psd_sched_run(struct psched_node *n)
 	return ret;
 }
 
-void psd_sched_stop(struct psched_node *n)
+static void sched_stop(struct psched_node *n)
 {
 	psd_van_destroy(n->van);
 	n->van = NULL;

@@ -16,6 +16,8 @@
 #include "cfgtab.h"
 #include "node.h"
 #include "placement.h"
+#include "role.h"
+#include "command.h"
 #include "updater.h"
 
 struct kvs_wait {
@@ -943,6 +945,7 @@ static const struct psd_app kvs_app = {
 	.peer_failed = kvs_peer_failed,
 	.conn_closed = kvs_conn_closed,
 	.command = kvs_command,
+	.rx_control = psd_kvs_cmd_rx,
 	.destroy = kvs_destroy,
 };
 

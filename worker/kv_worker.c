@@ -42,6 +42,8 @@
 #include "chunkq.h"
 #include "node.h"
 #include "placement.h"
+#include "role.h"
+#include "command.h"
 #include "timeline.h"
 
 #define KVW_IDX_BITS 24u
@@ -1375,6 +1377,7 @@ static const struct psd_app kvw_app = {
 	.rx_data = psd_kvw_rx_data,
 	.peer_failed = kvw_peer_failed,
 	.config = kvw_config,
+	.rx_control = psd_kvw_cmd_rx,
 	.destroy = kvw_destroy,
 };
 

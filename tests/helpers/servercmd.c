@@ -20,6 +20,8 @@
 #include <string.h>
 
 #include "node.h"
+#include "psched/kvstore.h"
+#include "../../worker/command.h"
 
 #define CHECK(c, ...)                                                          \
 	do {                                                                   \

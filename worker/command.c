@@ -1,89 +1,17 @@
 // SPDX-License-Identifier: MIT
 /*
- * Server commands: a worker configures every server's store (mode,
- * optimizer) with a ServerCommand on its data connection; each server
- * answers with a CommandAck carrying 0 or its error and reason.  One
- * command is outstanding per worker node at a time.
+ * Server commands, the worker's side: send a ServerCommand (mode,
+ * optimizer) to every server and wait for each CommandAck
+ * (server/command.c applies them).  One command is outstanding per worker
+ * node at a time.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "node.h"
-
-/* Longest optimizer name a server takes from the wire. */
-#define CMD_MAX_NAME 15
-
-static void cmd_send_ack(struct psched_node *n, struct psd_conn *c,
-			 uint64_t seq, int status, const char *why)
-{
-	Psched__CommandAck ack = PSCHED__COMMAND_ACK__INIT;
-	Psched__Control m = PSCHED__CONTROL__INIT;
-
-	ack.seq = seq;
-	ack.status = status;
-	ack.message = (char *)(uintptr_t)why;
-	m.body_case = PSCHED__CONTROL__BODY_COMMAND_ACK;
-	m.command_ack = &ack;
-	psd_conn_send_control(c, n->id, &m);
-}
-
-/* Server, van thread: check and apply a worker's command. */
-static int cmd_apply(struct psched_node *n, const Psched__ServerCommand *sc)
-{
-	const Psched__Optimizer *po = sc->optimizer;
-	struct psched_optimizer opt;
-	int mode = (int)sc->mode;
-
-	if (mode < PSCHED__SERVER_MODE__MODE_UNCHANGED ||
-	    mode > PSCHED__SERVER_MODE__MODE_ASYNC)
-		return psd_set_errmsg(-EINVAL, "unknown server mode %d", mode);
-	if (po && po->name && strlen(po->name) > CMD_MAX_NAME)
-		return psd_set_errmsg(-EINVAL,
-				      "optimizer name of %zu bytes is too "
-				      "long",
-				      strlen(po->name));
-	if (po) {
-		opt.name = po->name;
-		opt.learning_rate = po->learning_rate;
-		opt.momentum = po->momentum;
-		opt.wd = po->wd;
-		opt.rescale_grad = po->rescale_grad;
-		opt.clip_gradient = po->clip_gradient;
-		if (psched_optimizer_check(&opt))
-			return -EINVAL;
-	}
-	if (!n->app || !n->app->command)
-		return psd_set_errmsg(-EOPNOTSUPP,
-				      "this node takes no server commands");
-	return n->app->command(n, mode, po ? &opt : NULL);
-}
-
-static void cmd_on_command(struct psched_node *n, struct psd_conn *c,
-			   const Psched__ServerCommand *sc)
-{
-	struct psd_peer *p = psd_node_peer(n, c->peer_id);
-	int ret;
-
-	if (n->cfg.role != PSCHED_ROLE_SERVER || !p ||
-	    p->role != PSCHED_ROLE_WORKER || p->conn != c) {
-		psd_err("dropping connection from %s: server command %s",
-			c->peer,
-			n->cfg.role != PSCHED_ROLE_SERVER
-				? "sent to a node that is no server"
-				: "before hello, or not from a worker");
-		psd_conn_close(c);
-		return;
-	}
-	ret = cmd_apply(n, sc);
-	if (ret)
-		psd_err("refusing the command %llu of %s: %s",
-			(unsigned long long)sc->seq, p->desc, psched_errmsg());
-	else
-		psd_info("applied command %llu of %s",
-			 (unsigned long long)sc->seq, p->desc);
-	cmd_send_ack(n, c, sc->seq, ret, ret ? psched_errmsg() : "");
-}
+#include "psched/kvstore.h"
+#include "command.h"
 
 /* Worker, van thread: a server answered. */
 static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
@@ -92,8 +20,7 @@ static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
 	struct psd_peer *p = psd_node_peer(n, c->peer_id);
 	int status = ack->status;
 
-	if (n->cfg.role != PSCHED_ROLE_WORKER || !p ||
-	    p->role != PSCHED_ROLE_SERVER) {
+	if (!p || p->role != PSCHED_ROLE_SERVER) {
 		psd_err("dropping connection from %s: command ack from a "
 			"node that is no server",
 			c->peer);
@@ -119,19 +46,13 @@ static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
 	pthread_mutex_unlock(&n->lock);
 }
 
-bool psd_cmd_rx(struct psched_node *n, struct psd_conn *c,
-		const Psched__Control *m)
+bool psd_kvw_cmd_rx(struct psched_node *n, struct psd_conn *c,
+		    const Psched__Control *m)
 {
-	switch (m->body_case) {
-	case PSCHED__CONTROL__BODY_COMMAND:
-		cmd_on_command(n, c, m->command);
-		return true;
-	case PSCHED__CONTROL__BODY_COMMAND_ACK:
-		cmd_on_ack(n, c, m->command_ack);
-		return true;
-	default:
+	if (m->body_case != PSCHED__CONTROL__BODY_COMMAND_ACK)
 		return false;
-	}
+	cmd_on_ack(n, c, m->command_ack);
+	return true;
 }
 
 /* Lock held: record the first error of the outstanding command. */

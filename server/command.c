@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Server commands, the server's side: a worker configures every server's
+ * store (mode, optimizer) with a ServerCommand on its data connection;
+ * each server checks and applies it and answers with a CommandAck
+ * carrying 0 or its error and reason (worker/command.c sends them).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "node.h"
+#include "psched/kvstore.h"
+#include "command.h"
+
+/* Longest optimizer name a server takes from the wire. */
+#define CMD_MAX_NAME 15
+
+static void cmd_send_ack(struct psched_node *n, struct psd_conn *c,
+			 uint64_t seq, int status, const char *why)
+{
+	Psched__CommandAck ack = PSCHED__COMMAND_ACK__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+
+	ack.seq = seq;
+	ack.status = status;
+	ack.message = (char *)(uintptr_t)why;
+	m.body_case = PSCHED__CONTROL__BODY_COMMAND_ACK;
+	m.command_ack = &ack;
+	psd_conn_send_control(c, n->id, &m);
+}
+
+/* Server, van thread: check and apply a worker's command. */
+static int cmd_apply(struct psched_node *n, const Psched__ServerCommand *sc)
+{
+	const Psched__Optimizer *po = sc->optimizer;
+	struct psched_optimizer opt;
+	int mode = (int)sc->mode;
+
+	if (mode < PSCHED__SERVER_MODE__MODE_UNCHANGED ||
+	    mode > PSCHED__SERVER_MODE__MODE_ASYNC)
+		return psd_set_errmsg(-EINVAL, "unknown server mode %d", mode);
+	if (po && po->name && strlen(po->name) > CMD_MAX_NAME)
+		return psd_set_errmsg(-EINVAL,
+				      "optimizer name of %zu bytes is too "
+				      "long",
+				      strlen(po->name));
+	if (po) {
+		opt.name = po->name;
+		opt.learning_rate = po->learning_rate;
+		opt.momentum = po->momentum;
+		opt.wd = po->wd;
+		opt.rescale_grad = po->rescale_grad;
+		opt.clip_gradient = po->clip_gradient;
+		if (psched_optimizer_check(&opt))
+			return -EINVAL;
+	}
+	if (!n->app || !n->app->command)
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "this node takes no server commands");
+	return n->app->command(n, mode, po ? &opt : NULL);
+}
+
+static void cmd_on_command(struct psched_node *n, struct psd_conn *c,
+			   const Psched__ServerCommand *sc)
+{
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	int ret;
+
+	if (!p || p->role != PSCHED_ROLE_WORKER || p->conn != c) {
+		psd_err("dropping connection from %s: server command before "
+			"hello, or not from a worker",
+			c->peer);
+		psd_conn_close(c);
+		return;
+	}
+	ret = cmd_apply(n, sc);
+	if (ret)
+		psd_err("refusing the command %llu of %s: %s",
+			(unsigned long long)sc->seq, p->desc, psched_errmsg());
+	else
+		psd_info("applied command %llu of %s",
+			 (unsigned long long)sc->seq, p->desc);
+	cmd_send_ack(n, c, sc->seq, ret, ret ? psched_errmsg() : "");
+}
+
+bool psd_kvs_cmd_rx(struct psched_node *n, struct psd_conn *c,
+		    const Psched__Control *m)
+{
+	if (m->body_case != PSCHED__CONTROL__BODY_COMMAND)
+		return false;
+	cmd_on_command(n, c, m->command);
+	return true;
+}
