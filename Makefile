@@ -75,8 +75,11 @@ PREFIX   ?= /usr/local
 .PHONY: all deps test unit bench bench-sched bench-rdma run asan asan-build \
         tsan install format format-check check clean help tests
 .DEFAULT_GOAL := all
-# Test objects are not intermediates: keep them between runs.
-.SECONDARY:
+# Test objects are not intermediates: keep them between runs.  (Not
+# ".SECONDARY:" with no targets: that made every object secondary, and a
+# missing object whose source is older than the library, as after a git mv,
+# was never built.)
+.PRECIOUS: $(BUILD)/obj/%.o
 
 all: $(STATIC_LIB) $(SHARED_LIB) $(PROG_BIN)
 tests: $(UNIT_BIN) $(HELPER_BIN)

@@ -70,7 +70,7 @@ for bin in "$BUILD"/tests/transport/test_*; do
 	[ -x "$bin" ] && [ -f "$bin" ] || continue
 	for t in tcp rdma; do PS_TEST_TRANSPORT=$t run_tap "$bin" "$t"; done
 done
-for sc in tests/ref/test_*.sh tests/integration/test_*.sh; do
+for sc in tests/static/test_*.sh tests/ref/test_*.sh tests/integration/test_*.sh; do
 	[ -f "$sc" ] && run_script "$sc"
 done
 
