@@ -14,7 +14,7 @@
 
 #include "internal.h"
 #include "psched/kvstore.h"
-#include "../server/updater.h"
+#include "updater.h"
 
 enum kvstore_kind {
 	KVSTORE_LOCAL = 0,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Updaters (server/updater.c) and the "local" KVStore (worker/kvstore.c):
+ * Updaters (common/updater.c) and the "local" KVStore (worker/kvstore.c):
  * float16 conversion (every half value, rounding against the compiler's
  * _Float16), the SGD rule against a scalar re-derivation, momentum kept
  * per key and byte range, the custom hook, optimizer checks, and the
@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../harness.h"
-#include "../../server/updater.h"
+#include "updater.h"
 #include "psched/kvstore.h"
 
 static void test_updater_f16_roundtrip_every_half(void)
@@ -159,10 +159,10 @@ static void test_updater_sgd_f64_momentum_per_range(void)
 		CHECK_NEAR(w[i], rw[i], 1e-14);
 	/* The same optimizer again keeps the momentum; a new one drops it. */
 	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
-	CHECK_U64(u.count, ==, 1);
+	CHECK_U64(psd_map_count(&u.states), ==, 1);
 	o.learning_rate = 0.2;
 	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
-	CHECK_U64(u.count, ==, 0);
+	CHECK_U64(psd_map_count(&u.states), ==, 0);
 	psd_upd_fini(&u);
 }
 

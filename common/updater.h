@@ -9,13 +9,14 @@
  * Thread use: set from any thread, applied on one (the server's van
  * thread, or the KVStore caller); a mutex orders the two.
  */
-#ifndef PSCHED_SERVER_UPDATER_H
-#define PSCHED_SERVER_UPDATER_H
+#ifndef PSCHED_COMMON_UPDATER_H
+#define PSCHED_COMMON_UPDATER_H
 
 #include <pthread.h>
 #include <stdatomic.h>
 
 #include "internal.h"
+#include "map.h"
 #include "psched/kvstore.h"
 
 enum psd_upd_kind {
@@ -33,9 +34,7 @@ struct psd_updater {
 	char name[16]; /* opt.name points here */
 	psched_updater_fn *fn;
 	void *arg;
-	struct psd_upd_state **tab; /* momentum by key, open addressing */
-	size_t cap;
-	size_t count;
+	struct psd_map states; /* key -> struct psd_upd_state chain */
 };
 
 void psd_upd_init(struct psd_updater *u);

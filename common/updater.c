@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Updaters (server/updater.h): SGD with momentum and weight decay, the
+ * Updaters (common/updater.h): SGD with momentum and weight decay, the
  * custom-updater hook, and float16 arithmetic (computed in float32).
  */
 #include <math.h>
@@ -13,7 +13,7 @@
 /* Momentum of one key's byte range, in float32 (float16, float32 keys)
  * or float64 (float64 keys), one element per stored element. */
 struct psd_upd_state {
-	uint64_t key;
+	struct psd_upd_state *next; /* other ranges or dtypes of the key */
 	uint64_t range_off;
 	uint64_t range_len;
 	uint8_t dtype;
@@ -75,28 +75,32 @@ void psd_upd_init(struct psd_updater *u)
 	memset(u, 0, sizeof(*u));
 	pthread_mutex_init(&u->lock, NULL);
 	atomic_init(&u->kind, PSD_UPD_NONE);
+	psd_map_init(&u->states);
+}
+
+static void upd_state_free(void *val, void *arg)
+{
+	struct psd_upd_state *st = val;
+	struct psd_upd_state *next;
+
+	(void)arg;
+	for (; st; st = next) {
+		next = st->next;
+		free(st->mom);
+		free(st);
+	}
 }
 
 /* Lock held. */
 static void upd_drop_states(struct psd_updater *u)
 {
-	size_t i;
-
-	for (i = 0; i < u->cap; i++) {
-		if (!u->tab[i])
-			continue;
-		free(u->tab[i]->mom);
-		free(u->tab[i]);
-	}
-	free(u->tab);
-	u->tab = NULL;
-	u->cap = 0;
-	u->count = 0;
+	psd_map_clear(&u->states, upd_state_free, NULL);
 }
 
 void psd_upd_fini(struct psd_updater *u)
 {
 	upd_drop_states(u);
+	psd_map_fini(&u->states);
 	pthread_mutex_destroy(&u->lock);
 }
 
@@ -150,36 +154,6 @@ void psd_upd_set_custom(struct psd_updater *u, psched_updater_fn *fn, void *arg)
 	pthread_mutex_unlock(&u->lock);
 }
 
-static size_t upd_slot(uint64_t k, size_t cap)
-{
-	k ^= k >> 33;
-	k *= 0xc4ceb9fe1a85ec53ull;
-	k ^= k >> 29;
-	return (size_t)k & (cap - 1);
-}
-
-/* Lock held. */
-static int upd_grow(struct psd_updater *u)
-{
-	size_t ncap = u->cap ? u->cap * 2 : 64, i, j;
-	struct psd_upd_state **nt = calloc(ncap, sizeof(*nt));
-
-	if (!nt)
-		return -ENOMEM;
-	for (i = 0; i < u->cap; i++) {
-		if (!u->tab[i])
-			continue;
-		j = upd_slot(u->tab[i]->key, ncap);
-		while (nt[j])
-			j = (j + 1) & (ncap - 1);
-		nt[j] = u->tab[i];
-	}
-	free(u->tab);
-	u->tab = nt;
-	u->cap = ncap;
-	return 0;
-}
-
 static size_t upd_mom_esize(uint8_t dtype)
 {
 	return dtype == PSCHED_F64 ? sizeof(double) : sizeof(float);
@@ -191,37 +165,36 @@ static struct psd_upd_state *upd_state(struct psd_updater *u, uint64_t key,
 				       uint64_t range_len)
 {
 	unsigned es = psched_dtype_size((enum psched_dtype)dtype);
+	struct psd_upd_state *head = psd_map_get(&u->states, key);
 	struct psd_upd_state *st;
-	size_t i;
 
-	if (u->cap) {
-		for (i = upd_slot(key, u->cap); u->tab[i];
-		     i = (i + 1) & (u->cap - 1)) {
-			st = u->tab[i];
-			if (st->key == key && st->range_off == range_off &&
-			    st->range_len == range_len && st->dtype == dtype)
-				return st;
-		}
-	}
-	if ((u->count + 1) * 2 > u->cap && upd_grow(u))
-		return NULL;
+	for (st = head; st; st = st->next)
+		if (st->range_off == range_off && st->range_len == range_len &&
+		    st->dtype == dtype)
+			return st;
 	st = calloc(1, sizeof(*st));
 	if (!st)
 		return NULL;
 	st->mom = calloc((size_t)(range_len / es), upd_mom_esize(dtype));
-	if (!st->mom && range_len) {
-		free(st);
-		return NULL;
-	}
-	st->key = key;
+	if (!st->mom && range_len)
+		goto err_free_st;
 	st->range_off = range_off;
 	st->range_len = range_len;
 	st->dtype = dtype;
-	for (i = upd_slot(key, u->cap); u->tab[i]; i = (i + 1) & (u->cap - 1))
-		;
-	u->tab[i] = st;
-	u->count++;
+	if (head) {
+		/* The map keeps the head; the new state goes second. */
+		st->next = head->next;
+		head->next = st;
+	} else if (psd_map_put(&u->states, key, st)) {
+		goto err_free_mom;
+	}
 	return st;
+
+err_free_mom:
+	free(st->mom);
+err_free_st:
+	free(st);
+	return NULL;
 }
 
 /* The scalar rule of include/psched/kvstore.h, in float32. */
