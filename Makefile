@@ -18,7 +18,10 @@ WARN     := -Wall -Wextra -Werror -Wshadow -Wstrict-prototypes \
 # Peer descriptions are cut to fit their buffers on purpose.
 WARN     += -Wno-format-truncation
 OPT      ?= -O2 -g
-CFLAGS   += -std=gnu11 $(OPT) $(WARN) -fPIC -pthread $(EXTRA_CFLAGS)
+# Hidden by default: the shared library exports only what the public
+# headers declare (they push default visibility), i.e. psched_*.
+CFLAGS   += -std=gnu11 $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread \
+            $(EXTRA_CFLAGS)
 # Generated protobuf-c headers are -isystem: their init macros cast away
 # const, which -Wcast-qual would reject in every includer.
 CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -isystem $(BUILD)/gen -MMD -MP
@@ -26,6 +29,19 @@ LDFLAGS  += -pthread $(EXTRA_LDFLAGS)
 
 PKGS     := libprotobuf-c gsl
 HAVE_PKG := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
+# On a fresh machine install the Debian packages before anything is read
+# from pkg-config or the headers (goals that build nothing skip this).
+# Installing from a recipe instead would leave this make's flags empty.
+NO_DEPS_GOALS := clean help format format-check
+ifneq ($(HAVE_PKG),1)
+ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
+DEPS_RC  := $(shell bash scripts/install-deps.sh >&2; echo $$?)
+ifneq ($(DEPS_RC),0)
+$(error scripts/install-deps.sh failed (exit $(DEPS_RC)): see above)
+endif
+HAVE_PKG := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
+endif
+endif
 ifeq ($(HAVE_PKG),1)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PROTO_LIBS := $(shell pkg-config --libs libprotobuf-c)
@@ -44,6 +60,14 @@ LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
 ifeq ($(CUDA),1)
 CPPFLAGS += -DPSCHED_HAVE_CUDA=1
 endif
+
+# Objects depend on this file, rewritten only when the compile flags
+# change, so a flag change rebuilds everything it affects.
+FLAGS_STAMP := $(BUILD)/.flags
+FLAGS_NOW   := $(CC) $(CPPFLAGS) $(CFLAGS)
+$(shell mkdir -p $(BUILD) && \
+  [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
+  printf '%s\n' '$(FLAGS_NOW)' >$(FLAGS_STAMP))
 
 PROTO_C  := $(BUILD)/gen/psched.pb-c.c
 PROTO_H  := $(BUILD)/gen/psched.pb-c.h
@@ -66,7 +90,12 @@ HELPER_SRC := $(wildcard tests/helpers/*.c)
 HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
 
 STATIC_LIB := $(BUILD)/lib/libpsched.a
+# libpsched.so.$(SOVERSION) is the library (its SONAME); libpsched.so is the
+# link-time name, a symlink.  Bump SOVERSION on an ABI break (struct
+# psched_cfg's layout is part of the ABI).
+SOVERSION  := 0
 SHARED_LIB := $(BUILD)/lib/libpsched.so
+SHARED_REAL := $(SHARED_LIB).$(SOVERSION)
 TUNER_LIB  := $(BUILD)/lib/libpsched_tuner.a
 DEPS_STAMP := $(BUILD)/.deps-ok
 
@@ -91,16 +120,6 @@ $(DEPS_STAMP): scripts/install-deps.sh
 	$(Q)mkdir -p $(@D) && touch $@
 deps: $(DEPS_STAMP)
 
-# pkg-config flags are read when make starts; after a fresh install the
-# recursive call picks them up.
-ifneq ($(HAVE_PKG),1)
-all tests test bench run: deps-then-restart
-.PHONY: deps-then-restart
-deps-then-restart: $(DEPS_STAMP)
-	$(Q)$(MAKE) --no-print-directory $(MAKECMDGOALS)
-	@exit 0
-endif
-
 $(PROTO_C) $(PROTO_H): proto/psched.proto | $(DEPS_STAMP)
 	@mkdir -p $(@D)
 	@echo "  PROTOC  $<"
@@ -108,12 +127,12 @@ $(PROTO_C) $(PROTO_H): proto/psched.proto | $(DEPS_STAMP)
 
 # Generated code: same flags, except -Wcast-qual/-Wmissing-prototypes which
 # protoc-c's output violates (casts of const descriptors).
-$(BUILD)/obj/gen/psched.pb-c.o: $(PROTO_C)
+$(BUILD)/obj/gen/psched.pb-c.o: $(PROTO_C) $(FLAGS_STAMP)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -Wno-cast-qual -Wno-missing-prototypes -c $< -o $@
 
-$(BUILD)/obj/%.o: %.c | $(PROTO_H)
+$(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | $(PROTO_H)
 	@mkdir -p $(@D)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
@@ -123,10 +142,24 @@ $(STATIC_LIB): $(LIB_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(SHARED_LIB): $(LIB_OBJ)
+$(SHARED_REAL): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
-	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libpsched.so -o $@ $^ $(LIBS)
+	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libpsched.so.$(SOVERSION) \
+	  -Wl,--no-undefined -o $@ $^ $(LIBS)
+
+$(SHARED_LIB): $(SHARED_REAL)
+	$(Q)ln -sf $(notdir $<) $@
+
+# pkg-config file of the installed tree, written by `make install` for its
+# PREFIX.  rdma-core ships no .pc files on Debian 12, so its libraries are
+# listed by name.
+PC_LINES = 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
+  'includedir=$${prefix}/include' '' 'Name: psched' \
+  'Description: parameter-server communication library' \
+  'Version: $(SOVERSION).1.0' 'Requires.private: $(PKGS)' \
+  'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lpsched' \
+  'Libs.private: $(RDMA_LIBS) -lm -pthread'
 
 $(TUNER_LIB): $(TUNER_OBJ)
 	@mkdir -p $(@D)
@@ -207,9 +240,12 @@ bench-rdma: all
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/psched \
-	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PYDIR)/psched
+	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PYDIR)/psched \
+	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(SHARED_LIB) $(DESTDIR)$(PREFIX)/lib/
+	install -m 755 $(SHARED_REAL) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libpsched.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpsched.so
+	printf '%s\n' $(PC_LINES) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/psched.pc
 	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/psched/*.h $(DESTDIR)$(PREFIX)/include/psched/
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/

@@ -21,6 +21,10 @@
 extern "C" {
 #endif
 
+/* libpsched is built with -fvisibility=hidden: what is declared here is
+ * its whole exported interface. */
+#pragma GCC visibility push(default)
+
 /* psched's own error codes (negative, below every errno). */
 #define PSCHED_E_BASE	   4096
 #define PSCHED_ENODEDEAD   (-(PSCHED_E_BASE + 1)) /* a peer node died */
@@ -242,6 +246,8 @@ void psched_node_stats(const struct psched_node *node,
  */
 int psched_timeline_start(struct psched_node *node, size_t max_events);
 int psched_timeline_write(struct psched_node *node, const char *path);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -30,6 +30,10 @@
 extern "C" {
 #endif
 
+/* libpsched is built with -fvisibility=hidden: what is declared here is
+ * its whole exported interface. */
+#pragma GCC visibility push(default)
+
 /*
  * An optimizer applied where values are aggregated (on the servers, or in
  * process for "local"), as MXNet's server-side updater:
@@ -184,6 +188,8 @@ int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
  * otherwise return 1 at once (the caller is a worker).
  */
 int psched_kvstore_run_node_from_env(void);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,10 @@
+#!/bin/sh
+# The set-up entry point for a fresh Debian 12 machine, even one without
+# make: install the Debian packages psched needs (make among them; apt-get,
+# with sudo when not root), then run `make "$@"`.
+#   sh make.sh run    local cluster on loopback, ps-bench prints throughput
+#   sh make.sh test   the whole test suite
+set -eu
+cd "$(dirname "$0")"
+bash scripts/install-deps.sh
+exec make "$@"

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# libpsched.so exports its public API and nothing else: every defined
+# dynamic symbol is psched_<name> (not the generated psched__* protobuf
+# code, not psd_* internals), every function the public headers declare
+# is exported, the SONAME is versioned, and the pkg-config file that
+# `make install` writes lets a program build and run against it.
+set -eu
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+lib=$BUILD/lib/libpsched.so
+[ -e "$lib" ] || { echo "no $lib: run make first"; exit 1; }
+fail=0
+
+bad=$(nm -D --defined-only "$lib" | awk '{print $NF}' | grep -v '^psched_[a-z]' || true)
+if [ -n "$bad" ]; then
+	echo "FAIL: $(echo "$bad" | wc -l) exported symbols outside the API, e.g.:"
+	echo "$bad" | head -5
+	fail=1
+fi
+
+# Functions the public headers declare (preprocessed, so no comments;
+# typedef'd callback types are no functions).
+declared=$(for h in include/psched.h include/psched/*.h; do
+	cc -E -P -Iinclude "$h"; done | tr '\n' ' ' | tr ';' '\n' |
+	grep -v typedef | grep -oE '\bpsched_[a-z_0-9]+ *\(' |
+	grep -oE 'psched_[a-z_0-9]+' | sort -u)
+exported=$(nm -D --defined-only "$lib" | awk '{print $NF}' | sort -u)
+missing=$(comm -23 <(echo "$declared") <(echo "$exported"))
+if [ -n "$missing" ]; then
+	echo "FAIL: declared in include/ but not exported: $missing"
+	fail=1
+fi
+echo "exported: $(echo "$exported" | wc -l) symbols, $(echo "$declared" | wc -l) declared"
+
+soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
+if [ "$soname" != libpsched.so.0 ]; then
+	echo "FAIL: SONAME is '$soname', want libpsched.so.0"
+	fail=1
+fi
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+make --no-print-directory BUILD="$BUILD" PREFIX="$tmp" install >"$tmp/install.log" 2>&1 ||
+	{ echo "FAIL: make install"; tail -5 "$tmp/install.log"; exit 1; }
+[ -L "$tmp/lib/libpsched.so" ] && [ -f "$tmp/lib/libpsched.so.0" ] ||
+	{ echo "FAIL: install did not lay out libpsched.so -> libpsched.so.0"; fail=1; }
+cat >"$tmp/use.c" <<'C'
+#include <psched.h>
+#include <stdio.h>
+#include <string.h>
+int main(void)
+{
+	struct psched_cfg cfg;
+	psched_cfg_init(&cfg);
+	printf("%s %s\n", psched_role_name(cfg.role), psched_strerror(-22));
+	return strcmp(psched_role_name(PSCHED_ROLE_SERVER), "server") != 0;
+}
+C
+export PKG_CONFIG_PATH=$tmp/lib/pkgconfig
+if ! cc -o "$tmp/use" "$tmp/use.c" $(pkg-config --cflags --libs psched) 2>"$tmp/cc.log"; then
+	echo "FAIL: building against pkg-config psched:"; cat "$tmp/cc.log"; fail=1
+elif ! out=$(LD_LIBRARY_PATH=$tmp/lib "$tmp/use"); then
+	echo "FAIL: the program built against the installed library failed: $out"; fail=1
+else
+	echo "pkg-config build ran: $out"
+	LD_LIBRARY_PATH=$tmp/lib ldd "$tmp/use" | grep -q "libpsched.so.0 => $tmp/lib/" ||
+		{ echo "FAIL: not linked to the installed libpsched.so.0"; ldd "$tmp/use"; fail=1; }
+fi
+[ $fail = 0 ] && echo "ok: exports, SONAME and pkg-config"
+exit $fail
