@@ -10,84 +10,12 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "node.h"
-#include "autotune.h"
+#include "sched.h"
 #include "role.h"
-
-struct sched_node {
-	struct psd_conn *conn;
-	int id;
-	enum psched_role role;
-	int rank;
-	char host[256];
-	unsigned port;
-	uint64_t last_seen_ms;
-	bool used;
-	bool dead;
-	bool finalized;
-	bool closed;
-	uint32_t acked_epoch; /* last config PREPARE it answered */
-	char desc[96];
-};
-
-/* One config switch in progress (two phases, see proto/psched.proto). */
-struct sched_cfg_switch {
-	bool open;
-	uint32_t epoch;
-	uint64_t part;
-	uint64_t credit;
-	uint64_t max_step; /* highest step any worker acked */
-	uint64_t deadline_ms;
-};
-
-#define SCHED_CYCLE_MAX 32
-
-/* --config-cycle: configs proposed in turn every --config-interval. */
-struct sched_cycle {
-	uint64_t part[SCHED_CYCLE_MAX];
-	uint64_t credit[SCHED_CYCLE_MAX];
-	unsigned n;
-	unsigned next;
-	uint64_t last_ms;
-};
-
-struct sched_barrier {
-	unsigned arrived;
-	struct sched_node **waiting; /* S+W slots */
-	uint64_t *seqs;
-};
-
-struct psd_sched {
-	struct sched_node *nodes; /* S+W slots, registration order */
-	unsigned cap;
-	unsigned nserv;
-	unsigned nwork;
-	bool table_sent;
-	bool shutdown_sent;
-	bool done;
-	int result;
-	char result_msg[512];
-	uint64_t start_ms;
-	uint64_t shutdown_ms;
-	char transport[16];	  /* data transport of the job */
-	char transport_from[160]; /* who chose it, for mismatch errors */
-	uint64_t token;		  /* PS_JOB_TOKEN hash, else random */
-	struct sched_barrier barriers[PSCHED_GROUP_ALL + 1];
-	uint32_t last_epoch;
-	uint64_t last_apply_step;
-	struct sched_cfg_switch sw;
-	struct sched_cycle cycle;
-	struct psd_autotune *at; /* --autotune, else NULL */
-};
-
-static struct psd_sched *sched_of(struct psched_node *n)
-{
-	return n->app_state;
-}
 
 static void sched_finish(struct psched_node *n, int result, const char *msg)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 
 	pthread_mutex_lock(&n->lock);
 	if (!s->done) {
@@ -99,7 +27,7 @@ static void sched_finish(struct psched_node *n, int result, const char *msg)
 	pthread_mutex_unlock(&n->lock);
 }
 
-static void sched_send(struct sched_node *sn, const Psched__Control *m)
+void psd_sched_send(struct sched_node *sn, const Psched__Control *m)
 {
 	if (sn->conn && !sn->closed)
 		psd_conn_send_control(sn->conn, 0, m);
@@ -139,7 +67,7 @@ static unsigned sched_group_alive(struct psd_sched *s, unsigned group)
 /* Release a barrier once every live member of its group arrived. */
 static void sched_barrier_check(struct psched_node *n, unsigned group)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	struct sched_barrier *b = &s->barriers[group];
 	Psched__Barrier rel = PSCHED__BARRIER__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
@@ -152,7 +80,7 @@ static void sched_barrier_check(struct psched_node *n, unsigned group)
 	m.barrier = &rel;
 	for (i = 0; i < b->arrived; i++) {
 		rel.seq = b->seqs[i];
-		sched_send(b->waiting[i], &m);
+		psd_sched_send(b->waiting[i], &m);
 	}
 	psd_debug("barrier of group %u released (%u nodes)", group, b->arrived);
 	b->arrived = 0;
@@ -161,7 +89,7 @@ static void sched_barrier_check(struct psched_node *n, unsigned group)
 static void sched_barrier_arrive(struct psched_node *n, struct sched_node *sn,
 				 const Psched__Barrier *req)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	unsigned g = req->group;
 	struct sched_barrier *b;
 	unsigned i;
@@ -183,7 +111,7 @@ static void sched_barrier_arrive(struct psched_node *n, struct sched_node *sn,
 
 static void sched_maybe_shutdown(struct psched_node *n)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	Psched__Shutdown sd = PSCHED__SHUTDOWN__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	unsigned i;
@@ -205,189 +133,13 @@ static void sched_maybe_shutdown(struct psched_node *n)
 	s->shutdown_ms = psd_now_ms();
 	for (i = 0; i < s->cap; i++)
 		if (s->nodes[i].used && !s->nodes[i].dead)
-			sched_send(&s->nodes[i], &m);
-}
-
-static bool sched_is_live_worker(const struct sched_node *sn)
-{
-	return sn->used && !sn->dead && !sn->closed && !sn->finalized &&
-	       sn->role == PSCHED_ROLE_WORKER;
-}
-
-static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
-			   uint64_t from_step, bool servers_too)
-{
-	struct psd_sched *s = sched_of(n);
-	Psched__Config c = PSCHED__CONFIG__INIT;
-	Psched__Control m = PSCHED__CONTROL__INIT;
-	unsigned i;
-
-	c.epoch = s->sw.epoch;
-	c.partition_bytes = s->sw.part;
-	c.credit_bytes = s->sw.credit;
-	c.apply_from_step = from_step;
-	c.phase = phase;
-	m.body_case = PSCHED__CONTROL__BODY_CONFIG;
-	m.config = &c;
-	for (i = 0; i < s->cap; i++) {
-		struct sched_node *sn = &s->nodes[i];
-
-		if (!sn->used || sn->dead ||
-		    (sn->role != PSCHED_ROLE_WORKER && !servers_too))
-			continue;
-		sched_send(sn, &m);
-	}
-}
-
-/* Commit the open switch once every live worker acknowledged it. */
-static void sched_cfg_check(struct psched_node *n)
-{
-	struct psd_sched *s = sched_of(n);
-	uint64_t from;
-	unsigned i;
-
-	if (!s->sw.open)
-		return;
-	for (i = 0; i < s->cap; i++)
-		if (sched_is_live_worker(&s->nodes[i]) &&
-		    s->nodes[i].acked_epoch != s->sw.epoch)
-			return;
-	from = s->sw.max_step + 1;
-	if (from <= s->last_apply_step)
-		from = s->last_apply_step + 1;
-	s->last_apply_step = from;
-	s->sw.open = false;
-	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
-	psd_autotune_switched(s->at, s->sw.epoch, true, from);
-	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
-		 "from step %llu",
-		 s->sw.epoch, (unsigned long long)s->sw.part,
-		 (unsigned long long)s->sw.credit, (unsigned long long)from);
-}
-
-int psd_sched_propose_config(struct psched_node *n, uint64_t part,
-			     uint64_t credit)
-{
-	struct psd_sched *s = sched_of(n);
-
-	if (!s->table_sent || s->shutdown_sent || s->done)
-		return -EAGAIN;
-	if (s->sw.open)
-		return -EBUSY;
-	s->sw.open = true;
-	s->sw.epoch = ++s->last_epoch;
-	s->sw.part = part;
-	s->sw.credit = credit;
-	s->sw.max_step = 0;
-	s->sw.deadline_ms = psd_now_ms() + n->cfg.heartbeat_timeout_ms;
-	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
-	sched_cfg_check(n); /* no live worker: commit at once */
-	return 0;
-}
-
-static void sched_on_config_ack(struct psched_node *n, struct sched_node *sn,
-				const Psched__ConfigAck *a)
-{
-	struct psd_sched *s = sched_of(n);
-
-	if (sn->role != PSCHED_ROLE_WORKER || !s->sw.open ||
-	    a->epoch != s->sw.epoch) {
-		psd_debug("%s: stale config ack for epoch %u", sn->desc,
-			  a->epoch);
-		return;
-	}
-	sn->acked_epoch = a->epoch;
-	if (a->max_step > s->sw.max_step)
-		s->sw.max_step = a->max_step;
-	sched_cfg_check(n);
-}
-
-/* A PREPARE nobody finished answering: call it off, naming who. */
-static void sched_cfg_timeout(struct psched_node *n)
-{
-	struct psd_sched *s = sched_of(n);
-	char who[256] = "";
-	size_t used = 0;
-	unsigned i;
-
-	for (i = 0; i < s->cap && used + 2 < sizeof(who); i++) {
-		struct sched_node *sn = &s->nodes[i];
-
-		if (sched_is_live_worker(sn) && sn->acked_epoch != s->sw.epoch)
-			used += (size_t)snprintf(who + used, sizeof(who) - used,
-						 "%s%s", used ? ", " : "",
-						 sn->desc);
-	}
-	psd_warn("config epoch %u called off: no answer within %u ms from %s",
-		 s->sw.epoch, n->cfg.heartbeat_timeout_ms, who);
-	s->sw.open = false;
-	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
-	psd_autotune_switched(s->at, s->sw.epoch, false, 0);
-}
-
-/* --autotune: propose the config the tuner wants once nothing is open. */
-static void sched_autotune_kick(struct psched_node *n)
-{
-	struct psd_sched *s = sched_of(n);
-	uint64_t part, credit;
-
-	unsigned i;
-
-	if (!s->at || s->sw.open || s->shutdown_sent || !s->table_sent ||
-	    !psd_autotune_wanted(s->at, &part, &credit))
-		return;
-	/* Without a live worker a switch commits blind (no acked step): at
-	 * the job's end that would start below steps already pushed. */
-	for (i = 0; i < s->cap && !sched_is_live_worker(&s->nodes[i]); i++)
-		;
-	if (i == s->cap)
-		return;
-	/* The switch may commit inside the call (no live worker): name its
-	 * epoch first. */
-	psd_autotune_proposed(s->at, s->last_epoch + 1);
-	if (psd_sched_propose_config(n, part, credit))
-		psd_autotune_proposed(s->at, 0);
-}
-
-static void sched_on_metrics(struct psched_node *n, struct sched_node *sn,
-			     const Psched__Metrics *m)
-{
-	struct psd_sched *s = sched_of(n);
-
-	if (sn->role != PSCHED_ROLE_WORKER || !s->at)
-		return;
-	psd_debug("%s: metrics step %llu, %.6f s per step, epoch %u", sn->desc,
-		  (unsigned long long)m->step, m->step_time_s, m->epoch);
-	psd_autotune_metrics(s->at, (unsigned)(sn - s->nodes), m->step,
-			     m->step_time_s);
-	sched_autotune_kick(n);
-}
-
-/* --config-cycle: propose the next config when its time has come. */
-static void sched_cycle_tick(struct psched_node *n, uint64_t now)
-{
-	struct psd_sched *s = sched_of(n);
-	struct sched_cycle *cy = &s->cycle;
-
-	if (!cy->n || s->sw.open || s->shutdown_sent)
-		return;
-	if (!cy->last_ms) {
-		cy->last_ms = now;
-		return;
-	}
-	if (now - cy->last_ms < n->cfg.config_interval_ms)
-		return;
-	if (!psd_sched_propose_config(n, cy->part[cy->next],
-				      cy->credit[cy->next])) {
-		cy->next = (cy->next + 1) % cy->n;
-		cy->last_ms = now;
-	}
+			psd_sched_send(&s->nodes[i], &m);
 }
 
 static void sched_declare_dead(struct psched_node *n, struct sched_node *sn,
 			       const char *why)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	Psched__NodeFailure f = PSCHED__NODE_FAILURE__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	char reason[256];
@@ -408,17 +160,17 @@ static void sched_declare_dead(struct psched_node *n, struct sched_node *sn,
 	m.failure = &f;
 	for (i = 0; i < s->cap; i++)
 		if (s->nodes[i].used && !s->nodes[i].dead)
-			sched_send(&s->nodes[i], &m);
+			psd_sched_send(&s->nodes[i], &m);
 	/* Barriers and config switches no longer wait for the dead node. */
 	for (g = 1; g <= PSCHED_GROUP_ALL; g++)
 		sched_barrier_check(n, g);
-	sched_cfg_check(n);
+	psd_sched_cfg_check(n);
 	sched_maybe_shutdown(n);
 }
 
 static void sched_send_table(struct psched_node *n)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	Psched__NodeInfo *infos, **ptrs;
 	Psched__NodeTable t = PSCHED__NODE_TABLE__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
@@ -450,7 +202,7 @@ static void sched_send_table(struct psched_node *n)
 	m.table = &t;
 	for (i = 0; i < s->cap; i++) {
 		t.your_id = s->nodes[i].id;
-		sched_send(&s->nodes[i], &m);
+		psd_sched_send(&s->nodes[i], &m);
 	}
 	s->table_sent = true;
 	psd_info("all %u servers and %u workers registered; node table sent",
@@ -458,7 +210,7 @@ static void sched_send_table(struct psched_node *n)
 	for (i = 0; i < s->cap; i++)
 		if (s->nodes[i].role == PSCHED_ROLE_WORKER)
 			psd_autotune_worker_add(s->at, i);
-	sched_autotune_kick(n);
+	psd_sched_autotune_kick(n);
 	free(infos);
 	free(ptrs);
 }
@@ -466,7 +218,7 @@ static void sched_send_table(struct psched_node *n)
 /* Ranks in registration order; ids: servers 1..S, workers S+1..S+W. */
 static void sched_assign(struct psched_node *n)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	unsigned i, rs = 0, rw = 0;
 
 	for (i = 0; i < s->cap; i++) {
@@ -492,7 +244,7 @@ static const char *sched_check_reg(struct psched_node *n, struct psd_conn *c,
 				   const Psched__Register *r, char *buf,
 				   size_t len)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 
 	if (!r->node || (r->node->role != PSCHED__ROLE__SERVER &&
 			 r->node->role != PSCHED__ROLE__WORKER))
@@ -548,7 +300,7 @@ static const char *sched_check_reg(struct psched_node *n, struct psd_conn *c,
 static void sched_on_register(struct psched_node *n, struct psd_conn *c,
 			      const Psched__Register *r)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	struct sched_node *sn = NULL;
 	const char *bad;
 	char buf[256];
@@ -593,7 +345,7 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 			     const Psched__Control *m)
 {
 	struct psched_node *n = arg;
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	struct sched_node *sn = c->ctx;
 
 	if (m->body_case == PSCHED__CONTROL__BODY_REG) {
@@ -619,14 +371,14 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 		if (sn->role == PSCHED_ROLE_WORKER)
 			psd_autotune_worker_gone(s->at,
 						 (unsigned)(sn - s->nodes));
-		sched_cfg_check(n);
+		psd_sched_cfg_check(n);
 		sched_maybe_shutdown(n);
 		break;
 	case PSCHED__CONTROL__BODY_CONFIG_ACK:
-		sched_on_config_ack(n, sn, m->config_ack);
+		psd_sched_on_config_ack(n, sn, m->config_ack);
 		break;
 	case PSCHED__CONTROL__BODY_METRICS:
-		sched_on_metrics(n, sn, m->metrics);
+		psd_sched_on_metrics(n, sn, m->metrics);
 		break;
 	default:
 		psd_warn("%s sent unexpected control message %d", sn->desc,
@@ -649,7 +401,7 @@ static int sched_rx_header(void *arg, struct psd_conn *c,
 static void sched_closed(void *arg, struct psd_conn *c, int err)
 {
 	struct psched_node *n = arg;
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	struct sched_node *sn = c->ctx;
 	char why[128];
 
@@ -679,7 +431,7 @@ static void sched_closed(void *arg, struct psd_conn *c, int err)
 
 static void sched_rendezvous_timeout(struct psched_node *n)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	Psched__Abort a = PSCHED__ABORT__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	char msg[512];
@@ -698,14 +450,14 @@ static void sched_rendezvous_timeout(struct psched_node *n)
 	m.abort = &a;
 	for (i = 0; i < s->cap; i++)
 		if (s->nodes[i].used)
-			sched_send(&s->nodes[i], &m);
+			psd_sched_send(&s->nodes[i], &m);
 	sched_finish(n, PSCHED_ERENDEZVOUS, msg);
 }
 
 static void sched_tick(void *arg)
 {
 	struct psched_node *n = arg;
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	uint64_t now = psd_now_ms();
 	unsigned i, open = 0;
 	char why[96];
@@ -730,16 +482,16 @@ static void sched_tick(void *arg)
 		sched_declare_dead(n, sn, why);
 	}
 	if (s->sw.open && now > s->sw.deadline_ms)
-		sched_cfg_timeout(n);
-	sched_cycle_tick(n, now);
-	sched_autotune_kick(n);
+		psd_sched_cfg_timeout(n);
+	psd_sched_cycle_tick(n, now);
+	psd_sched_autotune_kick(n);
 	if (s->shutdown_sent && (!open || now - s->shutdown_ms > 5000))
 		sched_finish(n, 0, "");
 }
 
 static void sched_free(struct psched_node *n)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	unsigned g, i;
 
 	if (!s)
@@ -767,30 +519,6 @@ static const struct psd_app sched_app = {
 	.destroy = sched_free,
 };
 
-/* "PART:CREDIT,PART:CREDIT,..." with K/M/G suffixes. */
-static int sched_cycle_parse(const char *spec, struct sched_cycle *cy)
-{
-	char buf[sizeof(((struct psched_cfg *)0)->config_cycle)];
-	char *save = NULL, *tok, *colon;
-
-	cy->n = 0;
-	if (!*spec)
-		return 0;
-	snprintf(buf, sizeof(buf), "%s", spec);
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		colon = strchr(tok, ':');
-		if (!colon || cy->n == SCHED_CYCLE_MAX)
-			return -EINVAL;
-		*colon = '\0';
-		if (psched_parse_bytes(tok, &cy->part[cy->n]) ||
-		    psched_parse_bytes(colon + 1, &cy->credit[cy->n]))
-			return -EINVAL;
-		cy->n++;
-	}
-	return cy->n ? 0 : -EINVAL;
-}
-
 static int sched_alloc(struct psched_node *n)
 {
 	struct psd_sched *s = calloc(1, sizeof(*s));
@@ -817,7 +545,7 @@ static int sched_alloc(struct psched_node *n)
 	snprintf(s->transport, sizeof(s->transport), "%s", n->cfg.transport);
 	snprintf(s->transport_from, sizeof(s->transport_from),
 		 "PS_TRANSPORT=%s on the scheduler", n->cfg.transport);
-	if (sched_cycle_parse(n->cfg.config_cycle, &s->cycle))
+	if (psd_sched_cycle_parse(n->cfg.config_cycle, &s->cycle))
 		return psd_set_errmsg(-EINVAL, "bad --config-cycle '%s'",
 				      n->cfg.config_cycle);
 	if (n->cfg.autotune && s->cycle.n)
@@ -876,7 +604,7 @@ static int sched_start(struct psched_node *n)
 
 static int sched_run(struct psched_node *n)
 {
-	struct psd_sched *s = sched_of(n);
+	struct psd_sched *s = psd_sched_of(n);
 	int ret;
 
 	pthread_mutex_lock(&n->lock);

@@ -1,0 +1,214 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Config switches (ARCHITECTURE.md, key decision 2), scheduler side: a
+ * two-phase switch (PREPARE to workers, who answer with the highest step
+ * they pushed; COMMIT with apply_from_step to everyone; ABORT when nobody
+ * answers in time), driven by --config-cycle or the autotuner.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched.h"
+#include "role.h"
+
+bool psd_sched_is_live_worker(const struct sched_node *sn)
+{
+	return sn->used && !sn->dead && !sn->closed && !sn->finalized &&
+	       sn->role == PSCHED_ROLE_WORKER;
+}
+
+static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
+			   uint64_t from_step, bool servers_too)
+{
+	struct psd_sched *s = psd_sched_of(n);
+	Psched__Config c = PSCHED__CONFIG__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+	unsigned i;
+
+	c.epoch = s->sw.epoch;
+	c.partition_bytes = s->sw.part;
+	c.credit_bytes = s->sw.credit;
+	c.apply_from_step = from_step;
+	c.phase = phase;
+	m.body_case = PSCHED__CONTROL__BODY_CONFIG;
+	m.config = &c;
+	for (i = 0; i < s->cap; i++) {
+		struct sched_node *sn = &s->nodes[i];
+
+		if (!sn->used || sn->dead ||
+		    (sn->role != PSCHED_ROLE_WORKER && !servers_too))
+			continue;
+		psd_sched_send(sn, &m);
+	}
+}
+
+/* Commit the open switch once every live worker acknowledged it. */
+void psd_sched_cfg_check(struct psched_node *n)
+{
+	struct psd_sched *s = psd_sched_of(n);
+	uint64_t from;
+	unsigned i;
+
+	if (!s->sw.open)
+		return;
+	for (i = 0; i < s->cap; i++)
+		if (psd_sched_is_live_worker(&s->nodes[i]) &&
+		    s->nodes[i].acked_epoch != s->sw.epoch)
+			return;
+	from = s->sw.max_step + 1;
+	if (from <= s->last_apply_step)
+		from = s->last_apply_step + 1;
+	s->last_apply_step = from;
+	s->sw.open = false;
+	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
+	psd_autotune_switched(s->at, s->sw.epoch, true, from);
+	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
+		 "from step %llu",
+		 s->sw.epoch, (unsigned long long)s->sw.part,
+		 (unsigned long long)s->sw.credit, (unsigned long long)from);
+}
+
+int psd_sched_propose_config(struct psched_node *n, uint64_t part,
+			     uint64_t credit)
+{
+	struct psd_sched *s = psd_sched_of(n);
+
+	if (!s->table_sent || s->shutdown_sent || s->done)
+		return -EAGAIN;
+	if (s->sw.open)
+		return -EBUSY;
+	s->sw.open = true;
+	s->sw.epoch = ++s->last_epoch;
+	s->sw.part = part;
+	s->sw.credit = credit;
+	s->sw.max_step = 0;
+	s->sw.deadline_ms = psd_now_ms() + n->cfg.heartbeat_timeout_ms;
+	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
+	psd_sched_cfg_check(n); /* no live worker: commit at once */
+	return 0;
+}
+
+void psd_sched_on_config_ack(struct psched_node *n, struct sched_node *sn,
+			     const Psched__ConfigAck *a)
+{
+	struct psd_sched *s = psd_sched_of(n);
+
+	if (sn->role != PSCHED_ROLE_WORKER || !s->sw.open ||
+	    a->epoch != s->sw.epoch) {
+		psd_debug("%s: stale config ack for epoch %u", sn->desc,
+			  a->epoch);
+		return;
+	}
+	sn->acked_epoch = a->epoch;
+	if (a->max_step > s->sw.max_step)
+		s->sw.max_step = a->max_step;
+	psd_sched_cfg_check(n);
+}
+
+/* A PREPARE nobody finished answering: call it off, naming who. */
+void psd_sched_cfg_timeout(struct psched_node *n)
+{
+	struct psd_sched *s = psd_sched_of(n);
+	char who[256] = "";
+	size_t used = 0;
+	unsigned i;
+
+	for (i = 0; i < s->cap && used + 2 < sizeof(who); i++) {
+		struct sched_node *sn = &s->nodes[i];
+
+		if (psd_sched_is_live_worker(sn) &&
+		    sn->acked_epoch != s->sw.epoch)
+			used += (size_t)snprintf(who + used, sizeof(who) - used,
+						 "%s%s", used ? ", " : "",
+						 sn->desc);
+	}
+	psd_warn("config epoch %u called off: no answer within %u ms from %s",
+		 s->sw.epoch, n->cfg.heartbeat_timeout_ms, who);
+	s->sw.open = false;
+	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
+	psd_autotune_switched(s->at, s->sw.epoch, false, 0);
+}
+
+/* --autotune: propose the config the tuner wants once nothing is open. */
+void psd_sched_autotune_kick(struct psched_node *n)
+{
+	struct psd_sched *s = psd_sched_of(n);
+	uint64_t part, credit;
+
+	unsigned i;
+
+	if (!s->at || s->sw.open || s->shutdown_sent || !s->table_sent ||
+	    !psd_autotune_wanted(s->at, &part, &credit))
+		return;
+	/* Without a live worker a switch commits blind (no acked step): at
+	 * the job's end that would start below steps already pushed. */
+	for (i = 0; i < s->cap && !psd_sched_is_live_worker(&s->nodes[i]); i++)
+		;
+	if (i == s->cap)
+		return;
+	/* The switch may commit inside the call (no live worker): name its
+	 * epoch first. */
+	psd_autotune_proposed(s->at, s->last_epoch + 1);
+	if (psd_sched_propose_config(n, part, credit))
+		psd_autotune_proposed(s->at, 0);
+}
+
+void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
+			  const Psched__Metrics *m)
+{
+	struct psd_sched *s = psd_sched_of(n);
+
+	if (sn->role != PSCHED_ROLE_WORKER || !s->at)
+		return;
+	psd_debug("%s: metrics step %llu, %.6f s per step, epoch %u", sn->desc,
+		  (unsigned long long)m->step, m->step_time_s, m->epoch);
+	psd_autotune_metrics(s->at, (unsigned)(sn - s->nodes), m->step,
+			     m->step_time_s);
+	psd_sched_autotune_kick(n);
+}
+
+/* --config-cycle: propose the next config when its time has come. */
+void psd_sched_cycle_tick(struct psched_node *n, uint64_t now)
+{
+	struct psd_sched *s = psd_sched_of(n);
+	struct sched_cycle *cy = &s->cycle;
+
+	if (!cy->n || s->sw.open || s->shutdown_sent)
+		return;
+	if (!cy->last_ms) {
+		cy->last_ms = now;
+		return;
+	}
+	if (now - cy->last_ms < n->cfg.config_interval_ms)
+		return;
+	if (!psd_sched_propose_config(n, cy->part[cy->next],
+				      cy->credit[cy->next])) {
+		cy->next = (cy->next + 1) % cy->n;
+		cy->last_ms = now;
+	}
+}
+
+/* "PART:CREDIT,PART:CREDIT,..." with K/M/G suffixes. */
+int psd_sched_cycle_parse(const char *spec, struct sched_cycle *cy)
+{
+	char buf[sizeof(((struct psched_cfg *)0)->config_cycle)];
+	char *save = NULL, *tok, *colon;
+
+	cy->n = 0;
+	if (!*spec)
+		return 0;
+	snprintf(buf, sizeof(buf), "%s", spec);
+	for (tok = strtok_r(buf, ",", &save); tok;
+	     tok = strtok_r(NULL, ",", &save)) {
+		colon = strchr(tok, ':');
+		if (!colon || cy->n == SCHED_CYCLE_MAX)
+			return -EINVAL;
+		*colon = '\0';
+		if (psched_parse_bytes(tok, &cy->part[cy->n]) ||
+		    psched_parse_bytes(colon + 1, &cy->credit[cy->n]))
+			return -EINVAL;
+		cy->n++;
+	}
+	return cy->n ? 0 : -EINVAL;
+}

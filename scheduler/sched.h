@@ -1,0 +1,105 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The scheduler's private state and the functions its files share:
+ * scheduler.c (rendezvous, barriers, heartbeats, failures, shutdown,
+ * lifecycle) and cfgswitch.c (two-phase config switches, --config-cycle,
+ * the autotuner's proposals).  Everything runs on the van thread.
+ */
+#ifndef PSCHED_SCHEDULER_SCHED_H
+#define PSCHED_SCHEDULER_SCHED_H
+
+#include "node.h"
+#include "autotune.h"
+
+struct sched_node {
+	struct psd_conn *conn;
+	int id;
+	enum psched_role role;
+	int rank;
+	char host[256];
+	unsigned port;
+	uint64_t last_seen_ms;
+	bool used;
+	bool dead;
+	bool finalized;
+	bool closed;
+	uint32_t acked_epoch; /* last config PREPARE it answered */
+	char desc[96];
+};
+
+/* One config switch in progress (two phases, see proto/psched.proto). */
+struct sched_cfg_switch {
+	bool open;
+	uint32_t epoch;
+	uint64_t part;
+	uint64_t credit;
+	uint64_t max_step; /* highest step any worker acked */
+	uint64_t deadline_ms;
+};
+
+#define SCHED_CYCLE_MAX 32
+
+/* --config-cycle: configs proposed in turn every --config-interval. */
+struct sched_cycle {
+	uint64_t part[SCHED_CYCLE_MAX];
+	uint64_t credit[SCHED_CYCLE_MAX];
+	unsigned n;
+	unsigned next;
+	uint64_t last_ms;
+};
+
+struct sched_barrier {
+	unsigned arrived;
+	struct sched_node **waiting; /* S+W slots */
+	uint64_t *seqs;
+};
+
+struct psd_sched {
+	struct sched_node *nodes; /* S+W slots, registration order */
+	unsigned cap;
+	unsigned nserv;
+	unsigned nwork;
+	bool table_sent;
+	bool shutdown_sent;
+	bool done;
+	int result;
+	char result_msg[512];
+	uint64_t start_ms;
+	uint64_t shutdown_ms;
+	char transport[16];	  /* data transport of the job */
+	char transport_from[160]; /* who chose it, for mismatch errors */
+	uint64_t token;		  /* PS_JOB_TOKEN hash, else random */
+	struct sched_barrier barriers[PSCHED_GROUP_ALL + 1];
+	uint32_t last_epoch;
+	uint64_t last_apply_step;
+	struct sched_cfg_switch sw;
+	struct sched_cycle cycle;
+	struct psd_autotune *at; /* --autotune, else NULL */
+};
+
+static inline struct psd_sched *psd_sched_of(struct psched_node *n)
+{
+	return n->app_state;
+}
+
+/* Send @m to one registered node (errors show up as a closed connection). */
+void psd_sched_send(struct sched_node *sn, const Psched__Control *m);
+
+/* cfgswitch.c */
+bool psd_sched_is_live_worker(const struct sched_node *sn);
+/* Commit the open switch once every live worker acknowledged it. */
+void psd_sched_cfg_check(struct psched_node *n);
+void psd_sched_on_config_ack(struct psched_node *n, struct sched_node *sn,
+			     const Psched__ConfigAck *a);
+/* A PREPARE nobody finished answering: call it off, naming who. */
+void psd_sched_cfg_timeout(struct psched_node *n);
+/* --autotune: propose the config the tuner wants once nothing is open. */
+void psd_sched_autotune_kick(struct psched_node *n);
+void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
+			  const Psched__Metrics *m);
+/* --config-cycle: propose the next config when its time has come. */
+void psd_sched_cycle_tick(struct psched_node *n, uint64_t now);
+/* "PART:CREDIT,PART:CREDIT,..." with K/M/G suffixes; -EINVAL if bad. */
+int psd_sched_cycle_parse(const char *spec, struct sched_cycle *cy);
+
+#endif
