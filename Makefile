@@ -176,7 +176,8 @@ $(BUILD)/bin/ps-%: $(BUILD)/obj/%/main.o $(STATIC_LIB)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-$(BUILD)/bin/ps-bench: $(BUILD)/obj/bench/main.o $(STATIC_LIB)
+BENCH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/*.c))
+$(BUILD)/bin/ps-bench: $(BENCH_OBJ) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)

@@ -1,0 +1,62 @@
+/* SPDX-License-Identifier: MIT */
+/* ps-bench's shared types and helpers (main.c: options and the worker side;
+ * launch.c: the local cluster and the table; rawtcp.c: the baseline). */
+#ifndef PSCHED_BENCH_BENCH_H
+#define PSCHED_BENCH_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "psched.h"
+
+#define MAX_SIZES 16
+
+enum bmode {
+	MODE_PUSH,
+	MODE_PULL,
+	MODE_PUSHPULL,
+};
+
+struct bopts {
+	unsigned servers;
+	unsigned workers;
+	uint64_t sizes[MAX_SIZES];
+	unsigned nsizes;
+	enum bmode mode;
+	double seconds;
+	unsigned keys; /* per server; 0 = auto */
+	unsigned runs;
+	bool csv;
+	bool baseline;
+	enum psched_dtype dtype;
+	char transport[16];
+	char root_uri[256]; /* local cluster: address the nodes dial */
+};
+
+struct bresult {
+	uint64_t size;
+	unsigned keys;
+	double gbps;	 /* median over runs */
+	double reqs;	 /* requests per second, median */
+	double p50, p99; /* microseconds */
+	uint64_t iters;
+	double raw_gbps;
+};
+
+extern const char *const bench_mode_names[];
+
+/* CLOCK_MONOTONIC in seconds. */
+double bench_now_s(void);
+/* qsort() order of doubles. */
+int bench_cmp_double(const void *a, const void *b);
+/* Median of @v[0..n) (sorts @v). */
+double bench_median(double *v, unsigned n);
+/* Keys per iteration for @size: --keys per server, or 40 (fewer above 1 MiB).
+ */
+unsigned bench_auto_keys(const struct bopts *o, uint64_t size);
+/* Goodput of a plain socket pair with ps-bench's request pattern, Gbit/s. */
+double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk);
+/* Start the local cluster, run the workers, print the table. */
+int bench_launch(const struct bopts *o, int argc, char **argv);
+
+#endif

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT
+/* ps-bench's baseline: a plain TCP socket pair with the same request
+ * pattern (N bytes one way, N bytes or an ack back, as many outstanding). */
+#include <errno.h>
+#include <getopt.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "psched.h"
+
+#include "bench.h"
+
+/* ---- raw TCP baseline ------------------------------------------------- */
+
+struct raw_msg {
+	uint64_t op; /* enum bmode */
+	uint64_t len;
+};
+
+static int full_io(int fd, void *buf, size_t len, bool wr)
+{
+	char *p = buf;
+	ssize_t n;
+
+	while (len) {
+		n = wr ? send(fd, p, len, MSG_NOSIGNAL) : recv(fd, p, len, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -1;
+		p += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}
+
+static void raw_sockopts(int fd)
+{
+	int one = 1, buf = 4 << 20;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}
+
+/* The echo side: like a server that stores but does not sum. */
+static void raw_server(int lfd, uint64_t size)
+{
+	int fd = accept(lfd, NULL, NULL);
+	char *buf = malloc(size);
+	struct raw_msg m, ack = { 0, 0 };
+
+	raw_sockopts(fd);
+	while (!full_io(fd, &m, sizeof(m), false)) {
+		if (m.op != MODE_PULL && full_io(fd, buf, size, false))
+			break;
+		if (m.op == MODE_PUSH) {
+			if (full_io(fd, &ack, sizeof(ack), true))
+				break;
+			continue;
+		}
+		if (full_io(fd, &m, sizeof(m), true) ||
+		    full_io(fd, buf, size, true))
+			break;
+	}
+	_exit(0);
+}
+
+struct raw_writer {
+	int fd;
+	enum bmode mode;
+	uint64_t size;
+	unsigned nk;
+	char *buf;
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	unsigned go; /* iterations requested */
+	bool stop;
+};
+
+static void *raw_writer_main(void *arg)
+{
+	struct raw_writer *w = arg;
+	struct raw_msg m = { w->mode, w->size };
+	unsigned done = 0, i;
+
+	for (;;) {
+		pthread_mutex_lock(&w->lock);
+		while (w->go == done && !w->stop)
+			pthread_cond_wait(&w->cond, &w->lock);
+		pthread_mutex_unlock(&w->lock);
+		if (w->stop)
+			return NULL;
+		for (i = 0; i < w->nk; i++)
+			if (full_io(w->fd, &m, sizeof(m), true) ||
+			    (w->mode != MODE_PULL &&
+			     full_io(w->fd, w->buf, w->size, true)))
+				return NULL;
+		done++;
+	}
+}
+
+static int raw_connect(uint64_t size, pid_t *child)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	int lfd, fd;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0 || bind(lfd, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(lfd, 1) || getsockname(lfd, (struct sockaddr *)&a, &al))
+		return -1;
+	*child = fork();
+	if (*child == 0)
+		raw_server(lfd, size);
+	close(lfd);
+	fd = socket(AF_INET, SOCK_STREAM, 0);
+	raw_sockopts(fd);
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a))) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Gbit/s of a plain socket pair with the same request pattern (median of
+ * o->runs windows of o->seconds each, after 2 warm-up iterations). */
+double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk)
+{
+	struct raw_writer w = { .mode = o->mode, .size = size, .nk = nk };
+	struct raw_msg m;
+	double gb[16], t0;
+	pthread_t th;
+	pid_t child;
+	char *rbuf = malloc(size);
+	unsigned r, i, it;
+	int ok = 1;
+
+	w.buf = malloc(size);
+	memset(w.buf, 1, size);
+	w.fd = raw_connect(size, &child);
+	if (w.fd < 0)
+		return 0;
+	pthread_mutex_init(&w.lock, NULL);
+	pthread_cond_init(&w.cond, NULL);
+	pthread_create(&th, NULL, raw_writer_main, &w);
+	for (r = 0; r < o->runs + 1 && ok; r++) {
+		t0 = bench_now_s();
+		for (it = 0; ok && (it < 3 || bench_now_s() - t0 < o->seconds);
+		     it++) {
+			pthread_mutex_lock(&w.lock);
+			w.go++;
+			pthread_cond_signal(&w.cond);
+			pthread_mutex_unlock(&w.lock);
+			for (i = 0; i < nk && ok; i++)
+				ok = !full_io(w.fd, &m, sizeof(m), false) &&
+				     (o->mode == MODE_PUSH ||
+				      !full_io(w.fd, rbuf, size, false));
+			if (r == 0 && it == 1)
+				break; /* first round = warm-up */
+		}
+		if (r > 0)
+			gb[r - 1] = (double)it * nk * size * 8 /
+				    (bench_now_s() - t0) / 1e9;
+	}
+	pthread_mutex_lock(&w.lock);
+	w.stop = true;
+	pthread_cond_signal(&w.cond);
+	pthread_mutex_unlock(&w.lock);
+	shutdown(w.fd, SHUT_RDWR);
+	pthread_join(th, NULL);
+	close(w.fd);
+	waitpid(child, NULL, 0);
+	free(rbuf);
+	free(w.buf);
+	return ok ? bench_median(gb, o->runs) : 0;
+}
