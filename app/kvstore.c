@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "psched/kvstore.h"
+#include "map.h"
 #include "updater.h"
 
 enum kvstore_kind {
@@ -40,7 +41,6 @@ struct kvstore_op {
 
 struct kvstore_key {
 	uint64_t key;
-	bool used;
 	uint8_t dtype;
 	uint64_t nbytes;
 	uint8_t *value; /* "local": the stored value */
@@ -54,11 +54,9 @@ struct psched_kvstore {
 	struct psched_node *node;
 	int rank;
 	int nworkers;
-	pthread_mutex_t lock;	  /* guards everything below */
-	pthread_cond_t cond;	  /* an op became done */
-	struct kvstore_key *keys; /* open addressing */
-	size_t kcap;
-	size_t kcount;
+	pthread_mutex_t lock;	/* guards everything below */
+	pthread_cond_t cond;	/* an op became done */
+	struct psd_map keys;	/* key -> struct kvstore_key */
 	struct psd_updater upd; /* "local" */
 };
 
@@ -77,63 +75,44 @@ static int kvstore_priority(int mx)
 	return mx == INT_MIN ? INT_MAX : -mx;
 }
 
-static size_t kvstore_slot(uint64_t k, size_t cap)
-{
-	k ^= k >> 31;
-	k *= 0x9e3779b97f4a7c15ull;
-	k ^= k >> 29;
-	return (size_t)k & (cap - 1);
-}
-
 static struct kvstore_key *kvstore_find(struct psched_kvstore *kv, uint64_t key)
 {
-	size_t i;
-
-	if (!kv->kcap)
-		return NULL;
-	for (i = kvstore_slot(key, kv->kcap); kv->keys[i].used;
-	     i = (i + 1) & (kv->kcap - 1))
-		if (kv->keys[i].key == key)
-			return &kv->keys[i];
-	return NULL;
+	return psd_map_get(&kv->keys, key);
 }
 
-static int kvstore_grow(struct psched_kvstore *kv)
-{
-	size_t ncap = kv->kcap ? kv->kcap * 2 : 256, i, j;
-	struct kvstore_key *nk = calloc(ncap, sizeof(*nk));
-
-	if (!nk)
-		return -ENOMEM;
-	for (i = 0; i < kv->kcap; i++) {
-		if (!kv->keys[i].used)
-			continue;
-		j = kvstore_slot(kv->keys[i].key, ncap);
-		while (nk[j].used)
-			j = (j + 1) & (ncap - 1);
-		nk[j] = kv->keys[i];
-	}
-	free(kv->keys);
-	kv->keys = nk;
-	kv->kcap = ncap;
-	return 0;
-}
-
-/* Lock held; key pointers stay valid until the next add. */
+/* Lock held: a new, empty entry for @key (absent so far), or NULL. */
 static struct kvstore_key *kvstore_add(struct psched_kvstore *kv, uint64_t key)
 {
-	size_t i;
+	struct kvstore_key *k = calloc(1, sizeof(*k));
 
-	if ((kv->kcount + 1) * 2 > kv->kcap && kvstore_grow(kv))
+	if (!k)
 		return NULL;
-	i = kvstore_slot(key, kv->kcap);
-	while (kv->keys[i].used)
-		i = (i + 1) & (kv->kcap - 1);
-	memset(&kv->keys[i], 0, sizeof(kv->keys[i]));
-	kv->keys[i].key = key;
-	kv->keys[i].used = true;
-	kv->kcount++;
-	return &kv->keys[i];
+	k->key = key;
+	if (psd_map_put(&kv->keys, key, k)) {
+		free(k);
+		return NULL;
+	}
+	return k;
+}
+
+/*
+ * Lock held: the next entry of @keys (those that exist), or of every key
+ * when @keys is NULL; start with *@pos = 0.  NULL at the end.
+ */
+static struct kvstore_key *kvstore_iter(struct psched_kvstore *kv,
+					const uint64_t *keys, size_t nkeys,
+					size_t *pos)
+{
+	struct kvstore_key *k;
+
+	if (!keys)
+		return psd_map_next(&kv->keys, pos, NULL);
+	while (*pos < nkeys) {
+		k = kvstore_find(kv, keys[(*pos)++]);
+		if (k)
+			return k;
+	}
+	return NULL;
 }
 
 static void kvstore_op_put(struct kvstore_op *op)
@@ -225,16 +204,13 @@ static int kvstore_gather(struct psched_kvstore *kv, const uint64_t *keys,
 			  size_t nkeys, struct kvstore_op ***ops, size_t *n)
 {
 	struct kvstore_key *k;
-	size_t i, cap = 0;
+	size_t pos = 0, cap = 0;
 	int ret = 0;
 
 	*ops = NULL;
 	*n = 0;
-	for (i = 0; !ret && i < (keys ? nkeys : kv->kcap); i++) {
-		k = keys ? kvstore_find(kv, keys[i]) : &kv->keys[i];
-		if (k && k->used)
-			ret = kvstore_collect(k, ops, n, &cap);
-	}
+	while (!ret && (k = kvstore_iter(kv, keys, nkeys, &pos)))
+		ret = kvstore_collect(k, ops, n, &cap);
 	return ret;
 }
 
@@ -243,7 +219,7 @@ int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 {
 	struct kvstore_op **ops;
 	struct kvstore_key *k;
-	size_t n, i;
+	size_t n, i, pos = 0;
 	int ret, first = 0;
 
 	if (!kv || (!keys && nkeys))
@@ -257,11 +233,8 @@ int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 			first = psd_set_errmsg(ops[i]->err, "%s", ops[i]->msg);
 		}
 	}
-	for (i = 0; i < (keys ? nkeys : kv->kcap); i++) {
-		k = keys ? kvstore_find(kv, keys[i]) : &kv->keys[i];
-		if (k && k->used)
-			kvstore_key_prune(k);
-	}
+	while ((k = kvstore_iter(kv, keys, nkeys, &pos)))
+		kvstore_key_prune(k);
 	for (i = 0; i < n; i++)
 		kvstore_op_put(ops[i]);
 	pthread_mutex_unlock(&kv->lock);
@@ -709,6 +682,7 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 	pthread_cond_init(&kv->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	psd_upd_init(&kv->upd);
+	psd_map_init(&kv->keys);
 	if (kind != KVSTORE_LOCAL) {
 		ret = kvstore_join(kv, cfg);
 		if (ret) {
@@ -723,24 +697,28 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 	return 0;
 }
 
+static void kvstore_key_free(void *val, void *arg)
+{
+	struct kvstore_key *k = val;
+	unsigned j;
+
+	(void)arg;
+	for (j = 0; j < k->nops; j++)
+		kvstore_op_put(k->ops[j]);
+	free(k->ops);
+	free(k->value);
+	free(k);
+}
+
 int psched_kvstore_destroy(struct psched_kvstore *kv)
 {
 	int ret, dret;
-	size_t i;
-	unsigned j;
 
 	if (!kv)
 		return 0;
 	ret = psched_kvstore_wait(kv, NULL, 0);
-	for (i = 0; i < kv->kcap; i++) {
-		if (!kv->keys[i].used)
-			continue;
-		for (j = 0; j < kv->keys[i].nops; j++)
-			kvstore_op_put(kv->keys[i].ops[j]);
-		free(kv->keys[i].ops);
-		free(kv->keys[i].value);
-	}
-	free(kv->keys);
+	psd_map_clear(&kv->keys, kvstore_key_free, NULL);
+	psd_map_fini(&kv->keys);
 	dret = psched_node_destroy(kv->node);
 	psd_upd_fini(&kv->upd);
 	pthread_cond_destroy(&kv->cond);
