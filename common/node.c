@@ -190,8 +190,6 @@ void psched_node_stats(const struct psched_node *n, struct psched_stats *out)
 	if (n->van)
 		psd_van_stats(n->van, &out->tx_bytes, &out->rx_bytes,
 			      &out->tx_msgs, &out->rx_msgs);
-	out->stored_bytes = atomic_load(&n->stored_bytes);
-	out->alloc_bytes = atomic_load(&n->alloc_bytes);
 	if (n->app && n->app->stats)
 		n->app->stats(n, out);
 }

@@ -115,9 +115,6 @@ struct psched_node {
 	int cmd_status;
 	char cmd_msg[320];
 
-	atomic_uint_fast64_t stored_bytes; /* server: tensor bytes held */
-	atomic_uint_fast64_t alloc_bytes;  /* server: bytes allocated */
-
 	const struct psd_app *app;
 	void *app_state; /* struct psd_kvw / psd_kvs / psd_sched */
 };

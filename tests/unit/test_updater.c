@@ -166,6 +166,42 @@ static void test_updater_sgd_f64_momentum_per_range(void)
 	psd_upd_fini(&u);
 }
 
+/* Two byte ranges of one key (a local store and a server's slice, say)
+ * keep separate momentum under the one map entry of the key. */
+static void test_updater_momentum_two_ranges_one_key(void)
+{
+	struct psd_updater u;
+	struct psched_optimizer o;
+	double a[4], b[4], ra[4], rb[4], ma[4] = { 0 }, mb[4] = { 0 };
+	double g[4] = { 1, -2, 0.5, 3 };
+	int step, i;
+
+	psd_upd_init(&u);
+	psched_optimizer_init(&o);
+	o.learning_rate = 0.1;
+	o.momentum = 0.5;
+	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
+	for (i = 0; i < 4; i++)
+		a[i] = ra[i] = b[i] = rb[i] = i;
+	for (step = 0; step < 3; step++) {
+		CHECK(psd_upd_apply(&u, 9, PSCHED_F64, 0, 32, 0, a, g, 32));
+		/* Range b takes steps twice as often: its momentum differs. */
+		CHECK(psd_upd_apply(&u, 9, PSCHED_F64, 32, 32, 32, b, g, 32));
+		CHECK(psd_upd_apply(&u, 9, PSCHED_F64, 32, 32, 32, b, g, 32));
+		for (i = 0; i < 4; i++) {
+			ra[i] = sgd_ref(ra[i], g[i], &ma[i], 0.1, 0.5, 0, 1, 0);
+			rb[i] = sgd_ref(rb[i], g[i], &mb[i], 0.1, 0.5, 0, 1, 0);
+			rb[i] = sgd_ref(rb[i], g[i], &mb[i], 0.1, 0.5, 0, 1, 0);
+		}
+	}
+	for (i = 0; i < 4; i++) {
+		CHECK_NEAR(a[i], ra[i], 1e-14);
+		CHECK_NEAR(b[i], rb[i], 1e-14);
+	}
+	CHECK_U64(psd_map_count(&u.states), ==, 1);
+	psd_upd_fini(&u);
+}
+
 static void test_updater_sgd_f32_f16_int(void)
 {
 	struct psd_updater u;
@@ -309,6 +345,8 @@ const struct test_case test_list[] = {
 	{ "optimizer_check", test_updater_optimizer_check },
 	{ "sgd_f64_momentum_per_range",
 	  test_updater_sgd_f64_momentum_per_range },
+	{ "momentum_two_ranges_one_key",
+	  test_updater_momentum_two_ranges_one_key },
 	{ "sgd_f32_f16_int", test_updater_sgd_f32_f16_int },
 	{ "custom", test_updater_custom },
 	{ "kvstore_local", test_updater_kvstore_local },

@@ -1,0 +1,157 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * KV server, private to server/: stores its byte range of every key,
+ * aggregates pushes (dist_sync: the W pushes of a step are summed chunk by
+ * chunk, then the sum replaces the stored value or the updater folds it
+ * in; async: each push is applied at once) and answers pulls, queueing
+ * early ones until their version exists.
+ *
+ *   kvs_store.c    entries: create, find, free, memory accounting
+ *   kvs_step.c     the open step: layout, sum, updater, version bump
+ *   kvs_rx.c       incoming requests: header checks, push/pull/init
+ *   kvs_reply.c    replies and the wait queues (pulls by priority)
+ *   kv_server.c    role glue: attach, destroy, stats, config, command
+ *
+ * All state is touched only by the van thread, so there are no locks;
+ * only the byte counters are read from other threads (stats).  Payloads
+ * land in place where that is safe (the merge buffer, with one worker)
+ * and otherwise in the connection's reusable scratch buffer.
+ */
+#ifndef PSCHED_SERVER_KVS_H
+#define PSCHED_SERVER_KVS_H
+
+#include <stdatomic.h>
+
+#include "cfgtab.h"
+#include "map.h"
+#include "node.h"
+#include "updater.h"
+
+/* A request waiting for a version, a chunk, or its step (held push). */
+struct psd_kvs_wait {
+	struct psd_list link;
+	struct psd_conn *conn; /* holds a reference */
+	struct psd_hdr h;      /* the request */
+	uint64_t want;	       /* version that answers it */
+	void *buf;	       /* held push payload (early step), owned */
+};
+
+struct psd_kvs_entry {
+	uint64_t key;
+	uint64_t total;
+	uint8_t dtype;
+	uint64_t off; /* this server's range */
+	uint64_t len;
+	uint8_t *value;
+	uint8_t *merge;
+	uint64_t version; /* steps applied */
+	/* the open step (version + 1) */
+	bool open;
+	uint64_t chunk; /* chunk size of its layout (common/partition.h) */
+	uint64_t nchunks;
+	uint64_t chunks_done;
+	bool upd; /* the updater runs per completed chunk; value has it */
+	uint32_t *counts;	/* pushes per chunk */
+	struct psd_list *cwait; /* per chunk: pushpulls waiting for it */
+	uint64_t counts_cap;
+	uint64_t *wbytes;      /* bytes per worker rank */
+	struct psd_list pulls; /* struct psd_kvs_wait, want > version */
+	struct psd_list held;  /* pushes for later steps, arrival order */
+};
+
+/* What the header hook decided for the message now being received. */
+struct psd_kvs_conn {
+	struct psd_kvs_entry *e;
+	int wrank;
+	bool direct; /* payload went straight into e->merge */
+	void *hold;  /* payload buffer of an early push, owned */
+};
+
+struct psd_kvs {
+	struct psd_map entries; /* key -> struct psd_kvs_entry */
+	bool async;
+	struct psd_updater upd; /* common/updater.c; none = default rule */
+	unsigned nworker;
+	int broken; /* a worker died: sync steps cannot complete */
+	char broken_msg[200];
+	struct psd_cfgtab cfgs; /* config epochs, to check chunk layouts */
+	/* Read by psched_node_stats() from any thread. */
+	atomic_uint_fast64_t stored_bytes; /* tensor bytes held */
+	atomic_uint_fast64_t alloc_bytes;  /* bytes allocated for them */
+};
+
+static inline struct psd_kvs *psd_kvs_of(const struct psched_node *n)
+{
+	return n->app_state;
+}
+
+/* kvs_store.c */
+struct psd_kvs_entry *psd_kvs_entry_find(struct psd_kvs *s, uint64_t key);
+/* A key this server has not seen: allocate its range (zero value). */
+int psd_kvs_entry_create(struct psched_node *n, const struct psd_hdr *h,
+			 struct psd_kvs_entry **out);
+/* Free @e and its buffers (its wait lists must be empty). */
+void psd_kvs_entry_free(struct psd_kvs *s, struct psd_kvs_entry *e);
+/* Some key has steps applied, open or held: the sync/async mode is in
+ * use. */
+bool psd_kvs_has_steps(const struct psd_kvs *s);
+
+/* kvs_step.c */
+/* Open step version + 1 with the layout of partition @part (or check that
+ * the open one has it): 0, -EPROTO, -ENOMEM. */
+int psd_kvs_step_open(struct psd_kvs *s, struct psd_kvs_entry *e,
+		      uint64_t part);
+/* Index of the chunk @h carries in the open step's layout, or -EPROTO. */
+int psd_kvs_chunk_index(const struct psd_kvs_entry *e, const struct psd_hdr *h,
+			uint64_t *idx);
+/* dst += src for @len bytes of @dtype (RAW: the last push wins). */
+void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len);
+/* A sync push of the open step arrived (payload in @payload, or already in
+ * the merge buffer when @direct): sum, ack or answer, maybe finish the
+ * step.  @acked: the worker had its ack already (a held push). */
+void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
+			struct psd_kvs_entry *e, const struct psd_hdr *h,
+			const void *payload, int wrank, bool direct,
+			bool acked);
+
+/* kvs_reply.c */
+/* The push's bytes are here: give the worker its credit back. */
+void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *req);
+/* Answer one request with a status and no payload. */
+void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
+			  const struct psd_hdr *req, int status);
+/* Answer a pull with the stored value, as the current version. */
+void psd_kvs_reply_pull(struct psched_node *n, struct psd_conn *c,
+			const struct psd_kvs_entry *e,
+			const struct psd_hdr *req);
+/* Answer a pushpull whose chunk of the open step is complete. */
+void psd_kvs_reply_chunk(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_kvs_entry *e,
+			 const struct psd_hdr *req);
+/* Log why @h is refused and answer it with @err; returns @err. */
+int psd_kvs_reject(struct psched_node *n, struct psd_conn *c,
+		   const struct psd_hdr *h, int err, const char *why);
+/* Queue @h on @list until version @want (or its chunk) exists; @buf, if
+ * not NULL, is a held payload the wait owns on 0. */
+int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
+		       const struct psd_hdr *h, uint64_t want, void *buf);
+/* Answer, in priority order, every queued pull the version now covers. */
+void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e);
+/* Chunk @idx of the open step is complete: answer its pushpulls. */
+void psd_kvs_answer_chunk(struct psched_node *n, struct psd_kvs_entry *e,
+			  uint64_t idx);
+/* Drop every wait of @e from @c (all when @c is NULL), answering @err
+ * first unless it is 0: pulls, pushpulls waiting for a chunk, and (unless
+ * @pulls_only) early pushes held for a later step. */
+void psd_kvs_drop_entry_waits(struct psched_node *n, struct psd_kvs_entry *e,
+			      struct psd_conn *c, int err, const char *why,
+			      bool pulls_only);
+
+/* kvs_rx.c: the psd_app data hooks. */
+int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *h, void **dst);
+void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
+		     const struct psd_hdr *h, void *payload);
+
+#endif

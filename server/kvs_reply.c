@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV server replies and wait queues (server/kvs.h): acks, status and data
+ * answers, pulls waiting for a version (answered in priority order),
+ * pushpulls waiting for their chunk, and dropping waits when a worker
+ * leaves or dies.
+ */
+#include <stdlib.h>
+
+#include "kvs.h"
+
+void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *req)
+{
+	struct psd_hdr h = *req;
+
+	/* The push's bytes are here (held or summed): the worker's credit
+	 * for them comes back, even when a pushpull's answer must wait for
+	 * the other workers.  Holding credit across that wait deadlocks as
+	 * soon as two workers start their chunks in different orders. */
+	h.type = PSD_MSG_PUSH_ACK;
+	h.sender = n->id;
+	h.status = 0;
+	h.length = 0;
+	h.flags = 0;
+	psd_conn_send(c, &h, NULL, 0);
+}
+
+void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
+			  const struct psd_hdr *req, int status)
+{
+	struct psd_hdr h = *req;
+
+	h.type = req->type == PSD_MSG_PULL || req->type == PSD_MSG_PUSHPULL
+			 ? PSD_MSG_PULL_RESP
+			 : PSD_MSG_PUSH_ACK;
+	h.sender = n->id;
+	h.status = status;
+	h.length = 0;
+	h.flags = 0;
+	psd_conn_send(c, &h, NULL, 0);
+}
+
+/* Answer a pull with the bytes it names, from @base (the value, or the
+ * open step's merge buffer), as version @step. */
+static void kvs_reply_data(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_kvs_entry *e,
+			   const struct psd_hdr *req, const uint8_t *base,
+			   uint64_t step)
+{
+	struct psd_hdr h = *req;
+	struct iovec iov;
+
+	h.type = PSD_MSG_PULL_RESP;
+	h.sender = n->id;
+	h.flags = 0;
+	h.step = step;
+	h.length = h.span;
+	iov.iov_base = (void *)(uintptr_t)(base + (h.offset - e->off));
+	iov.iov_len = (size_t)h.span;
+	psd_conn_send(c, &h, &iov, 1);
+}
+
+void psd_kvs_reply_pull(struct psched_node *n, struct psd_conn *c,
+			const struct psd_kvs_entry *e,
+			const struct psd_hdr *req)
+{
+	kvs_reply_data(n, c, e, req, e->value, e->version);
+}
+
+/* From the open step's merge buffer (or the value, where the updater
+ * folds each chunk in): the chunk has all W pushes, so those bytes are
+ * final for the step while other chunks are still coming, and the worker
+ * need not wait for the whole tensor. */
+void psd_kvs_reply_chunk(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_kvs_entry *e,
+			 const struct psd_hdr *req)
+{
+	kvs_reply_data(n, c, e, req, e->upd ? e->value : e->merge,
+		       e->version + 1);
+}
+
+int psd_kvs_reject(struct psched_node *n, struct psd_conn *c,
+		   const struct psd_hdr *h, int err, const char *why)
+{
+	psd_err("rejecting %s of key %llu (offset %llu, %llu bytes, step "
+		"%llu) from %s: %s",
+		psd_msg_type_name(h->type), (unsigned long long)h->key,
+		(unsigned long long)h->offset, (unsigned long long)h->span,
+		(unsigned long long)h->step, c->peer, why);
+	psd_kvs_reply_status(n, c, h, err);
+	return err;
+}
+
+int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
+		       const struct psd_hdr *h, uint64_t want, void *buf)
+{
+	struct psd_kvs_wait *w = calloc(1, sizeof(*w));
+
+	if (!w)
+		return -ENOMEM;
+	w->conn = c;
+	psd_conn_get(c);
+	w->h = *h;
+	w->want = want;
+	w->buf = buf;
+	psd_list_add_tail(list, &w->link);
+	return 0;
+}
+
+static void kvs_wait_free(struct psd_kvs_wait *w)
+{
+	psd_conn_put(w->conn);
+	free(w->buf);
+	free(w);
+}
+
+void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e)
+{
+	struct psd_list *pos;
+	struct psd_kvs_wait *best;
+
+	for (;;) {
+		best = NULL;
+		psd_list_for_each (pos, &e->pulls) {
+			struct psd_kvs_wait *w = psd_container_of(
+				pos, struct psd_kvs_wait, link);
+
+			/* Ties keep arrival order (strict <). */
+			if (w->want <= e->version &&
+			    (!best || w->h.priority < best->h.priority))
+				best = w;
+		}
+		if (!best)
+			return;
+		psd_list_del(&best->link);
+		psd_kvs_reply_pull(n, best->conn, e, &best->h);
+		kvs_wait_free(best);
+	}
+}
+
+void psd_kvs_answer_chunk(struct psched_node *n, struct psd_kvs_entry *e,
+			  uint64_t idx)
+{
+	struct psd_list *pos, *tmp;
+
+	psd_list_for_each_safe (pos, tmp, &e->cwait[idx]) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		psd_list_del(&w->link);
+		psd_kvs_reply_chunk(n, w->conn, e, &w->h);
+		kvs_wait_free(w);
+	}
+}
+
+/* Drop every wait of @c on @head (all of them when @c is NULL), replying
+ * @err first to each request that is not a held push. */
+static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
+			   struct psd_conn *c, int err, const char *why)
+{
+	struct psd_list *pos, *tmp;
+
+	psd_list_for_each_safe (pos, tmp, head) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (c && w->conn != c)
+			continue;
+		psd_list_del(&w->link);
+		if (err && !w->buf)
+			psd_kvs_reject(n, w->conn, &w->h, err, why);
+		kvs_wait_free(w);
+	}
+}
+
+void psd_kvs_drop_entry_waits(struct psched_node *n, struct psd_kvs_entry *e,
+			      struct psd_conn *c, int err, const char *why,
+			      bool pulls_only)
+{
+	uint64_t i;
+
+	kvs_drop_waits(n, &e->pulls, c, err, why);
+	for (i = 0; e->open && i < e->nchunks; i++)
+		kvs_drop_waits(n, &e->cwait[i], c, err, why);
+	if (!pulls_only)
+		kvs_drop_waits(n, &e->held, c, err, why);
+}

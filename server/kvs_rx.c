@@ -1,0 +1,240 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV server requests (server/kvs.h): every header is checked against the
+ * key's entry, range, config epoch and step before its payload is read,
+ * and the payload's destination is chosen then (in place, scratch, or a
+ * buffer held until its step opens).  Then init, pull, push, pushpull.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs.h"
+
+/* Request @h names a byte range this server does not hold. */
+static bool kvs_out_of_range(const struct psd_kvs_entry *e,
+			     const struct psd_hdr *h)
+{
+	return h->offset < e->off || h->span > e->len ||
+	       h->offset - e->off > e->len - h->span || !h->span;
+}
+
+static struct psd_kvs_conn *kvs_conn_ctx(struct psd_conn *c)
+{
+	if (!c->ctx)
+		c->ctx = calloc(1, sizeof(struct psd_kvs_conn));
+	return c->ctx;
+}
+
+static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, struct psd_kvs_entry **ep)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_entry *e = psd_kvs_entry_find(s, h->key);
+	int ret;
+
+	if (!e && h->type == PSD_MSG_PULL)
+		return psd_kvs_reject(n, c, h, PSCHED_EUNKNOWNKEY,
+				      "unknown key (never pushed or "
+				      "initialised)");
+	if (!e) {
+		ret = psd_kvs_entry_create(n, h, &e);
+		if (ret)
+			return psd_kvs_reject(n, c, h, ret,
+					      "cannot allocate the key's "
+					      "storage");
+	}
+	if (e->total != h->total || e->dtype != h->dtype)
+		return psd_kvs_reject(n, c, h, PSCHED_ESIZE,
+				      "size or dtype differs from the key's");
+	if (h->type == PSD_MSG_INIT && !(h->flags & PSD_F_HAS_VALUE)) {
+		*ep = e;
+		return 0;
+	}
+	if (!e->len || kvs_out_of_range(e, h))
+		return psd_kvs_reject(n, c, h, -EPROTO,
+				      "range is not held by this server");
+	*ep = e;
+	return 0;
+}
+
+/*
+ * A push of step s must be cut with the config that covers s.  An epoch
+ * newer than any this server knows is taken on trust (its commit may
+ * still be on its way here); a known one must be the step's.
+ */
+static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
+			       const struct psd_conn *c)
+{
+	const struct psd_cfg_entry *want;
+
+	if (h->epoch > psd_cfgtab_last(&s->cfgs)->epoch)
+		return false;
+	want = psd_cfgtab_for_step(&s->cfgs, h->step);
+	if (want->epoch == h->epoch)
+		return false;
+	psd_err("%s pushed key %llu step %llu with config epoch %u, but "
+		"that step belongs to epoch %u (from step %llu)",
+		c->peer, (unsigned long long)h->key,
+		(unsigned long long)h->step, h->epoch, want->epoch,
+		(unsigned long long)want->apply_from_step);
+	return true;
+}
+
+/* Where the payload of a sync push goes, decided before it is read. */
+static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
+			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			   void **dst)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_entry *e = kc->e;
+	uint64_t idx;
+
+	if (kvs_epoch_mismatch(s, h, c)) {
+		psd_kvs_reject(n, c, h, -EPROTO,
+			       "chunk cut with another config epoch than its "
+			       "step's");
+		return PSD_RX_DISCARD;
+	}
+	if (h->step <= e->version) {
+		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
+		return PSD_RX_DISCARD;
+	}
+	if (h->step > e->version + 1) {
+		kc->hold = malloc((size_t)h->length);
+		if (!kc->hold) {
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory to hold an early push");
+			return PSD_RX_DISCARD;
+		}
+		*dst = kc->hold;
+		return 0;
+	}
+	if (psd_kvs_step_open(s, e, h->part) ||
+	    psd_kvs_chunk_index(e, h, &idx)) {
+		psd_kvs_reject(n, c, h, -EPROTO,
+			       "chunk does not fit the step's layout");
+		return PSD_RX_DISCARD;
+	}
+	/* One worker: nobody else writes this chunk, so land in place. */
+	if (s->nworker == 1 && e->counts[idx] == 0) {
+		*dst = e->merge + (h->offset - e->off);
+		kc->direct = true;
+	}
+	return 0;
+}
+
+int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *h, void **dst)
+{
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct psd_kvs_conn *kc;
+	int ret;
+
+	if (!psd_msg_is_request(h->type) || !p ||
+	    p->role != PSCHED_ROLE_WORKER) {
+		psd_err("dropping connection from %s: %s message %s", c->peer,
+			psd_msg_type_name(h->type),
+			p ? "is not a request" : "before hello");
+		return -EPROTO;
+	}
+	kc = kvs_conn_ctx(c);
+	if (!kc)
+		return -ENOMEM;
+	memset(kc, 0, sizeof(*kc));
+	kc->wrank = p->rank;
+	ret = kvs_check_entry(n, c, h, &kc->e);
+	if (ret)
+		return h->length ? PSD_RX_DISCARD : 0; /* already answered */
+	if (h->type != PSD_MSG_PUSH && h->type != PSD_MSG_PUSHPULL)
+		return 0;
+	if (psd_kvs_of(n)->async)
+		return 0;
+	ret = kvs_push_header(n, c, kc, h, dst);
+	if (ret == PSD_RX_DISCARD)
+		kc->e = NULL; /* answered already; ignore the payload */
+	return ret;
+}
+
+static void kvs_on_pull(struct psched_node *n, struct psd_conn *c,
+			struct psd_kvs_entry *e, const struct psd_hdr *h)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	if (s->async || e->version >= h->step) {
+		psd_kvs_reply_pull(n, c, e, h);
+		return;
+	}
+	if (s->broken) {
+		psd_kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
+		return;
+	}
+	if (psd_kvs_queue_wait(c, &e->pulls, h, h->step, NULL))
+		psd_kvs_reply_status(n, c, h, -ENOMEM);
+}
+
+static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
+			struct psd_kvs_entry *e, const struct psd_hdr *h,
+			const void *payload)
+{
+	if (h->flags & PSD_F_HAS_VALUE)
+		memcpy(e->value + (h->offset - e->off), payload,
+		       (size_t)h->span);
+	psd_kvs_reply_status(n, c, h, 0);
+}
+
+static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
+			      struct psd_kvs_entry *e, const struct psd_hdr *h,
+			      const void *payload)
+{
+	uint8_t *dst = e->value + (h->offset - e->off);
+
+	if (!psd_upd_apply(&psd_kvs_of(n)->upd, e->key, e->dtype, e->off,
+			   e->len, h->offset, dst, payload, h->span))
+		psd_kvs_sum(e->dtype, dst, payload, h->span);
+	e->version++;
+	if (h->type == PSD_MSG_PUSHPULL)
+		psd_kvs_reply_pull(n, c, e, h);
+	else
+		psd_kvs_reply_status(n, c, h, 0);
+}
+
+/* A push of a later step: keep its payload until that step opens. */
+static void kvs_on_early_push(struct psched_node *n, struct psd_conn *c,
+			      struct psd_kvs_conn *kc, const struct psd_hdr *h)
+{
+	void *buf = kc->hold;
+
+	kc->hold = NULL;
+	if (psd_kvs_queue_wait(c, &kc->e->held, h, h->step, buf)) {
+		free(buf);
+		psd_kvs_reply_status(n, c, h, -ENOMEM);
+		return;
+	}
+	psd_kvs_send_ack(n, c, h);
+}
+
+void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
+		     const struct psd_hdr *h, void *payload)
+{
+	struct psd_kvs_conn *kc = c->ctx;
+
+	if (!kc || !kc->e)
+		return; /* rejected at the header */
+	switch (h->type) {
+	case PSD_MSG_PULL:
+		kvs_on_pull(n, c, kc->e, h);
+		return;
+	case PSD_MSG_INIT:
+		kvs_on_init(n, c, kc->e, h, payload);
+		return;
+	default:
+		break;
+	}
+	if (psd_kvs_of(n)->async)
+		kvs_on_async_push(n, c, kc->e, h, payload);
+	else if (kc->hold)
+		kvs_on_early_push(n, c, kc, h);
+	else
+		psd_kvs_push_apply(n, c, kc->e, h, payload, kc->wrank,
+				   kc->direct, false);
+}

@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The open step of a key (server/kvs.h): its chunk layout, cut by the
+ * same rule the worker cuts with (common/partition.h), the sum of the W
+ * pushes of every chunk, the updater, and the version bump that answers
+ * the waiting pulls and lets held pushes of the next step in.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs.h"
+#include "partition.h"
+
+/* Every wait list is empty while no step is open. */
+static int kvs_counts_grow(struct psd_kvs *s, struct psd_kvs_entry *e,
+			   uint64_t nch)
+{
+	struct psd_list *nw;
+	uint32_t *nc;
+
+	if (nch <= e->counts_cap)
+		return 0;
+	if (nch > SIZE_MAX / sizeof(*nw))
+		return -ENOMEM;
+	nc = realloc(e->counts, nch * sizeof(*nc));
+	if (!nc)
+		return -ENOMEM;
+	e->counts = nc;
+	nw = realloc(e->cwait, nch * sizeof(*nw));
+	if (!nw)
+		return -ENOMEM;
+	e->cwait = nw;
+	atomic_fetch_add(&s->alloc_bytes,
+			 (nch - e->counts_cap) * (sizeof(*nc) + sizeof(*nw)));
+	e->counts_cap = nch;
+	return 0;
+}
+
+int psd_kvs_step_open(struct psd_kvs *s, struct psd_kvs_entry *e, uint64_t part)
+{
+	unsigned es = psched_dtype_size((enum psched_dtype)e->dtype);
+	uint64_t chunk = psd_part_chunk_size(part, es, e->len);
+	uint64_t nch;
+	uint64_t i;
+	int ret;
+
+	if (e->open)
+		return chunk == e->chunk ? 0 : -EPROTO;
+	nch = psd_part_count(e->len, chunk);
+	ret = kvs_counts_grow(s, e, nch);
+	if (ret)
+		return ret;
+	for (i = 0; i < nch; i++)
+		psd_list_init(&e->cwait[i]);
+	memset(e->counts, 0, nch * sizeof(*e->counts));
+	memset(e->wbytes, 0, s->nworker * sizeof(*e->wbytes));
+	e->chunk = chunk;
+	e->nchunks = nch;
+	e->chunks_done = 0;
+	e->upd = psd_upd_covers(&s->upd, e->dtype);
+	e->open = true;
+	return 0;
+}
+
+int psd_kvs_chunk_index(const struct psd_kvs_entry *e, const struct psd_hdr *h,
+			uint64_t *idx)
+{
+	return psd_part_index(e->off, e->len, e->chunk, h->offset, h->span,
+			      idx);
+}
+
+void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
+{
+	size_t i, n;
+
+	switch (dtype) {
+	case PSCHED_F32: {
+		float *d = dst;
+		const float *s = src;
+
+		for (i = 0, n = (size_t)len / 4; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	case PSCHED_F64: {
+		double *d = dst;
+		const double *s = src;
+
+		for (i = 0, n = (size_t)len / 8; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	case PSCHED_I32: {
+		uint32_t *d = dst; /* unsigned: wraparound, not UB */
+		const uint32_t *s = src;
+
+		for (i = 0, n = (size_t)len / 4; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	case PSCHED_I64: {
+		uint64_t *d = dst;
+		const uint64_t *s = src;
+
+		for (i = 0, n = (size_t)len / 8; i < n; i++)
+			d[i] += s[i];
+		break;
+	}
+	case PSCHED_F16:
+		psd_f16_add(dst, src, (size_t)len / 2);
+		break;
+	default:
+		memcpy(dst, src, (size_t)len);
+		break;
+	}
+}
+
+static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e);
+
+/* The open step has all W pushes of every chunk: apply it. */
+static void kvs_step_finish(struct psched_node *n, struct psd_kvs_entry *e)
+{
+	uint8_t *tmp = e->value;
+
+	/* Default updater: the aggregate replaces the stored value (with an
+	 * updater, kvs_chunk_update() already folded each chunk in). */
+	if (!e->upd) {
+		e->value = e->merge;
+		e->merge = tmp;
+	}
+	e->version++;
+	e->open = false;
+	psd_kvs_answer_pulls(n, e);
+	kvs_process_held(n, e);
+}
+
+/* Add one worker's push of the open step (payload already received). */
+static int kvs_contribute(struct psd_kvs *s, struct psd_kvs_entry *e,
+			  const struct psd_hdr *h, const void *payload,
+			  int wrank, bool direct, uint64_t *idxp)
+{
+	uint64_t idx;
+	uint8_t *dst;
+
+	if (psd_kvs_chunk_index(e, h, &idx) || e->counts[idx] >= s->nworker ||
+	    e->wbytes[wrank] + h->span > e->len)
+		return -EPROTO;
+	dst = e->merge + (h->offset - e->off);
+	if (!direct) {
+		if (e->counts[idx] == 0)
+			memcpy(dst, payload, (size_t)h->span);
+		else
+			psd_kvs_sum(e->dtype, dst, payload, h->span);
+	}
+	e->wbytes[wrank] += h->span;
+	if (++e->counts[idx] == s->nworker)
+		e->chunks_done++;
+	*idxp = idx;
+	return 0;
+}
+
+/* Chunk @idx of the open step is complete: fold it into the value with
+ * the updater, or copy it if the updater changed to one that does not
+ * cover this dtype since the step opened. */
+static void kvs_chunk_update(struct psd_kvs *s, struct psd_kvs_entry *e,
+			     uint64_t idx)
+{
+	uint64_t off;
+	uint64_t len;
+	uint64_t rel;
+
+	psd_part_chunk(e->off, e->len, e->chunk, idx, &off, &len);
+	rel = off - e->off;
+	if (!psd_upd_apply(&s->upd, e->key, e->dtype, e->off, e->len, off,
+			   e->value + rel, e->merge + rel, len))
+		memcpy(e->value + rel, e->merge + rel, (size_t)len);
+}
+
+/* After the push of chunk @idx was summed: ack it, queue it until its
+ * chunk is complete, or refuse it (a pushpull that can never complete). */
+static void kvs_push_answer(struct psched_node *n, struct psd_conn *c,
+			    struct psd_kvs_entry *e, const struct psd_hdr *h,
+			    uint64_t idx, bool acked)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	if (h->type != PSD_MSG_PUSHPULL) {
+		if (!acked)
+			psd_kvs_reply_status(n, c, h, 0);
+	} else if (e->counts[idx] < s->nworker && s->broken) {
+		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	} else if (e->counts[idx] < s->nworker) {
+		if (psd_kvs_queue_wait(c, &e->cwait[idx], h, h->step, NULL))
+			psd_kvs_reply_status(n, c, h, -ENOMEM);
+		else if (!acked)
+			psd_kvs_send_ack(n, c, h);
+	}
+}
+
+void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
+			struct psd_kvs_entry *e, const struct psd_hdr *h,
+			const void *payload, int wrank, bool direct, bool acked)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	int ret = psd_kvs_step_open(s, e, h->part);
+	uint64_t idx = 0;
+
+	if (!ret)
+		ret = kvs_contribute(s, e, h, payload, wrank, direct, &idx);
+	if (ret) {
+		psd_kvs_reject(n, c, h, -EPROTO,
+			       "chunk does not fit the step's layout, or was "
+			       "pushed twice");
+		return;
+	}
+	kvs_push_answer(n, c, e, h, idx, acked);
+	if (e->counts[idx] == s->nworker) {
+		if (e->upd)
+			kvs_chunk_update(s, e, idx);
+		if (h->type == PSD_MSG_PUSHPULL)
+			psd_kvs_reply_chunk(n, c, e, h);
+		psd_kvs_answer_chunk(n, e, idx);
+	}
+	if (e->chunks_done == e->nchunks)
+		kvs_step_finish(n, e);
+}
+
+/* Pushes that arrived for later steps, in arrival order.  Applying one
+ * may finish a step, which recurses here; rescan after each. */
+static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e)
+{
+	struct psd_list *pos;
+	struct psd_kvs_wait *w;
+	struct psd_peer *p;
+
+	for (;;) {
+		w = NULL;
+		psd_list_for_each (pos, &e->held) {
+			w = psd_container_of(pos, struct psd_kvs_wait, link);
+			if (w->h.step == e->version + 1)
+				break;
+			w = NULL;
+		}
+		if (!w)
+			return;
+		psd_list_del(&w->link);
+		p = psd_node_peer(n, w->conn->peer_id);
+		if (!atomic_load(&w->conn->closed) && p)
+			psd_kvs_push_apply(n, w->conn, e, &w->h, w->buf,
+					   p->rank, false, true);
+		psd_conn_put(w->conn);
+		free(w->buf);
+		free(w);
+	}
+}

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV server entries (server/kvs.h): one per key, holding this server's
+ * byte range of it (value and merge buffer), and the byte counters that
+ * psched_node_stats() reports.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs.h"
+#include "placement.h"
+
+struct psd_kvs_entry *psd_kvs_entry_find(struct psd_kvs *s, uint64_t key)
+{
+	return psd_map_get(&s->entries, key);
+}
+
+/* Bytes allocated for @e beyond the struct: value, merge, per-chunk
+ * counts and wait lists. */
+static uint64_t kvs_entry_alloc_bytes(const struct psd_kvs_entry *e)
+{
+	return 2 * e->len +
+	       e->counts_cap * (sizeof(*e->counts) + sizeof(*e->cwait));
+}
+
+/* Free the buffers of @e, which is not (or no longer) accounted. */
+static void kvs_entry_release(struct psd_kvs_entry *e)
+{
+	free(e->value);
+	free(e->merge);
+	free(e->counts);
+	free(e->cwait);
+	free(e->wbytes);
+	free(e);
+}
+
+void psd_kvs_entry_free(struct psd_kvs *s, struct psd_kvs_entry *e)
+{
+	if (!e)
+		return;
+	atomic_fetch_sub(&s->stored_bytes, e->len);
+	atomic_fetch_sub(&s->alloc_bytes, kvs_entry_alloc_bytes(e));
+	kvs_entry_release(e);
+}
+
+int psd_kvs_entry_create(struct psched_node *n, const struct psd_hdr *h,
+			 struct psd_kvs_entry **out)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_entry *e;
+	int ret;
+
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->key = h->key;
+	e->total = h->total;
+	e->dtype = h->dtype;
+	psd_place(h->key, h->total, psched_dtype_size(h->dtype), n->num_server,
+		  (unsigned)n->rank, &e->off, &e->len);
+	psd_list_init(&e->pulls);
+	psd_list_init(&e->held);
+	e->wbytes = calloc(s->nworker, sizeof(*e->wbytes));
+	if (e->len) {
+		e->value = calloc(1, e->len);
+		e->merge = malloc(e->len);
+	}
+	if (!e->wbytes || (e->len && (!e->value || !e->merge))) {
+		ret = -ENOMEM;
+		goto err_release;
+	}
+	ret = psd_map_put(&s->entries, e->key, e);
+	if (ret)
+		goto err_release;
+	atomic_fetch_add(&s->stored_bytes, e->len);
+	atomic_fetch_add(&s->alloc_bytes, kvs_entry_alloc_bytes(e));
+	*out = e;
+	return 0;
+
+err_release:
+	kvs_entry_release(e);
+	return ret;
+}
+
+bool psd_kvs_has_steps(const struct psd_kvs *s)
+{
+	const struct psd_kvs_entry *e;
+	size_t pos = 0;
+
+	while ((e = psd_map_next(&s->entries, &pos, NULL)))
+		if (e->version || e->open || !psd_list_empty(&e->held))
+			return true;
+	return false;
+}
