@@ -442,6 +442,8 @@ const struct psd_transport_ops *psd_transport_find(const char *name)
 {
 	if (!strcmp(name, "tcp"))
 		return &psd_tcp_ops;
+	if (!strcmp(name, "loop"))
+		return &psd_loop_ops;
 #ifdef PSCHED_HAVE_RDMA
 	if (!strcmp(name, "rdma"))
 		return &psd_rdma_ops;

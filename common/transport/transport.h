@@ -54,7 +54,7 @@ struct psd_listener {
 };
 
 struct psd_transport_ops {
-	const char *name; /* "tcp", "rdma" */
+	const char *name; /* "tcp", "rdma", "loop" */
 	size_t conn_size; /* van zero-allocates this per connection */
 	/* Bind and listen on @addr (port 0 = any); sets l->fd and l->port.
 	 * Any thread; errors name the address in psched_errmsg(). */
@@ -90,6 +90,8 @@ struct psd_transport_ops {
 /* "tcp" or "rdma" (when built with libibverbs/librdmacm); NULL else. */
 const struct psd_transport_ops *psd_transport_find(const char *name);
 extern const struct psd_transport_ops psd_tcp_ops;
+/* In-process connections between vans of one process (loop.c). */
+extern const struct psd_transport_ops psd_loop_ops;
 #ifdef PSCHED_HAVE_RDMA
 extern const struct psd_transport_ops psd_rdma_ops;
 #endif

@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: MIT
 /*
  * Transport conformance suite, one body for every transport: set
- * PS_TEST_TRANSPORT=tcp (default) or rdma.  Two vans in this process talk
- * over real connections (TCP on 127.0.0.1; RDMA through rdma_cm on the
- * address in PS_TEST_ADDR or RDMA_VM_ADDR), and a child process (this
- * binary re-executed) plays a peer that dies.  Without an RDMA device the
- * rdma run skips with the reason; run it under
- * ../shared/rdma-vm/run-in-rxe-vm (tests/integration/test_rdma_vm.sh).
+ * PS_TEST_TRANSPORT=tcp (default), loop or rdma.  Two vans in this process
+ * talk over real connections (TCP on 127.0.0.1; the in-process loop
+ * transport; RDMA through rdma_cm on the address in PS_TEST_ADDR or
+ * RDMA_VM_ADDR), and a child process (this binary re-executed) plays a
+ * peer that dies.  The loop transport cannot reach another process: there
+ * the dying peer is a node of this process whose "death" closes its
+ * connection abruptly (see tt_spawn()).  Without an RDMA device the rdma
+ * run skips with the reason; run it under ../shared/rdma-vm/run-in-rxe-vm
+ * (tests/integration/test_rdma_vm.sh).
  */
 #include <pthread.h>
 #include <signal.h>
@@ -64,6 +67,13 @@ static bool tt_is_rdma(void)
 {
 	return !strcmp(tt_transport(), "rdma");
 }
+
+static bool tt_is_loop(void)
+{
+	return !strcmp(tt_transport(), "loop");
+}
+
+static void tt_kill(pid_t pid);
 
 static const char *tt_host(void)
 {
@@ -195,12 +205,17 @@ static int tt_rx_header(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 	pthread_mutex_lock(&n->lock);
 	n->headers++;
 	if (n->kill_on_header > 0 && h->length >= n->kill_min_len) {
-		kill(n->kill_on_header, SIGKILL);
+		tt_kill(n->kill_on_header);
 		n->kill_on_header = 0;
 	}
 	pthread_mutex_unlock(&n->lock);
-	if (n->die_on_header && h->length >= n->kill_min_len)
-		raise(SIGKILL);
+	if (n->die_on_header && h->length >= n->kill_min_len) {
+		if (!tt_is_loop())
+			raise(SIGKILL);
+		/* The in-process peer "dies": its connection stops dead. */
+		psd_conn_close(c);
+		return -ECONNRESET;
+	}
 	if (h->key == TT_DISCARD)
 		return PSD_RX_DISCARD;
 	*dst = tt_rxbuf(n, c, (size_t)h->length);
@@ -683,11 +698,74 @@ static void test_transport_requests(void)
 
 /* ---- a child process as the peer that dies ---------------------------- */
 
+/*
+ * The loop transport only links vans of one process, so for it the peer
+ * that dies is a node of this process (tt_peer) and its death is an
+ * abrupt close of its connection, which is what the kernel does to the
+ * sockets of a killed process.  Its "pid" is 1; the sender runs on a
+ * thread, the receiver dies on its own van thread (die_on_header).
+ */
+static struct {
+	struct tt_node node;
+	struct psd_conn *conn;
+	uint8_t *buf;
+	bool sending;
+	pthread_t thr;
+} tt_peer;
+
+static void *tt_peer_send_main(void *arg)
+{
+	unsigned i;
+
+	(void)arg;
+	for (i = 0; i < 4; i++)
+		if (tt_send(tt_peer.conn, 50, i, tt_peer.buf, 65536))
+			return NULL;
+	tt_send(tt_peer.conn, 50, 4, tt_peer.buf, 64 << 20); /* killed */
+	return NULL;
+}
+
+static pid_t tt_peer_spawn(const char *mode, unsigned port)
+{
+	tt_peer.buf = malloc(64 << 20);
+	CHECK(tt_peer.buf != NULL);
+	tt_node_init(&tt_peer.node, false);
+	tt_peer.node.die_on_header = !strcmp(mode, "recv");
+	tt_peer.node.kill_min_len = 1 << 20;
+	tt_peer.conn = tt_connect(&tt_peer.node, port);
+	tt_peer.sending = !strcmp(mode, "send");
+	if (tt_peer.sending)
+		CHECK_EQ(pthread_create(&tt_peer.thr, NULL, tt_peer_send_main,
+					NULL),
+			 0);
+	return 1;
+}
+
+static void tt_peer_reap(void)
+{
+	if (tt_peer.sending)
+		pthread_join(tt_peer.thr, NULL);
+	psd_conn_put(tt_peer.conn);
+	tt_node_fini(&tt_peer.node);
+	free(tt_peer.buf);
+	memset(&tt_peer, 0, sizeof(tt_peer));
+}
+
+static void tt_kill(pid_t pid)
+{
+	if (tt_is_loop())
+		psd_conn_close(tt_peer.conn);
+	else
+		kill(pid, SIGKILL);
+}
+
 static pid_t tt_spawn(const char *mode, unsigned port)
 {
 	char arg[64];
 	pid_t pid;
 
+	if (tt_is_loop())
+		return tt_peer_spawn(mode, port);
 	snprintf(arg, sizeof(arg), "%s %u", mode, port);
 	pid = fork();
 	if (pid == 0) {
@@ -702,6 +780,10 @@ static void tt_reap(pid_t pid)
 {
 	int st, i;
 
+	if (tt_is_loop()) {
+		tt_peer_reap();
+		return;
+	}
 	for (i = 0; i < 100; i++) {
 		if (waitpid(pid, &st, WNOHANG) == pid)
 			return;
