@@ -252,4 +252,18 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 void psd_kvw_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 			 const char *why);
 
+/*
+ * kvw_detached.c, for the unit test only.  A worker node of @cfg (role
+ * forced to worker) whose node table holds @num_server servers (ids
+ * 1..num_server, descs "server <id> (rank <r>, detached)") and no
+ * connections, with the KV layer attached and its sender running, but no
+ * van, postoffice or scheduler.  The caller connects each server peer
+ * (peer->conn, conn->peer_id) and feeds n->app's hooks from its own van.
+ * Unlocked.  0 or -errno.
+ */
+int psd_kvw_node_create_detached(const struct psched_cfg *cfg,
+				 unsigned num_server, struct psched_node **out);
+/* Stop the KV layer and free @n (not the connections); NULL is a no-op. */
+void psd_kvw_node_destroy_detached(struct psched_node *n);
+
 #endif
