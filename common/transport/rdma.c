@@ -141,6 +141,7 @@ struct rdma_knobs {
 	unsigned inline_bytes;
 	unsigned cq_depth;
 	unsigned spin_us;
+	bool spin_set; /* spin_us given: keep it on rxe/siw too */
 	uint64_t mr_budget;
 	unsigned port;
 	int gid_index;
@@ -269,76 +270,29 @@ static struct rdma_conn *to_rdma(struct psd_conn *c)
 
 /* ---- knobs ------------------------------------------------------------ */
 
-static int rdma_knob_u64(const char *name, uint64_t def, uint64_t min,
-			 uint64_t max, uint64_t *out)
+/* Copy the device's knobs from @src (the van's; NULL: the defaults).
+ * options.c validated every range. */
+static void rdma_knobs_load(struct rdma_knobs *k,
+			    const struct psd_transport_knobs *src)
 {
-	const char *v = getenv(name);
-	unsigned long long x;
-	char *end;
+	struct psd_transport_knobs def;
 
-	*out = def;
-	if (!v || !*v)
-		return 0;
-	errno = 0;
-	x = strtoull(v, &end, 0);
-	if (*end == 'K' || *end == 'k') {
-		x <<= 10;
-		end++;
-	} else if (*end == 'M' || *end == 'm') {
-		x <<= 20;
-		end++;
-	} else if (*end == 'G' || *end == 'g') {
-		x <<= 30;
-		end++;
+	if (!src) {
+		psd_transport_knobs_init(&def, NULL);
+		src = &def;
 	}
-	if (errno || *end || x < min || x > max)
-		return psd_set_errmsg(
-			-EINVAL, "bad value '%s' for %s (want %llu..%llu)", v,
-			name, (unsigned long long)min, (unsigned long long)max);
-	*out = x;
-	return 0;
-}
-
-static int rdma_knobs_load(struct rdma_knobs *k)
-{
-	uint64_t v[8];
-	const char *s;
-	int ret = 0;
-
-	ret = ret ?: rdma_knob_u64("PS_RDMA_RECV_DEPTH", 32, 4, 4096, &v[0]);
-	ret = ret ?: rdma_knob_u64("PS_RDMA_SEND_DEPTH", 32, 2, 4096, &v[1]);
-	ret = ret
-		      ?: rdma_knob_u64("PS_RDMA_BUF_BYTES", 16384, 1024,
-				       1 << 20, &v[2]);
-	ret = ret ?: rdma_knob_u64("PS_RDMA_INLINE", 128, 0, 4096, &v[3]);
-	ret = ret
-		      ?: rdma_knob_u64("PS_RDMA_CQ_DEPTH", 8192, 256, 1 << 22,
-				       &v[4]);
-	ret = ret ?: rdma_knob_u64("PS_RDMA_SPIN_US", 20, 0, 1000000, &v[5]);
-	ret = ret
-		      ?: rdma_knob_u64("PS_RDMA_MR_BUDGET", 1ull << 30, 0,
-				       1ull << 50, &v[6]);
-	ret = ret ?: rdma_knob_u64("PS_RDMA_PORT", 1, 1, 255, &v[7]);
-	if (ret)
-		return ret;
-	k->recv_depth = (unsigned)v[0];
-	k->send_depth = (unsigned)v[1];
-	k->buf_bytes = (unsigned)v[2];
-	k->inline_bytes = (unsigned)v[3];
-	k->cq_depth = (unsigned)v[4];
-	k->spin_us = (unsigned)v[5];
-	k->mr_budget = v[6];
-	k->port = (unsigned)v[7];
-	ret = rdma_knob_u64("PS_RDMA_GID_INDEX", 0, 0, 65535, &v[0]);
-	if (ret)
-		return ret;
-	s = getenv("PS_RDMA_GID_INDEX");
-	k->gid_index = s && *s ? (int)v[0] : -1;
-	s = getenv("PS_RDMA_DEVICE");
-	snprintf(k->device, sizeof(k->device), "%s", s ? s : "");
-	s = getenv("PS_RDMA_TEST_FAIL_REG");
-	k->fail_reg = s && !strcmp(s, "1");
-	return 0;
+	k->recv_depth = src->rdma_recv_depth;
+	k->send_depth = src->rdma_send_depth;
+	k->buf_bytes = src->rdma_buf_bytes;
+	k->inline_bytes = src->rdma_inline;
+	k->cq_depth = src->rdma_cq_depth;
+	k->spin_set = src->rdma_spin_us >= 0;
+	k->spin_us = k->spin_set ? (unsigned)src->rdma_spin_us : 20;
+	k->mr_budget = src->rdma_mr_budget;
+	k->port = src->rdma_port;
+	k->gid_index = src->rdma_gid_index;
+	snprintf(k->device, sizeof(k->device), "%s", src->rdma_device);
+	k->fail_reg = src->rdma_test_fail_reg;
 }
 
 /* ---- registration cache ------------------------------------------------ */
@@ -862,7 +816,7 @@ static int rdma_dev_setup(struct rdma_dev *d, struct ibv_context *verbs)
 	d->verbs = verbs;
 	/* Software RoCE runs in the kernel on the same CPUs: spinning only
 	 * takes them away from it, so by default do not spin there. */
-	if (!getenv("PS_RDMA_SPIN_US") &&
+	if (!d->k.spin_set &&
 	    (!strncmp(ibv_get_device_name(verbs->device), "rxe", 3) ||
 	     !strncmp(ibv_get_device_name(verbs->device), "siw", 3)))
 		d->k.spin_us = 0;
@@ -916,7 +870,9 @@ static void rdma_keep_heap(void)
 }
 
 /* Take a reference on the process's device state for @verbs. */
-static int rdma_dev_get(struct ibv_context *verbs, struct rdma_dev **out)
+static int rdma_dev_get(struct ibv_context *verbs,
+			const struct psd_transport_knobs *knobs,
+			struct rdma_dev **out)
 {
 	struct rdma_dev *d;
 	int ret;
@@ -949,9 +905,8 @@ static int rdma_dev_get(struct ibv_context *verbs, struct rdma_dev **out)
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->mr_lock, NULL);
 	psd_list_init(&d->mrs);
-	ret = rdma_knobs_load(&d->k);
-	if (!ret)
-		ret = rdma_dev_setup(d, verbs);
+	rdma_knobs_load(&d->k, knobs);
+	ret = rdma_dev_setup(d, verbs);
 	if (ret) {
 		pthread_mutex_unlock(&rdma_glock);
 		rdma_dev_free(d);
@@ -988,29 +943,6 @@ static void rdma_dev_put(struct rdma_dev *d)
 
 /* ---- connection setup ---------------------------------------------------- */
 
-static int rdma_resolve(const struct psd_addr *addr, struct sockaddr_in *sin)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM };
-	struct addrinfo *res;
-	int ret;
-
-	memset(sin, 0, sizeof(*sin));
-	sin->sin_family = AF_INET;
-	sin->sin_port = htons((uint16_t)addr->port);
-	if (!addr->host[0] || !strcmp(addr->host, "0.0.0.0"))
-		return 0;
-	if (inet_pton(AF_INET, addr->host, &sin->sin_addr) == 1)
-		return 0;
-	ret = getaddrinfo(addr->host, NULL, &hints, &res);
-	if (ret)
-		return psd_set_errmsg(-EHOSTUNREACH, "cannot resolve '%s': %s",
-				      addr->host, gai_strerror(ret));
-	sin->sin_addr = ((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr;
-	freeaddrinfo(res);
-	return 0;
-}
-
 static int rdma_listen_on(struct psd_listener *l, const struct psd_addr *addr)
 {
 	struct rdma_event_channel *ch;
@@ -1018,7 +950,7 @@ static int rdma_listen_on(struct psd_listener *l, const struct psd_addr *addr)
 	struct sockaddr_in sin;
 	int ret;
 
-	ret = rdma_resolve(addr, &sin);
+	ret = psd_addr_resolve(addr, &sin);
 	if (ret)
 		return ret;
 	ch = rdma_create_event_channel();
@@ -1251,7 +1183,8 @@ static int rdma_conn_setup(struct rdma_conn *rc)
 	if (!rc->id->verbs)
 		return psd_set_errmsg(-ENODEV, "rdma: no device for %s",
 				      rc->base.peer);
-	ret = rdma_dev_get(rc->id->verbs, &rc->dev);
+	ret = rdma_dev_get(rc->id->verbs, psd_van_knobs(rc->base.van),
+			   &rc->dev);
 	if (ret)
 		return ret;
 	if (rc->dev->k.device[0] &&
@@ -1351,7 +1284,7 @@ static int rdma_connect_to(struct psd_conn *c, const struct psd_addr *addr,
 	size_t plen = 0;
 	int ret;
 
-	ret = rdma_resolve(addr, &sin);
+	ret = psd_addr_resolve(addr, &sin);
 	if (ret)
 		return ret;
 	rc->cmch = rdma_create_event_channel();
@@ -2116,7 +2049,8 @@ const struct psd_transport_ops psd_rdma_ops = {
 
 /* ---- probing (auto transport) ------------------------------------------- */
 
-bool psd_rdma_probe(char *why, size_t len)
+bool psd_rdma_probe(const struct psd_transport_knobs *knobs, char *why,
+		    size_t len)
 {
 	struct ibv_device **list;
 	struct ibv_port_attr pa;
@@ -2124,10 +2058,7 @@ bool psd_rdma_probe(char *why, size_t len)
 	int n = 0, i;
 	bool ok = false;
 
-	if (rdma_knobs_load(&k)) {
-		snprintf(why, len, "%s", psched_errmsg());
-		return false;
-	}
+	rdma_knobs_load(&k, knobs);
 	list = ibv_get_device_list(&n);
 	if (!list || !n) {
 		snprintf(why, len, "no RDMA device");
@@ -2190,8 +2121,10 @@ void psd_rdma_stats(struct psd_rdma_stats *st)
 
 #else /* !PSCHED_HAVE_RDMA */
 
-bool psd_rdma_probe(char *why, size_t len)
+bool psd_rdma_probe(const struct psd_transport_knobs *knobs, char *why,
+		    size_t len)
 {
+	(void)knobs;
 	snprintf(why, len, "built without libibverbs/librdmacm");
 	return false;
 }
