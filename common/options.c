@@ -373,7 +373,8 @@ static const struct opt opts[] = {
 	  "rdma test hook: every payload registration fails (1|0)" },
 };
 
-/* Ranges of the OPT_RANGE* options (the ones rdma.c enforced before). */
+/* Ranges of the OPT_RANGE* options (the ones the RDMA transport enforced when
+ * it read PS_RDMA_* itself). */
 static const struct opt_range {
 	size_t off;
 	uint64_t min;

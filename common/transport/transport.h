@@ -16,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "internal.h"
@@ -140,13 +142,6 @@ extern const struct psd_transport_ops psd_rdma_ops;
 #define PSD_RDMA_OPS NULL
 #endif
 
-/* True when an RDMA device has an active port (honours @k's rdma_device,
- * rdma_port, rdma_gid_index; NULL = defaults); @why says what was found
- * or missing.  Any thread, opens and closes the devices. */
-bool psd_rdma_probe(const struct psd_transport_knobs *k, char *why, size_t len);
-/* This process's node id, carried in the RDMA connect data for logs. */
-void psd_rdma_set_local_id(int id);
-
 /* Counters of the RDMA transport (process-wide), for tests and logs. */
 struct psd_rdma_stats {
 	uint64_t eager;	       /* messages sent in one SEND */
@@ -158,7 +153,38 @@ struct psd_rdma_stats {
 	uint64_t mr_bytes;     /* bytes in the registration cache now */
 	uint64_t mr_budget;    /* rdma_mr_budget of the device's knobs */
 };
+
+/*
+ * The RDMA transport (common/transport/rdma/) is compiled only when
+ * rdma-core is installed; other builds get these stubs.
+ */
+#ifdef PSCHED_HAVE_RDMA
+/* True when an RDMA device has an active port (honours @k's rdma_device,
+ * rdma_port, rdma_gid_index; NULL = defaults); @why says what was found
+ * or missing.  Any thread, opens and closes the devices. */
+bool psd_rdma_probe(const struct psd_transport_knobs *k, char *why, size_t len);
+/* This process's node id, carried in the RDMA connect data for logs. */
+void psd_rdma_set_local_id(int id);
 void psd_rdma_stats(struct psd_rdma_stats *st);
+#else
+static inline bool psd_rdma_probe(const struct psd_transport_knobs *k,
+				  char *why, size_t len)
+{
+	(void)k;
+	snprintf(why, len, "built without libibverbs/librdmacm");
+	return false;
+}
+
+static inline void psd_rdma_set_local_id(int id)
+{
+	(void)id;
+}
+
+static inline void psd_rdma_stats(struct psd_rdma_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+}
+#endif
 
 /* psd_van_rx_header() result: read the payload but throw it away. */
 #define PSD_RX_DISCARD 1

@@ -948,8 +948,8 @@ static void test_options_autotune_flag(void)
 	flag_bad("--autotune-steps-per-sample", "ten");
 }
 
-/* Transport knobs: defaults (the values rdma.c and tcp.c used), "unset"
- * sentinels, environment, flags winning over it. */
+/* Transport knobs: defaults (the values the RDMA and TCP transports used),
+ * "unset" sentinels, environment, flags winning over it. */
 static void test_options_transport_knob_defaults(void)
 {
 	struct psched_cfg cfg;
@@ -1040,8 +1040,8 @@ static void test_options_transport_knobs_flags_win(void)
 	env_clear();
 }
 
-/* Out of the ranges rdma.c enforced, or not a number: -EINVAL naming
- * the variable (env) or the flag. */
+/* Out of the ranges the RDMA transport enforced, or not a number: -EINVAL
+ * naming the variable (env) or the flag. */
 static void test_options_transport_knobs_bad(void)
 {
 	env_bad("PS_SOCKET_BUF_BYTES", "-1");
