@@ -15,7 +15,7 @@
  * step over all keys; when it advances and KVW_METRICS_MIN_US passed since
  * the last report (every step if steps are slower), the worker tells the
  * scheduler the steps it completed since then and their mean time.
- * Called on the issuing thread without the worker lock held.
+ * Unlocked (the issuing thread).
  */
 #define KVW_METRICS_MIN_US 20000
 
@@ -148,6 +148,7 @@ out_unlock:
 	return ret;
 }
 
+/* Unlocked (any application thread). */
 int psched_push(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 		const void *const *vals, const uint64_t *lens,
 		enum psched_dtype dtype, int priority, psched_done_fn *cb,
@@ -159,6 +160,7 @@ int psched_push(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 			 priority, 0, cb, arg, req);
 }
 
+/* Unlocked (any application thread). */
 int psched_pull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 		void *const *vals, const uint64_t *lens,
 		enum psched_dtype dtype, int priority, psched_done_fn *cb,
@@ -170,6 +172,7 @@ int psched_pull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 			 priority, 0, cb, arg, req);
 }
 
+/* Unlocked (any application thread). */
 int psched_pushpull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 		    const void *const *push_vals, void *const *pull_vals,
 		    const uint64_t *lens, enum psched_dtype dtype, int priority,
@@ -181,6 +184,7 @@ int psched_pushpull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 			 lens, dtype, priority, 0, cb, arg, req);
 }
 
+/* Unlocked; blocks until the values are in and every worker got here. */
 int psched_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 		const void *const *vals, const uint64_t *lens,
 		enum psched_dtype dtype, unsigned timeout_ms)
@@ -200,6 +204,7 @@ int psched_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	return psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
 }
 
+/* Unlocked (any application thread). */
 int psched_timeline_start(struct psched_node *n, size_t max_events)
 {
 	struct psd_kvw *w = n ? kvw_of(n) : NULL;
@@ -213,6 +218,7 @@ int psched_timeline_start(struct psched_node *n, size_t max_events)
 	return ret ? psd_set_errmsg(ret, "no memory for the timeline") : 0;
 }
 
+/* Unlocked (any application thread). */
 int psched_timeline_write(struct psched_node *n, const char *path)
 {
 	struct psd_kvw *w = n ? kvw_of(n) : NULL;
@@ -249,6 +255,7 @@ int psched_timeline_write(struct psched_node *n, const char *path)
 		   : 0;
 }
 
+/* psd_map_clear() callback (kvw_destroy()). */
 static void kvw_key_free(void *key, void *arg)
 {
 	(void)arg;
