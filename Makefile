@@ -73,6 +73,10 @@ PROTO_C  := $(BUILD)/gen/psched.pb-c.c
 PROTO_H  := $(BUILD)/gen/psched.pb-c.h
 
 LIB_DIRS := common common/transport worker server scheduler app
+# The RDMA transport only where rdma-core is (stubs in transport.h else).
+ifeq ($(HAVE_RDMA),1)
+LIB_DIRS += common/transport/rdma
+endif
 LIB_SRC  := $(filter-out %/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
 TUNER_SRC := $(wildcard scheduler/tuner/*.c)
 TUNER_OBJ := $(TUNER_SRC:%.c=$(BUILD)/obj/%.o)

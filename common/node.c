@@ -26,27 +26,29 @@ static bool node_is_loopback(const char *host)
 static int node_pick_transport(struct psched_node *n)
 {
 	const char *want = n->cfg.transport;
+	struct psd_transport_knobs k;
 	char why[160];
 
+	psd_transport_knobs_init(&k, &n->cfg);
 	if (n->cfg.role == PSCHED_ROLE_SCHEDULER) {
-		n->ops = &psd_tcp_ops;
+		n->ops = psd_transport_find("tcp");
 		return 0;
 	}
 	if (!strcmp(want, "auto")) {
 		if (node_is_loopback(n->cfg.node_host[0] ? n->cfg.node_host
 							 : n->cfg.root_uri)) {
 			/* rdma_cm cannot route over loopback. */
-			n->ops = &psd_tcp_ops;
+			n->ops = psd_transport_find("tcp");
 			psd_info("transport: tcp (auto: the cluster uses "
 				 "loopback addresses)");
 			return 0;
 		}
 		if (psd_transport_find("rdma") &&
-		    psd_rdma_probe(why, sizeof(why))) {
+		    psd_rdma_probe(&k, why, sizeof(why))) {
 			n->ops = psd_transport_find("rdma");
 			psd_info("transport: rdma (auto: %s)", why);
 		} else {
-			n->ops = &psd_tcp_ops;
+			n->ops = psd_transport_find("tcp");
 			psd_info("transport: tcp (auto: %s)", why);
 		}
 		return 0;
@@ -57,7 +59,7 @@ static int node_pick_transport(struct psched_node *n)
 				      "transport '%s' is not available in "
 				      "this build (PS_TRANSPORT)",
 				      want);
-	if (!strcmp(want, "rdma") && !psd_rdma_probe(why, sizeof(why)))
+	if (!strcmp(want, "rdma") && !psd_rdma_probe(&k, why, sizeof(why)))
 		return psd_set_errmsg(-ENODEV,
 				      "PS_TRANSPORT=rdma but %s (use "
 				      "PS_TRANSPORT=tcp or auto)",
@@ -119,6 +121,7 @@ int psd_node_create(const struct psched_cfg *cfg, psd_role_attach_fn *attach,
 	else if (cfg->verbose == 1)
 		psd_log_level = PSD_LOG_INFO;
 	psd_log_set_who(psched_role_name(cfg->role));
+	psd_job_token_set(cfg);
 	ret = node_pick_transport(n);
 	if (ret)
 		goto err_free;

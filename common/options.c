@@ -20,6 +20,11 @@ enum opt_type {
 	OPT_TRANSPORT,
 	OPT_BOOL,   /* int 0/1; a bare --flag means 1 */
 	OPT_DOUBLE, /* finite, >= 0 */
+	/* Integer in [min, max], K/M/G suffix allowed, stored in a field of
+	 * size bytes (unsigned / int or uint64_t). */
+	OPT_RANGE,
+	/* OPT_RANGE into an int, or -1 ("unset") for an empty value. */
+	OPT_RANGE_UNSET,
 };
 
 struct opt {
@@ -134,7 +139,8 @@ static const struct opt opts[] = {
 	  OFF(transport),
 	  SZ(transport),
 	  "auto",
-	  "auto | tcp | rdma (DMLC_ENABLE_RDMA=1 also selects rdma)" },
+	  "auto | tcp | rdma (DMLC_ENABLE_RDMA=1 also selects rdma) | loop "
+	  "(in-process, for tests)" },
 	{ "server-mode",
 	  { "PS_SERVER_MODE" },
 	  OPT_STR,
@@ -269,6 +275,121 @@ static const struct opt opts[] = {
 	  0,
 	  "0",
 	  "scheduler: seed of the tuner's random design" },
+	{ "job-token",
+	  { "PS_JOB_TOKEN" },
+	  OPT_STR,
+	  OFF(job_token),
+	  SZ(job_token),
+	  "",
+	  "shared secret of the job: nodes with another token are refused "
+	  "(prefer the variable: flags are visible in ps)" },
+	{ "socket-buf-bytes",
+	  { "PS_SOCKET_BUF_BYTES" },
+	  OPT_RANGE,
+	  OFF(socket_buf_bytes),
+	  SZ(socket_buf_bytes),
+	  "4M",
+	  "tcp: socket send and receive buffers (0 = the kernel's)" },
+	{ "rdma-device",
+	  { "PS_RDMA_DEVICE" },
+	  OPT_STR,
+	  OFF(rdma_device),
+	  SZ(rdma_device),
+	  "",
+	  "rdma: device name (mlx5_0, rxe0; empty = any)" },
+	{ "rdma-port",
+	  { "PS_RDMA_PORT" },
+	  OPT_RANGE,
+	  OFF(rdma_port),
+	  SZ(rdma_port),
+	  "1",
+	  "rdma: device port (1..255), checked by auto" },
+	{ "rdma-gid-index",
+	  { "PS_RDMA_GID_INDEX" },
+	  OPT_RANGE_UNSET,
+	  OFF(rdma_gid_index),
+	  SZ(rdma_gid_index),
+	  "",
+	  "rdma: auto also requires this GID index (0..65535; empty = "
+	  "unset)" },
+	{ "rdma-recv-depth",
+	  { "PS_RDMA_RECV_DEPTH" },
+	  OPT_RANGE,
+	  OFF(rdma_recv_depth),
+	  SZ(rdma_recv_depth),
+	  "32",
+	  "rdma: pre-posted receive buffers per connection (4..4096)" },
+	{ "rdma-send-depth",
+	  { "PS_RDMA_SEND_DEPTH" },
+	  OPT_RANGE,
+	  OFF(rdma_send_depth),
+	  SZ(rdma_send_depth),
+	  "32",
+	  "rdma: send buffers per connection (2..4096)" },
+	{ "rdma-buf-bytes",
+	  { "PS_RDMA_BUF_BYTES" },
+	  OPT_RANGE,
+	  OFF(rdma_buf_bytes),
+	  SZ(rdma_buf_bytes),
+	  "16K",
+	  "rdma: size of each send/receive buffer (1K..1M; same on every "
+	  "node)" },
+	{ "rdma-inline",
+	  { "PS_RDMA_INLINE" },
+	  OPT_RANGE,
+	  OFF(rdma_inline),
+	  SZ(rdma_inline),
+	  "128",
+	  "rdma: inline data size asked for (0..4096)" },
+	{ "rdma-cq-depth",
+	  { "PS_RDMA_CQ_DEPTH" },
+	  OPT_RANGE,
+	  OFF(rdma_cq_depth),
+	  SZ(rdma_cq_depth),
+	  "8192",
+	  "rdma: entries of the shared completion queue (256..4M)" },
+	{ "rdma-spin-us",
+	  { "PS_RDMA_SPIN_US" },
+	  OPT_RANGE_UNSET,
+	  OFF(rdma_spin_us),
+	  SZ(rdma_spin_us),
+	  "",
+	  "rdma: microseconds to busy-poll the CQ before sleeping "
+	  "(0..1000000; empty = 20, 0 on rxe/siw)" },
+	{ "rdma-mr-budget",
+	  { "PS_RDMA_MR_BUDGET" },
+	  OPT_RANGE,
+	  OFF(rdma_mr_budget),
+	  SZ(rdma_mr_budget),
+	  "1G",
+	  "rdma: bytes the registration cache keeps registered (0 = "
+	  "register per message)" },
+	{ "rdma-test-fail-reg",
+	  { "PS_RDMA_TEST_FAIL_REG" },
+	  OPT_BOOL,
+	  OFF(rdma_test_fail_reg),
+	  0,
+	  "0",
+	  "rdma test hook: every payload registration fails (1|0)" },
+};
+
+/* Ranges of the OPT_RANGE* options (the ones the RDMA transport enforced when
+ * it read PS_RDMA_* itself). */
+static const struct opt_range {
+	size_t off;
+	uint64_t min;
+	uint64_t max;
+} opt_ranges[] = {
+	{ OFF(socket_buf_bytes), 0, 1ull << 30 },
+	{ OFF(rdma_port), 1, 255 },
+	{ OFF(rdma_gid_index), 0, 65535 },
+	{ OFF(rdma_recv_depth), 4, 4096 },
+	{ OFF(rdma_send_depth), 2, 4096 },
+	{ OFF(rdma_buf_bytes), 1024, 1u << 20 },
+	{ OFF(rdma_inline), 0, 4096 },
+	{ OFF(rdma_cq_depth), 256, 1u << 22 },
+	{ OFF(rdma_spin_us), 0, 1000000 },
+	{ OFF(rdma_mr_budget), 0, 1ull << 50 },
 };
 
 const char *psched_role_name(enum psched_role role)
@@ -352,6 +473,32 @@ static bool opt_cycle_valid(const char *val)
 	return true;
 }
 
+static int opt_set_range(const struct opt *o, char *field, const char *val)
+{
+	const struct opt_range *r = NULL;
+	uint64_t u;
+	size_t i;
+
+	for (i = 0; i < PSD_ARRAY_SIZE(opt_ranges); i++)
+		if (opt_ranges[i].off == o->off)
+			r = &opt_ranges[i];
+	if (!r)
+		return -EINVAL; /* an OPT_RANGE option without a range */
+	if (o->type == OPT_RANGE_UNSET && !*val) {
+		*(int *)(void *)field = -1;
+		return 0;
+	}
+	if (opt_parse_u64(val, true, &u) || u < r->min || u > r->max)
+		return -EINVAL;
+	if (o->size == sizeof(uint64_t))
+		*(uint64_t *)(void *)field = u;
+	else if (o->type == OPT_RANGE_UNSET)
+		*(int *)(void *)field = (int)u;
+	else
+		*(unsigned *)(void *)field = (unsigned)u;
+	return 0;
+}
+
 static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 {
 	char *field = (char *)cfg + o->off;
@@ -367,7 +514,8 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 		if (o->type == OPT_TRANSPORT && !strcmp(val, "ibverbs"))
 			val = "rdma";
 		if (o->type == OPT_TRANSPORT && strcmp(val, "auto") &&
-		    strcmp(val, "tcp") && strcmp(val, "rdma"))
+		    strcmp(val, "tcp") && strcmp(val, "rdma") &&
+		    strcmp(val, "loop"))
 			return -EINVAL;
 		if (o->off == OFF(server_mode) && strcmp(val, "sync") &&
 		    strcmp(val, "async"))
@@ -431,6 +579,9 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 		else
 			return -EINVAL;
 		return 0;
+	case OPT_RANGE:
+	case OPT_RANGE_UNSET:
+		return opt_set_range(o, field, val);
 	case OPT_DOUBLE:
 		errno = 0;
 		d = strtod(val, &end);
@@ -584,7 +735,9 @@ void psched_cfg_usage(FILE *out)
 			 opts[i].env[1] ? ", " : "",
 			 opts[i].env[1] ? opts[i].env[1] : "");
 		fprintf(out, "  --%-20s %-26s [%s]\n      %s\n", opts[i].flag,
-			env, opts[i].def, opts[i].help);
+			env,
+			opts[i].type == OPT_RANGE_UNSET ? "unset" : opts[i].def,
+			opts[i].help);
 	}
 	fprintf(out, "  Flags win over the environment.\n");
 }

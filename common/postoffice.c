@@ -15,16 +15,29 @@
 
 #include "node.h"
 
-uint64_t psd_job_token(void)
+/* The token of the last node created in this process (see node.h). */
+static _Atomic uint64_t po_job_token;
+
+uint64_t psd_cfg_job_token(const struct psched_cfg *cfg)
 {
-	const char *s = getenv("PS_JOB_TOKEN");
+	const char *s = cfg->job_token;
 	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
 
-	if (!s || !*s)
+	if (!*s)
 		return 0;
 	for (; *s; s++)
 		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
 	return h ? h : 1;
+}
+
+void psd_job_token_set(const struct psched_cfg *cfg)
+{
+	atomic_store(&po_job_token, psd_cfg_job_token(cfg));
+}
+
+uint64_t psd_job_token(void)
+{
+	return atomic_load(&po_job_token);
 }
 
 struct psd_peer *psd_node_peer(struct psched_node *n, int id)
@@ -484,7 +497,7 @@ static int po_register(struct psched_node *n)
 	reg.num_server = n->cfg.num_server;
 	reg.num_worker = n->cfg.num_worker;
 	reg.pid = getpid();
-	reg.token = psd_job_token();
+	reg.token = psd_cfg_job_token(&n->cfg);
 	m.body_case = PSCHED__CONTROL__BODY_REG;
 	m.reg = &reg;
 	return psd_node_send_sched(n, &m);
@@ -560,7 +573,8 @@ int psd_po_start(struct psched_node *n)
 	struct psd_van_opts vo = { .ops = n->ops,
 				   .max_tensor = n->cfg.max_tensor_bytes,
 				   .send_timeout_ms =
-					   n->cfg.heartbeat_timeout_ms };
+					   n->cfg.heartbeat_timeout_ms,
+				   .cfg = &n->cfg };
 	struct psd_van_cb cb = po_van_cb;
 	uint64_t deadline = psd_now_ms() + n->cfg.connect_timeout_ms;
 	struct psd_addr la = { .host = "0.0.0.0", .port = n->cfg.port };

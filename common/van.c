@@ -14,6 +14,7 @@ struct psd_van {
 	struct psd_van_cb cb;
 	uint64_t max_tensor;
 	unsigned send_timeout_ms;
+	struct psd_transport_knobs knobs;
 	int epfd;
 	int evfd;
 	struct psd_listener lis;
@@ -44,6 +45,7 @@ int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 	van->cb = *cb;
 	van->max_tensor = o->max_tensor;
 	van->send_timeout_ms = o->send_timeout_ms;
+	psd_transport_knobs_init(&van->knobs, o->cfg);
 	van->lis.fd = -1;
 	pthread_mutex_init(&van->lock, NULL);
 	psd_list_init(&van->conns);
@@ -82,6 +84,7 @@ int psd_van_listen(struct psd_van *van, const struct psd_addr *addr,
 	int ret;
 
 	van->lis.ops = van->ops;
+	van->lis.knobs = &van->knobs;
 	ret = van->ops->listen(&van->lis, addr);
 	if (ret)
 		return ret;
@@ -270,6 +273,11 @@ int psd_conn_send_control(struct psd_conn *c, int sender,
 uint64_t psd_van_max_tensor(const struct psd_conn *c)
 {
 	return c->van->max_tensor;
+}
+
+const struct psd_transport_knobs *psd_van_knobs(const struct psd_van *van)
+{
+	return &van->knobs;
 }
 
 int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)

@@ -39,6 +39,9 @@ struct psd_van_opts {
 	const struct psd_transport_ops *ops;
 	uint64_t max_tensor;
 	unsigned send_timeout_ms;
+	/* Transport knobs (socket buffers, PS_RDMA_*) are taken from here;
+	 * NULL: the defaults.  Only read during psd_van_create(). */
+	const struct psched_cfg *cfg;
 };
 
 int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,

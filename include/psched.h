@@ -95,6 +95,20 @@ struct psched_cfg {
 	uint64_t autotune_partition_min;      /* PS_AUTOTUNE_PARTITION_MIN */
 	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
 	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
+	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
+	uint64_t socket_buf_bytes; /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
+	/* RDMA transport knobs (README "RDMA"). */
+	char rdma_device[64];	  /* PS_RDMA_DEVICE, "" = any */
+	unsigned rdma_port;	  /* PS_RDMA_PORT 1..255 */
+	int rdma_gid_index;	  /* PS_RDMA_GID_INDEX 0..65535, -1 unset */
+	unsigned rdma_recv_depth; /* PS_RDMA_RECV_DEPTH 4..4096 */
+	unsigned rdma_send_depth; /* PS_RDMA_SEND_DEPTH 2..4096 */
+	unsigned rdma_buf_bytes;  /* PS_RDMA_BUF_BYTES 1K..1M */
+	unsigned rdma_inline;	  /* PS_RDMA_INLINE 0..4096 */
+	unsigned rdma_cq_depth;	  /* PS_RDMA_CQ_DEPTH 256..4M */
+	int rdma_spin_us;	  /* PS_RDMA_SPIN_US 0..1e6, -1 unset */
+	uint64_t rdma_mr_budget;  /* PS_RDMA_MR_BUDGET 0..2^50 */
+	int rdma_test_fail_reg;	  /* PS_RDMA_TEST_FAIL_REG (test hook) */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

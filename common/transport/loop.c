@@ -123,7 +123,7 @@ static void loop_pipe_put(struct loop_pipe *p)
 static int loop_pipe_create(unsigned port, struct loop_pipe **out)
 {
 	pthread_condattr_t ca;
-	struct loop_pipe *p;
+	struct loop_pipe *p = NULL;
 	int i, ret;
 
 	p = calloc(1, sizeof(*p));
@@ -271,7 +271,7 @@ static int loop_accept(struct psd_listener *l, struct psd_conn *c)
 {
 	struct loop_listener *ll = l->priv;
 	struct loop_conn *lc = to_loop(c);
-	struct loop_pipe *p;
+	struct loop_pipe *p = NULL;
 
 	pthread_mutex_lock(&loop_lock);
 	if (psd_list_empty(&ll->pending)) {
@@ -293,7 +293,7 @@ static int loop_accept(struct psd_listener *l, struct psd_conn *c)
 static void loop_listen_close(struct psd_listener *l)
 {
 	struct loop_listener *ll = l->priv;
-	struct loop_pipe *p;
+	struct loop_pipe *p = NULL;
 
 	if (!ll)
 		return;
@@ -320,7 +320,7 @@ static int loop_connect(struct psd_conn *c, const struct psd_addr *addr,
 {
 	struct loop_conn *lc = to_loop(c);
 	struct loop_listener *ll;
-	struct loop_pipe *p;
+	struct loop_pipe *p = NULL;
 	int ret;
 
 	(void)timeout_ms; /* never waits: the "handshake" is the queueing */

@@ -9,7 +9,6 @@
  */
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -56,14 +55,11 @@ static struct tcp_conn *to_tcp(struct psd_conn *c)
 	return psd_container_of(c, struct tcp_conn, base);
 }
 
-static int tcp_sock_opts(int fd)
+static int tcp_sock_opts(int fd, const struct psd_transport_knobs *k)
 {
 	int one = 1;
-	int buf = 4 << 20;
-	const char *env = getenv("PS_SOCKET_BUF_BYTES");
+	int buf = (int)k->socket_buf_bytes;
 
-	if (env)
-		buf = atoi(env);
 	if (setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one)))
 		return psd_neg_errno();
 	if (buf > 0) {
@@ -75,31 +71,6 @@ static int tcp_sock_opts(int fd)
 	return 0;
 }
 
-static int tcp_resolve(const struct psd_addr *addr, struct sockaddr_in *sin)
-{
-	struct addrinfo hints = { .ai_family = AF_INET,
-				  .ai_socktype = SOCK_STREAM };
-	struct addrinfo *res;
-	int ret;
-
-	memset(sin, 0, sizeof(*sin));
-	sin->sin_family = AF_INET;
-	sin->sin_port = htons((uint16_t)addr->port);
-	if (!addr->host[0] || !strcmp(addr->host, "0.0.0.0")) {
-		sin->sin_addr.s_addr = htonl(INADDR_ANY);
-		return 0;
-	}
-	if (inet_pton(AF_INET, addr->host, &sin->sin_addr) == 1)
-		return 0;
-	ret = getaddrinfo(addr->host, NULL, &hints, &res);
-	if (ret)
-		return psd_set_errmsg(-EHOSTUNREACH, "cannot resolve '%s': %s",
-				      addr->host, gai_strerror(ret));
-	sin->sin_addr = ((struct sockaddr_in *)(void *)res->ai_addr)->sin_addr;
-	freeaddrinfo(res);
-	return 0;
-}
-
 static int tcp_listen(struct psd_listener *l, const struct psd_addr *addr)
 {
 	struct sockaddr_in sin;
@@ -107,7 +78,7 @@ static int tcp_listen(struct psd_listener *l, const struct psd_addr *addr)
 	int one = 1;
 	int ret, fd;
 
-	ret = tcp_resolve(addr, &sin);
+	ret = psd_addr_resolve(addr, &sin);
 	if (ret)
 		return ret;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -131,7 +102,7 @@ static int tcp_listen(struct psd_listener *l, const struct psd_addr *addr)
 
 static int tcp_conn_setup(struct tcp_conn *tc, int fd)
 {
-	int ret = tcp_sock_opts(fd);
+	int ret = tcp_sock_opts(fd, psd_van_knobs(tc->base.van));
 
 	if (ret)
 		return ret;
@@ -191,7 +162,7 @@ static int tcp_connect(struct psd_conn *c, const struct psd_addr *addr,
 	socklen_t len = sizeof(int);
 	int fd, ret, soerr = 0;
 
-	ret = tcp_resolve(addr, &sin);
+	ret = psd_addr_resolve(addr, &sin);
 	if (ret)
 		return ret;
 	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
@@ -437,16 +408,3 @@ const struct psd_transport_ops psd_tcp_ops = {
 	.close = tcp_close,
 	.fini = tcp_fini,
 };
-
-const struct psd_transport_ops *psd_transport_find(const char *name)
-{
-	if (!strcmp(name, "tcp"))
-		return &psd_tcp_ops;
-	if (!strcmp(name, "loop"))
-		return &psd_loop_ops;
-#ifdef PSCHED_HAVE_RDMA
-	if (!strcmp(name, "rdma"))
-		return &psd_rdma_ops;
-#endif
-	return NULL;
-}

@@ -16,6 +16,8 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 #include <sys/uio.h>
 
 #include "internal.h"
@@ -29,6 +31,41 @@ struct psd_addr {
 	char host[256];
 	unsigned port;
 };
+
+struct sockaddr_in;
+struct psched_cfg;
+
+/*
+ * Transport knobs, taken from the node's struct psched_cfg (options.c:
+ * defaults, PS_* variables, flags); transports never read the
+ * environment.  The van keeps a copy; transports reach it through
+ * psd_van_knobs(c->van) or l->knobs.
+ */
+struct psd_transport_knobs {
+	uint64_t socket_buf_bytes; /* tcp: SO_SNDBUF/SO_RCVBUF, 0 = kernel's */
+	char rdma_device[64];	   /* "" = any */
+	unsigned rdma_port;
+	int rdma_gid_index; /* -1: unset */
+	unsigned rdma_recv_depth;
+	unsigned rdma_send_depth;
+	unsigned rdma_buf_bytes;
+	unsigned rdma_inline;
+	unsigned rdma_cq_depth;
+	int rdma_spin_us; /* -1: unset (20, 0 on rxe/siw) */
+	uint64_t rdma_mr_budget;
+	bool rdma_test_fail_reg;
+};
+
+/* Copy the transport knobs of @cfg; @cfg NULL gives the defaults. */
+void psd_transport_knobs_init(struct psd_transport_knobs *k,
+			      const struct psched_cfg *cfg);
+
+/*
+ * Resolve @addr to an IPv4 socket address (tcp, rdma).  An empty host or
+ * "0.0.0.0" is INADDR_ANY.  0, or -EHOSTUNREACH with psched_errmsg()
+ * naming the host.  Any thread; may block in getaddrinfo().
+ */
+int psd_addr_resolve(const struct psd_addr *addr, struct sockaddr_in *sin);
 
 struct psd_conn {
 	const struct psd_transport_ops *ops;
@@ -48,6 +85,7 @@ struct psd_conn {
 
 struct psd_listener {
 	const struct psd_transport_ops *ops;
+	const struct psd_transport_knobs *knobs; /* the van's, set by it */
 	int fd;
 	unsigned port; /* bound port, read back after listen */
 	void *priv;
@@ -87,21 +125,22 @@ struct psd_transport_ops {
 	void (*fini)(struct psd_conn *c);
 };
 
-/* "tcp" or "rdma" (when built with libibverbs/librdmacm); NULL else. */
+/*
+ * The transport registry (registry.c): "tcp", "loop" (in-process, for
+ * tests) and "rdma" (when built with libibverbs/librdmacm); NULL for any
+ * other name.  psd_transport_at() walks the table: NULL past the end.
+ */
 const struct psd_transport_ops *psd_transport_find(const char *name);
+const struct psd_transport_ops *psd_transport_at(size_t i);
 extern const struct psd_transport_ops psd_tcp_ops;
 /* In-process connections between vans of one process (loop.c). */
 extern const struct psd_transport_ops psd_loop_ops;
 #ifdef PSCHED_HAVE_RDMA
 extern const struct psd_transport_ops psd_rdma_ops;
+#define PSD_RDMA_OPS (&psd_rdma_ops)
+#else
+#define PSD_RDMA_OPS NULL
 #endif
-
-/* True when an RDMA device has an active port (honours PS_RDMA_DEVICE,
- * PS_RDMA_PORT, PS_RDMA_GID_INDEX); @why says what was found or missing.
- * Any thread, opens and closes the devices. */
-bool psd_rdma_probe(char *why, size_t len);
-/* This process's node id, carried in the RDMA connect data for logs. */
-void psd_rdma_set_local_id(int id);
 
 /* Counters of the RDMA transport (process-wide), for tests and logs. */
 struct psd_rdma_stats {
@@ -112,9 +151,40 @@ struct psd_rdma_stats {
 	uint64_t evictions;    /* cached registrations dropped */
 	uint64_t reg_failures; /* registrations that failed */
 	uint64_t mr_bytes;     /* bytes in the registration cache now */
-	uint64_t mr_budget;    /* PS_RDMA_MR_BUDGET */
+	uint64_t mr_budget;    /* rdma_mr_budget of the device's knobs */
 };
+
+/*
+ * The RDMA transport (common/transport/rdma/) is compiled only when
+ * rdma-core is installed; other builds get these stubs.
+ */
+#ifdef PSCHED_HAVE_RDMA
+/* True when an RDMA device has an active port (honours @k's rdma_device,
+ * rdma_port, rdma_gid_index; NULL = defaults); @why says what was found
+ * or missing.  Any thread, opens and closes the devices. */
+bool psd_rdma_probe(const struct psd_transport_knobs *k, char *why, size_t len);
+/* This process's node id, carried in the RDMA connect data for logs. */
+void psd_rdma_set_local_id(int id);
 void psd_rdma_stats(struct psd_rdma_stats *st);
+#else
+static inline bool psd_rdma_probe(const struct psd_transport_knobs *k,
+				  char *why, size_t len)
+{
+	(void)k;
+	snprintf(why, len, "built without libibverbs/librdmacm");
+	return false;
+}
+
+static inline void psd_rdma_set_local_id(int id)
+{
+	(void)id;
+}
+
+static inline void psd_rdma_stats(struct psd_rdma_stats *st)
+{
+	memset(st, 0, sizeof(*st));
+}
+#endif
 
 /* psd_van_rx_header() result: read the payload but throw it away. */
 #define PSD_RX_DISCARD 1
@@ -126,5 +196,7 @@ int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst);
 void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload);
 /* Largest tensor the van accepts in a header. */
 uint64_t psd_van_max_tensor(const struct psd_conn *c);
+/* The knobs the van was created with (any thread, never changes). */
+const struct psd_transport_knobs *psd_van_knobs(const struct psd_van *van);
 
 #endif

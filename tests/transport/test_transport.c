@@ -87,8 +87,28 @@ static const char *tt_host(void)
 	return "127.0.0.1";
 }
 
+/* The vans' configuration: defaults and PS_* variables (PS_RDMA_DEVICE in
+ * the VM suite); a test may change a knob before it creates its nodes. */
+static struct psched_cfg tt_cfg;
+
+static const struct psched_cfg *tt_config(void)
+{
+	static bool loaded;
+
+	if (!loaded) {
+		psched_cfg_init(&tt_cfg);
+		if (psched_cfg_from_env(&tt_cfg))
+			test_fail_at(__FILE__, __LINE__, "environment: %s",
+				     psched_errmsg());
+		loaded = true;
+	}
+	return &tt_cfg;
+}
+
 static const struct psd_transport_ops *tt_ops(void)
 {
+	struct psd_transport_knobs k;
+
 	const struct psd_transport_ops *ops =
 		psd_transport_find(tt_transport());
 	static char why[200];
@@ -99,7 +119,8 @@ static const struct psd_transport_ops *tt_ops(void)
 			 tt_transport());
 		test_skip(why);
 	}
-	if (tt_is_rdma() && !psd_rdma_probe(probe, sizeof(probe))) {
+	psd_transport_knobs_init(&k, tt_config());
+	if (tt_is_rdma() && !psd_rdma_probe(&k, probe, sizeof(probe))) {
 		snprintf(why, sizeof(why),
 			 "rdma: %s (run under ../shared/rdma-vm/run-in-rxe-vm)",
 			 probe);
@@ -270,7 +291,8 @@ static void tt_node_init(struct tt_node *n, bool listen)
 	struct psd_van_opts vo = { .ops = tt_ops(),
 				   .max_tensor = 1ull << 30,
 				   .send_timeout_ms =
-					   (unsigned)test_timeout_ms(20000) };
+					   (unsigned)test_timeout_ms(20000),
+				   .cfg = tt_config() };
 	struct psd_van_cb cb = { .arg = n,
 				 .accepted = tt_accepted,
 				 .rx_header = tt_rx_header,
@@ -914,11 +936,13 @@ static void test_transport_rdma_mr_budget(void)
 	struct psd_rdma_stats st0, st;
 	struct tt_node a, b;
 	struct psd_conn *ab;
+	uint64_t budget0;
 	uint8_t *bufs[8];
 	int i, round;
 
 	tt_rdma_only();
-	setenv("PS_RDMA_MR_BUDGET", "3M", 1);
+	budget0 = tt_cfg.rdma_mr_budget;
+	tt_cfg.rdma_mr_budget = 3 << 20;
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
 	ab = tt_connect(&a, b.port);
@@ -938,7 +962,7 @@ static void test_transport_rdma_mr_budget(void)
 	psd_conn_put(ab);
 	tt_node_fini(&a);
 	tt_node_fini(&b);
-	unsetenv("PS_RDMA_MR_BUDGET");
+	tt_cfg.rdma_mr_budget = budget0;
 	for (i = 0; i < 8; i++)
 		free(bufs[i]);
 }
@@ -953,7 +977,7 @@ static void test_transport_rdma_registration_fails(void)
 	tt_rdma_only();
 	buf = malloc(4 << 20);
 	CHECK(buf != NULL);
-	setenv("PS_RDMA_TEST_FAIL_REG", "1", 1);
+	tt_cfg.rdma_test_fail_reg = 1;
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
 	ab = tt_connect(&a, b.port);
@@ -969,7 +993,7 @@ static void test_transport_rdma_registration_fails(void)
 	psd_conn_put(ab);
 	tt_node_fini(&a);
 	tt_node_fini(&b);
-	unsetenv("PS_RDMA_TEST_FAIL_REG");
+	tt_cfg.rdma_test_fail_reg = 0;
 	free(buf);
 }
 

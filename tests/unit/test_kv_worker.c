@@ -1,0 +1,665 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The worker's KV layer (worker/kvw_*.c) against fake servers played by
+ * this test: a detached worker node (psd_kvw_node_create_detached(), no
+ * scheduler) talks over loop-transport connections to one van per fake
+ * server; each fake server logs every chunk header it receives and answers
+ * at once or when the test says so.  Config messages are fed straight into
+ * the worker's config hook.  Every wait is bounded; no timing asserts.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../harness.h"
+#include "../../worker/kvw.h"
+#include "placement.h"
+
+#define TK_MAX_SRV 2
+#define TK_MAX_LOG 256
+#define TK_WAIT_MS 10000
+
+struct tk_ctx;
+
+struct tk_srv {
+	struct tk_ctx *t;
+	unsigned rank;
+	struct psd_van *van;
+	unsigned port;
+	struct psd_conn *conn; /* accepted; one reference ours */
+	bool hold;	       /* false: answer on receipt */
+	struct psd_hdr log[TK_MAX_LOG];
+	bool answered[TK_MAX_LOG];
+	size_t nlog;
+	uint64_t unacked; /* pushed bytes received and not acked */
+	uint64_t max_unacked;
+	unsigned unacked_msgs;
+	unsigned max_unacked_msgs;
+};
+
+/* One per test, never freed on failure: threads of a failed test may
+ * still point at it. */
+struct tk_ctx {
+	pthread_mutex_t lock; /* guards the tk_srv logs and tk_done */
+	pthread_cond_t cond;
+	struct psched_node *n;
+	struct psd_van *wvan;
+	struct psd_conn *wconn[TK_MAX_SRV];
+	struct tk_srv srv[TK_MAX_SRV];
+	unsigned nsrv;
+};
+
+struct tk_done {
+	struct tk_ctx *t;
+	bool fired;
+	int err;
+};
+
+/* The bytes a fake server answers a pull of @key at tensor offset @off. */
+static uint8_t tk_pattern(uint64_t key, uint64_t off)
+{
+	return (uint8_t)(off * 7 + key);
+}
+
+static void tk_deadline(struct timespec *ts)
+{
+	psd_deadline(ts, (unsigned)test_timeout_ms(TK_WAIT_MS));
+}
+
+/* ---- fake servers (their van threads) ---- */
+
+static void tk_srv_accepted(void *arg, struct psd_conn *c)
+{
+	struct tk_srv *fs = arg;
+
+	psd_conn_get(c);
+	pthread_mutex_lock(&fs->t->lock);
+	fs->conn = c;
+	pthread_cond_broadcast(&fs->t->cond);
+	pthread_mutex_unlock(&fs->t->lock);
+}
+
+static int tk_srv_rx_header(void *arg, struct psd_conn *c,
+			    const struct psd_hdr *h, void **dst)
+{
+	(void)arg;
+	(void)c;
+	(void)h;
+	*dst = NULL; /* the scratch buffer */
+	return 0;
+}
+
+/* Any thread.  Answer logged message @idx of @fs like kv_server does. */
+static void tk_srv_answer(struct tk_srv *fs, size_t idx)
+{
+	struct psd_hdr h;
+	struct iovec iov = { 0 };
+	struct psd_conn *c;
+	uint8_t *buf = NULL;
+	uint64_t i;
+
+	pthread_mutex_lock(&fs->t->lock);
+	CHECK(idx < fs->nlog && !fs->answered[idx]);
+	fs->answered[idx] = true;
+	h = fs->log[idx];
+	if (kvw_is_push(h.type)) {
+		fs->unacked -= h.length;
+		fs->unacked_msgs--;
+	}
+	c = fs->conn;
+	pthread_mutex_unlock(&fs->t->lock);
+	h.sender = psd_server_id(fs->rank);
+	h.status = 0;
+	h.flags = 0;
+	h.length = 0;
+	if (h.type != PSD_MSG_PULL) {
+		uint8_t type = h.type;
+
+		h.type = PSD_MSG_PUSH_ACK;
+		psd_conn_send(c, &h, NULL, 0);
+		h.type = type;
+	}
+	if (h.type != PSD_MSG_PULL && h.type != PSD_MSG_PUSHPULL)
+		return;
+	buf = malloc(h.span);
+	CHECK(buf);
+	for (i = 0; i < h.span; i++)
+		buf[i] = tk_pattern(h.key, h.offset + i);
+	h.type = PSD_MSG_PULL_RESP;
+	h.length = h.span;
+	iov.iov_base = buf;
+	iov.iov_len = h.span;
+	psd_conn_send(c, &h, &iov, 1);
+	free(buf);
+}
+
+static void tk_srv_rx_data(void *arg, struct psd_conn *c,
+			   const struct psd_hdr *h, void *payload)
+{
+	struct tk_srv *fs = arg;
+	struct tk_ctx *t = fs->t;
+	size_t idx;
+	bool hold;
+
+	(void)c;
+	(void)payload;
+	pthread_mutex_lock(&t->lock);
+	idx = fs->nlog;
+	if (idx >= TK_MAX_LOG) {
+		pthread_mutex_unlock(&t->lock);
+		return;
+	}
+	fs->log[fs->nlog++] = *h;
+	if (kvw_is_push(h->type)) {
+		fs->unacked += h->length;
+		fs->unacked_msgs++;
+		if (fs->unacked > fs->max_unacked)
+			fs->max_unacked = fs->unacked;
+		if (fs->unacked_msgs > fs->max_unacked_msgs)
+			fs->max_unacked_msgs = fs->unacked_msgs;
+	}
+	hold = fs->hold;
+	pthread_cond_broadcast(&t->cond);
+	pthread_mutex_unlock(&t->lock);
+	if (!hold)
+		tk_srv_answer(fs, idx);
+}
+
+/* ---- the worker's van: what the postoffice would do ---- */
+
+static int tk_w_rx_header(void *arg, struct psd_conn *c,
+			  const struct psd_hdr *h, void **dst)
+{
+	struct psched_node *n = arg;
+
+	return n->app->rx_header(n, c, h, dst);
+}
+
+static void tk_w_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
+			 void *payload)
+{
+	struct psched_node *n = arg;
+
+	n->app->rx_data(n, c, h, payload);
+}
+
+static void tk_w_closed(void *arg, struct psd_conn *c, int err)
+{
+	struct psched_node *n = arg;
+	struct psd_peer *p;
+	bool down;
+
+	(void)err;
+	pthread_mutex_lock(&n->lock);
+	p = psd_node_peer(n, c->peer_id);
+	down = !p || p->dead || p->conn != c;
+	if (!down)
+		p->dead = true;
+	pthread_mutex_unlock(&n->lock);
+	if (!down)
+		n->app->peer_failed(n, p, PSCHED_ENODEDEAD,
+				    "connection closed");
+}
+
+/* ---- set-up, tear-down, waits ---- */
+
+static struct tk_ctx *tk_setup(unsigned nsrv, uint64_t part, uint64_t credit,
+			       unsigned req_timeout_ms)
+{
+	const struct psd_transport_ops *ops = psd_transport_find("loop");
+	struct psd_van_opts vo = { .ops = ops,
+				   .max_tensor = 1u << 30,
+				   .send_timeout_ms =
+					   (unsigned)test_timeout_ms(10000) };
+	struct psd_addr addr = { .host = "127.0.0.1" };
+	struct psched_cfg cfg;
+	pthread_condattr_t ca;
+	struct tk_ctx *t;
+	unsigned s;
+
+	CHECK(ops);
+	t = calloc(1, sizeof(*t));
+	CHECK(t);
+	pthread_mutex_init(&t->lock, NULL);
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&t->cond, &ca);
+	pthread_condattr_destroy(&ca);
+	t->nsrv = nsrv;
+	psched_cfg_init(&cfg);
+	cfg.partition_bytes = part;
+	cfg.credit_bytes = credit;
+	snprintf(cfg.scheduling, sizeof(cfg.scheduling), "priority");
+	if (req_timeout_ms)
+		cfg.request_timeout_ms = req_timeout_ms;
+	CHECK_EQ(psd_kvw_node_create_detached(&cfg, nsrv, &t->n), 0);
+	for (s = 0; s < nsrv; s++) {
+		struct tk_srv *fs = &t->srv[s];
+		struct psd_van_cb cb = { .arg = fs,
+					 .accepted = tk_srv_accepted,
+					 .rx_header = tk_srv_rx_header,
+					 .rx_data = tk_srv_rx_data };
+
+		fs->t = t;
+		fs->rank = s;
+		CHECK_EQ(psd_van_create(&vo, &cb, &fs->van), 0);
+		CHECK_EQ(psd_van_listen(fs->van, &addr, &fs->port), 0);
+		CHECK_EQ(psd_van_start(fs->van), 0);
+	}
+	{
+		struct psd_van_cb cb = { .arg = t->n,
+					 .rx_header = tk_w_rx_header,
+					 .rx_data = tk_w_rx_data,
+					 .closed = tk_w_closed };
+
+		CHECK_EQ(psd_van_create(&vo, &cb, &t->wvan), 0);
+		CHECK_EQ(psd_van_start(t->wvan), 0);
+	}
+	for (s = 0; s < nsrv; s++) {
+		struct psd_peer *p = psd_node_peer(t->n, psd_server_id(s));
+		struct psd_conn *c;
+
+		addr.port = t->srv[s].port;
+		CHECK_EQ(psd_van_connect(t->wvan, &addr, 1000, p->desc, &c), 0);
+		c->peer_id = p->id;
+		pthread_mutex_lock(&t->n->lock);
+		p->conn = c;
+		pthread_mutex_unlock(&t->n->lock);
+		t->wconn[s] = c;
+	}
+	return t;
+}
+
+/* Everything the test started must be answered by now. */
+static void tk_teardown(struct tk_ctx *t)
+{
+	unsigned s;
+
+	psd_van_destroy(t->wvan);
+	for (s = 0; s < t->nsrv; s++)
+		psd_van_destroy(t->srv[s].van);
+	psd_kvw_node_destroy_detached(t->n);
+	for (s = 0; s < t->nsrv; s++) {
+		psd_conn_put(t->wconn[s]);
+		psd_conn_put(t->srv[s].conn);
+	}
+	pthread_cond_destroy(&t->cond);
+	pthread_mutex_destroy(&t->lock);
+	free(t);
+}
+
+/* Wait until @fs has logged at least @cnt messages; returns how many. */
+static size_t tk_wait_logged(struct tk_srv *fs, size_t cnt)
+{
+	struct tk_ctx *t = fs->t;
+	struct timespec ts;
+	size_t got;
+	int ret = 0;
+
+	tk_deadline(&ts);
+	pthread_mutex_lock(&t->lock);
+	while (fs->nlog < cnt && !ret)
+		ret = pthread_cond_timedwait(&t->cond, &t->lock, &ts);
+	got = fs->nlog;
+	pthread_mutex_unlock(&t->lock);
+	CHECK_U64(got, >=, cnt);
+	return got;
+}
+
+static void tk_hold(struct tk_srv *fs, bool hold)
+{
+	pthread_mutex_lock(&fs->t->lock);
+	fs->hold = hold;
+	pthread_mutex_unlock(&fs->t->lock);
+}
+
+static size_t tk_logged(struct tk_srv *fs)
+{
+	size_t got;
+
+	pthread_mutex_lock(&fs->t->lock);
+	got = fs->nlog;
+	pthread_mutex_unlock(&fs->t->lock);
+	return got;
+}
+
+static void tk_on_done(int err, uint64_t req, void *arg)
+{
+	struct tk_done *d = arg;
+
+	(void)req;
+	pthread_mutex_lock(&d->t->lock);
+	d->fired = true;
+	d->err = err;
+	pthread_cond_broadcast(&d->t->cond);
+	pthread_mutex_unlock(&d->t->lock);
+}
+
+static bool tk_fired(struct tk_done *d)
+{
+	bool f;
+
+	pthread_mutex_lock(&d->t->lock);
+	f = d->fired;
+	pthread_mutex_unlock(&d->t->lock);
+	return f;
+}
+
+/* Wait for @d's callback; returns its error. */
+static int tk_wait_done(struct tk_done *d)
+{
+	struct timespec ts;
+	int ret = 0;
+	bool f;
+
+	tk_deadline(&ts);
+	pthread_mutex_lock(&d->t->lock);
+	while (!d->fired && !ret)
+		ret = pthread_cond_timedwait(&d->t->cond, &d->t->lock, &ts);
+	f = d->fired;
+	pthread_mutex_unlock(&d->t->lock);
+	CHECK(f);
+	return d->err;
+}
+
+/* A key of @total f32 bytes that lives whole on server @rank of @nsrv. */
+static uint64_t tk_key_on(unsigned rank, unsigned nsrv, uint64_t total,
+			  uint64_t from)
+{
+	uint64_t k, off, len;
+
+	for (k = from; k < from + 10000; k++) {
+		psd_place(k, total, 4, nsrv, rank, &off, &len);
+		if (len == total)
+			return k;
+	}
+	CHECK(!"no key placed on that server");
+	return 0;
+}
+
+static int tk_push(struct tk_ctx *t, uint64_t key, const void *buf,
+		   uint64_t len, int prio, struct tk_done *d, uint64_t *id)
+{
+	const void *vals[1] = { buf };
+
+	return psched_push(t->n, &key, 1, vals, &len, PSCHED_F32, prio,
+			   d ? tk_on_done : NULL, d, id);
+}
+
+static int tk_wait(struct tk_ctx *t, uint64_t id)
+{
+	return psched_wait(t->n, id, (unsigned)test_timeout_ms(TK_WAIT_MS));
+}
+
+/* ---- tests ---- */
+
+/*
+ * Credit 1 byte: every 1 KiB chunk is larger than the credit and goes
+ * alone; while the first is unanswered, three more queue up and leave in
+ * priority order (smaller first), one per ack.
+ */
+static void test_kv_worker_priority_order(void)
+{
+	struct tk_ctx *t = tk_setup(1, 0, 1, 0);
+	static uint8_t buf[1024];
+	int prio[4] = { 0, 5, 1, 3 };
+	uint64_t id[4];
+	size_t i;
+
+	tk_hold(&t->srv[0], true);
+	CHECK_EQ(tk_push(t, 10, buf, sizeof(buf), prio[0], NULL, &id[0]), 0);
+	tk_wait_logged(&t->srv[0], 1);
+	for (i = 1; i < 4; i++)
+		CHECK_EQ(tk_push(t, 10 + i, buf, sizeof(buf), prio[i], NULL,
+				 &id[i]),
+			 0);
+	for (i = 0; i < 4; i++) {
+		/* Nothing else may leave before this ack. */
+		CHECK_EQ(tk_logged(&t->srv[0]), i + 1);
+		tk_srv_answer(&t->srv[0], i);
+		if (i < 3)
+			tk_wait_logged(&t->srv[0], i + 2);
+	}
+	for (i = 0; i < 4; i++)
+		CHECK_EQ(tk_wait(t, id[i]), 0);
+	CHECK_EQ(t->srv[0].log[0].key, 10);
+	CHECK_EQ(t->srv[0].log[1].key, 12); /* priority 1 */
+	CHECK_EQ(t->srv[0].log[2].key, 13); /* priority 3 */
+	CHECK_EQ(t->srv[0].log[3].key, 11); /* priority 5 */
+	CHECK_EQ(t->srv[0].log[1].priority, 1);
+	CHECK_EQ(t->srv[0].max_unacked_msgs, 1);
+	CHECK_EQ(t->srv[0].nlog, 4);
+	tk_teardown(t);
+}
+
+/*
+ * Partition 16 KiB, credit 48 KiB: a 256 KiB push is 16 chunks; exactly
+ * three are out before any ack, each ack lets one more go, the bytes the
+ * server holds unacked never exceed the credit, and the request completes
+ * only with the last ack.
+ */
+static void test_kv_worker_credit_bounds_bytes_in_flight(void)
+{
+	const uint64_t part = 16384, credit = 3 * 16384, len = 256 * 1024;
+	struct tk_ctx *t = tk_setup(1, part, credit, 0);
+	struct tk_srv *fs = &t->srv[0];
+	struct tk_done d = { .t = t };
+	uint64_t covered = 0;
+	uint8_t *buf = calloc(1, len);
+	size_t i, want;
+
+	CHECK(buf);
+	tk_hold(fs, true);
+	CHECK_EQ(tk_push(t, 20, buf, len, 0, &d, NULL), 0);
+	for (i = 0; i < 16; i++) {
+		want = i + 3 < 16 ? i + 3 : 16;
+		tk_wait_logged(fs, want);
+		CHECK(!tk_fired(&d));
+		tk_srv_answer(fs, i);
+	}
+	CHECK_EQ(tk_wait_done(&d), 0);
+	CHECK_EQ(fs->nlog, 16);
+	CHECK_U64(fs->max_unacked, <=, credit);
+	CHECK_U64(fs->max_unacked, ==, credit); /* the credit was used */
+	for (i = 0; i < 16; i++) {
+		CHECK_EQ(fs->log[i].span, part);
+		CHECK_EQ(fs->log[i].part, part);
+		CHECK_EQ(fs->log[i].step, 1);
+		covered |= 1ull << (fs->log[i].offset / part);
+	}
+	CHECK_U64(covered, ==, 0xffff);
+	free(buf);
+	tk_teardown(t);
+}
+
+/*
+ * A pushpull spread over two servers: one answers at once, the other
+ * holds.  After the first server's answers are processed (a later probe
+ * request to it completed), the request is still open; it completes with
+ * the second server's answer, with the pulled bytes in place.
+ */
+static void test_kv_worker_wait_needs_every_chunk(void)
+{
+	const uint64_t len = 128 * 1024;
+	struct tk_ctx *t = tk_setup(2, 0, 0, 0);
+	struct tk_done dk = { .t = t }, dp = { .t = t };
+	uint8_t *src = calloc(1, len), *dst = calloc(1, len);
+	const void *pv[1] = { src };
+	void *dv[1] = { dst };
+	uint64_t key = 30, probe, i, off, l;
+	static uint8_t pbuf[256];
+
+	CHECK(src && dst);
+	tk_hold(&t->srv[1], true);
+	psd_place(key, len, 4, 2, 1, &off, &l);
+	CHECK(l > 0 && l < len); /* really split over both */
+	CHECK_EQ(psched_pushpull(t->n, &key, 1, pv, dv, &len, PSCHED_F32, 0,
+				 tk_on_done, &dk, NULL),
+		 0);
+	tk_wait_logged(&t->srv[0], 1);
+	tk_wait_logged(&t->srv[1], 1);
+	probe = tk_key_on(0, 2, sizeof(pbuf), 1000);
+	CHECK_EQ(tk_push(t, probe, pbuf, sizeof(pbuf), 0, &dp, NULL), 0);
+	CHECK_EQ(tk_wait_done(&dp), 0);
+	CHECK(!tk_fired(&dk));
+	tk_srv_answer(&t->srv[1], 0);
+	CHECK_EQ(tk_wait_done(&dk), 0);
+	for (i = 0; i < len; i++)
+		if (dst[i] != tk_pattern(key, i))
+			break;
+	CHECK_U64(i, ==, len);
+	free(src);
+	free(dst);
+	tk_teardown(t);
+}
+
+/*
+ * A server that never answers: psched_wait() fails by its timeout, and a
+ * callback request by the request timeout, naming the server, key and
+ * step.  The late answers are then discarded and the server still works.
+ */
+static void test_kv_worker_timeout_names_server_key_step(void)
+{
+	struct tk_ctx *t = tk_setup(2, 0, 0, (unsigned)test_timeout_ms(300));
+	struct tk_done d = { .t = t }, d2 = { .t = t };
+	static uint8_t buf[4096];
+	uint64_t key = tk_key_on(1, 2, sizeof(buf), 40);
+	uint64_t key2 = tk_key_on(1, 2, sizeof(buf), key + 1);
+	char want[64];
+	uint64_t id;
+	int ret;
+
+	tk_hold(&t->srv[1], true);
+	CHECK_EQ(tk_push(t, key, buf, sizeof(buf), 0, NULL, &id), 0);
+	tk_wait_logged(&t->srv[1], 1);
+	ret = psched_wait(t->n, id, (unsigned)test_timeout_ms(200));
+	CHECK_EQ(ret, -ETIMEDOUT);
+	snprintf(want, sizeof(want), "key %llu (step 1)",
+		 (unsigned long long)key);
+	CHECK(strstr(psched_errmsg(), want));
+	CHECK(strstr(psched_errmsg(), "server 2 (rank 1"));
+	CHECK(strstr(psched_errmsg(), "timed out"));
+
+	CHECK_EQ(tk_push(t, key2, buf, sizeof(buf), 0, &d, NULL), 0);
+	CHECK_EQ(tk_wait_done(&d), -ETIMEDOUT);
+
+	/* Late answers land nowhere; the server is still usable. */
+	tk_hold(&t->srv[1], false);
+	tk_srv_answer(&t->srv[1], 0);
+	tk_srv_answer(&t->srv[1], 1);
+	CHECK_EQ(tk_push(t, key, buf, sizeof(buf), 0, &d2, NULL), 0);
+	CHECK_EQ(tk_wait_done(&d2), 0);
+	CHECK_EQ(t->srv[1].log[2].step, 2);
+	tk_teardown(t);
+}
+
+static void tk_config(struct tk_ctx *t, int phase, uint32_t epoch,
+		      uint64_t part, uint64_t from)
+{
+	Psched__Config m = PSCHED__CONFIG__INIT;
+
+	m.phase = phase;
+	m.epoch = epoch;
+	m.partition_bytes = part;
+	m.apply_from_step = from;
+	t->n->app->config(t->n, &m);
+}
+
+/* Messages of @key at @step in @fs's log. */
+static size_t tk_count(struct tk_srv *fs, uint64_t key, uint64_t step)
+{
+	size_t i, cnt = 0;
+
+	pthread_mutex_lock(&fs->t->lock);
+	for (i = 0; i < fs->nlog; i++)
+		if (fs->log[i].key == key && fs->log[i].step == step)
+			cnt++;
+	pthread_mutex_unlock(&fs->t->lock);
+	return cnt;
+}
+
+/*
+ * After a PREPARE at step 1, a push of step 2 is held: a later push of a
+ * step-1 key overtakes it.  The COMMIT (partition 4 KiB from step 2)
+ * releases it, cut with the new config.
+ */
+static void test_kv_worker_park_until_commit(void)
+{
+	const uint64_t len = 16384;
+	struct tk_ctx *t = tk_setup(1, 0, 0, 0);
+	struct tk_srv *fs = &t->srv[0];
+	uint8_t *buf = calloc(1, len);
+	uint64_t id, id2, idq, i;
+	size_t from;
+
+	CHECK(buf);
+	CHECK_EQ(tk_push(t, 50, buf, len, 0, NULL, &id), 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+	CHECK_EQ(tk_count(fs, 50, 1), 1);
+
+	tk_config(t, PSCHED__CONFIG__PHASE__PREPARE, 1, 4096, 2);
+	CHECK_EQ(tk_push(t, 50, buf, len, 0, NULL, &id2), 0);
+	/* Issued after, same priority: it leaves after step 2 would have. */
+	CHECK_EQ(tk_push(t, 51, buf, 1024, 0, NULL, &idq), 0);
+	CHECK_EQ(tk_wait(t, idq), 0);
+	CHECK_EQ(tk_count(fs, 50, 2), 0);
+	from = tk_logged(fs);
+
+	tk_config(t, PSCHED__CONFIG__PHASE__COMMIT, 1, 4096, 2);
+	CHECK_EQ(tk_wait(t, id2), 0);
+	CHECK_EQ(tk_count(fs, 50, 2), 4);
+	for (i = from; i < from + 4; i++) {
+		CHECK_EQ(fs->log[i].key, 50);
+		CHECK_EQ(fs->log[i].epoch, 1);
+		CHECK_EQ(fs->log[i].span, 4096);
+		CHECK_EQ(fs->log[i].part, 4096);
+	}
+	free(buf);
+	tk_teardown(t);
+}
+
+/*
+ * A server whose connection dies fails the request waiting on it (naming
+ * it), and later requests that need it; the other server still works.
+ */
+static void test_kv_worker_dead_server_fails_requests(void)
+{
+	struct tk_ctx *t = tk_setup(2, 0, 0, 0);
+	static uint8_t buf[4096];
+	uint64_t k1 = tk_key_on(1, 2, sizeof(buf), 60);
+	uint64_t k0 = tk_key_on(0, 2, sizeof(buf), 60);
+	struct psd_conn *c;
+	uint64_t id;
+
+	tk_hold(&t->srv[1], true);
+	CHECK_EQ(tk_push(t, k1, buf, sizeof(buf), 0, NULL, &id), 0);
+	tk_wait_logged(&t->srv[1], 1);
+	pthread_mutex_lock(&t->lock);
+	c = t->srv[1].conn;
+	pthread_mutex_unlock(&t->lock);
+	psd_conn_close(c);
+	CHECK_EQ(tk_wait(t, id), PSCHED_ENODEDEAD);
+	CHECK(strstr(psched_errmsg(), "server 2 (rank 1"));
+	CHECK(strstr(psched_errmsg(), "died"));
+
+	CHECK_EQ(tk_push(t, k0, buf, sizeof(buf), 0, NULL, &id), 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+	CHECK_EQ(tk_push(t, k1, buf, sizeof(buf), 0, NULL, &id), 0);
+	CHECK_EQ(tk_wait(t, id), PSCHED_ENODEDEAD);
+	CHECK_EQ(tk_logged(&t->srv[1]), 1);
+	tk_teardown(t);
+}
+
+const struct test_case test_list[] = {
+	{ "kv_worker_priority_order", test_kv_worker_priority_order },
+	{ "kv_worker_credit_bounds_bytes_in_flight",
+	  test_kv_worker_credit_bounds_bytes_in_flight },
+	{ "kv_worker_wait_needs_every_chunk",
+	  test_kv_worker_wait_needs_every_chunk },
+	{ "kv_worker_timeout_names_server_key_step",
+	  test_kv_worker_timeout_names_server_key_step },
+	{ "kv_worker_park_until_commit", test_kv_worker_park_until_commit },
+	{ "kv_worker_dead_server_fails_requests",
+	  test_kv_worker_dead_server_fails_requests },
+	{ NULL, NULL },
+};

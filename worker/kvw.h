@@ -1,0 +1,269 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * KV worker, private to worker/kvw_*.c and kv_worker.c (and the unit test):
+ * push / pull / pushpull / init requests, with ByteScheduler's scheduling
+ * built in (ARCHITECTURE.md, key decisions 1-3).
+ *
+ * A request is cut into chunks: per key, per server range (placement), and
+ * within a range into pieces of the partition size of the config that the
+ * key's step falls under (config epochs, cfgtab.h).  Chunks wait in one
+ * priority queue (smaller priority = sooner, ties in arrival order; plain
+ * arrival order in FIFO mode) and start only through the credit gate: a
+ * chunk may start while the bytes in flight plus its own fit the credit, or
+ * when nothing is in flight.  A push or pushpull chunk is in flight from its
+ * start until the server acknowledges its bytes; pull chunks carry no
+ * credit (they move no bytes out and cannot hold a push back).
+ *
+ * Why not until a pushpull's pull answer, as ByteScheduler counts it: that
+ * answer waits for every other worker's push of the chunk, and two workers
+ * whose senders started chunks in different orders (requests arrive at
+ * slightly different times) then each hold their credit for chunks the
+ * other cannot start: a deadlock, seen in test_sched.sh.  So the server
+ * acks a pushpull chunk on receipt, and the answer follows when ready.
+ *
+ * Who sends: a request that fits in one small message and finds the queue
+ * empty is sent by the caller at once (no thread hand-off, for latency);
+ * everything else is sent by the worker's sender thread, so a push returns
+ * at once and compute overlaps communication.  The van thread never sends
+ * payloads: it only settles chunks and wakes the sender.
+ *
+ * Config switches are two-phase (proto/psched.proto, Config): between a
+ * PREPARE and its COMMIT (or ABORT), pushes of steps beyond the highest
+ * step this worker had pushed are parked, so no chunk is ever cut with a
+ * config its servers and the other workers do not use for that step.
+ *
+ * Every wait is bounded and a dead server fails every request that still
+ * needs it, naming the server, key and step.
+ *
+ * Files, one concern each:
+ *   kvw_req.c     request table, settling, timeouts, cancel, psched_wait
+ *   kvw_layout.c  keys, building a request, cutting it into chunks
+ *   kvw_send.c    sender thread, credit pump, sending one chunk
+ *   kvw_park.c    config PREPARE / COMMIT / ABORT, parking
+ *   kvw_rx.c      answers from servers, server failure
+ *   kv_worker.c   public entry points, metrics, timeline, attach / destroy
+ *
+ * Locking.  One mutex, w->lock, guards all of struct psd_kvw and every
+ * request, chunk and key reachable from it.  Every function below states
+ * the lock it expects on entry and leaves on return:
+ *   "Locked"   w->lock held on entry and on return, never dropped;
+ *   "Unlocked" w->lock not held on entry or on return (it may take it);
+ *   a name ending in _unlocks: w->lock held on entry and on return, but
+ *              dropped and retaken inside (around a blocking send, a
+ *              callback or a condition wait), so the caller must re-read
+ *              anything it looked at before the call.
+ * Callbacks of requests always run without w->lock.  w->lock is never
+ * taken while holding n->lock or a connection's send lock.
+ */
+#ifndef PSCHED_WORKER_KVW_H
+#define PSCHED_WORKER_KVW_H
+
+#include <pthread.h>
+
+#include "cfgtab.h"
+#include "chunkq.h"
+#include "map.h"
+#include "node.h"
+#include "timeline.h"
+
+#define KVW_IDX_BITS 24u
+#define KVW_IDX_MASK ((1u << KVW_IDX_BITS) - 1u)
+/* Requests up to this many payload bytes in one chunk go out inline. */
+#define KVW_INLINE_MAX (256u * 1024u)
+
+/* What this worker knows of one key; heap-allocated, in psd_kvw.keys. */
+struct kvw_key {
+	uint64_t total;
+	uint8_t dtype;
+	uint64_t step;	   /* pushes of this key so far */
+	uint64_t last_req; /* duplicate-key check within a request */
+};
+
+struct kvw_srv {
+	unsigned pending; /* chunks still owed by this server */
+	unsigned busy;	  /* payload being received from it now */
+};
+
+struct kvw_slot {
+	uint64_t key;
+	uint64_t total;
+	uint64_t step;
+	uint8_t *dst;	    /* pull destination, NULL for push */
+	const uint8_t *src; /* push source, NULL for pull */
+	uint32_t epoch;	    /* config the step is cut with */
+	uint64_t part;	    /* partition bytes of that config */
+};
+
+enum kvw_chunk_state {
+	KVW_CH_QUEUED = 0,
+	KVW_CH_SENDING,
+	KVW_CH_SENT,
+	KVW_CH_DONE,
+};
+
+struct kvw_chunk {
+	struct psd_chunk_node node; /* node.len: bytes the credit counts */
+	struct kvw_req *req;
+	uint64_t off; /* absolute tensor offset */
+	uint64_t span;
+	uint64_t part; /* chunk size of this range's layout (header) */
+	uint32_t slot;
+	uint16_t srank;
+	uint8_t state;
+	bool credited; /* its bytes count against the credit now */
+	uint64_t t_start;
+	uint64_t t_push; /* credit given back */
+};
+
+struct kvw_req {
+	uint64_t id;
+	uint8_t type;
+	uint8_t dtype;
+	uint8_t flags;
+	int priority;
+	unsigned pending; /* chunks not yet settled (+1 per hold) */
+	unsigned busy;	  /* receives in progress into caller memory */
+	unsigned sending; /* chunks being sent by some thread now */
+	bool done;
+	bool cancelled;	      /* late answers are discarded */
+	bool parked;	      /* waiting for a config commit */
+	uint64_t deadline_ms; /* callback requests: fail after this */
+	int err;
+	char msg[320];
+	psched_done_fn *cb;
+	void *cb_arg;
+	struct psd_list park_link;
+	struct kvw_srv *srv; /* [num_server], indexed by server rank */
+	struct kvw_chunk *chunks;
+	size_t nchunks;
+	size_t nslots;
+	struct kvw_slot slots[];
+};
+
+/* Progress reported to the scheduler's autotuner. */
+struct kvw_metrics {
+	uint64_t bytes_pushed;
+	uint64_t bytes_pulled;
+	uint64_t last_step; /* max_step when the last report went out */
+	uint64_t last_us;   /* and when; 0: nothing pushed yet */
+};
+
+struct psd_kvw {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;	  /* request completion, receives drained */
+	pthread_cond_t send_cond; /* sender thread: work may start */
+	/* The request table: an index array, not a hash map.  A request id
+	 * is (generation << KVW_IDX_BITS) | index, so a stale id of a reused
+	 * index is told apart without a lookup structure. */
+	struct kvw_req **reqs; /* by index; id low bits */
+	uint32_t *free_idx;
+	size_t nfree;
+	size_t cap;
+	uint64_t gen;
+	struct psd_map keys; /* key -> struct kvw_key */
+	uint64_t max_step;   /* highest step pushed of any key */
+
+	bool fifo;
+	struct psd_chunkq q;
+	struct psd_credit credit;
+	uint32_t credit_epoch; /* config whose credit is in force */
+	struct psd_cfgtab cfgs;
+	bool preparing; /* a PREPARE is open */
+	uint32_t prep_epoch;
+	uint64_t prep_step; /* pushes beyond this step park */
+	struct psd_list parked;
+
+	pthread_t sender;
+	bool sender_started;
+	bool stop;
+	struct psd_timeline tl;
+	struct kvw_metrics met; /* autotuner reports, see kvw_metrics_note */
+};
+
+static inline struct psd_kvw *kvw_of(const struct psched_node *n)
+{
+	return n->app_state;
+}
+
+static inline bool kvw_is_push(uint8_t type)
+{
+	return type == PSD_MSG_PUSH || type == PSD_MSG_PUSHPULL;
+}
+
+/* kvw_req.c: the request table.  All Locked. */
+struct kvw_req *psd_kvw_req_find(struct psd_kvw *w, uint64_t id);
+int psd_kvw_req_register(struct psd_kvw *w, struct kvw_req *r);
+void psd_kvw_req_unregister(struct psd_kvw *w, struct kvw_req *r);
+/* Any lock: @r is no longer reachable from @w. */
+void psd_kvw_req_free(struct kvw_req *r);
+
+/* kvw_req.c: settling.  Locked.  First error wins. */
+void psd_kvw_req_error(struct kvw_req *r, int err, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+/* Locked.  Release one hold of @r; true if it just completed and its
+ * callback must run (psd_kvw_req_run_cb(), after unlocking). */
+bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r);
+/* Locked.  Wake the sender if the head of the queue may start. */
+void psd_kvw_kick(struct psd_kvw *w);
+/* Locked.  The server has @ch's bytes: its credit comes back. */
+void psd_kvw_chunk_uncredit(struct psd_kvw *w, struct kvw_chunk *ch);
+/* Locked.  @ch is answered, failed or cancelled: give back its credit (or
+ * take it off the queue) and release its hold on the request.  Returns
+ * psd_kvw_req_settle()'s answer. */
+bool psd_kvw_chunk_settle(struct psd_kvw *w, struct kvw_chunk *ch, bool failed);
+/* Unlocked.  Run the callback of completed @r, then unregister and free
+ * it (takes w->lock briefly). */
+void psd_kvw_req_run_cb(struct psd_kvw *w, struct kvw_req *r);
+/* Locked.  @r failed its deadline; its message names what it waits for. */
+void psd_kvw_req_timed_out(struct psched_node *n, struct kvw_req *r,
+			   unsigned timeout_ms);
+/* Locked on entry and return; waits on w->cond (dropping the lock) until
+ * no send or receive touches @r's caller memory.  Give up on @r. */
+void psd_kvw_req_cancel_unlocks(struct psched_node *n, struct kvw_req *r);
+/* Locked on entry and return, dropped to run callbacks (sender thread).
+ * Fail callback requests past their deadline. */
+void psd_kvw_expire_unlocks(struct psched_node *n);
+
+/* kvw_layout.c.  Locked. */
+int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
+		      size_t nkeys, const void *const *push_vals,
+		      void *const *pull_vals, const uint64_t *lens,
+		      enum psched_dtype dtype, struct kvw_req **out);
+int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r);
+
+/* kvw_send.c. */
+/* Locked on entry and return, dropped around the send and the callback.
+ * Send one chunk taken off the queue. */
+void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch);
+/* Locked.  Whether @r goes out on the caller's thread right now. */
+bool psd_kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r);
+/* Unlocked.  Start / stop the sender thread. */
+int psd_kvw_sender_start(struct psched_node *n);
+void psd_kvw_sender_stop(struct psd_kvw *w);
+
+/* kvw_park.c.  Unlocked (van thread): the app's config hook. */
+void psd_kvw_config(struct psched_node *n, const Psched__Config *m);
+
+/* kvw_rx.c.  Unlocked (van thread): the app's receive hooks. */
+int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *h, void **dst);
+void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
+		     const struct psd_hdr *h, void *payload);
+void psd_kvw_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
+			 const char *why);
+
+/*
+ * kvw_detached.c, for the unit test only.  A worker node of @cfg (role
+ * forced to worker) whose node table holds @num_server servers (ids
+ * 1..num_server, descs "server <id> (rank <r>, detached)") and no
+ * connections, with the KV layer attached and its sender running, but no
+ * van, postoffice or scheduler.  The caller connects each server peer
+ * (peer->conn, conn->peer_id) and feeds n->app's hooks from its own van.
+ * Unlocked.  0 or -errno.
+ */
+int psd_kvw_node_create_detached(const struct psched_cfg *cfg,
+				 unsigned num_server, struct psched_node **out);
+/* Stop the KV layer and free @n (not the connections); NULL is a no-op. */
+void psd_kvw_node_destroy_detached(struct psched_node *n);
+
+#endif

@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV worker: what a worker knows of its keys, building a request from the
+ * caller's arguments, and cutting it into chunks per key, server range
+ * (placement.h) and partition (partition.h) under the config of its step.
+ * Every function here is Locked (kvw.h).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvw.h"
+#include "partition.h"
+#include "placement.h"
+
+/* Locked.  A new key of @len bytes of @dtype. */
+static struct kvw_key *kvw_key_add(struct psd_kvw *w, uint64_t key,
+				   uint64_t len, enum psched_dtype dtype)
+{
+	struct kvw_key *k = calloc(1, sizeof(*k));
+
+	if (!k)
+		return NULL;
+	k->total = len;
+	k->dtype = (uint8_t)dtype;
+	if (psd_map_put(&w->keys, key, k)) {
+		free(k);
+		return NULL;
+	}
+	return k;
+}
+
+/* Locked.  Check one key of a new request against what this worker
+ * knows of it (creating it unless pulling). */
+static int kvw_key_check(struct psd_kvw *w, struct psched_node *n, uint8_t type,
+			 uint64_t key, uint64_t len, enum psched_dtype dtype,
+			 struct kvw_key **out)
+{
+	const char *tn = psd_msg_type_name(type);
+	struct kvw_key *k;
+
+	if (!len || len % psched_dtype_size(dtype) ||
+	    len > n->cfg.max_tensor_bytes)
+		return psd_set_errmsg(
+			PSCHED_ESIZE,
+			"%s of key %llu: length %llu is zero, not "
+			"a multiple of the element size or above "
+			"PS_MAX_TENSOR_BYTES",
+			tn, (unsigned long long)key, (unsigned long long)len);
+	k = psd_map_get(&w->keys, key);
+	if (!k && type == PSD_MSG_PULL)
+		return psd_set_errmsg(PSCHED_EUNKNOWNKEY,
+				      "pull of key %llu: the key was never "
+				      "pushed or initialised by this worker",
+				      (unsigned long long)key);
+	if (!k) {
+		k = kvw_key_add(w, key, len, dtype);
+		if (!k)
+			return psd_set_errmsg(-ENOMEM, "no memory for keys");
+	}
+	if (k->total != len || k->dtype != dtype)
+		return psd_set_errmsg(PSCHED_ESIZE,
+				      "%s of key %llu: %llu bytes of dtype %d, "
+				      "but the key has %llu bytes of dtype %d",
+				      tn, (unsigned long long)key,
+				      (unsigned long long)len, (int)dtype,
+				      (unsigned long long)k->total,
+				      (int)k->dtype);
+	if (k->last_req == w->gen)
+		return psd_set_errmsg(-EINVAL, "%s: key %llu appears twice", tn,
+				      (unsigned long long)key);
+	k->last_req = w->gen;
+	*out = k;
+	return 0;
+}
+
+/* Locked.  A request of @nkeys slots, no chunks yet. */
+static struct kvw_req *kvw_req_alloc(struct psched_node *n, uint8_t type,
+				     size_t nkeys, enum psched_dtype dtype)
+{
+	struct kvw_req *r;
+
+	r = calloc(1, sizeof(*r) + nkeys * sizeof(r->slots[0]));
+	if (!r)
+		return NULL;
+	r->srv = calloc(n->num_server, sizeof(*r->srv));
+	if (!r->srv) {
+		free(r);
+		return NULL;
+	}
+	r->type = type;
+	r->dtype = (uint8_t)dtype;
+	r->nslots = nkeys;
+	psd_list_init(&r->park_link);
+	return r;
+}
+
+/* Locked.  Validate the keys and build the request; steps are only
+ * advanced once every key passed. */
+int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
+		      size_t nkeys, const void *const *push_vals,
+		      void *const *pull_vals, const uint64_t *lens,
+		      enum psched_dtype dtype, struct kvw_req **out)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_key *k = NULL;
+	struct kvw_req *r;
+	size_t i;
+	int ret;
+
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16)
+		return psd_set_errmsg(-EINVAL,
+				      "%s: no keys, no lengths or a bad dtype",
+				      psd_msg_type_name(type));
+	r = kvw_req_alloc(n, type, nkeys, dtype);
+	if (!r)
+		return -ENOMEM;
+	w->gen++;
+	for (i = 0; i < nkeys; i++) {
+		ret = kvw_key_check(w, n, type, keys[i], lens[i], dtype, &k);
+		if (ret) {
+			psd_kvw_req_free(r);
+			return ret;
+		}
+		r->slots[i].key = keys[i];
+		r->slots[i].total = lens[i];
+		r->slots[i].dst = pull_vals ? pull_vals[i] : NULL;
+		r->slots[i].src = push_vals ? push_vals[i] : NULL;
+		r->slots[i].step = k->step;
+	}
+	for (i = 0; i < nkeys && kvw_is_push(type); i++) {
+		k = psd_map_get(&w->keys, keys[i]);
+		r->slots[i].step = ++k->step;
+		if (k->step > w->max_step)
+			w->max_step = k->step;
+		/* A step beyond what the open PREPARE was told of waits for
+		 * its commit. */
+		if (w->preparing && k->step > w->prep_step)
+			r->parked = true;
+	}
+	*out = r;
+	return 0;
+}
+
+/* Locked.  Chunk size of server range @len of slot @s. */
+static uint64_t kvw_chunk_size(const struct psd_kvw *w, const struct kvw_req *r,
+			       const struct kvw_slot *s, uint64_t len)
+{
+	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
+
+	/* Raw bytes are not summed but replaced by one push: cut into chunks,
+	 * each chunk's last writer could differ, mixing workers' pushes. */
+	if (w->fifo || r->type == PSD_MSG_INIT || !s->part ||
+	    r->dtype == PSCHED_RAW)
+		return len;
+	return psd_part_chunk_size(s->part, esize, len);
+}
+
+/* Locked.  The config of each slot's step; a push of a step under a
+ * newer config switches the credit too. */
+static void kvw_req_config(struct psd_kvw *w, struct kvw_req *r)
+{
+	const struct psd_cfg_entry *e;
+	size_t i;
+
+	for (i = 0; i < r->nslots; i++) {
+		struct kvw_slot *s = &r->slots[i];
+
+		e = psd_cfgtab_for_step(&w->cfgs, s->step);
+		s->epoch = e->epoch;
+		s->part = e->partition_bytes;
+		if (kvw_is_push(r->type) && e->epoch > w->credit_epoch &&
+		    !w->fifo) {
+			w->credit_epoch = e->epoch;
+			psd_credit_set(&w->credit, e->credit_bytes);
+			psd_info("config epoch %u in force from step %llu: "
+				 "partition %llu bytes, credit %llu bytes",
+				 e->epoch,
+				 (unsigned long long)e->apply_from_step,
+				 (unsigned long long)e->partition_bytes,
+				 (unsigned long long)e->credit_bytes);
+		}
+	}
+}
+
+/* Locked.  How many chunks @r is cut into. */
+static uint64_t kvw_req_count(struct psched_node *n, struct kvw_req *r)
+{
+	struct psd_kvw *w = kvw_of(n);
+	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
+	uint64_t off, len, total = 0;
+	size_t i;
+	unsigned s;
+
+	for (i = 0; i < r->nslots; i++) {
+		for (s = 0; s < n->num_server; s++) {
+			psd_place(r->slots[i].key, r->slots[i].total, esize,
+				  n->num_server, s, &off, &len);
+			if (len)
+				total += psd_part_count(
+					len, kvw_chunk_size(w, r, &r->slots[i],
+							    len));
+		}
+	}
+	return total;
+}
+
+/* Locked.  Fill r->chunks (sized by kvw_req_count()) and the per-server
+ * pending counts. */
+static void kvw_req_cut(struct psched_node *n, struct kvw_req *r)
+{
+	struct psd_kvw *w = kvw_of(n);
+	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
+	bool payload = kvw_is_push(r->type) || (r->flags & PSD_F_HAS_VALUE);
+	uint64_t off, len, c, cnt, j;
+	size_t i, k = 0;
+	unsigned s;
+
+	for (i = 0; i < r->nslots; i++) {
+		for (s = 0; s < n->num_server; s++) {
+			psd_place(r->slots[i].key, r->slots[i].total, esize,
+				  n->num_server, s, &off, &len);
+			if (!len)
+				continue;
+			c = kvw_chunk_size(w, r, &r->slots[i], len);
+			cnt = psd_part_count(len, c);
+			for (j = 0; j < cnt; j++, k++) {
+				struct kvw_chunk *ch = &r->chunks[k];
+
+				ch->req = r;
+				ch->slot = (uint32_t)i;
+				ch->srank = (uint16_t)s;
+				ch->part = c == len ? 0 : c;
+				psd_part_chunk(off, len, c, j, &ch->off,
+					       &ch->span);
+				ch->node.len = payload ? ch->span : 0;
+				r->srv[s].pending++;
+			}
+		}
+	}
+}
+
+/* Locked.  Cut @r into chunks and queue them. */
+int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r)
+{
+	struct psd_kvw *w = kvw_of(n);
+	uint64_t total;
+	size_t k;
+	int ret;
+
+	kvw_req_config(w, r);
+	total = kvw_req_count(n, r);
+	if (total > UINT32_MAX)
+		return psd_set_errmsg(-E2BIG,
+				      "%s of key %llu: %llu chunks; raise "
+				      "PS_PARTITION_BYTES",
+				      psd_msg_type_name(r->type),
+				      (unsigned long long)r->slots[0].key,
+				      (unsigned long long)total);
+	r->chunks = calloc(total, sizeof(*r->chunks));
+	if (!r->chunks)
+		return -ENOMEM;
+	r->nchunks = total;
+	kvw_req_cut(n, r);
+	for (k = 0; k < r->nchunks; k++) {
+		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
+		if (ret) {
+			while (k--)
+				psd_chunkq_remove(&w->q, &r->chunks[k].node);
+			free(r->chunks);
+			r->chunks = NULL;
+			r->nchunks = 0;
+			memset(r->srv, 0, n->num_server * sizeof(*r->srv));
+			return psd_set_errmsg(ret, "no memory to queue chunks");
+		}
+	}
+	r->pending += (unsigned)r->nchunks;
+	return 0;
+}

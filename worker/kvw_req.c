@@ -1,0 +1,321 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV worker: the request table, settling of chunks and requests, timeouts,
+ * cancel and psched_wait() (kvw.h explains the locking words used here).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kvw.h"
+
+/* Locked. */
+struct kvw_req *psd_kvw_req_find(struct psd_kvw *w, uint64_t id)
+{
+	size_t idx = (size_t)(id & KVW_IDX_MASK);
+	struct kvw_req *r;
+
+	if (idx >= w->cap)
+		return NULL;
+	r = w->reqs[idx];
+	return r && r->id == id ? r : NULL;
+}
+
+/* Locked.  Double both index arrays. */
+static int kvw_req_table_grow(struct psd_kvw *w)
+{
+	size_t i, ncap = w->cap ? w->cap * 2 : 256;
+	struct kvw_req **nr;
+	uint32_t *nf;
+
+	if (ncap > KVW_IDX_MASK)
+		return -EBUSY;
+	nr = realloc(w->reqs, ncap * sizeof(*nr));
+	if (!nr)
+		return -ENOMEM;
+	w->reqs = nr;
+	nf = realloc(w->free_idx, ncap * sizeof(*nf));
+	if (!nf)
+		return -ENOMEM;
+	w->free_idx = nf;
+	for (i = w->cap; i < ncap; i++) {
+		w->reqs[i] = NULL;
+		w->free_idx[w->nfree++] = (uint32_t)(ncap - 1 - (i - w->cap));
+	}
+	w->cap = ncap;
+	return 0;
+}
+
+/* Locked.  Give @r an id and a place in the table. */
+int psd_kvw_req_register(struct psd_kvw *w, struct kvw_req *r)
+{
+	size_t i;
+	int ret;
+
+	if (!w->nfree) {
+		ret = kvw_req_table_grow(w);
+		if (ret)
+			return ret;
+	}
+	i = w->free_idx[--w->nfree];
+	r->id = (++w->gen << KVW_IDX_BITS) | i;
+	w->reqs[i] = r;
+	return 0;
+}
+
+/* Locked. */
+void psd_kvw_req_unregister(struct psd_kvw *w, struct kvw_req *r)
+{
+	size_t idx = (size_t)(r->id & KVW_IDX_MASK);
+
+	if (idx < w->cap && w->reqs[idx] == r) {
+		w->reqs[idx] = NULL;
+		w->free_idx[w->nfree++] = (uint32_t)idx;
+	}
+}
+
+void psd_kvw_req_free(struct kvw_req *r)
+{
+	free(r->chunks);
+	free(r->srv);
+	free(r);
+}
+
+/* Locked.  First error wins; the request completes when nothing is
+ * pending. */
+void psd_kvw_req_error(struct kvw_req *r, int err, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (r->err)
+		return;
+	r->err = err;
+	va_start(ap, fmt);
+	vsnprintf(r->msg, sizeof(r->msg), fmt, ap);
+	va_end(ap);
+}
+
+/* Locked. */
+bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r)
+{
+	if (r->pending)
+		r->pending--;
+	if (r->pending || r->done)
+		return false;
+	r->done = true;
+	pthread_cond_broadcast(&w->cond);
+	return r->cb != NULL;
+}
+
+/* Locked. */
+void psd_kvw_kick(struct psd_kvw *w)
+{
+	struct psd_chunk_node *head = psd_chunkq_peek(&w->q);
+
+	if (head && !w->stop && psd_credit_can_start(&w->credit, head->len))
+		pthread_cond_signal(&w->send_cond);
+}
+
+/* Locked. */
+static void kvw_tl_record(struct psd_kvw *w, const struct kvw_chunk *ch,
+			  bool failed)
+{
+	const struct kvw_req *r = ch->req;
+	const struct kvw_slot *s = &r->slots[ch->slot];
+	uint64_t now = psd_now_us();
+	struct psd_tl_rec rec = {
+		.key = s->key,
+		.offset = ch->off,
+		.len = ch->span,
+		.step = s->step,
+		.t_start = ch->t_start,
+		.priority = r->priority,
+		.epoch = s->epoch,
+		.server = ch->srank,
+		.type = r->type,
+		.failed = failed,
+	};
+
+	if (!ch->t_start)
+		return; /* never started */
+	rec.t_push = r->type == PSD_MSG_PULL ? 0 : ch->t_push;
+	if (r->type == PSD_MSG_PULL || r->type == PSD_MSG_PUSHPULL)
+		rec.t_pull = now;
+	psd_tl_add(&w->tl, &rec);
+}
+
+/* Locked. */
+void psd_kvw_chunk_uncredit(struct psd_kvw *w, struct kvw_chunk *ch)
+{
+	if (!ch->credited)
+		return;
+	ch->credited = false;
+	ch->t_push = psd_now_us();
+	psd_credit_done(&w->credit, ch->node.len);
+	psd_kvw_kick(w);
+}
+
+/* Locked. */
+bool psd_kvw_chunk_settle(struct psd_kvw *w, struct kvw_chunk *ch, bool failed)
+{
+	struct kvw_req *r = ch->req;
+
+	if (ch->state == KVW_CH_DONE)
+		return false;
+	if (ch->state == KVW_CH_QUEUED)
+		psd_chunkq_remove(&w->q, &ch->node);
+	else
+		psd_kvw_chunk_uncredit(w, ch);
+	if (psd_tl_on(&w->tl))
+		kvw_tl_record(w, ch, failed);
+	ch->state = KVW_CH_DONE;
+	if (r->srv[ch->srank].pending)
+		r->srv[ch->srank].pending--;
+	psd_kvw_kick(w);
+	return psd_kvw_req_settle(w, r);
+}
+
+/* Unlocked.  Callback requests free themselves once done and idle. */
+void psd_kvw_req_run_cb(struct psd_kvw *w, struct kvw_req *r)
+{
+	r->cb(r->err, r->id, r->cb_arg);
+	pthread_mutex_lock(&w->lock);
+	psd_kvw_req_unregister(w, r);
+	pthread_mutex_unlock(&w->lock);
+	psd_kvw_req_free(r);
+}
+
+/* Locked: name the servers that still owe answers. */
+static void kvw_describe_pending(struct psched_node *n, struct kvw_req *r,
+				 char *buf, size_t len)
+{
+	struct psd_kvw *w = kvw_of(n);
+	size_t used = 0;
+	unsigned s;
+
+	buf[0] = '\0';
+	if (r->parked) {
+		snprintf(buf, len,
+			 "the scheduler's commit of config epoch %u "
+			 "(the push is held until every node agrees)",
+			 w->prep_epoch);
+		return;
+	}
+	for (s = 0; s < n->num_server && used + 2 < len; s++) {
+		if (!r->srv[s].pending)
+			continue;
+		used += (size_t)snprintf(
+			buf + used, len - used, "%s%s", used ? ", " : "",
+			psd_node_peer(n, psd_server_id(s))->desc);
+	}
+}
+
+/* Locked. */
+void psd_kvw_req_timed_out(struct psched_node *n, struct kvw_req *r,
+			   unsigned timeout_ms)
+{
+	char who[256];
+
+	kvw_describe_pending(n, r, who, sizeof(who));
+	psd_kvw_req_error(
+		r, -ETIMEDOUT,
+		"%s of key %llu (step %llu%s) timed out after %u ms "
+		"waiting for %s",
+		psd_msg_type_name(r->type), (unsigned long long)r->slots[0].key,
+		(unsigned long long)r->slots[0].step,
+		r->nslots > 1 ? ", and more keys" : "", timeout_ms, who);
+}
+
+/*
+ * Locked on entry and return; the wait at the end drops it.  Give up on
+ * @r: queued chunks are dropped, credit of chunks in flight is given
+ * back, later answers are discarded; receives in progress into caller
+ * memory are stopped by closing their connection, and sends in progress
+ * from it are waited for.
+ */
+void psd_kvw_req_cancel_unlocks(struct psched_node *n, struct kvw_req *r)
+{
+	struct psd_kvw *w = kvw_of(n);
+	size_t i;
+	unsigned s;
+
+	r->cancelled = true;
+	if (r->parked) {
+		psd_list_del(&r->park_link);
+		r->parked = false;
+	}
+	for (i = 0; i < r->nchunks; i++)
+		psd_kvw_chunk_settle(w, &r->chunks[i], true);
+	for (s = 0; s < n->num_server; s++)
+		if (r->srv[s].busy)
+			psd_conn_close(
+				psd_node_peer(n, psd_server_id(s))->conn);
+	while (r->busy || r->sending)
+		pthread_cond_wait(&w->cond, &w->lock);
+}
+
+/*
+ * Locked on entry and return, dropped around each callback (sender
+ * thread).  A request with a callback has nobody in psched_wait() to bound
+ * it: fail it at the request timeout, naming what it still waits for, like
+ * psched_wait() does.  One being sent right now is left for the next
+ * round.  The table is re-read after every drop.
+ */
+void psd_kvw_expire_unlocks(struct psched_node *n)
+{
+	struct psd_kvw *w = kvw_of(n);
+	uint64_t now = psd_now_ms();
+	struct kvw_req *r;
+	size_t i;
+
+	for (i = 0; i < w->cap; i++) {
+		r = w->reqs[i];
+		if (!r || !r->cb || r->done || r->cancelled || r->sending ||
+		    now < r->deadline_ms)
+			continue;
+		psd_kvw_req_timed_out(n, r, n->cfg.request_timeout_ms);
+		psd_err("%s", r->msg);
+		psd_kvw_req_cancel_unlocks(n, r);
+		r->done = true;
+		pthread_cond_broadcast(&w->cond);
+		pthread_mutex_unlock(&w->lock);
+		psd_kvw_req_run_cb(w, r);
+		pthread_mutex_lock(&w->lock);
+	}
+}
+
+/* Unlocked. */
+int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct timespec ts;
+	struct kvw_req *r;
+	int ret = 0;
+
+	if (!w)
+		return psd_set_errmsg(-EINVAL, "only workers wait on requests");
+	if (!timeout_ms)
+		timeout_ms = n->cfg.request_timeout_ms;
+	psd_deadline(&ts, timeout_ms);
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, id);
+	if (!r || r->cb) {
+		pthread_mutex_unlock(&w->lock);
+		return psd_set_errmsg(-ENOENT,
+				      "no request %llu to wait for "
+				      "(already waited, or it has "
+				      "a callback)",
+				      (unsigned long long)id);
+	}
+	while (!r->done && !ret)
+		ret = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	if (!r->done)
+		psd_kvw_req_timed_out(n, r, timeout_ms);
+	psd_kvw_req_cancel_unlocks(n, r);
+	psd_kvw_req_unregister(w, r);
+	ret = r->err;
+	if (ret)
+		psd_set_errmsg(ret, "%s", r->msg);
+	pthread_mutex_unlock(&w->lock);
+	psd_kvw_req_free(r);
+	return ret;
+}

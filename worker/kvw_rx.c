@@ -1,0 +1,164 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV worker: answers from servers (push acks, pull answers) and server
+ * failure, all on the van thread (kvw.h explains the locking words).
+ */
+#include <stdlib.h>
+
+#include "kvw.h"
+
+/* Unlocked (van thread).  Choose where an answer's payload lands. */
+int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *h, void **dst)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct kvw_chunk *ch;
+	struct kvw_slot *s;
+	struct kvw_req *r;
+
+	if (!p || p->role != PSCHED_ROLE_SERVER ||
+	    (h->type != PSD_MSG_PUSH_ACK && h->type != PSD_MSG_PULL_RESP)) {
+		psd_err("dropping connection from %s: unexpected %s message",
+			c->peer, psd_msg_type_name(h->type));
+		return -EPROTO;
+	}
+	*dst = NULL;
+	if (!h->length)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, h->req);
+	if (r && !r->cancelled && h->slot < r->nchunks) {
+		ch = &r->chunks[h->slot];
+		s = &r->slots[ch->slot];
+		/* Only the exact bytes this chunk asked for, from its server.
+		 */
+		if (s->dst && s->key == h->key && s->total == h->total &&
+		    ch->off == h->offset && ch->span == h->length &&
+		    ch->srank == p->rank && ch->state != KVW_CH_DONE) {
+			*dst = s->dst + h->offset;
+			r->busy++;
+			r->srv[p->rank].busy++;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	/* Late or unknown answers land in the scratch buffer. */
+	return 0;
+}
+
+/* Locked.  Record what is wrong with answer @h to @ch, if anything. */
+static void kvw_rx_check(struct kvw_req *r, const struct kvw_chunk *ch,
+			 const struct psd_peer *p, const struct psd_hdr *h)
+{
+	uint64_t step = r->slots[ch->slot].step;
+
+	if (h->status)
+		psd_kvw_req_error(
+			r, h->status,
+			"%s rejected %s of key %llu (step %llu): %s", p->desc,
+			psd_msg_type_name(r->type), (unsigned long long)h->key,
+			(unsigned long long)step, psched_strerror(h->status));
+	else if (h->type == PSD_MSG_PULL_RESP && h->length != ch->span)
+		psd_kvw_req_error(r, -EPROTO,
+				  "%s answered %s of key %llu (step %llu) with "
+				  "%llu bytes instead of %llu",
+				  p->desc, psd_msg_type_name(r->type),
+				  (unsigned long long)h->key,
+				  (unsigned long long)step,
+				  (unsigned long long)h->length,
+				  (unsigned long long)ch->span);
+}
+
+/* Unlocked (van thread).  An answer is in, payload in place. */
+void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
+		     const struct psd_hdr *h, void *payload)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct kvw_chunk *ch;
+	struct kvw_req *r;
+	bool fire = false;
+
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, h->req);
+	ch = r && h->slot < r->nchunks ? &r->chunks[h->slot] : NULL;
+	if (!ch || r->slots[ch->slot].key != h->key || ch->srank != p->rank) {
+		pthread_mutex_unlock(&w->lock);
+		psd_debug("discarding late %s for request %llu from %s",
+			  psd_msg_type_name(h->type),
+			  (unsigned long long)h->req, c->peer);
+		return;
+	}
+	if (h->length && r->slots[ch->slot].dst && r->srv[p->rank].busy &&
+	    payload == r->slots[ch->slot].dst + h->offset) {
+		r->busy--;
+		r->srv[p->rank].busy--;
+	}
+	if (!h->status && h->type == PSD_MSG_PUSH_ACK &&
+	    r->type == PSD_MSG_PUSHPULL) {
+		/* Its bytes are in; the pull answer comes later. */
+		psd_kvw_chunk_uncredit(w, ch);
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	kvw_rx_check(r, ch, p, h);
+	fire = psd_kvw_chunk_settle(w, ch, h->status != 0);
+	if (!r->busy)
+		pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	if (fire)
+		psd_kvw_req_run_cb(w, r);
+}
+
+/* Locked.  Fail what @r still needs from dead server @p; true if that
+ * completed @r and its callback must run. */
+static bool kvw_req_fail_server(struct psd_kvw *w, struct kvw_req *r,
+				const struct psd_peer *p, int err,
+				const char *why)
+{
+	bool fire = false;
+	size_t j;
+
+	psd_kvw_req_error(
+		r, err, "%s of key %llu (step %llu) failed: %s died (%s)",
+		psd_msg_type_name(r->type), (unsigned long long)r->slots[0].key,
+		(unsigned long long)r->slots[0].step, p->desc, why);
+	r->busy -= r->srv[p->rank].busy;
+	r->srv[p->rank].busy = 0;
+	for (j = 0; j < r->nchunks; j++)
+		if (r->chunks[j].srank == p->rank)
+			fire |= psd_kvw_chunk_settle(w, &r->chunks[j], true);
+	return fire;
+}
+
+/* Unlocked (van thread).  A server died: fail everything that still
+ * needs it. */
+void psd_kvw_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
+			 const char *why)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_req **fire;
+	size_t i, nf = 0;
+
+	if (p->role != PSCHED_ROLE_SERVER)
+		return;
+	/* No more payload from it lands in caller memory (we are the van
+	 * thread, so no receive is in progress right now). */
+	if (p->conn)
+		psd_conn_close(p->conn);
+	pthread_mutex_lock(&w->lock);
+	fire = calloc(w->cap + 1, sizeof(*fire));
+	for (i = 0; i < w->cap; i++) {
+		struct kvw_req *r = w->reqs[i];
+
+		if (!r || !r->srv[p->rank].pending)
+			continue;
+		if (kvw_req_fail_server(w, r, p, err, why) && fire)
+			fire[nf++] = r;
+	}
+	pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	for (i = 0; i < nf; i++)
+		psd_kvw_req_run_cb(w, fire[i]);
+	free(fire);
+}
