@@ -107,13 +107,6 @@ struct psched_node {
 		uint64_t token;
 	} early[PSD_EARLY_HELLO_MAX];
 	unsigned nearly;
-	/* worker: the one outstanding ServerCommand (worker/command.c) */
-	bool cmd_busy;
-	uint64_t cmd_seq;
-	unsigned cmd_acks;
-	bool *cmd_acked; /* [num_server] */
-	int cmd_status;
-	char cmd_msg[320];
 
 	const struct psd_app *app;
 	void *app_state; /* struct psd_kvw / psd_kvs / psd_sched */

@@ -12,6 +12,13 @@
 #include "node.h"
 #include "psched/kvstore.h"
 #include "command.h"
+#include "kvw.h"
+
+/* The worker's command state (kvw.h); under n->lock. */
+static struct kvw_cmd *cmd_of(struct psched_node *n)
+{
+	return &kvw_of(n)->cmd;
+}
 
 /* Worker, van thread: a server answered. */
 static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
@@ -30,14 +37,14 @@ static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
 	if (status > 0)
 		status = -EPROTO;
 	pthread_mutex_lock(&n->lock);
-	if (n->cmd_busy && ack->seq == n->cmd_seq && n->cmd_acked &&
+	if (cmd_of(n)->busy && ack->seq == cmd_of(n)->seq && cmd_of(n)->acked &&
 	    p->rank >= 0 && (unsigned)p->rank < n->num_server &&
-	    !n->cmd_acked[p->rank]) {
-		n->cmd_acked[p->rank] = true;
-		n->cmd_acks++;
-		if (status && !n->cmd_status) {
-			n->cmd_status = status;
-			snprintf(n->cmd_msg, sizeof(n->cmd_msg),
+	    !cmd_of(n)->acked[p->rank]) {
+		cmd_of(n)->acked[p->rank] = true;
+		cmd_of(n)->acks++;
+		if (status && !cmd_of(n)->status) {
+			cmd_of(n)->status = status;
+			snprintf(cmd_of(n)->msg, sizeof(cmd_of(n)->msg),
 				 "%s refused the command: %.200s", p->desc,
 				 ack->message ? ack->message : "");
 		}
@@ -63,11 +70,11 @@ static void cmd_fail_locked(struct psched_node *n, int err, const char *fmt,
 {
 	va_list ap;
 
-	if (n->cmd_status)
+	if (cmd_of(n)->status)
 		return;
-	n->cmd_status = err;
+	cmd_of(n)->status = err;
 	va_start(ap, fmt);
-	vsnprintf(n->cmd_msg, sizeof(n->cmd_msg), fmt, ap);
+	vsnprintf(cmd_of(n)->msg, sizeof(cmd_of(n)->msg), fmt, ap);
 	va_end(ap);
 }
 
@@ -87,9 +94,9 @@ static void cmd_send_all(struct psched_node *n, const Psched__Control *m)
 		if (!ret)
 			continue;
 		pthread_mutex_lock(&n->lock);
-		if (!n->cmd_acked[s]) {
-			n->cmd_acked[s] = true;
-			n->cmd_acks++;
+		if (!cmd_of(n)->acked[s]) {
+			cmd_of(n)->acked[s] = true;
+			cmd_of(n)->acks++;
 		}
 		cmd_fail_locked(n, ret, "cannot send the command to %s: %s",
 				p ? p->desc : "a server", psched_strerror(ret));
@@ -108,7 +115,7 @@ static void cmd_describe_missing(struct psched_node *n, char *buf, size_t len,
 	buf[0] = '\0';
 	*dead = false;
 	for (s = 0; s < n->num_server && used + 2 < len; s++) {
-		if (n->cmd_acked[s])
+		if (cmd_of(n)->acked[s])
 			continue;
 		p = psd_node_peer(n, psd_server_id(s));
 		*dead |= p->dead;
@@ -127,7 +134,7 @@ static void cmd_wait_locked(struct psched_node *n, unsigned timeout_ms)
 	char who[256];
 	bool dead;
 
-	while (n->cmd_acks < n->num_server) {
+	while (cmd_of(n)->acks < n->num_server) {
 		if (n->fatal) {
 			cmd_fail_locked(n, n->fatal, "%s", n->fatal_msg);
 			return;
@@ -176,7 +183,7 @@ static int cmd_begin(struct psched_node *n, unsigned timeout_ms)
 		return psd_set_errmsg(-ENOMEM, "no memory for a command");
 	psd_deadline(&ts, timeout_ms);
 	pthread_mutex_lock(&n->lock);
-	while (n->cmd_busy) {
+	while (cmd_of(n)->busy) {
 		if (pthread_cond_timedwait(&n->cond, &n->lock, &ts) ==
 		    ETIMEDOUT) {
 			pthread_mutex_unlock(&n->lock);
@@ -188,12 +195,12 @@ static int cmd_begin(struct psched_node *n, unsigned timeout_ms)
 					      timeout_ms);
 		}
 	}
-	n->cmd_busy = true;
-	n->cmd_seq++;
-	n->cmd_acks = 0;
-	n->cmd_acked = acked;
-	n->cmd_status = 0;
-	n->cmd_msg[0] = '\0';
+	cmd_of(n)->busy = true;
+	cmd_of(n)->seq++;
+	cmd_of(n)->acks = 0;
+	cmd_of(n)->acked = acked;
+	cmd_of(n)->status = 0;
+	cmd_of(n)->msg[0] = '\0';
 	pthread_mutex_unlock(&n->lock);
 	return 0;
 }
@@ -213,19 +220,19 @@ int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
 	if (ret)
 		return ret;
 	pthread_mutex_lock(&n->lock);
-	sc->seq = n->cmd_seq;
+	sc->seq = cmd_of(n)->seq;
 	pthread_mutex_unlock(&n->lock);
 	m.body_case = PSCHED__CONTROL__BODY_COMMAND;
 	m.command = sc;
 	cmd_send_all(n, &m);
 	pthread_mutex_lock(&n->lock);
 	cmd_wait_locked(n, timeout_ms);
-	ret = n->cmd_status;
+	ret = cmd_of(n)->status;
 	if (ret)
-		psd_set_errmsg(ret, "%s", n->cmd_msg);
-	free(n->cmd_acked);
-	n->cmd_acked = NULL;
-	n->cmd_busy = false;
+		psd_set_errmsg(ret, "%s", cmd_of(n)->msg);
+	free(cmd_of(n)->acked);
+	cmd_of(n)->acked = NULL;
+	cmd_of(n)->busy = false;
 	pthread_cond_broadcast(&n->cond);
 	pthread_mutex_unlock(&n->lock);
 	return ret;

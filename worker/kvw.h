@@ -148,6 +148,18 @@ struct kvw_metrics {
 	uint64_t last_us;   /* and when; 0: nothing pushed yet */
 };
 
+/* The one outstanding ServerCommand of this worker (worker/command.c).
+ * Guarded by the node's lock and waited for on the node's cond, which a
+ * cluster-wide failure also wakes. */
+struct kvw_cmd {
+	bool busy;
+	uint64_t seq;
+	unsigned acks;
+	bool *acked; /* [num_server] */
+	int status;
+	char msg[320];
+};
+
 struct psd_kvw {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	  /* request completion, receives drained */
@@ -178,6 +190,7 @@ struct psd_kvw {
 	bool stop;
 	struct psd_timeline tl;
 	struct kvw_metrics met; /* autotuner reports, see kvw_metrics_note */
+	struct kvw_cmd cmd;	/* under the node's lock, see above */
 };
 
 static inline struct psd_kvw *kvw_of(const struct psched_node *n)
