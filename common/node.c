@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Node lifecycle: create (transport, the role's attach and start hooks),
- * destroy, and the accessors.  Which role is behind n->app is decided
+ * destroy, and the accessors.  Which role is behind n->role is decided
  * above this layer, in app/roles.c.
  */
 #include <stdio.h>
@@ -70,16 +70,16 @@ static int node_pick_transport(struct psched_node *n)
 /* Leave the cluster: the role's stop hook, or the postoffice's. */
 static void node_stop(struct psched_node *n)
 {
-	if (n->app && n->app->stop)
-		n->app->stop(n);
+	if (n->role && n->role->stop)
+		n->role->stop(n);
 	else
 		psd_po_stop(n);
 }
 
 static void node_free(struct psched_node *n)
 {
-	if (n->app && n->app->destroy)
-		n->app->destroy(n);
+	if (n->role && n->role->detach)
+		n->role->detach(n);
 	pthread_cond_destroy(&n->cond);
 	pthread_mutex_destroy(&n->lock);
 	free(n);
@@ -106,8 +106,8 @@ static struct psched_node *node_alloc(const struct psched_cfg *cfg)
 	return n;
 }
 
-int psd_node_create(const struct psched_cfg *cfg, psd_role_attach_fn *attach,
-		    struct psched_node **out)
+int psd_node_create(const struct psched_cfg *cfg,
+		    const struct psd_role_ops *role, struct psched_node **out)
 {
 	struct psched_node *n;
 	char msg[512];
@@ -125,10 +125,10 @@ int psd_node_create(const struct psched_cfg *cfg, psd_role_attach_fn *attach,
 	ret = node_pick_transport(n);
 	if (ret)
 		goto err_free;
-	ret = attach(n);
+	n->role = role;
+	ret = role->attach(n);
 	if (!ret)
-		ret = n->app && n->app->start ? n->app->start(n)
-					      : psd_po_start(n);
+		ret = role->start ? role->start(n) : psd_po_start(n);
 	if (ret)
 		goto err_stop;
 	*out = n;
@@ -193,6 +193,6 @@ void psched_node_stats(const struct psched_node *n, struct psched_stats *out)
 	if (n->van)
 		psd_van_stats(n->van, &out->tx_bytes, &out->rx_bytes,
 			      &out->tx_msgs, &out->rx_msgs);
-	if (n->app && n->app->stats)
-		n->app->stats(n, out);
+	if (n->role && n->role->stats)
+		n->role->stats(n, out);
 }

@@ -2,7 +2,7 @@
 /*
  * struct psched_node and the postoffice: node table, ids and ranks,
  * rendezvous, barriers, heartbeats, failure notices.  The role modules
- * (KV worker, KV server, scheduler) plug in through struct psd_app, a
+ * (KV worker, KV server, scheduler) plug in through struct psd_role_ops, a
  * table of hooks that common/ calls without knowing which role is behind
  * it; app/roles.c is the one place that maps a role to its attach
  * function.
@@ -13,8 +13,6 @@
 #include <pthread.h>
 
 #include "van.h"
-
-struct psched_optimizer;
 
 /* Hellos a server keeps while its node table is still on the way. */
 #define PSD_EARLY_HELLO_MAX 64
@@ -32,13 +30,22 @@ struct psd_peer {
 };
 
 /*
- * Hooks of the role module.  A role's attach function (app/roles.c) sets
- * n->app and n->app_state before the node joins.  Every hook may be NULL.
- * start/run/stop are called on the thread of psched_node_create(),
- * psched_node_run() and psched_node_destroy(); destroy after stop; stats
- * on any thread; the rest on the van thread.
+ * A role (KV worker, KV server, scheduler) as common/ sees it: a table of
+ * hooks, one static table per role module, chosen in app/roles.c.
+ * psd_node_create() sets n->role, then calls attach, which sets
+ * n->role_state; detach frees it.  Every hook but attach may be NULL.
+ * attach/start/run/stop/detach run on the thread of psched_node_create(),
+ * psched_node_run() and psched_node_destroy(); stats on any thread; the
+ * rest on the van thread.
+ *
+ * A message arrives in two calls, rx_header then rx_data, so that the role
+ * picks where the payload lands (a pull answer goes straight into the
+ * caller's buffer) before the transport reads it.
  */
-struct psd_app {
+struct psd_role_ops {
+	const char *name; /* "worker", "server", "scheduler" */
+	/* Allocate the role's state into n->role_state. */
+	int (*attach)(struct psched_node *n);
 	/* Join the cluster (NULL: psd_po_start(), register with the
 	 * scheduler); returns once the cluster is up. */
 	int (*start)(struct psched_node *n);
@@ -59,15 +66,12 @@ struct psd_app {
 	void (*peer_failed)(struct psched_node *n, struct psd_peer *p, int err,
 			    const char *why);
 	void (*conn_closed)(struct psched_node *n, struct psd_conn *c);
-	void (*config)(struct psched_node *n, const Psched__Config *cfg);
-	/* A worker's ServerCommand (servers): @mode 0 unchanged, 1 sync,
-	 * 2 async; @opt NULL = unchanged.  0, or an error with
-	 * psched_errmsg() saying why (sent back to the worker). */
-	int (*command)(struct psched_node *n, int mode,
-		       const struct psched_optimizer *opt);
+	/* A config switch from the scheduler (PREPARE, COMMIT, ABORT). */
+	void (*on_config)(struct psched_node *n, const Psched__Config *cfg);
 	/* Fill the role's fields of psched_node_stats() (any thread). */
 	void (*stats)(const struct psched_node *n, struct psched_stats *out);
-	void (*destroy)(struct psched_node *n);
+	/* Free n->role_state (after stop; also after a failed attach). */
+	void (*detach)(struct psched_node *n);
 };
 
 struct psched_node {
@@ -108,8 +112,8 @@ struct psched_node {
 	} early[PSD_EARLY_HELLO_MAX];
 	unsigned nearly;
 
-	const struct psd_app *app;
-	void *app_state; /* struct psd_kvw / psd_kvs / psd_sched */
+	const struct psd_role_ops *role;
+	void *role_state; /* struct psd_kvw / psd_kvs / psd_sched */
 };
 
 /* Id of server rank r / worker rank r. */
@@ -146,15 +150,12 @@ int psd_po_start(struct psched_node *n);
 void psd_po_stop(struct psched_node *n);
 int psd_po_finalize(struct psched_node *n);
 
-/* A role's entry: set n->app and n->app_state (app/roles.c calls it). */
-typedef int psd_role_attach_fn(struct psched_node *n);
-
 /*
- * Create a node of @cfg's role: pick the data transport, call @attach,
- * then the role's start hook.  On 0 *@out is the caller's; on error
- * everything is undone and psched_errmsg() says why.
+ * Create a node of @cfg's role played by @role: pick the data transport,
+ * attach the role, then its start hook.  On 0 *@out is the caller's; on
+ * error everything is undone and psched_errmsg() says why.
  */
-int psd_node_create(const struct psched_cfg *cfg, psd_role_attach_fn *attach,
-		    struct psched_node **out);
+int psd_node_create(const struct psched_cfg *cfg,
+		    const struct psd_role_ops *role, struct psched_node **out);
 
 #endif

@@ -139,8 +139,8 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 	p->dead = true;
 	pthread_mutex_unlock(&n->lock);
 	psd_err("scheduler reports %s dead: %s", p->desc, f->reason);
-	if (n->app && n->app->peer_failed)
-		n->app->peer_failed(n, p, PSCHED_ENODEDEAD, f->reason);
+	if (n->role && n->role->peer_failed)
+		n->role->peer_failed(n, p, PSCHED_ENODEDEAD, f->reason);
 }
 
 /* Van thread: check a worker's hello and bind its connection. */
@@ -189,9 +189,9 @@ static void po_on_goodbye(struct psched_node *n, struct psd_conn *c)
 	p->departed = true;
 	pthread_mutex_unlock(&n->lock);
 	psd_info("%s finished", p->desc);
-	if (n->app && n->app->peer_failed)
-		n->app->peer_failed(n, p, PSCHED_ENODEDEAD,
-				    "finished (finalized) and left");
+	if (n->role && n->role->peer_failed)
+		n->role->peer_failed(n, p, PSCHED_ENODEDEAD,
+				     "finished (finalized) and left");
 }
 
 /*
@@ -256,8 +256,8 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 	struct psched_node *n = arg;
 
 	if (c != n->sched) {
-		if (!n->app || !n->app->rx_control ||
-		    !n->app->rx_control(n, c, m))
+		if (!n->role || !n->role->rx_control ||
+		    !n->role->rx_control(n, c, m))
 			po_on_hello(n, c, m);
 		return;
 	}
@@ -286,8 +286,8 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 		pthread_mutex_unlock(&n->lock);
 		break;
 	case PSCHED__CONTROL__BODY_CONFIG:
-		if (n->app && n->app->config)
-			n->app->config(n, m->config);
+		if (n->role && n->role->on_config)
+			n->role->on_config(n, m->config);
 		break;
 	default:
 		psd_warn("ignoring control message %d from the scheduler",
@@ -301,13 +301,13 @@ static int po_rx_header(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 {
 	struct psched_node *n = arg;
 
-	if (!n->app || !n->app->rx_header) {
+	if (!n->role || !n->role->rx_header) {
 		psd_err("dropping connection from %s: data message on a node "
 			"that takes none",
 			c->peer);
 		return -EPROTO;
 	}
-	return n->app->rx_header(n, c, h, dst);
+	return n->role->rx_header(n, c, h, dst);
 }
 
 static void po_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
@@ -315,7 +315,7 @@ static void po_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 {
 	struct psched_node *n = arg;
 
-	n->app->rx_data(n, c, h, payload);
+	n->role->rx_data(n, c, h, payload);
 }
 
 static void po_closed(void *arg, struct psd_conn *c, int err)
@@ -334,8 +334,8 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 					   c->peer, psched_strerror(err));
 		return;
 	}
-	if (n->app && n->app->conn_closed)
-		n->app->conn_closed(n, c);
+	if (n->role && n->role->conn_closed)
+		n->role->conn_closed(n, c);
 	if (c->peer_id < 0 || !n->have_table)
 		return;
 	pthread_mutex_lock(&n->lock);
@@ -347,13 +347,13 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 	if (p && !down)
 		p->dead = true;
 	pthread_mutex_unlock(&n->lock);
-	if (!down && n->app && n->app->peer_failed) {
+	if (!down && n->role && n->role->peer_failed) {
 		char why[160];
 
 		snprintf(why, sizeof(why), "connection closed (%s)",
 			 psched_strerror(err));
 		psd_err("lost %s: %s", p->desc, why);
-		n->app->peer_failed(n, p, PSCHED_ENODEDEAD, why);
+		n->role->peer_failed(n, p, PSCHED_ENODEDEAD, why);
 	}
 }
 
@@ -716,8 +716,8 @@ int psched_node_run(struct psched_node *n)
 {
 	int ret = 0;
 
-	if (n->app && n->app->run)
-		return n->app->run(n);
+	if (n->role && n->role->run)
+		return n->role->run(n);
 	pthread_mutex_lock(&n->lock);
 	while (!n->shutdown && !n->fatal)
 		pthread_cond_wait(&n->cond, &n->lock);

@@ -6,6 +6,10 @@
 #include <stdint.h>
 
 struct psched_node;
+struct psd_role_ops;
+
+/* The scheduler role's hooks (common/node.h), for app/roles.c. */
+extern const struct psd_role_ops psd_sched_role;
 
 /* Set up @n as the scheduler (rendezvous, barriers, heartbeats, config
  * switches, the autotuner); its start hook listens. */

@@ -79,7 +79,7 @@ struct psd_sched {
 
 static inline struct psd_sched *psd_sched_of(struct psched_node *n)
 {
-	return n->app_state;
+	return n->role_state;
 }
 
 /* Send @m to one registered node (errors show up as a closed connection). */

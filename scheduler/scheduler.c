@@ -505,19 +505,8 @@ static void sched_free(struct psched_node *n)
 	psd_autotune_destroy(s->at);
 	free(s->nodes);
 	free(s);
-	n->app_state = NULL;
+	n->role_state = NULL;
 }
-
-static int sched_start(struct psched_node *n);
-static int sched_run(struct psched_node *n);
-static void sched_stop(struct psched_node *n);
-
-static const struct psd_app sched_app = {
-	.start = sched_start,
-	.run = sched_run,
-	.stop = sched_stop,
-	.destroy = sched_free,
-};
 
 static int sched_alloc(struct psched_node *n)
 {
@@ -527,8 +516,7 @@ static int sched_alloc(struct psched_node *n)
 
 	if (!s)
 		return -ENOMEM;
-	n->app_state = s;
-	n->app = &sched_app;
+	n->role_state = s;
 	s->cap = n->num_server + n->num_worker;
 	s->nodes = calloc(s->cap, sizeof(*s->nodes));
 	if (!s->nodes)
@@ -622,3 +610,12 @@ static void sched_stop(struct psched_node *n)
 	psd_van_destroy(n->van);
 	n->van = NULL;
 }
+
+const struct psd_role_ops psd_sched_role = {
+	.name = "scheduler",
+	.attach = psd_sched_attach,
+	.start = sched_start,
+	.run = sched_run,
+	.stop = sched_stop,
+	.detach = sched_free,
+};

@@ -12,6 +12,7 @@
 #include "node.h"
 #include "psched/kvstore.h"
 #include "command.h"
+#include "kvs.h"
 
 /* Longest optimizer name a server takes from the wire. */
 #define CMD_MAX_NAME 15
@@ -55,10 +56,7 @@ static int cmd_apply(struct psched_node *n, const Psched__ServerCommand *sc)
 		if (psched_optimizer_check(&opt))
 			return -EINVAL;
 	}
-	if (!n->app || !n->app->command)
-		return psd_set_errmsg(-EOPNOTSUPP,
-				      "this node takes no server commands");
-	return n->app->command(n, mode, po ? &opt : NULL);
+	return psd_kvs_command(n, mode, po ? &opt : NULL);
 }
 
 static void cmd_on_command(struct psched_node *n, struct psd_conn *c,

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
  * KV server role glue (server/kvs.h): attaching the KV layer to a server
- * node, the psd_app hooks that are not about data (connection closed,
- * peer failed, config, command, stats) and teardown.
+ * node, the role hooks (struct psd_role_ops) that are not about data
+ * (connection closed, peer failed, config, command, stats) and teardown.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,7 +65,7 @@ static void kvs_destroy(struct psched_node *n)
 	psd_cfgtab_fini(&s->cfgs);
 	psd_upd_fini(&s->upd);
 	free(s);
-	n->app_state = NULL;
+	n->role_state = NULL;
 }
 
 /* A committed config from the scheduler (van thread). */
@@ -91,9 +91,8 @@ static void kvs_config(struct psched_node *n, const Psched__Config *m)
 			 (unsigned long long)m->partition_bytes);
 }
 
-/* A worker's ServerCommand (common/command.c checked the fields). */
-static int kvs_command(struct psched_node *n, int mode,
-		       const struct psched_optimizer *opt)
+int psd_kvs_command(struct psched_node *n, int mode,
+		    const struct psched_optimizer *opt)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	bool async = mode == PSCHED__SERVER_MODE__MODE_ASYNC;
@@ -137,18 +136,6 @@ static void kvs_stats(const struct psched_node *n, struct psched_stats *out)
 	out->alloc_bytes = atomic_load(&s->alloc_bytes);
 }
 
-static const struct psd_app kvs_app = {
-	.config = kvs_config,
-	.rx_header = psd_kvs_rx_header,
-	.rx_data = psd_kvs_rx_data,
-	.peer_failed = kvs_peer_failed,
-	.conn_closed = kvs_conn_closed,
-	.command = kvs_command,
-	.rx_control = psd_kvs_cmd_rx,
-	.stats = kvs_stats,
-	.destroy = kvs_destroy,
-};
-
 int psd_kvs_attach(struct psched_node *n)
 {
 	struct psd_kvs *s = calloc(1, sizeof(*s));
@@ -166,7 +153,19 @@ int psd_kvs_attach(struct psched_node *n)
 	}
 	psd_upd_init(&s->upd);
 	psd_map_init(&s->entries);
-	n->app_state = s;
-	n->app = &kvs_app;
+	n->role_state = s;
 	return 0;
 }
+
+const struct psd_role_ops psd_kvs_role = {
+	.name = "server",
+	.attach = psd_kvs_attach,
+	.on_config = kvs_config,
+	.rx_header = psd_kvs_rx_header,
+	.rx_data = psd_kvs_rx_data,
+	.rx_control = psd_kvs_cmd_rx,
+	.peer_failed = kvs_peer_failed,
+	.conn_closed = kvs_conn_closed,
+	.stats = kvs_stats,
+	.detach = kvs_destroy,
+};

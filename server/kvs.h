@@ -82,7 +82,7 @@ struct psd_kvs {
 
 static inline struct psd_kvs *psd_kvs_of(const struct psched_node *n)
 {
-	return n->app_state;
+	return n->role_state;
 }
 
 /* kvs_store.c */
@@ -148,10 +148,17 @@ void psd_kvs_drop_entry_waits(struct psched_node *n, struct psd_kvs_entry *e,
 			      struct psd_conn *c, int err, const char *why,
 			      bool pulls_only);
 
-/* kvs_rx.c: the psd_app data hooks. */
+/* kvs_rx.c: the data hooks of struct psd_role_ops. */
 int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
 		      const struct psd_hdr *h, void **dst);
 void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 		     const struct psd_hdr *h, void *payload);
+
+/* kv_server.c.  Van thread: apply a worker's ServerCommand, already
+ * checked by server/command.c: @mode 0 unchanged, 1 sync, 2 async; @opt
+ * NULL = unchanged.  0, or an error with psched_errmsg() saying why (sent
+ * back to the worker). */
+int psd_kvs_command(struct psched_node *n, int mode,
+		    const struct psched_optimizer *opt);
 
 #endif

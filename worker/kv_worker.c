@@ -288,7 +288,7 @@ static void kvw_destroy(struct psched_node *n)
 	pthread_cond_destroy(&w->cond);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
-	n->app_state = NULL;
+	n->role_state = NULL;
 }
 
 /* Unlocked, any thread. */
@@ -305,16 +305,6 @@ static void kvw_stats(const struct psched_node *n, struct psched_stats *out)
 	out->config_epoch = psd_cfgtab_last(&w->cfgs)->epoch;
 	pthread_mutex_unlock(&w->lock);
 }
-
-static const struct psd_app kvw_app = {
-	.stats = kvw_stats,
-	.rx_header = psd_kvw_rx_header,
-	.rx_data = psd_kvw_rx_data,
-	.peer_failed = psd_kvw_peer_failed,
-	.config = psd_kvw_config,
-	.rx_control = psd_kvw_cmd_rx,
-	.destroy = kvw_destroy,
-};
 
 /* Unlocked, before the sender starts. */
 static int kvw_init_sched(struct psched_node *n, struct psd_kvw *w)
@@ -346,8 +336,7 @@ int psd_kvw_attach(struct psched_node *n)
 	pthread_cond_init(&w->cond, &ca);
 	pthread_cond_init(&w->send_cond, &ca);
 	pthread_condattr_destroy(&ca);
-	n->app_state = w;
-	n->app = &kvw_app;
+	n->role_state = w;
 	psd_map_init(&w->keys);
 	ret = kvw_init_sched(n, w);
 	if (!ret)
@@ -358,3 +347,15 @@ int psd_kvw_attach(struct psched_node *n)
 	}
 	return 0;
 }
+
+const struct psd_role_ops psd_kvw_role = {
+	.name = "worker",
+	.attach = psd_kvw_attach,
+	.stats = kvw_stats,
+	.rx_header = psd_kvw_rx_header,
+	.rx_data = psd_kvw_rx_data,
+	.rx_control = psd_kvw_cmd_rx,
+	.peer_failed = psd_kvw_peer_failed,
+	.on_config = psd_kvw_config,
+	.detach = kvw_destroy,
+};

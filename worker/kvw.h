@@ -195,7 +195,7 @@ struct psd_kvw {
 
 static inline struct psd_kvw *kvw_of(const struct psched_node *n)
 {
-	return n->app_state;
+	return n->role_state;
 }
 
 static inline bool kvw_is_push(uint8_t type)
@@ -271,7 +271,7 @@ void psd_kvw_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
  * 1..num_server, descs "server <id> (rank <r>, detached)") and no
  * connections, with the KV layer attached and its sender running, but no
  * van, postoffice or scheduler.  The caller connects each server peer
- * (peer->conn, conn->peer_id) and feeds n->app's hooks from its own van.
+ * (peer->conn, conn->peer_id) and feeds n->role's hooks from its own van.
  * Unlocked.  0 or -errno.
  */
 int psd_kvw_node_create_detached(const struct psched_cfg *cfg,

@@ -58,6 +58,7 @@ int psd_kvw_node_create_detached(const struct psched_cfg *cfg,
 	ret = kvw_detached_peers(n);
 	if (ret)
 		goto err_free;
+	n->role = &psd_kvw_role;
 	ret = psd_kvw_attach(n);
 	if (ret)
 		goto err_free_peers;
@@ -77,8 +78,8 @@ void psd_kvw_node_destroy_detached(struct psched_node *n)
 {
 	if (!n)
 		return;
-	if (n->app && n->app->destroy)
-		n->app->destroy(n);
+	if (n->role && n->role->detach)
+		n->role->detach(n);
 	free(n->peers);
 	pthread_cond_destroy(&n->cond);
 	pthread_mutex_destroy(&n->lock);

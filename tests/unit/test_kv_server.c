@@ -4,9 +4,9 @@
  * builds a server node by hand (kvt_start(): num_worker, mode, partition,
  * a peer table naming W workers), attaches the KV layer with
  * psd_kvs_attach(), and serves it from a van on the loop transport whose
- * callbacks call the node's psd_app hooks, as the postoffice does.  W fake
- * workers connect over loop connections from a second van and send data
- * messages built as worker/kv_worker.c builds them; every answer each
+ * callbacks call the node's role hooks (struct psd_role_ops), as the postoffice
+ * does.  W fake workers connect over loop connections from a second van and
+ * send data messages built as worker/kv_worker.c builds them; every answer each
  * worker gets is queued and checked byte by byte.
  *
  * "Not answered yet" is checked without timing: kvt_expect_quiet() sends a
@@ -24,6 +24,7 @@
 #include "node.h"
 #include "partition.h"
 #include "updater.h"
+#include "../../server/kvs.h"
 #include "../../server/role.h"
 
 #define KVT_MAX_W    4
@@ -63,7 +64,7 @@ static int kvt_srv_rx_header(void *arg, struct psd_conn *c,
 	/* Stands in for the hello: the first message names its worker. */
 	if (c->peer_id < 0)
 		c->peer_id = h->sender;
-	return n->app->rx_header(n, c, h, dst);
+	return n->role->rx_header(n, c, h, dst);
 }
 
 static void kvt_srv_rx_data(void *arg, struct psd_conn *c,
@@ -71,7 +72,7 @@ static void kvt_srv_rx_data(void *arg, struct psd_conn *c,
 {
 	struct psched_node *n = arg;
 
-	n->app->rx_data(n, c, h, payload);
+	n->role->rx_data(n, c, h, payload);
 }
 
 static void kvt_srv_closed(void *arg, struct psd_conn *c, int err)
@@ -79,7 +80,7 @@ static void kvt_srv_closed(void *arg, struct psd_conn *c, int err)
 	struct psched_node *n = arg;
 
 	(void)err;
-	n->app->conn_closed(n, c);
+	n->role->conn_closed(n, c);
 }
 
 /* Worker side: queue every answer for the test thread. */
@@ -164,6 +165,7 @@ static void kvt_start(unsigned nworker, const char *mode, uint64_t part)
 	pthread_cond_init(&kvt.cond, &ca);
 	pthread_condattr_destroy(&ca);
 	kvt_node_init(nworker, mode, part);
+	kvt.node.role = &psd_kvs_role;
 	CHECK_EQ(psd_kvs_attach(&kvt.node), 0);
 	CHECK_EQ(psd_van_create(&o, &scb, &kvt.srv_van), 0);
 	kvt.node.van = kvt.srv_van;
@@ -189,7 +191,7 @@ static void kvt_stop(void)
 		psd_conn_put(kvt.w[r].conn);
 	psd_van_destroy(kvt.wrk_van);
 	psd_van_destroy(kvt.srv_van);
-	kvt.node.app->destroy(&kvt.node);
+	kvt.node.role->detach(&kvt.node);
 	for (r = 0; r < kvt.nworker; r++)
 		for (i = 0; i < kvt.w[r].got; i++)
 			free(kvt.w[r].q[i].data);
@@ -571,7 +573,7 @@ static void test_kv_server_bad_chunk_refused(void)
 	cfg.epoch = 1;
 	cfg.partition_bytes = 8;
 	cfg.apply_from_step = 10;
-	kvt.node.app->config(&kvt.node, &cfg);
+	kvt.node.role->on_config(&kvt.node, &cfg);
 
 	h = kvt_req(PSD_MSG_PUSH, PSCHED_F32, 2, 16, 2);
 	h.part = 8;
@@ -661,7 +663,7 @@ static void test_kv_server_sgd_once_per_step(void)
 	kvt_start(2, "sync", 8);
 	psched_optimizer_init(&opt);
 	opt.learning_rate = 0.5;
-	CHECK_EQ(kvt.node.app->command(&kvt.node, 0, &opt), 0);
+	CHECK_EQ(psd_kvs_command(&kvt.node, 0, &opt), 0);
 	h.flags = PSD_F_HAS_VALUE;
 	kvt_send(0, h, w0);
 	kvt_expect(0, PSD_MSG_PUSH_ACK, 0);

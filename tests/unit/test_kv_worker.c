@@ -172,7 +172,7 @@ static int tk_w_rx_header(void *arg, struct psd_conn *c,
 {
 	struct psched_node *n = arg;
 
-	return n->app->rx_header(n, c, h, dst);
+	return n->role->rx_header(n, c, h, dst);
 }
 
 static void tk_w_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
@@ -180,7 +180,7 @@ static void tk_w_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 {
 	struct psched_node *n = arg;
 
-	n->app->rx_data(n, c, h, payload);
+	n->role->rx_data(n, c, h, payload);
 }
 
 static void tk_w_closed(void *arg, struct psd_conn *c, int err)
@@ -197,8 +197,8 @@ static void tk_w_closed(void *arg, struct psd_conn *c, int err)
 		p->dead = true;
 	pthread_mutex_unlock(&n->lock);
 	if (!down)
-		n->app->peer_failed(n, p, PSCHED_ENODEDEAD,
-				    "connection closed");
+		n->role->peer_failed(n, p, PSCHED_ENODEDEAD,
+				     "connection closed");
 }
 
 /* ---- set-up, tear-down, waits ---- */
@@ -562,7 +562,7 @@ static void tk_config(struct tk_ctx *t, int phase, uint32_t epoch,
 	m.epoch = epoch;
 	m.partition_bytes = part;
 	m.apply_from_step = from;
-	t->n->app->config(t->n, &m);
+	t->n->role->on_config(t->n, &m);
 }
 
 /* Messages of @key at @step in @fs's log. */
