@@ -121,7 +121,6 @@ int psd_node_create(const struct psched_cfg *cfg,
 	else if (cfg->verbose == 1)
 		psd_log_level = PSD_LOG_INFO;
 	psd_log_set_who(psched_role_name(cfg->role));
-	psd_job_token_set(cfg);
 	ret = node_pick_transport(n);
 	if (ret)
 		goto err_free;

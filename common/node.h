@@ -139,11 +139,6 @@ int psd_node_send_sched(struct psched_node *n, const Psched__Control *msg);
 /* Hash of @cfg's job token (PS_JOB_TOKEN, --job-token; 0 when unset):
  * the shared secret of a job. */
 uint64_t psd_cfg_job_token(const struct psched_cfg *cfg);
-/* psd_job_token(): the hash for the last node psched_node_create() made
- * in this process (set there by psd_job_token_set()).  Kept for callers
- * without the cfg at hand; prefer psd_cfg_job_token(&n->cfg). */
-void psd_job_token_set(const struct psched_cfg *cfg);
-uint64_t psd_job_token(void);
 
 /* Node-side (server, worker) start and stop. */
 int psd_po_start(struct psched_node *n);

@@ -15,9 +15,6 @@
 
 #include "node.h"
 
-/* The token of the last node created in this process (see node.h). */
-static _Atomic uint64_t po_job_token;
-
 uint64_t psd_cfg_job_token(const struct psched_cfg *cfg)
 {
 	const char *s = cfg->job_token;
@@ -28,16 +25,6 @@ uint64_t psd_cfg_job_token(const struct psched_cfg *cfg)
 	for (; *s; s++)
 		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
 	return h ? h : 1;
-}
-
-void psd_job_token_set(const struct psched_cfg *cfg)
-{
-	atomic_store(&po_job_token, psd_cfg_job_token(cfg));
-}
-
-uint64_t psd_job_token(void)
-{
-	return atomic_load(&po_job_token);
 }
 
 struct psd_peer *psd_node_peer(struct psched_node *n, int id)

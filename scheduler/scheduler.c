@@ -257,10 +257,11 @@ static const char *sched_check_reg(struct psched_node *n, struct psd_conn *c,
 			 n->num_worker);
 		return buf;
 	}
-	if (psd_job_token() && r->token != psd_job_token())
+	if (psd_cfg_job_token(&n->cfg) &&
+	    r->token != psd_cfg_job_token(&n->cfg))
 		return "wrong or missing PS_JOB_TOKEN";
-	if (!r->transport ||
-	    (strcmp(r->transport, "tcp") && strcmp(r->transport, "rdma"))) {
+	if (!r->transport || !strcmp(r->transport, "auto") ||
+	    !psd_transport_find(r->transport)) {
 		snprintf(buf, len, "%s at %s registered without a transport",
 			 psched_role_name((enum psched_role)r->node->role),
 			 c->peer);
@@ -545,7 +546,7 @@ static int sched_alloc(struct psched_node *n)
 			return ret;
 	}
 	s->start_ms = psd_now_ms();
-	s->token = psd_job_token();
+	s->token = psd_cfg_job_token(&n->cfg);
 	if (!s->token &&
 	    getrandom(&s->token, sizeof(s->token), 0) != sizeof(s->token))
 		s->token = psd_now_us() ^ ((uint64_t)getpid() << 32);
@@ -564,6 +565,7 @@ int psd_sched_attach(struct psched_node *n)
 static int sched_start(struct psched_node *n)
 {
 	struct psd_van_opts vo = { .ops = n->ops,
+				   .cfg = &n->cfg,
 				   .max_tensor = n->cfg.max_tensor_bytes,
 				   .send_timeout_ms =
 					   n->cfg.heartbeat_timeout_ms };
