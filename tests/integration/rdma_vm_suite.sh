@@ -22,7 +22,9 @@ part() { # name command...
 echo "== rdma device: $(ibv_devices 2>/dev/null | awk 'NR>2{print $1}' | tr '\n' ' ')addr $RDMA_VM_ADDR"
 for b in "$BUILD" ${PS_TEST_RDMA_ASAN_BUILD:-build-asan}; do
 	[ -x "$b/tests/transport/test_transport" ] || { echo "(no $b tree)"; continue; }
-	part "$b: transport conformance (rdma)" "$b/tests/transport/test_transport"
+	for t in "$b"/tests/transport/test_*; do
+		part "$b: transport conformance $(basename "$t") (rdma)" "$t"
+	done
 	part "$b: cluster (PS_TRANSPORT=rdma)" env BUILD="$b" PS_TRANSPORT=rdma \
 		bash tests/integration/test_cluster.sh
 	part "$b: transport choice (auto picks rdma)" env BUILD="$b" \
