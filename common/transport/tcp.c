@@ -71,6 +71,18 @@ static int tcp_sock_opts(int fd, const struct psd_transport_knobs *k)
 	return 0;
 }
 
+/* A non-blocking TCP socket for @addr, resolved into @sin; fd or -errno. */
+static int tcp_socket(const struct psd_addr *addr, struct sockaddr_in *sin)
+{
+	int ret = psd_addr_resolve(addr, sin);
+	int fd;
+
+	if (ret)
+		return ret;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	return fd < 0 ? psd_neg_errno() : fd;
+}
+
 static int tcp_listen(struct psd_listener *l, const struct psd_addr *addr)
 {
 	struct sockaddr_in sin;
@@ -78,12 +90,9 @@ static int tcp_listen(struct psd_listener *l, const struct psd_addr *addr)
 	int one = 1;
 	int ret, fd;
 
-	ret = psd_addr_resolve(addr, &sin);
-	if (ret)
-		return ret;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = tcp_socket(addr, &sin);
 	if (fd < 0)
-		return psd_neg_errno();
+		return fd;
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(fd, (struct sockaddr *)&sin, sizeof(sin)) ||
 	    listen(fd, 1024)) {
@@ -162,12 +171,9 @@ static int tcp_connect(struct psd_conn *c, const struct psd_addr *addr,
 	socklen_t len = sizeof(int);
 	int fd, ret, soerr = 0;
 
-	ret = psd_addr_resolve(addr, &sin);
-	if (ret)
-		return ret;
-	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	fd = tcp_socket(addr, &sin);
 	if (fd < 0)
-		return psd_neg_errno();
+		return fd;
 	if (connect(fd, (struct sockaddr *)&sin, sizeof(sin)) &&
 	    errno != EINPROGRESS) {
 		ret = psd_neg_errno();
