@@ -64,12 +64,13 @@ echo "== psched tests: $BUILD ($SUITE)"
 for bin in "$BUILD"/tests/unit/test_*; do
 	[ -x "$bin" ] && [ -f "$bin" ] && run_tap "$bin"
 done
-# The transport conformance suite, once per transport (loop is in-process;
+# The transport conformance suite, once per transport (loop is in-process,
+# shm links processes of one host;
 # rdma skips without
 # a device; test_rdma_vm.sh runs it in a soft-RoCE VM).
 for bin in "$BUILD"/tests/transport/test_*; do
 	[ -x "$bin" ] && [ -f "$bin" ] || continue
-	for t in tcp loop rdma; do PS_TEST_TRANSPORT=$t run_tap "$bin" "$t"; done
+	for t in tcp loop shm rdma; do PS_TEST_TRANSPORT=$t run_tap "$bin" "$t"; done
 done
 for sc in tests/static/test_*.sh tests/ref/test_*.sh tests/integration/test_*.sh; do
 	[ -f "$sc" ] && run_script "$sc"

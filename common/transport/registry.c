@@ -13,6 +13,7 @@
 static const struct psd_transport_ops *const registry_table[] = {
 	&psd_tcp_ops,
 	&psd_loop_ops,
+	&psd_shm_ops,
 	PSD_RDMA_OPS,
 };
 

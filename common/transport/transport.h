@@ -127,14 +127,17 @@ struct psd_transport_ops {
 
 /*
  * The transport registry (registry.c): "tcp", "loop" (in-process, for
- * tests) and "rdma" (when built with libibverbs/librdmacm); NULL for any
- * other name.  psd_transport_at() walks the table: NULL past the end.
+ * tests), "shm" (processes of one host) and "rdma" (when built with
+ * libibverbs/librdmacm); NULL for any other name.  psd_transport_at()
+ * walks the table: NULL past the end.
  */
 const struct psd_transport_ops *psd_transport_find(const char *name);
 const struct psd_transport_ops *psd_transport_at(size_t i);
 extern const struct psd_transport_ops psd_tcp_ops;
 /* In-process connections between vans of one process (loop.c). */
 extern const struct psd_transport_ops psd_loop_ops;
+/* Shared memory between processes of one host (shm.c). */
+extern const struct psd_transport_ops psd_shm_ops;
 #ifdef PSCHED_HAVE_RDMA
 extern const struct psd_transport_ops psd_rdma_ops;
 #define PSD_RDMA_OPS (&psd_rdma_ops)
