@@ -139,8 +139,8 @@ static const struct opt opts[] = {
 	  OFF(transport),
 	  SZ(transport),
 	  "auto",
-	  "auto | tcp | rdma (DMLC_ENABLE_RDMA=1 also selects rdma) | loop "
-	  "(in-process, for tests)" },
+	  "auto | tcp | shm (processes of one host) | rdma (DMLC_ENABLE_RDMA=1 "
+	  "also selects rdma) | loop (in-process, for tests)" },
 	{ "server-mode",
 	  { "PS_SERVER_MODE" },
 	  OPT_STR,
@@ -515,7 +515,7 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 			val = "rdma";
 		if (o->type == OPT_TRANSPORT && strcmp(val, "auto") &&
 		    strcmp(val, "tcp") && strcmp(val, "rdma") &&
-		    strcmp(val, "loop"))
+		    strcmp(val, "loop") && strcmp(val, "shm"))
 			return -EINVAL;
 		if (o->off == OFF(server_mode) && strcmp(val, "sync") &&
 		    strcmp(val, "async"))
