@@ -1027,6 +1027,10 @@ static int shm_rx_cma(struct shm_conn *sc, size_t *budget)
 		*budget = (size_t)r < *budget ? *budget - (size_t)r : 0;
 		return 1;
 	}
+	/* A sender that gave up (closed, killed) while we copied may have
+	 * reused its buffer: what we read is not its message. */
+	if (sc->dst && shm_is_down(sc))
+		return -ECONNRESET;
 	sc->got = sc->hdr.length;
 	shm_rx_ack(sc, SHM_NO_STREAM);
 	shm_rx_deliver(sc);
