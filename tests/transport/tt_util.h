@@ -421,13 +421,15 @@ static inline int tt_send(struct psd_conn *c, uint64_t key, uint64_t step,
 static inline void tt_exchange_one(struct psd_conn *c, struct tt_node *rx,
 				   uint8_t *buf, size_t len, uint64_t key)
 {
-	uint64_t want;
+	uint64_t want, step;
 	int ret;
 
+	/* The receiver's van thread writes both under rx->lock. */
 	pthread_mutex_lock(&rx->lock);
 	want = rx->msgs + 1;
+	step = rx->next_step[key];
 	pthread_mutex_unlock(&rx->lock);
-	ret = tt_send(c, key, rx->next_step[key], buf, len);
+	ret = tt_send(c, key, step, buf, len);
 	if (ret)
 		test_fail_at(__FILE__, __LINE__, "send of %zu bytes: %s (%s)",
 			     len, psched_strerror(ret), psched_errmsg());
