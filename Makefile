@@ -72,7 +72,8 @@ $(shell mkdir -p $(BUILD) && \
 PROTO_C  := $(BUILD)/gen/psched.pb-c.c
 PROTO_H  := $(BUILD)/gen/psched.pb-c.h
 
-LIB_DIRS := common common/transport worker server scheduler app
+LIB_DIRS := common common/transport common/transport/shm worker server scheduler \
+            app
 # The RDMA transport only where rdma-core is (stubs in transport.h else).
 ifeq ($(HAVE_RDMA),1)
 LIB_DIRS += common/transport/rdma

@@ -1,0 +1,493 @@
+// SPDX-License-Identifier: MIT
+/* Shared-memory transport: the send and receive paths and the ops table
+ * (see shm_internal.h). */
+#include "shm_internal.h"
+
+/* ---- send ------------------------------------------------------------- */
+
+/* The peer hung up or we were closed. */
+static bool shm_is_down(struct shm_conn *sc)
+{
+	struct pollfd p = { .fd = sc->sock, .events = POLLRDHUP };
+
+	return atomic_load(&sc->base.closed) || poll(&p, 1, 0) > 0;
+}
+
+/*
+ * Sender: sleep until the consumer frees space or acknowledges, the
+ * connection goes down, or @deadline_ms.  The caller re-checks its
+ * condition after each return 0 (the eventfd is cleared here, before).
+ */
+static int shm_tx_wait(struct shm_conn *sc, uint64_t deadline_ms)
+{
+	struct pollfd p[2] = { { .fd = sc->tx.space_fd, .events = POLLIN },
+			       { .fd = sc->sock, .events = POLLRDHUP } };
+	uint64_t now = psd_now_ms();
+	int ret;
+
+	if (atomic_load(&sc->base.closed))
+		return -ECONNRESET;
+	if (now >= deadline_ms)
+		return -ETIMEDOUT;
+	ret = poll(p, 2, (int)(deadline_ms - now));
+	if (ret < 0)
+		return errno == EINTR ? 0 : psd_neg_errno();
+	if (p[1].revents)
+		return -ECONNRESET;
+	if (p[0].revents)
+		shm_evfd_clear(sc->tx.space_fd);
+	return 0;
+}
+
+/* Free bytes in our tx ring, or -EPROTO for a corrupt consumer tail. */
+static int64_t shm_tx_room(struct shm_conn *sc)
+{
+	uint64_t tail =
+		atomic_load_explicit(&sc->tx.ctl->tail, memory_order_acquire);
+	uint64_t used = sc->tx_head - tail;
+
+	if (used > SHM_RING_SIZE)
+		return -EPROTO;
+	return (int64_t)(SHM_RING_SIZE - used);
+}
+
+static void shm_ring_put(uint8_t *ring, uint64_t pos, const void *src,
+			 size_t len)
+{
+	size_t off = (size_t)(pos & (SHM_RING_SIZE - 1));
+	size_t n = SHM_RING_SIZE - off < len ? SHM_RING_SIZE - off : len;
+
+	memcpy(ring + off, src, n);
+	memcpy(ring, (const uint8_t *)src + n, len - n);
+}
+
+static void shm_ring_get(const uint8_t *ring, uint64_t pos, void *dst,
+			 size_t len)
+{
+	size_t off = (size_t)(pos & (SHM_RING_SIZE - 1));
+	size_t n = SHM_RING_SIZE - off < len ? SHM_RING_SIZE - off : len;
+
+	memcpy(dst, ring + off, n);
+	memcpy((uint8_t *)dst + n, ring, len - n);
+}
+
+/*
+ * Append @len bytes to the tx ring and wake the consumer.  @whole: all in
+ * one go (frames), else as room appears.  Waits bounded by @timeout_ms
+ * without progress.
+ */
+static int shm_tx_put(struct shm_conn *sc, const uint8_t *src, size_t len,
+		      bool whole, unsigned timeout_ms)
+{
+	uint64_t deadline_ms = psd_now_ms() + timeout_ms;
+	int64_t room;
+	size_t n;
+	int ret;
+
+	while (len) {
+		room = shm_tx_room(sc);
+		if (room < 0)
+			return (int)room;
+		n = (size_t)room < len ? (size_t)room : len;
+		if (!n || (whole && n < len)) {
+			ret = shm_tx_wait(sc, deadline_ms);
+			if (ret)
+				return ret;
+			continue;
+		}
+		shm_ring_put(sc->tx.data, sc->tx_head, src, n);
+		sc->tx_head += n;
+		shm_local_release(sc);
+		atomic_store_explicit(&sc->tx.ctl->head, sc->tx_head,
+				      memory_order_release);
+		shm_evfd_signal(sc->tx.data_fd);
+		src += n;
+		len -= n;
+		deadline_ms = psd_now_ms() + timeout_ms;
+	}
+	return 0;
+}
+
+/* Stream the payload from byte @from on through the ring. */
+static int shm_tx_stream(struct shm_conn *sc, const struct iovec *iov, int niov,
+			 uint64_t from, unsigned timeout_ms)
+{
+	size_t len;
+	int i, ret;
+
+	for (i = 0; i < niov; i++) {
+		len = iov[i].iov_len;
+		if (from >= len) {
+			from -= len;
+			continue;
+		}
+		ret = shm_tx_put(sc, (const uint8_t *)iov[i].iov_base + from,
+				 len - (size_t)from, false, timeout_ms);
+		if (ret)
+			return ret;
+		from = 0;
+	}
+	return 0;
+}
+
+/* Wait until the consumer acknowledged our last CMA message; *@from: where
+ * to stream the payload from if it could not read it (SHM_NO_STREAM). */
+static int shm_tx_wait_ack(struct shm_conn *sc, unsigned timeout_ms,
+			   uint64_t *from)
+{
+	uint64_t deadline_ms = psd_now_ms() + timeout_ms;
+	uint64_t acked;
+	int ret;
+
+	for (;;) {
+		acked = atomic_load_explicit(&sc->tx.ctl->acked,
+					     memory_order_acquire);
+		shm_local_acquire(sc);
+		if (acked == sc->cma_sent)
+			break;
+		if (acked > sc->cma_sent)
+			return -EPROTO;
+		ret = shm_tx_wait(sc, deadline_ms);
+		if (ret)
+			return ret;
+	}
+	*from = atomic_load_explicit(&sc->tx.ctl->stream_from,
+				     memory_order_relaxed);
+	return 0;
+}
+
+static int shm_send(struct psd_conn *c, const struct psd_hdr *h,
+		    const struct iovec *iov, int niov, unsigned timeout_ms)
+{
+	struct shm_conn *sc = to_shm(c);
+	uint8_t buf[sizeof(struct shm_frame) +
+		    SHM_MAX_IOV * sizeof(struct shm_riov)];
+	struct shm_frame fr = { .mode = SHM_INLINE };
+	struct shm_riov rv;
+	uint64_t from = SHM_NO_STREAM;
+	int i, ret;
+
+	if (niov > SHM_MAX_IOV)
+		return -EINVAL;
+	psd_hdr_encode(h, fr.hdr);
+	if (h->length >= SHM_CMA_MIN && atomic_load(&sc->tx.ctl->cma_ok))
+		fr.mode = SHM_CMA;
+	for (i = 0; i < niov && fr.mode == SHM_CMA; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		rv.base = (uint64_t)(uintptr_t)iov[i].iov_base;
+		rv.len = iov[i].iov_len;
+		memcpy(buf + sizeof(fr) + fr.niov++ * sizeof(rv), &rv,
+		       sizeof(rv));
+	}
+	memcpy(buf, &fr, sizeof(fr));
+	ret = shm_tx_put(sc, buf, sizeof(fr) + fr.niov * sizeof(rv), true,
+			 timeout_ms);
+	if (ret)
+		return ret;
+	if (fr.mode == SHM_CMA) {
+		sc->cma_sent++;
+		ret = shm_tx_wait_ack(sc, timeout_ms, &from);
+		if (ret || from == SHM_NO_STREAM)
+			return ret;
+	} else {
+		from = 0;
+	}
+	return shm_tx_stream(sc, iov, niov, from, timeout_ms);
+}
+
+/* ---- receive ---------------------------------------------------------- */
+
+/* Bytes posted in our rx ring, or -EPROTO for a corrupt producer head. */
+static int64_t shm_rx_avail(struct shm_conn *sc)
+{
+	uint64_t head =
+		atomic_load_explicit(&sc->rx.ctl->head, memory_order_acquire);
+	uint64_t n = head - sc->rx_tail;
+
+	if (n > SHM_RING_SIZE) {
+		psd_err("dropping connection from %s: ring head corrupt",
+			sc->base.peer);
+		return -EPROTO;
+	}
+	return (int64_t)n;
+}
+
+static void shm_rx_consume(struct shm_conn *sc, size_t n)
+{
+	sc->rx_tail += n;
+	shm_local_release(sc);
+	atomic_store_explicit(&sc->rx.ctl->tail, sc->rx_tail,
+			      memory_order_release);
+}
+
+/* Check a CMA frame's table against the header. */
+static int shm_rx_check_table(struct shm_conn *sc)
+{
+	uint64_t sum = 0;
+	uint32_t i;
+
+	for (i = 0; i < sc->niov; i++) {
+		if (sc->riov[i].len > UINT64_MAX - sum)
+			return -EPROTO;
+		sum += sc->riov[i].len;
+	}
+	return sum == sc->hdr.length && sum >= SHM_CMA_MIN ? 0 : -EPROTO;
+}
+
+/* Parse a frame at the ring's tail; 1 when one was taken, 0 when none is
+ * complete yet. */
+static int shm_rx_frame(struct shm_conn *sc, struct shm_frame *fr)
+{
+	int64_t avail = shm_rx_avail(sc);
+	size_t tlen;
+
+	if (avail < (int64_t)sizeof(*fr))
+		return avail < 0 ? (int)avail : 0;
+	shm_ring_get(sc->rx.data, sc->rx_tail, fr, sizeof(*fr));
+	if ((fr->mode != SHM_INLINE && fr->mode != SHM_CMA) ||
+	    (fr->mode == SHM_INLINE && fr->niov) || fr->niov > SHM_MAX_IOV) {
+		psd_err("dropping connection from %s: bad frame (mode %u, "
+			"%u iovecs)",
+			sc->base.peer, fr->mode, fr->niov);
+		return -EPROTO;
+	}
+	tlen = fr->niov * sizeof(struct shm_riov);
+	if ((uint64_t)avail < sizeof(*fr) + tlen)
+		return 0; /* frames are posted whole: a broken peer */
+	shm_ring_get(sc->rx.data, sc->rx_tail + sizeof(*fr), sc->riov, tlen);
+	shm_rx_consume(sc, sizeof(*fr) + tlen);
+	sc->mode = fr->mode;
+	sc->niov = fr->niov;
+	return 1;
+}
+
+/* A frame: validate its header and ask the van where the payload goes. */
+static int shm_rx_header(struct shm_conn *sc)
+{
+	struct shm_frame fr;
+	const char *why;
+	void *dst = NULL;
+	int ret;
+
+	ret = shm_rx_frame(sc, &fr);
+	if (ret <= 0)
+		return ret;
+	ret = psd_hdr_decode(fr.hdr, psd_van_max_tensor(&sc->base), &sc->hdr,
+			     &why);
+	if (!ret && sc->mode == SHM_CMA && shm_rx_check_table(sc)) {
+		why = "iovec table does not match the length";
+		ret = -EPROTO;
+	}
+	if (ret) {
+		psd_err("dropping connection from %s: malformed header: %s",
+			sc->base.peer, why);
+		return -EPROTO;
+	}
+	ret = psd_van_rx_header(&sc->base, &sc->hdr, &dst);
+	if (ret < 0)
+		return ret;
+	sc->dst = dst;
+	sc->got = 0;
+	sc->in_payload = true;
+	return 1;
+}
+
+static void shm_rx_deliver(struct shm_conn *sc)
+{
+	sc->in_payload = false;
+	psd_van_rx_msg(&sc->base, &sc->hdr, sc->dst);
+}
+
+/* Inline payload bytes from the ring; 1 progress, 0 ring empty, -EAGAIN
+ * budget spent. */
+static int shm_rx_inline(struct shm_conn *sc, size_t *budget)
+{
+	int64_t avail;
+	uint64_t n;
+
+	if (sc->got == sc->hdr.length) {
+		shm_rx_deliver(sc);
+		return 1;
+	}
+	avail = shm_rx_avail(sc);
+	if (avail <= 0)
+		return (int)avail;
+	if (!*budget)
+		return -EAGAIN;
+	n = sc->hdr.length - sc->got;
+	n = n < (uint64_t)avail ? n : (uint64_t)avail;
+	n = n < *budget ? n : *budget;
+	if (sc->dst)
+		shm_ring_get(sc->rx.data, sc->rx_tail, sc->dst + sc->got,
+			     (size_t)n);
+	shm_rx_consume(sc, (size_t)n);
+	sc->got += n;
+	*budget -= (size_t)n;
+	return 1;
+}
+
+/* Read @len payload bytes from offset sc->got out of the sender's
+ * memory; bytes read or -errno. */
+static ssize_t shm_cma_read(struct shm_conn *sc, size_t len)
+{
+	struct iovec lv = { .iov_base = sc->dst + sc->got, .iov_len = len };
+	struct iovec rv[SHM_MAX_IOV];
+	uint64_t skip = sc->got;
+	uint32_t i;
+	int n = 0;
+	ssize_t r;
+
+	for (i = 0; i < sc->niov && len; i++) {
+		if (skip >= sc->riov[i].len) {
+			skip -= sc->riov[i].len;
+			continue;
+		}
+		rv[n].iov_base = (void *)(uintptr_t)(sc->riov[i].base + skip);
+		rv[n].iov_len = (size_t)(sc->riov[i].len - skip);
+		if (rv[n].iov_len > len)
+			rv[n].iov_len = len;
+		len -= rv[n++].iov_len;
+		skip = 0;
+	}
+	r = process_vm_readv(sc->peer_pid, &lv, 1, rv, (unsigned long)n, 0);
+	if (r < 0)
+		return psd_neg_errno();
+	return r ? r : -EFAULT;
+}
+
+/* Tell the sender its CMA message is done (@from SHM_NO_STREAM) or that
+ * it must stream the payload from byte @from on. */
+static void shm_rx_ack(struct shm_conn *sc, uint64_t from)
+{
+	atomic_store_explicit(&sc->rx.ctl->stream_from, from,
+			      memory_order_relaxed);
+	shm_local_release(sc);
+	atomic_store_explicit(&sc->rx.ctl->acked, ++sc->cma_done,
+			      memory_order_release);
+	shm_evfd_signal(sc->rx.space_fd);
+}
+
+/* CMA payload: copy a piece, or finish; 1 progress, -EAGAIN budget. */
+static int shm_rx_cma(struct shm_conn *sc, size_t *budget)
+{
+	uint64_t n = sc->hdr.length - sc->got;
+	ssize_t r;
+
+	if (n && sc->dst) {
+		if (!*budget)
+			return -EAGAIN;
+		n = n < SHM_CMA_CHUNK ? n : SHM_CMA_CHUNK;
+		r = shm_cma_read(sc, (size_t)n);
+		if (r == -EPERM) {
+			/* Refused now (it worked at connect): ring mode. */
+			psd_shm_cma_warn(sc->peer_pid, (int)r);
+			atomic_store(&sc->rx.ctl->cma_ok, 0);
+			sc->mode = SHM_INLINE;
+			shm_rx_ack(sc, sc->got);
+			return 1;
+		}
+		if (r < 0) {
+			psd_warn("shm: reading a %llu-byte message from %s "
+				 "failed: %s; dropping the connection",
+				 (unsigned long long)sc->hdr.length,
+				 sc->base.peer, strerror((int)-r));
+			return -ECONNRESET; /* the sender is gone */
+		}
+		sc->got += (uint64_t)r;
+		*budget = (size_t)r < *budget ? *budget - (size_t)r : 0;
+		return 1;
+	}
+	/* A sender that gave up (closed, killed) while we copied may have
+	 * reused its buffer: what we read is not its message. */
+	if (sc->dst && shm_is_down(sc))
+		return -ECONNRESET;
+	sc->got = sc->hdr.length;
+	shm_rx_ack(sc, SHM_NO_STREAM);
+	shm_rx_deliver(sc);
+	return 1;
+}
+
+static int shm_rx_step(struct shm_conn *sc, size_t *budget)
+{
+	if (!sc->in_payload)
+		return shm_rx_header(sc);
+	if (sc->mode == SHM_CMA)
+		return shm_rx_cma(sc, budget);
+	return shm_rx_inline(sc, budget);
+}
+
+static int shm_progress(struct psd_conn *c)
+{
+	struct shm_conn *sc = to_shm(c);
+	size_t budget = SHM_RX_BUDGET;
+	uint64_t tail0 = sc->rx_tail;
+	int ret;
+
+	shm_evfd_clear(sc->rx.data_fd);
+	for (;;) {
+		if (atomic_load(&c->closed)) {
+			ret = -ECONNRESET;
+			break;
+		}
+		ret = shm_rx_step(sc, &budget);
+		if (ret > 0)
+			continue;
+		if (ret == -EAGAIN) {
+			shm_evfd_signal(sc->rx.data_fd); /* more to do */
+			ret = 0;
+			break;
+		}
+		if (ret < 0)
+			break;
+		/* Nothing posted.  Gone peer: drain what it posted before. */
+		if (sc->hup) {
+			ret = -ECONNRESET;
+			break;
+		}
+		if (!shm_is_down(sc))
+			break;
+		sc->hup = true;
+	}
+	if (sc->rx_tail != tail0)
+		shm_evfd_signal(sc->rx.space_fd); /* room for the sender */
+	return ret;
+}
+
+static void shm_close(struct psd_conn *c)
+{
+	struct shm_conn *sc = to_shm(c);
+
+	/* Both vans and a blocked sender see the hang-up. */
+	if (sc->sock >= 0)
+		shutdown(sc->sock, SHUT_RDWR);
+}
+
+static void shm_fini(struct psd_conn *c)
+{
+	struct shm_conn *sc = to_shm(c);
+	int i;
+
+	if (!sc->inited)
+		return;
+	if (sc->map)
+		munmap(sc->map, SHM_MAP_SIZE);
+	sc->map = NULL;
+	shm_close_fd(&c->fd);
+	shm_close_fd(&sc->sock);
+	for (i = 0; i < 4; i++)
+		shm_close_fd(&sc->evfd[i]);
+}
+
+const struct psd_transport_ops psd_shm_ops = {
+	.name = "shm",
+	.conn_size = sizeof(struct shm_conn),
+	.listen = psd_shm_listen,
+	.accept = psd_shm_accept,
+	.listen_close = psd_shm_listen_close,
+	.connect = psd_shm_connect,
+	.send = shm_send,
+	.progress = shm_progress,
+	.close = shm_close,
+	.fini = shm_fini,
+};
