@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ps-bench's shared types and helpers (main.c: options and the worker side;
+/* ps-bench's shared types and helpers (main.c: the worker side; opts.c:
+ * options;
  * launch.c: the local cluster and the table; rawtcp.c: the baseline). */
 #ifndef PSCHED_BENCH_BENCH_H
 #define PSCHED_BENCH_BENCH_H
@@ -10,6 +11,7 @@
 #include "psched.h"
 
 #define MAX_SIZES 16
+#define MAX_RUNS  15
 
 enum bmode {
 	MODE_PUSH,
@@ -28,6 +30,7 @@ struct bopts {
 	unsigned runs;
 	bool csv;
 	bool baseline;
+	bool sync; /* worker under a local launcher: wait for its go */
 	enum psched_dtype dtype;
 	char transport[16];
 	char root_uri[256]; /* local cluster: address the nodes dial */
@@ -56,6 +59,11 @@ double bench_median(double *v, unsigned n);
 unsigned bench_auto_keys(const struct bopts *o, uint64_t size);
 /* Goodput of a plain socket pair with ps-bench's request pattern, Gbit/s. */
 double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk);
+/* Parse ps-bench's own options (after psched_cfg_parse_args() took the
+ * cluster's); on a bad one print what it accepts to stderr, -EINVAL. */
+int bench_parse_opts(int argc, char **argv, struct bopts *o);
+/* --help text. */
+void bench_usage(void);
 /* Start the local cluster, run the workers, print the table. */
 int bench_launch(const struct bopts *o, int argc, char **argv);
 
