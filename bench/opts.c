@@ -172,6 +172,9 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'c':
 		o->csv = true;
 		return 0;
+	case 'j':
+		o->json = true;
+		return 0;
 	default: /* getopt has said what is wrong */
 		return -EINVAL;
 	}
@@ -191,6 +194,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "dtype", required_argument, NULL, 'd' },
 		{ "no-baseline", no_argument, NULL, 'B' },
 		{ "csv", no_argument, NULL, 'c' },
+		{ "json", no_argument, NULL, 'j' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = "4K,64K,1M,16M,64M";
@@ -205,6 +209,10 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 	if (optind < argc) {
 		fprintf(stderr, "ps-bench: unexpected argument '%s'\n",
 			argv[optind]);
+		return -EINVAL;
+	}
+	if (o->csv && o->json) {
+		fprintf(stderr, "ps-bench: --csv and --json: pick one\n");
 		return -EINVAL;
 	}
 	ret = parse_sizes(sizes, o);
@@ -230,14 +238,12 @@ void bench_usage(void)
 	       "above 1 MiB) [0]\n"
 	       "  --dtype T       f32 (servers sum) | raw (servers store) "
 	       "[f32]\n"
-	       "  --no-baseline   skip the raw TCP baseline\n"
-	       "  --csv           CSV instead of the table\n\n"
-	       "Goodput = payload bytes of every key once per iteration / "
-	       "time (pushpull moves\nthem twice but counts them once), "
-	       "summed over workers.  RawTCP is one plain\nsocket pair in "
-	       "this run with the same pattern (N bytes one way, N bytes or "
-	       "an ack\nback, K requests outstanding); ratio = Goodput / "
-	       "RawTCP.\nExit status: 0 done, 1 a run failed, 2 bad "
-	       "arguments.\n\n");
+	       "  --no-baseline   skip the TCPmax and RawTCP baselines\n"
+	       "  --csv           CSV instead of the table\n"
+	       "  --json          one JSON object instead of the table\n\n"
+	       "%s\n"
+	       "Progress goes to stderr when it is a terminal.  Exit status: "
+	       "0 done, 1 a run\nfailed, 2 bad arguments.\n\n",
+	       bench_legend);
 	psched_cfg_usage(stdout);
 }
