@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ps-bench's shared types and helpers (main.c: options and the worker side;
+/* ps-bench's shared types and helpers (main.c: the worker side; opts.c:
+ * options;
  * launch.c: the local cluster and the table; rawtcp.c: the baseline). */
 #ifndef PSCHED_BENCH_BENCH_H
 #define PSCHED_BENCH_BENCH_H
@@ -10,6 +11,7 @@
 #include "psched.h"
 
 #define MAX_SIZES 16
+#define MAX_RUNS  15
 
 enum bmode {
 	MODE_PUSH,
@@ -27,7 +29,9 @@ struct bopts {
 	unsigned keys; /* per server; 0 = auto */
 	unsigned runs;
 	bool csv;
+	bool json;
 	bool baseline;
+	bool sync; /* worker under a local launcher: wait for its go */
 	enum psched_dtype dtype;
 	char transport[16];
 	char root_uri[256]; /* local cluster: address the nodes dial */
@@ -40,10 +44,20 @@ struct bresult {
 	double reqs;	 /* requests per second, median */
 	double p50, p99; /* microseconds */
 	uint64_t iters;
-	double raw_gbps;
+	double raw_gbps;    /* median; 0 = not measured */
+	double tcpmax_gbps; /* median of the per-round best */
+	double ratio;	    /* median of per-round goodput / TCPmax */
+	double vs_raw;	    /* median of per-round goodput / RawTCP */
+	unsigned streams;   /* TCPmax streams that won most rounds */
+	/* Per round, filled by the launcher. */
+	double good_r[MAX_RUNS], raw_r[MAX_RUNS], max_r[MAX_RUNS];
+	unsigned streams_r[MAX_RUNS];
 };
 
 extern const char *const bench_mode_names[];
+/* What Goodput, TCPmax, RawTCP and the ratios mean (--help, under the
+ * table). */
+extern const char bench_legend[];
 
 /* CLOCK_MONOTONIC in seconds. */
 double bench_now_s(void);
@@ -54,8 +68,25 @@ double bench_median(double *v, unsigned n);
 /* Keys per iteration for @size: --keys per server, or 40 (fewer above 1 MiB).
  */
 unsigned bench_auto_keys(const struct bopts *o, uint64_t size);
-/* Goodput of a plain socket pair with ps-bench's request pattern, Gbit/s. */
+/* Goodput of a plain socket pair with ps-bench's request pattern, Gbit/s:
+ * one window of o->seconds after 2 warm-up iterations; 0 on failure. */
 double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk);
+/* Parse ps-bench's own options (after psched_cfg_parse_args() took the
+ * cluster's); on a bad one print what it accepts to stderr, -EINVAL. */
+int bench_parse_opts(int argc, char **argv, struct bopts *o);
+/* --help text. */
+void bench_usage(void);
+/*
+ * Gbit/s of plain TCP moving @bytes per iteration (payload counted once, as
+ * Goodput) over @streams parallel loopback connections with large writes,
+ * one window of o->seconds after 2 warm-up iterations; 0 on failure.
+ */
+double bench_tcp_max(const struct bopts *o, uint64_t bytes, unsigned streams);
+/* Print @res as the table (with the legend), CSV or JSON. */
+void bench_report(const struct bopts *o, const struct bresult *res,
+		  double rss_mib);
+/* Print @text's lines, each after @prefix. */
+void bench_print_prefixed(const char *prefix, const char *text);
 /* Start the local cluster, run the workers, print the table. */
 int bench_launch(const struct bopts *o, int argc, char **argv);
 

@@ -2,6 +2,7 @@
 /* ps-bench's launcher: fork+exec a local cluster, collect the workers'
  * results, print the table. */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -24,7 +25,9 @@
 
 struct child {
 	pid_t pid;
-	int out; /* stdout pipe, -1 none */
+	int out;  /* stdout pipe, -1 none */
+	int in;	  /* workers: stdin pipe (the go of each window), else -1 */
+	FILE *fp; /* @out as lines */
 	const char *what;
 	struct rusage ru;
 	int status;
@@ -32,43 +35,72 @@ struct child {
 
 static char self_dir[512];
 
+/* Set in the child: where the cluster is, and (workers) the launcher's go
+ * on stdin before each window. */
+static void spawn_env(const char *role, unsigned port, const struct bopts *o)
+{
+	char num[32];
+
+	setenv("DMLC_ROLE", role, 1);
+	/* RDMA needs an address of an RDMA netdev, not loopback:
+	 * --root-uri / DMLC_PS_ROOT_URI picks it. */
+	setenv("DMLC_PS_ROOT_URI", o->root_uri, 1);
+	snprintf(num, sizeof(num), "%u", port);
+	setenv("DMLC_PS_ROOT_PORT", num, 1);
+	snprintf(num, sizeof(num), "%u", o->servers);
+	setenv("DMLC_NUM_SERVER", num, 1);
+	snprintf(num, sizeof(num), "%u", o->workers);
+	setenv("DMLC_NUM_WORKER", num, 1);
+	if (o->transport[0])
+		setenv("PS_TRANSPORT", o->transport, 1);
+	if (!strcmp(role, "worker"))
+		setenv("PS_BENCH_SYNC", "1", 1);
+	signal(SIGPIPE, SIG_DFL); /* the launcher ignores it */
+}
+
 static int spawn(struct child *c, const char *prog, char **argv,
 		 const char *role, unsigned port, const struct bopts *o)
 {
-	char path[600], num[32];
-	int pfd[2] = { -1, -1 };
+	bool worker = !strcmp(role, "worker");
+	int pfd[2] = { -1, -1 }, ifd[2] = { -1, -1 };
+	char path[600];
 
+	c->in = -1;
 	snprintf(path, sizeof(path), "%s/%s", self_dir, prog);
 	if (pipe(pfd))
+		return -1;
+	if (worker && pipe(ifd))
 		return -1;
 	c->pid = fork();
 	if (c->pid < 0)
 		return -1;
 	if (c->pid == 0) {
 		dup2(pfd[1], STDOUT_FILENO);
+		if (worker)
+			dup2(ifd[0], STDIN_FILENO);
 		close(pfd[0]);
 		close(pfd[1]);
-		setenv("DMLC_ROLE", role, 1);
-		/* RDMA needs an address of an RDMA netdev, not loopback:
-		 * --root-uri / DMLC_PS_ROOT_URI picks it. */
-		setenv("DMLC_PS_ROOT_URI", o->root_uri, 1);
-		snprintf(num, sizeof(num), "%u", port);
-		setenv("DMLC_PS_ROOT_PORT", num, 1);
-		snprintf(num, sizeof(num), "%u", o->servers);
-		setenv("DMLC_NUM_SERVER", num, 1);
-		snprintf(num, sizeof(num), "%u", o->workers);
-		setenv("DMLC_NUM_WORKER", num, 1);
-		if (o->transport[0])
-			setenv("PS_TRANSPORT", o->transport, 1);
+		if (worker) {
+			close(ifd[0]);
+			close(ifd[1]);
+		}
+		spawn_env(role, port, o);
 		execv(path, argv);
 		fprintf(stderr, "ps-bench: cannot run %s: %s\n", path,
 			strerror(errno));
 		_exit(127);
 	}
 	close(pfd[1]);
+	if (worker) {
+		close(ifd[0]);
+		c->in = ifd[1];
+		fcntl(c->in, F_SETFD, FD_CLOEXEC);
+	}
+	fcntl(pfd[0], F_SETFD, FD_CLOEXEC);
 	c->out = pfd[0];
+	c->fp = fdopen(pfd[0], "r");
 	c->what = prog;
-	return 0;
+	return c->fp ? 0 : -1;
 }
 
 static void reap(struct child *c)
@@ -109,76 +141,155 @@ static unsigned read_port(int fd)
 	return p ? (unsigned)atoi(p + 13) : 0;
 }
 
-/* Read a worker's RESULT lines; fold them into @res (sum goodput, max
- * latency). */
-static void collect(int fd, const struct bopts *o, struct bresult *res)
+/* Fold a worker's RESULT line into @res (sum goodput, max latency). */
+static void fold_result(const char *line, const struct bopts *o,
+			struct bresult *res)
 {
-	static char buf[1 << 16];
-	size_t got = 0;
-	ssize_t n;
-	char *line, *save = NULL;
-	unsigned si = 0;
+	unsigned long long size, iters;
+	unsigned keys, si;
+	double gbps, reqs, p50, p99;
 
-	while (got < sizeof(buf) - 1 &&
-	       (n = read(fd, buf + got, sizeof(buf) - 1 - got)) > 0)
-		got += (size_t)n;
-	buf[got] = '\0';
-	for (line = strtok_r(buf, "\n", &save); line && si < o->nsizes;
-	     line = strtok_r(NULL, "\n", &save)) {
-		unsigned long long size, iters;
-		unsigned keys;
-		double gbps, reqs, p50, p99;
-
-		if (sscanf(line, "RESULT %llu %u %llu %lf %lf %lf %lf", &size,
-			   &keys, &iters, &gbps, &reqs, &p50, &p99) != 7)
-			continue;
-		res[si].size = size;
-		res[si].keys = keys;
-		res[si].iters += iters;
-		res[si].gbps += gbps;
-		res[si].reqs += reqs;
-		if (p50 > res[si].p50)
-			res[si].p50 = p50;
-		if (p99 > res[si].p99)
-			res[si].p99 = p99;
-		si++;
-	}
+	if (sscanf(line, "RESULT %llu %u %llu %lf %lf %lf %lf", &size, &keys,
+		   &iters, &gbps, &reqs, &p50, &p99) != 7)
+		return;
+	for (si = 0; si < o->nsizes && o->sizes[si] != size; si++)
+		;
+	if (si == o->nsizes)
+		return;
+	res[si].size = size;
+	res[si].keys = keys;
+	res[si].iters += iters;
+	res[si].gbps += gbps;
+	res[si].reqs += reqs;
+	if (p50 > res[si].p50)
+		res[si].p50 = p50;
+	if (p99 > res[si].p99)
+		res[si].p99 = p99;
 }
 
-static void print_table(const struct bopts *o, const struct bresult *res,
-			const struct child *servers)
+/*
+ * Read @c's lines up to "@tag @si @r" (its number after that in *@val),
+ * folding RESULT lines into @res on the way; with @tag NULL, up to EOF.
+ * -EPIPE when the worker's output ends first.
+ */
+static int wait_line(struct child *c, const char *tag, unsigned si, unsigned r,
+		     const struct bopts *o, struct bresult *res, double *val)
 {
-	uint64_t stored = 0;
-	long rss = 0;
-	unsigned i;
+	char line[256], want[64];
+	size_t wl;
 
-	if (o->csv)
-		printf("bytes,keys,iterations,goodput_gbps,req_per_s,p50_us,"
-		       "p99_us,raw_tcp_gbps,ratio\n");
-	else
-		printf("%10s %6s %8s %14s %11s %10s %10s %13s %7s\n", "#bytes",
-		       "#keys", "#iters", "Goodput[Gb/s]", "Req/s", "p50[usec]",
-		       "p99[usec]", "RawTCP[Gb/s]", "ratio");
-	for (i = 0; i < o->nsizes; i++) {
-		const struct bresult *r = &res[i];
-		double ratio = r->raw_gbps > 0 ? r->gbps / r->raw_gbps : 0;
-
-		printf(o->csv ? "%llu,%u,%llu,%.3f,%.0f,%.1f,%.1f,%.3f,%.3f\n"
-			      : "%10llu %6u %8llu %14.3f %11.0f %10.1f %10.1f "
-				"%13.3f %7.3f\n",
-		       (unsigned long long)r->size, r->keys,
-		       (unsigned long long)r->iters, r->gbps, r->reqs, r->p50,
-		       r->p99, r->raw_gbps, ratio);
-		stored += (uint64_t)r->keys * r->size;
+	snprintf(want, sizeof(want), "%s %u %u", tag ? tag : "", si, r);
+	wl = strlen(want);
+	while (fgets(line, sizeof(line), c->fp)) {
+		if (!strncmp(line, "RESULT ", 7)) {
+			fold_result(line, o, res);
+		} else if (tag && !strncmp(line, want, wl) &&
+			   (line[wl] == ' ' || line[wl] == '\n')) {
+			if (val)
+				*val = strtod(line + wl, NULL);
+			return 0;
+		}
 	}
-	for (i = 0; i < o->servers; i++)
-		if (servers[i].ru.ru_maxrss > rss)
-			rss = servers[i].ru.ru_maxrss;
-	if (!o->csv && stored)
-		printf("# server peak RSS %.1f MiB for %.1f MiB stored per "
-		       "server (%.2fx)\n",
-		       rss / 1024.0, stored / o->servers / 1048576.0,
-		       rss * 1024.0 / ((double)stored / o->servers));
+	return tag ? -EPIPE : 0;
+}
+
+/* One round of baselines for size @si while the cluster idles. */
+static void baseline_round(const struct bopts *o, unsigned si, unsigned r,
+			   struct bresult *res)
+{
+	uint64_t size = o->sizes[si];
+	unsigned nk = bench_auto_keys(o, size);
+	unsigned par =
+		o->servers * o->workers < 2 ? 2 : o->servers * o->workers;
+	uint64_t bytes = (uint64_t)nk * size * o->workers;
+	double one, many;
+
+	res->raw_r[r] = bench_raw_tcp(o, size, nk);
+	one = bench_tcp_max(o, bytes, 1);
+	many = bench_tcp_max(o, bytes, par);
+	res->max_r[r] = one >= many ? one : many;
+	res->streams_r[r] = one >= many ? 1 : par;
+}
+
+static void progress(const struct bopts *o, unsigned si, unsigned r,
+		     const struct bresult *res)
+{
+	fprintf(stderr, "ps-bench: %llu bytes, run %u/%u: psched %.3f Gb/s",
+		(unsigned long long)o->sizes[si], r + 1, o->runs,
+		res->good_r[r]);
+	if (o->baseline)
+		fprintf(stderr, ", TCPmax %.3f (%u stream%s), RawTCP %.3f",
+			res->max_r[r], res->streams_r[r],
+			res->streams_r[r] > 1 ? "s" : "", res->raw_r[r]);
+	fprintf(stderr, "\n");
+}
+
+/* Medians of the rounds; ratios are medians of per-round ratios. */
+static void finish_size(const struct bopts *o, struct bresult *res)
+{
+	double v[MAX_RUNS], w[MAX_RUNS], x[MAX_RUNS], y[MAX_RUNS];
+	unsigned r, n = o->runs, one = 0;
+
+	if (!o->baseline)
+		return;
+	for (r = 0; r < n; r++) {
+		v[r] = res->raw_r[r];
+		w[r] = res->max_r[r];
+		x[r] = w[r] > 0 ? res->good_r[r] / w[r] : 0;
+		y[r] = v[r] > 0 ? res->good_r[r] / v[r] : 0;
+		one += res->streams_r[r] == 1;
+	}
+	res->raw_gbps = bench_median(v, n);
+	res->tcpmax_gbps = bench_median(w, n);
+	res->ratio = bench_median(x, n);
+	res->vs_raw = bench_median(y, n);
+	res->streams = one * 2 >= n ? 1 : res->streams_r[n - 1];
+	for (r = 0; r < n && res->streams == 1 && one * 2 < n; r++)
+		if (res->streams_r[r] > 1)
+			res->streams = res->streams_r[r];
+}
+
+/*
+ * Every window of every size, interleaved: for each round the baselines
+ * run while the workers wait for their go, then psched's window.
+ */
+static int run_rounds(const struct bopts *o, struct child *ws,
+		      struct bresult *res)
+{
+	bool tty = isatty(STDERR_FILENO);
+	unsigned si, r, i;
+	double g;
+	int ret;
+
+	for (si = 0; si < o->nsizes; si++) {
+		for (r = 0; r < o->runs; r++) {
+			for (i = 0; i < o->workers; i++) {
+				ret = wait_line(&ws[i], "WAIT", si, r, o, res,
+						NULL);
+				if (ret)
+					return ret;
+			}
+			if (o->baseline)
+				baseline_round(o, si, r, &res[si]);
+			for (i = 0; i < o->workers; i++)
+				if (write(ws[i].in, "g", 1) != 1)
+					return -EPIPE;
+			for (i = 0; i < o->workers; i++) {
+				ret = wait_line(&ws[i], "DONE", si, r, o, res,
+						&g);
+				if (ret)
+					return ret;
+				res[si].good_r[r] += g;
+			}
+			if (tty)
+				progress(o, si, r, &res[si]);
+		}
+	}
+	for (i = 0; i < o->workers; i++)
+		wait_line(&ws[i], NULL, 0, 0, o, res, NULL);
+	for (si = 0; si < o->nsizes; si++)
+		finish_size(o, &res[si]);
+	return 0;
 }
 
 static char **worker_argv(int argc, char **argv)
@@ -205,6 +316,7 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	char *vargv[] = { vname, NULL };
 	char **wargv = worker_argv(argc, argv);
 	int failed = 0;
+	long rss = 0;
 
 	memset(res, 0, sizeof(res));
 	if (spawn(&cs[0], "ps-scheduler", sargv, "scheduler", 0, o))
@@ -219,8 +331,11 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 		spawn(&cs[i], "ps-server", vargv, "server", port, o);
 	for (; i < n; i++)
 		spawn(&cs[i], "ps-bench", wargv, "worker", port, o);
+	/* On a failure the other workers may wait for the one that failed. */
+	failed = run_rounds(o, cs + 1 + o->servers, res) != 0;
+	if (failed)
+		kill_all(cs + 1 + o->servers, o->workers);
 	for (i = 1 + o->servers; i < n; i++) {
-		collect(cs[i].out, o, res);
 		reap(&cs[i]);
 		if (!WIFEXITED(cs[i].status) || WEXITSTATUS(cs[i].status))
 			failed = 1;
@@ -232,9 +347,10 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	}
 	for (i = 0; i <= o->servers; i++)
 		reap(&cs[i]);
-	for (i = 0; i < o->nsizes && o->baseline; i++)
-		res[i].raw_gbps = bench_raw_tcp(o, o->sizes[i], res[i].keys);
-	print_table(o, res, cs + 1);
+	for (i = 1; i <= o->servers; i++)
+		if (cs[i].ru.ru_maxrss > rss)
+			rss = cs[i].ru.ru_maxrss;
+	bench_report(o, res, rss / 1024.0);
 	free(wargv);
 	free(cs);
 	return 0;
@@ -244,6 +360,7 @@ int bench_launch(const struct bopts *o, int argc, char **argv)
 {
 	char *slash;
 
+	signal(SIGPIPE, SIG_IGN); /* a worker that died is reported */
 	/* The other programs are found next to this one. */
 	if (readlink("/proc/self/exe", self_dir, sizeof(self_dir) - 1) < 0)
 		return 1;

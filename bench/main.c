@@ -42,6 +42,14 @@ struct bworker {
 	double *done_at; /* per key: completion time */
 };
 
+/* One measured window: iterations, seconds, latencies (grown as needed). */
+struct bwin {
+	uint64_t iters;
+	double el;
+	double *lat;
+	size_t nlat, cap;
+};
+
 /* Per-key callback context. */
 struct kctx {
 	struct bworker *bw;
@@ -86,14 +94,75 @@ static int bench_stop_issue(struct psched_node *node, struct bstop *st)
 			       on_done, &st->ctx, &req);
 }
 
-static int bench_iter(struct psched_node *node, const struct bopts *o,
-		      struct bworker *bw, uint64_t *keys, unsigned nk,
-		      void **bufs, void **outs, uint64_t size, struct kctx *ctx,
-		      double *lat, struct bstop *st)
+/* One size's keys and buffers. */
+struct bkeys {
+	unsigned nk;
+	uint64_t size;
+	uint64_t *keys;
+	void **bufs; /* pushed from */
+	void **outs; /* pulled into */
+	struct kctx *ctx;
+};
+
+/* A message for errors of ps-bench's own (psched's are in psched_errmsg()).
+ */
+static char bench_err[256];
+
+static void bkeys_free(struct bkeys *k)
 {
+	unsigned i;
+
+	for (i = 0; i < k->nk; i++) {
+		if (k->bufs)
+			free(k->bufs[i]);
+		if (k->outs)
+			free(k->outs[i]);
+	}
+	free(k->keys);
+	free(k->bufs);
+	free(k->outs);
+	free(k->ctx);
+}
+
+static int bkeys_alloc(struct bkeys *k, unsigned si, uint64_t size, unsigned nk,
+		       struct bworker *bw)
+{
+	unsigned i;
+
+	memset(k, 0, sizeof(*k));
+	k->nk = nk;
+	k->size = size;
+	k->keys = calloc(nk, sizeof(*k->keys));
+	k->bufs = calloc(nk, sizeof(*k->bufs));
+	k->outs = calloc(nk, sizeof(*k->outs));
+	k->ctx = calloc(nk, sizeof(*k->ctx));
+	for (i = 0; i < nk && k->keys && k->bufs && k->outs && k->ctx; i++) {
+		k->keys[i] = (uint64_t)si << 32 | i;
+		k->bufs[i] = malloc(size);
+		k->outs[i] = malloc(size);
+		if (!k->bufs[i] || !k->outs[i])
+			break;
+		memset(k->bufs[i], 1, size);
+		memset(k->outs[i], 0, size);
+		k->ctx[i].bw = bw;
+	}
+	if (i < nk || !nk) {
+		snprintf(bench_err, sizeof(bench_err),
+			 "cannot allocate %u keys x 2 buffers of %llu bytes",
+			 nk, (unsigned long long)size);
+		bkeys_free(k);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int bench_iter(struct psched_node *node, const struct bopts *o,
+		      struct bworker *bw, struct bkeys *k, double *lat,
+		      struct bstop *st)
+{
+	unsigned nk = k->nk, i;
 	uint64_t req;
 	double t0;
-	unsigned i;
 	int ret = 0;
 
 	pthread_mutex_lock(&bw->lock);
@@ -111,20 +180,21 @@ static int bench_iter(struct psched_node *node, const struct bopts *o,
 	}
 	t0 = bench_now_s();
 	for (i = 0; i < nk && !ret; i++) {
-		const void *pv = bufs[i];
+		const void *pv = k->bufs[i];
 
 		if (o->mode == MODE_PUSH)
-			ret = psched_push(node, &keys[i], 1, &pv, &size,
-					  o->dtype, (int)i, on_done, &ctx[i],
+			ret = psched_push(node, &k->keys[i], 1, &pv, &k->size,
+					  o->dtype, (int)i, on_done, &k->ctx[i],
 					  &req);
 		else if (o->mode == MODE_PULL)
-			ret = psched_pull(node, &keys[i], 1, &outs[i], &size,
-					  o->dtype, (int)i, on_done, &ctx[i],
-					  &req);
+			ret = psched_pull(node, &k->keys[i], 1, &k->outs[i],
+					  &k->size, o->dtype, (int)i, on_done,
+					  &k->ctx[i], &req);
 		else
-			ret = psched_pushpull(node, &keys[i], 1, &pv, &outs[i],
-					      &size, o->dtype, (int)i, on_done,
-					      &ctx[i], &req);
+			ret = psched_pushpull(node, &k->keys[i], 1, &pv,
+					      &k->outs[i], &k->size, o->dtype,
+					      (int)i, on_done, &k->ctx[i],
+					      &req);
 	}
 	pthread_mutex_lock(&bw->lock);
 	if (ret)
@@ -135,93 +205,145 @@ static int bench_iter(struct psched_node *node, const struct bopts *o,
 		ret = bw->err;
 	pthread_mutex_unlock(&bw->lock);
 	for (i = 0; i < nk && lat; i++)
-		lat[i] = (ctx[i].done - t0) * 1e6;
+		lat[i] = (k->ctx[i].done - t0) * 1e6;
+	return ret;
+}
+
+/* Room for one more iteration's latencies. */
+static int lat_reserve(double **lat, size_t *cap, size_t need)
+{
+	double *p;
+
+	if (need <= *cap)
+		return 0;
+	p = realloc(*lat, need * 2 * sizeof(*p));
+	if (!p) {
+		snprintf(bench_err, sizeof(bench_err),
+			 "cannot allocate %zu latency samples", need * 2);
+		return -ENOMEM;
+	}
+	*lat = p;
+	*cap = need * 2;
+	return 0;
+}
+
+/*
+ * Under a local launcher (o->sync), wait for its go before each window
+ * (it measures the baselines while the cluster idles) and report each
+ * window's goodput after it: "WAIT si r" ... "DONE si r gbps".
+ */
+static int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r)
+{
+	char c;
+	ssize_t n;
+
+	if (!o->sync)
+		return 0;
+	printf("WAIT %u %u\n", si, r);
+	fflush(stdout);
+	do
+		n = read(STDIN_FILENO, &c, 1);
+	while (n < 0 && errno == EINTR);
+	if (n == 1)
+		return 0;
+	snprintf(bench_err, sizeof(bench_err), "the launcher went away");
+	return -EPIPE;
+}
+
+/* One measured window: iterations until o->seconds are up (at least 3). */
+static int bench_window(struct psched_node *node, const struct bopts *o,
+			struct bworker *bw, struct bkeys *k, struct bstop *st,
+			struct bwin *w)
+{
+	double t0 = bench_now_s();
+	uint64_t it;
+	int ret = 0;
+
+	for (it = 0; !ret; it++) {
+		bool up = it >= 3 && bench_now_s() - t0 >= o->seconds;
+
+		if (!st->key && up)
+			break;
+		if (st->key && it && st->sum > 0.5f)
+			break;
+		ret = lat_reserve(&w->lat, &w->cap, w->nlat + k->nk);
+		if (ret)
+			break;
+		st->up = up ? 1.0f : 0.0f;
+		ret = bench_iter(node, o, bw, k, w->lat + w->nlat, st);
+		w->nlat += k->nk;
+	}
+	w->iters = it;
+	w->el = bench_now_s() - t0;
+	return ret;
+}
+
+static int bench_size_init(struct psched_node *node, const struct bopts *o,
+			   unsigned si, struct bkeys *k, struct bstop *st)
+{
+	unsigned i;
+	int ret = 0;
+
+	for (i = 0; i < k->nk && !ret; i++)
+		ret = psched_init(node, &k->keys[i], 1, NULL, &k->size,
+				  o->dtype, 0);
+	if (!ret && o->mode == MODE_PUSHPULL && psched_num_workers(node) > 1) {
+		uint64_t flen = sizeof(float);
+
+		st->key = (uint64_t)si << 32 | 0xffffffffu;
+		ret = psched_init(node, &st->key, 1, NULL, &flen, PSCHED_F32,
+				  0);
+	}
 	return ret;
 }
 
 static int bench_size(struct psched_node *node, const struct bopts *o,
 		      unsigned si, struct bresult *res)
 {
-	uint64_t size = o->sizes[si];
-	unsigned nk = bench_auto_keys(o, size), i, r;
-	uint64_t *keys = calloc(nk, sizeof(*keys));
-	void **bufs = calloc(nk, sizeof(void *));
-	void **outs = calloc(nk, sizeof(void *));
-	struct kctx *ctx = calloc(nk, sizeof(*ctx));
-	double gb[16], rq[16], *lat = NULL;
-	size_t nlat = 0, cap = 0;
+	double gb[MAX_RUNS], rq[MAX_RUNS];
+	struct bwin w = { 0 };
 	struct bworker bw;
+	struct bkeys k;
 	struct bstop st;
-	uint64_t it, iters = 0;
-	double t0, el;
-	int ret = 0;
+	unsigned i, r;
+	int ret;
 
 	pthread_mutex_init(&bw.lock, NULL);
 	pthread_cond_init(&bw.cond, NULL);
-	for (i = 0; i < nk; i++) {
-		keys[i] = (uint64_t)si << 32 | i;
-		bufs[i] = malloc(size);
-		outs[i] = malloc(size);
-		memset(bufs[i], 1, size);
-		memset(outs[i], 0, size);
-		ctx[i].bw = &bw;
-	}
-	for (i = 0; i < nk && !ret; i++)
-		ret = psched_init(node, &keys[i], 1, NULL, &size, o->dtype, 0);
 	memset(&st, 0, sizeof(st));
 	st.ctx.bw = &bw;
-	if (o->mode == MODE_PUSHPULL && psched_num_workers(node) > 1) {
-		uint64_t flen = sizeof(float);
-
-		st.key = (uint64_t)si << 32 | 0xffffffffu;
-		ret = psched_init(node, &st.key, 1, NULL, &flen, PSCHED_F32, 0);
-	}
+	ret = bkeys_alloc(&k, si, o->sizes[si],
+			  bench_auto_keys(o, o->sizes[si]), &bw);
+	if (ret)
+		return ret;
+	ret = bench_size_init(node, o, si, &k, &st);
 	for (i = 0; i < 2 && !ret; i++) /* warm-up, discarded */
-		ret = bench_iter(node, o, &bw, keys, nk, bufs, outs, size, ctx,
-				 NULL, NULL);
+		ret = bench_iter(node, o, &bw, &k, NULL, NULL);
 	for (r = 0; r < o->runs && !ret; r++) {
-		ret = psched_barrier(node, PSCHED_GROUP_WORKERS, 0);
-		t0 = bench_now_s();
-		for (it = 0; !ret; it++) {
-			bool up = it >= 3 && bench_now_s() - t0 >= o->seconds;
-
-			if (!st.key && up)
-				break;
-			if (st.key && it && st.sum > 0.5f)
-				break;
-			if (nlat + nk > cap) {
-				cap = (cap + nk) * 2;
-				lat = realloc(lat, cap * sizeof(*lat));
-			}
-			st.up = up ? 1.0f : 0.0f;
-			ret = bench_iter(node, o, &bw, keys, nk, bufs, outs,
-					 size, ctx, lat + nlat, &st);
-			nlat += nk;
+		ret = bench_sync_wait(o, si, r);
+		if (!ret)
+			ret = psched_barrier(node, PSCHED_GROUP_WORKERS, 0);
+		if (!ret)
+			ret = bench_window(node, o, &bw, &k, &st, &w);
+		res->iters += w.iters;
+		gb[r] = (double)w.iters * k.nk * k.size * 8 / w.el / 1e9;
+		rq[r] = (double)w.iters * k.nk / w.el;
+		if (!ret && o->sync) {
+			printf("DONE %u %u %.6f\n", si, r, gb[r]);
+			fflush(stdout);
 		}
-		el = bench_now_s() - t0;
-		iters += it;
-		gb[r] = (double)it * nk * size * 8 / el / 1e9;
-		rq[r] = (double)it * nk / el;
 	}
 	if (!ret) {
-		res->size = size;
-		res->keys = nk;
-		res->iters = iters;
+		res->size = k.size;
+		res->keys = k.nk;
 		res->gbps = bench_median(gb, o->runs);
 		res->reqs = bench_median(rq, o->runs);
-		qsort(lat, nlat, sizeof(*lat), bench_cmp_double);
-		res->p50 = lat[nlat / 2];
-		res->p99 = lat[(size_t)((double)nlat * 0.99)];
+		qsort(w.lat, w.nlat, sizeof(*w.lat), bench_cmp_double);
+		res->p50 = w.lat[w.nlat / 2];
+		res->p99 = w.lat[(size_t)((double)w.nlat * 0.99)];
 	}
-	for (i = 0; i < nk; i++) {
-		free(bufs[i]);
-		free(outs[i]);
-	}
-	free(keys);
-	free(bufs);
-	free(outs);
-	free(ctx);
-	free(lat);
+	bkeys_free(&k);
+	free(w.lat);
 	return ret;
 }
 
@@ -239,7 +361,7 @@ static int run_worker(struct psched_node *node, const struct bopts *o)
 			fprintf(stderr, "ps-bench worker %d: size %llu: %s\n",
 				psched_node_rank(node),
 				(unsigned long long)o->sizes[si],
-				psched_errmsg());
+				bench_err[0] ? bench_err : psched_errmsg());
 			return 1;
 		}
 		printf("RESULT %llu %u %llu %.6f %.3f %.2f %.2f\n",
@@ -251,123 +373,7 @@ static int run_worker(struct psched_node *node, const struct bopts *o)
 	return 0;
 }
 
-/* ---- options and main ---------------------------------------------------- */
-
-static int parse_sizes(const char *arg, struct bopts *o)
-{
-	char buf[512], *tok, *save = NULL;
-
-	snprintf(buf, sizeof(buf), "%s", arg);
-	o->nsizes = 0;
-	for (tok = strtok_r(buf, ",", &save); tok;
-	     tok = strtok_r(NULL, ",", &save)) {
-		if (o->nsizes == MAX_SIZES)
-			return -1;
-		if (psched_parse_bytes(tok, &o->sizes[o->nsizes]) ||
-		    !o->sizes[o->nsizes] ||
-		    o->sizes[o->nsizes] % psched_dtype_size(o->dtype))
-			return -1;
-		o->nsizes++;
-	}
-	return o->nsizes ? 0 : -1;
-}
-
-static void usage(void)
-{
-	printf("usage: ps-bench [options] [cluster options]\n"
-	       "Starts a local cluster (1 scheduler, S servers, W workers) on "
-	       "loopback, or joins\none when DMLC_ROLE is set, and measures "
-	       "push/pull throughput and latency.\n"
-	       "  --servers S     servers to start [1]\n"
-	       "  --workers W     workers to start [1]\n"
-	       "  --size LIST     tensor sizes, comma-separated, K/M/G "
-	       "[4K,64K,1M,16M,64M]\n"
-	       "  --mode M        push | pull | pushpull [pushpull]\n"
-	       "  --seconds N     length of one measured window [2]\n"
-	       "  --runs R        measured windows per size; medians "
-	       "reported [3]\n"
-	       "  --keys K        keys per server (0 = 40, fewer above "
-	       "1 MiB) [0]\n"
-	       "  --dtype T       f32 (servers sum) | raw (servers store) "
-	       "[f32]\n"
-	       "  --no-baseline   skip the raw TCP baseline\n"
-	       "  --csv           CSV instead of the table\n\n"
-	       "Goodput = payload bytes of every key once per iteration / "
-	       "time (pushpull moves\nthem twice but counts them once), "
-	       "summed over workers.  RawTCP is one plain\nsocket pair in "
-	       "this run with the same pattern (N bytes one way, N bytes or "
-	       "an ack\nback, K requests outstanding); ratio = Goodput / "
-	       "RawTCP.\n\n");
-	psched_cfg_usage(stdout);
-}
-
-static int parse_opts(int argc, char **argv, struct bopts *o)
-{
-	static const struct option lo[] = {
-		{ "servers", required_argument, NULL, 's' },
-		{ "workers", required_argument, NULL, 'w' },
-		{ "size", required_argument, NULL, 'z' },
-		{ "sizes", required_argument, NULL, 'z' },
-		{ "mode", required_argument, NULL, 'm' },
-		{ "seconds", required_argument, NULL, 'S' },
-		{ "runs", required_argument, NULL, 'r' },
-		{ "keys", required_argument, NULL, 'k' },
-		{ "dtype", required_argument, NULL, 'd' },
-		{ "no-baseline", no_argument, NULL, 'B' },
-		{ "csv", no_argument, NULL, 'c' },
-		{ NULL, 0, NULL, 0 },
-	};
-	const char *sizes = "4K,64K,1M,16M,64M";
-	int c;
-
-	while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
-		switch (c) {
-		case 's':
-			o->servers = (unsigned)atoi(optarg);
-			break;
-		case 'w':
-			o->workers = (unsigned)atoi(optarg);
-			break;
-		case 'z':
-			sizes = optarg;
-			break;
-		case 'm':
-			for (o->mode = 0; o->mode < 3; o->mode++)
-				if (!strcmp(optarg, bench_mode_names[o->mode]))
-					break;
-			if (o->mode == 3)
-				return -1;
-			break;
-		case 'S':
-			o->seconds = atof(optarg);
-			break;
-		case 'r':
-			o->runs = (unsigned)atoi(optarg);
-			break;
-		case 'k':
-			o->keys = (unsigned)atoi(optarg);
-			break;
-		case 'd':
-			if (!strcmp(optarg, "raw"))
-				o->dtype = PSCHED_RAW;
-			else if (strcmp(optarg, "f32"))
-				return -1;
-			break;
-		case 'B':
-			o->baseline = false;
-			break;
-		case 'c':
-			o->csv = true;
-			break;
-		default:
-			return -1;
-		}
-	}
-	if (optind < argc || !o->servers || !o->workers || o->servers > 64 ||
-	    o->workers > 64 || !o->runs || o->runs > 15 || !(o->seconds > 0))
-		return -1;
-	return parse_sizes(sizes, o);
-}
+/* ---- main ---------------------------------------------------------------- */
 
 static int join(const struct psched_cfg *cfg, const struct bopts *o)
 {
@@ -405,20 +411,23 @@ int main(int argc, char **argv)
 	if (!ret)
 		ret = psched_cfg_parse_args(&cfg, &argc, argv, false);
 	if (ret == 1) {
-		usage();
+		bench_usage();
 		return 0;
 	}
-	if (ret || parse_opts(argc, argv, &o)) {
-		fprintf(stderr, "ps-bench: %s (see --help)\n",
-			ret ? psched_errmsg() : "bad arguments");
+	if (ret) {
+		fprintf(stderr, "ps-bench: %s (see --help)\n", psched_errmsg());
 		return 2;
 	}
-	if (getenv("DMLC_ROLE"))
+	if (bench_parse_opts(argc, argv, &o))
+		return 2; /* the message is out */
+	if (getenv("DMLC_ROLE")) {
+		o.sync = getenv("PS_BENCH_SYNC") != NULL;
 		return join(&cfg, &o);
+	}
 	snprintf(o.transport, sizeof(o.transport), "%s", cfg.transport);
 	snprintf(o.root_uri, sizeof(o.root_uri), "%s",
 		 cfg.root_uri[0] ? cfg.root_uri : "127.0.0.1");
-	if (!o.csv)
+	if (!o.csv && !o.json)
 		printf("# ps-bench: mode=%s servers=%u workers=%u "
 		       "transport=%s dtype=%s window=%.1fs runs=%u "
 		       "(medians)\n",

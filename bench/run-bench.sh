@@ -3,7 +3,10 @@
 # push, pull and push+pull goodput for 4 KiB .. 64 MiB (40 keys per server,
 # fewer above 1 MiB, all outstanding), then serial latency (one request
 # outstanding) at 4 KiB and 1 MiB.  Every figure is the median of 3
-# windows, with the raw TCP baseline of the same run beside it.
+# rounds; each round measures TCPmax (plain sockets, same bytes per
+# iteration, large writes, 1 or 2 streams) and RawTCP (same request
+# pattern), then psched's window (ps-bench --help, README "Programs").
+# PS_BENCH_SECONDS sets the window (4 windows per round).
 set -euo pipefail
 BUILD=${BUILD:-build}
 B=$BUILD/bin/ps-bench

@@ -1,0 +1,323 @@
+// SPDX-License-Identifier: MIT
+/*
+ * ps-bench's TCP limit: the best plain sockets do on this machine moving
+ * the same bytes per iteration as psched, with none of ps-bench's request
+ * pattern: large writes (up to 4 MiB), big socket buffers, and the bytes
+ * split over one or several streams.  Per iteration each stream sends its
+ * share and gets a 1-byte ack (push), or sends a 1-byte request and gets
+ * its share (pull), or gets its share echoed while it sends (pushpull);
+ * the iteration ends when every stream is done, as psched's ends when
+ * every key is.
+ */
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "psched.h"
+
+#include "bench.h"
+
+#define TM_WRITE   (4u << 20) /* bytes per send()/recv() at most */
+#define TM_SOCKBUF (4 << 20)
+#define TM_STREAMS 64
+
+struct tm_hdr {
+	uint64_t mode;	/* enum bmode */
+	uint64_t bytes; /* this stream's share of an iteration */
+};
+
+/* The client's iterations: the main thread starts one (gen++), every
+ * stream thread runs it, the last one done wakes the main thread. */
+struct tm_sync {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	uint64_t gen;
+	unsigned pending;
+	bool stop;
+};
+
+struct tm_stream {
+	int fd;
+	enum bmode mode;
+	uint64_t bytes;
+	char *buf; /* TM_WRITE bytes, sent from and received into */
+	struct tm_sync *sync;
+	int err;
+};
+
+static void tm_sockopts(int fd)
+{
+	int one = 1, buf = TM_SOCKBUF;
+
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &buf, sizeof(buf));
+	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
+}
+
+/* Blocking send or receive of exactly @len bytes, in pieces of at most
+ * TM_WRITE from/into @buf (received bytes are dropped). */
+static int tm_io(int fd, char *buf, uint64_t len, bool wr)
+{
+	ssize_t n;
+
+	while (len) {
+		size_t want = len < TM_WRITE ? (size_t)len : TM_WRITE;
+
+		n = wr ? send(fd, buf, want, MSG_NOSIGNAL)
+		       : recv(fd, buf, want, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0)
+			return -EIO;
+		len -= (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Server side of one stream, in a child process. */
+static void tm_serve(int lfd)
+{
+	int fd = accept(lfd, NULL, NULL);
+	char *buf = malloc(TM_WRITE);
+	struct tm_hdr h;
+	ssize_t n;
+	char c = 0;
+
+	if (fd < 0 || !buf)
+		_exit(1);
+	tm_sockopts(fd);
+	if (recv(fd, &h, sizeof(h), MSG_WAITALL) != sizeof(h))
+		_exit(1);
+	for (;;) {
+		if (h.mode == MODE_PUSH) {
+			if (tm_io(fd, buf, h.bytes, false) ||
+			    tm_io(fd, &c, 1, true))
+				break;
+		} else if (h.mode == MODE_PULL) {
+			if (tm_io(fd, &c, 1, false) ||
+			    tm_io(fd, buf, h.bytes, true))
+				break;
+		} else {
+			/* Echo as it arrives: the client reads while it
+			 * writes. */
+			n = recv(fd, buf, TM_WRITE, 0);
+			if (n <= 0 || tm_io(fd, buf, (uint64_t)n, true))
+				break;
+		}
+	}
+	_exit(0);
+}
+
+/* One iteration of one stream: send @out bytes while receiving @in. */
+static int tm_xfer(int fd, char *buf, uint64_t out, uint64_t in)
+{
+	struct pollfd p = { .fd = fd };
+	ssize_t n;
+
+	while (out || in) {
+		p.events = (short)((out ? POLLOUT : 0) | (in ? POLLIN : 0));
+		if (poll(&p, 1, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
+			return -EIO;
+		if (out && (p.revents & POLLOUT)) {
+			n = send(fd, buf, out < TM_WRITE ? out : TM_WRITE,
+				 MSG_NOSIGNAL | MSG_DONTWAIT);
+			if (n < 0 && errno != EAGAIN && errno != EINTR)
+				return -errno;
+			out -= n > 0 ? (uint64_t)n : 0;
+		}
+		if (in && (p.revents & POLLIN)) {
+			n = recv(fd, buf, in < TM_WRITE ? in : TM_WRITE,
+				 MSG_DONTWAIT);
+			if (n == 0 ||
+			    (n < 0 && errno != EAGAIN && errno != EINTR))
+				return -EIO;
+			in -= n > 0 ? (uint64_t)n : 0;
+		}
+	}
+	return 0;
+}
+
+static void *tm_stream_main(void *arg)
+{
+	struct tm_stream *s = arg;
+	struct tm_sync *y = s->sync;
+	uint64_t out = s->mode == MODE_PULL ? 1 : s->bytes;
+	uint64_t in = s->mode == MODE_PUSH ? 1 : s->bytes;
+	uint64_t seen = 0;
+
+	for (;;) {
+		pthread_mutex_lock(&y->lock);
+		while (y->gen == seen && !y->stop)
+			pthread_cond_wait(&y->cond, &y->lock);
+		seen = y->gen;
+		pthread_mutex_unlock(&y->lock);
+		if (y->stop)
+			return NULL;
+		/* Blocking calls where one direction suffices: fewer
+		 * system calls than polling. */
+		if (!s->err && s->mode != MODE_PUSHPULL)
+			s->err = tm_io(s->fd, s->buf, out, true)
+					 ?: tm_io(s->fd, s->buf, in, false);
+		else if (!s->err)
+			s->err = tm_xfer(s->fd, s->buf, out, in);
+		pthread_mutex_lock(&y->lock);
+		if (--y->pending == 0)
+			pthread_cond_broadcast(&y->cond);
+		pthread_mutex_unlock(&y->lock);
+	}
+}
+
+/* Connect @n streams to @n server children; 0 or -errno. */
+static int tm_connect(struct tm_stream *s, unsigned n, uint64_t bytes,
+		      enum bmode mode, pid_t *kids)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	socklen_t al = sizeof(a);
+	struct tm_hdr h = { .mode = mode };
+	unsigned i;
+	int lfd;
+
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	lfd = socket(AF_INET, SOCK_STREAM, 0);
+	if (lfd < 0)
+		return -errno;
+	if (bind(lfd, (struct sockaddr *)&a, sizeof(a)) ||
+	    listen(lfd, (int)n) || getsockname(lfd, (struct sockaddr *)&a, &al))
+		goto err_close;
+	for (i = 0; i < n; i++) {
+		kids[i] = fork();
+		if (kids[i] < 0)
+			goto err_close;
+		if (kids[i] == 0)
+			tm_serve(lfd);
+	}
+	for (i = 0; i < n; i++) {
+		s[i].fd = socket(AF_INET, SOCK_STREAM, 0);
+		if (s[i].fd < 0)
+			goto err_close;
+		tm_sockopts(s[i].fd);
+		h.bytes = bytes / n + (i == 0 ? bytes % n : 0);
+		s[i].bytes = h.bytes;
+		if (connect(s[i].fd, (struct sockaddr *)&a, sizeof(a)) ||
+		    send(s[i].fd, &h, sizeof(h), MSG_NOSIGNAL) != sizeof(h))
+			goto err_close;
+	}
+	close(lfd);
+	return 0;
+
+err_close:
+	close(lfd);
+	return -EIO;
+}
+
+/* One iteration over all @n streams; the first error of any. */
+static int tm_iter(struct tm_sync *y, struct tm_stream *s, unsigned n)
+{
+	unsigned i;
+	int err = 0;
+
+	pthread_mutex_lock(&y->lock);
+	y->gen++;
+	y->pending = n;
+	pthread_cond_broadcast(&y->cond);
+	while (y->pending)
+		pthread_cond_wait(&y->cond, &y->lock);
+	pthread_mutex_unlock(&y->lock);
+	for (i = 0; i < n && !err; i++)
+		err = s[i].err;
+	return err;
+}
+
+/* Iterations until @seconds are up (at least 3, after 2 warm-up ones);
+ * the iterations of the window, 0 on error. */
+static uint64_t tm_run(struct tm_sync *y, struct tm_stream *s, unsigned n,
+		       double seconds, double *el)
+{
+	uint64_t it;
+	double t0 = 0;
+	int err = 0;
+
+	for (it = 0; !err; it++) {
+		if (it == 2)
+			t0 = bench_now_s();
+		if (it >= 5 && bench_now_s() - t0 >= seconds)
+			break;
+		err = tm_iter(y, s, n);
+	}
+	*el = bench_now_s() - t0;
+	return err ? 0 : it - 2;
+}
+
+static void tm_stop(struct tm_sync *y)
+{
+	pthread_mutex_lock(&y->lock);
+	y->stop = true;
+	pthread_cond_broadcast(&y->cond);
+	pthread_mutex_unlock(&y->lock);
+}
+
+double bench_tcp_max(const struct bopts *o, uint64_t bytes, unsigned n)
+{
+	struct tm_sync y = { .gen = 0 };
+	struct tm_stream s[TM_STREAMS];
+	pid_t kids[TM_STREAMS];
+	pthread_t th[TM_STREAMS];
+	uint64_t iters = 0;
+	double el = 0;
+	unsigned i, nth = 0;
+
+	n = n < 1 ? 1 : n > TM_STREAMS ? TM_STREAMS : n;
+	memset(s, 0, sizeof(s));
+	pthread_mutex_init(&y.lock, NULL);
+	pthread_cond_init(&y.cond, NULL);
+	for (i = 0; i < n; i++) {
+		s[i].fd = -1;
+		s[i].mode = o->mode;
+		s[i].sync = &y;
+		s[i].buf = malloc(TM_WRITE);
+		kids[i] = -1;
+	}
+	for (i = 0; i < n; i++)
+		if (!s[i].buf)
+			goto out;
+	if (tm_connect(s, n, bytes, o->mode, kids))
+		goto out;
+	for (nth = 0; nth < n; nth++)
+		if (pthread_create(&th[nth], NULL, tm_stream_main, &s[nth]))
+			break;
+	if (nth == n)
+		iters = tm_run(&y, s, n, o->seconds, &el);
+out:
+	tm_stop(&y);
+	for (i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	/* Every stream closed first: a child serves whichever it accepted. */
+	for (i = 0; i < n; i++) {
+		if (s[i].fd >= 0)
+			close(s[i].fd);
+		free(s[i].buf);
+	}
+	for (i = 0; i < n; i++) {
+		if (kids[i] > 0 && !iters) /* may still wait in accept() */
+			kill(kids[i], SIGKILL);
+		if (kids[i] > 0)
+			waitpid(kids[i], NULL, 0);
+	}
+	pthread_mutex_destroy(&y.lock);
+	pthread_cond_destroy(&y.cond);
+	return iters && el > 0 ? (double)iters * bytes * 8 / el / 1e9 : 0;
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# ps-bench as a tool: every bad argument exits 2 with a message naming it,
+# --json parses and has every entry, --no-baseline leaves the baseline
+# columns blank, and a short real run reports a TCPmax figure.  No timing
+# asserts: only that the figures are there.
+. "$(dirname "$0")/lib.sh"
+B=$BIN/ps-bench
+
+# bad ARG VALUE: exit 2, stderr names --ARG
+bad() {
+	"$B" "--$1" "$2" >"$TMP/out" 2>"$TMP/err"; rc=$?
+	[ $rc = 2 ] || die "ps-bench --$1 '$2' exited $rc: $(cat "$TMP/err")"
+	grep -q -- "--$1" "$TMP/err" || die "--$1 '$2': message does not name it: $(cat "$TMP/err")"
+	[ -s "$TMP/out" ] && die "--$1 '$2' printed to stdout"
+	return 0
+}
+bad size 12Q
+bad size 4K,,1M
+bad size 6
+bad workers -1
+bad workers 2abc
+bad workers 65
+bad servers 0
+bad mode bogus
+bad seconds 1x
+bad seconds 0
+bad runs 0
+bad keys -1
+bad keys 1x
+bad dtype f64
+grep -q "from 1 to 64" <("$B" --workers 2abc 2>&1) || die "no range in the --workers message"
+"$B" --csv --json >/dev/null 2>&1; [ $? = 2 ] || die "--csv --json accepted"
+"$B" stray >/dev/null 2>&1; [ $? = 2 ] || die "a stray argument accepted"
+echo "ok bad arguments"
+
+# --json: one object, config + one entry per size with every field
+"$B" --size 4K,8K --seconds 0.2 --runs 1 --json >"$TMP/json" 2>"$TMP/json.err" ||
+	die "--json run failed: $(tail -n 5 "$TMP/json.err")"
+python3 - "$TMP/json" <<'PY' || die "--json output: $(cat "$TMP/json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["config"]["mode"] == "pushpull", d["config"]
+r = d["results"]
+assert [e["bytes"] for e in r] == [4096, 8192], r
+for e in r:
+    for k in ("bytes", "keys", "iters", "goodput_gbps", "req_per_s", "p50_us",
+              "p99_us", "raw_gbps", "ratio", "tcpmax_gbps", "vs_raw"):
+        assert k in e, (k, e)
+    assert e["goodput_gbps"] > 0 and e["iters"] > 0, e
+    assert e["tcpmax_gbps"] > 0 and e["raw_gbps"] > 0, e
+    assert abs(e["ratio"] - e["goodput_gbps"] / e["tcpmax_gbps"]) < 0.05 * e["ratio"] + 0.01, e
+PY
+echo "ok --json"
+
+# --no-baseline: blanks in the table, empty CSV fields, nulls in JSON
+"$B" --size 4K --seconds 0.2 --runs 1 --no-baseline >"$TMP/nb" 2>"$TMP/nb.err" ||
+	die "--no-baseline run failed: $(tail -n 5 "$TMP/nb.err")"
+row=$(awk '$1 == 4096' "$TMP/nb")
+[ "$(echo "$row" | wc -w)" = 7 ] || die "--no-baseline row is not 7 fields: '$row'"
+grep -q "TCPmax\[Gb/s\]" "$TMP/nb" || die "no TCPmax column header"
+"$B" --size 4K --seconds 0.2 --runs 1 --no-baseline --csv >"$TMP/nbc" 2>/dev/null || die "csv failed"
+grep -q '^4096,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,[^,]*,,,,,$' "$TMP/nbc" || die "csv blanks: $(cat "$TMP/nbc")"
+"$B" --size 4K --seconds 0.2 --runs 1 --no-baseline --json 2>/dev/null |
+	python3 -c 'import json,sys; e=json.load(sys.stdin)["results"][0]; assert e["raw_gbps"] is None and e["ratio"] is None and e["tcpmax_gbps"] is None, e' ||
+	die "--no-baseline --json: not null"
+echo "ok --no-baseline"
+
+# A short real run: a TCPmax figure > 0 in the table, and the legend
+"$B" --size 4K --seconds 0.2 --runs 1 >"$TMP/t" 2>"$TMP/t.err" ||
+	die "short run failed: $(tail -n 5 "$TMP/t.err")"
+col=$(awk '/^ *#bytes/ { for (i = 1; i <= NF; i++) if ($i == "TCPmax[Gb/s]") c = i }
+	$1 == 4096 { print $c }' "$TMP/t")
+awk -v v="$col" 'BEGIN { exit !(v + 0 > 0) }' || die "TCPmax '$col' not > 0: $(cat "$TMP/t")"
+grep -q "^# ratio *= Goodput / TCPmax" "$TMP/t" || die "no legend: $(cat "$TMP/t")"
+[ -s "$TMP/t.err" ] && die "stderr not a terminal, yet: $(cat "$TMP/t.err")"
+cat "$TMP/t"
+echo "ok TCPmax $col"
