@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "transport/transport.h"
 
 enum opt_type {
 	OPT_STR,
@@ -514,8 +515,7 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 		if (o->type == OPT_TRANSPORT && !strcmp(val, "ibverbs"))
 			val = "rdma";
 		if (o->type == OPT_TRANSPORT && strcmp(val, "auto") &&
-		    strcmp(val, "tcp") && strcmp(val, "rdma") &&
-		    strcmp(val, "loop") && strcmp(val, "shm"))
+		    !psd_transport_is_known(val))
 			return -EINVAL;
 		if (o->off == OFF(server_mode) && strcmp(val, "sync") &&
 		    strcmp(val, "async"))

@@ -9,35 +9,34 @@
 #include "psched.h"
 #include "transport.h"
 
-/* NULL entries are transports this build lacks. */
-static const struct psd_transport_ops *const registry_table[] = {
-	&psd_tcp_ops,
-	&psd_loop_ops,
-	&psd_shm_ops,
-	PSD_RDMA_OPS,
+/* Every transport psched has; ops NULL where this build lacks it. */
+static const struct {
+	const char *name;
+	const struct psd_transport_ops *ops;
+} registry_table[] = {
+	{ "tcp", &psd_tcp_ops },
+	{ "loop", &psd_loop_ops },
+	{ "shm", &psd_shm_ops },
+	{ "rdma", PSD_RDMA_OPS },
 };
 
-const struct psd_transport_ops *psd_transport_at(size_t i)
+bool psd_transport_is_known(const char *name)
 {
-	size_t n = 0, j;
+	size_t i;
 
-	for (j = 0; j < PSD_ARRAY_SIZE(registry_table); j++) {
-		if (!registry_table[j])
-			continue;
-		if (n++ == i)
-			return registry_table[j];
-	}
-	return NULL;
+	for (i = 0; i < PSD_ARRAY_SIZE(registry_table); i++)
+		if (!strcmp(registry_table[i].name, name))
+			return true;
+	return false;
 }
 
 const struct psd_transport_ops *psd_transport_find(const char *name)
 {
-	const struct psd_transport_ops *ops;
 	size_t i;
 
-	for (i = 0; (ops = psd_transport_at(i)); i++)
-		if (!strcmp(ops->name, name))
-			return ops;
+	for (i = 0; i < PSD_ARRAY_SIZE(registry_table); i++)
+		if (!strcmp(registry_table[i].name, name))
+			return registry_table[i].ops;
 	return NULL;
 }
 

@@ -128,11 +128,13 @@ struct psd_transport_ops {
 /*
  * The transport registry (registry.c): "tcp", "loop" (in-process, for
  * tests), "shm" (processes of one host) and "rdma" (when built with
- * libibverbs/librdmacm); NULL for any other name.  psd_transport_at()
- * walks the table: NULL past the end.
+ * libibverbs/librdmacm); NULL for any other name.
+ * psd_transport_is_known(): @name is one of psched's transports, built
+ * in or not (the options table accepts "rdma" in any build; creating a
+ * node then says the build lacks it).
  */
 const struct psd_transport_ops *psd_transport_find(const char *name);
-const struct psd_transport_ops *psd_transport_at(size_t i);
+bool psd_transport_is_known(const char *name);
 extern const struct psd_transport_ops psd_tcp_ops;
 /* In-process connections between vans of one process (loop.c). */
 extern const struct psd_transport_ops psd_loop_ops;
