@@ -43,7 +43,6 @@ struct psd_peer {
  * caller's buffer) before the transport reads it.
  */
 struct psd_role_ops {
-	const char *name; /* "worker", "server", "scheduler" */
 	/* Allocate the role's state into n->role_state. */
 	int (*attach)(struct psched_node *n);
 	/* Join the cluster (NULL: psd_po_start(), register with the

@@ -614,7 +614,6 @@ static void sched_stop(struct psched_node *n)
 }
 
 const struct psd_role_ops psd_sched_role = {
-	.name = "scheduler",
 	.attach = psd_sched_attach,
 	.start = sched_start,
 	.run = sched_run,

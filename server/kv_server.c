@@ -158,7 +158,6 @@ int psd_kvs_attach(struct psched_node *n)
 }
 
 const struct psd_role_ops psd_kvs_role = {
-	.name = "server",
 	.attach = psd_kvs_attach,
 	.on_config = kvs_config,
 	.rx_header = psd_kvs_rx_header,

@@ -349,7 +349,6 @@ int psd_kvw_attach(struct psched_node *n)
 }
 
 const struct psd_role_ops psd_kvw_role = {
-	.name = "worker",
 	.attach = psd_kvw_attach,
 	.stats = kvw_stats,
 	.rx_header = psd_kvw_rx_header,
