@@ -4,6 +4,7 @@
  */
 #include <errno.h>
 #include <string.h>
+#include <time.h>
 
 #include "internal.h"
 #include "gpu/stage.h"
@@ -19,6 +20,7 @@ int psd_stage_init(struct psd_stage *s, const struct psd_copy_ops *ops,
 		   void *ctx, size_t slot_bytes, unsigned nslots,
 		   unsigned nstreams)
 {
+	pthread_condattr_t ca;
 	void *arena;
 	int ret;
 
@@ -48,7 +50,11 @@ int psd_stage_init(struct psd_stage *s, const struct psd_copy_ops *ops,
 	s->nstreams = nstreams;
 	s->st.allocs = 1;
 	pthread_mutex_init(&s->lock, NULL);
-	pthread_cond_init(&s->cond, NULL);
+	/* psd_deadline() counts on the monotonic clock. */
+	pthread_condattr_init(&ca);
+	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+	pthread_cond_init(&s->cond, &ca);
+	pthread_condattr_destroy(&ca);
 	return 0;
 }
 
