@@ -237,11 +237,16 @@ int psd_gpu_memcpy(void *dst, const void *src, size_t len, bool to_device)
 	return 0;
 }
 
+/* The server's device buffers for psd_gpu_sum_host(): grown, never
+ * allocated per message. */
+static pthread_mutex_t sum_lock = PTHREAD_MUTEX_INITIALIZER;
+static void *sum_dst, *sum_src;
+static size_t sum_cap;
+
 int psd_gpu_sum_host(int device, int dtype, void *dst, const void *src,
 		     size_t n)
 {
 	size_t es = dtype == PSCHED_F32 ? 4 : 2;
-	void *d = NULL, *s = NULL;
 	int ret = psd_gpu_check(device);
 
 	if (ret)
@@ -252,16 +257,24 @@ int psd_gpu_sum_host(int device, int dtype, void *dst, const void *src,
 				      "GPU sum: dtype %d is not float32, "
 				      "float16 or bfloat16",
 				      dtype);
-	if ((ret = psd_gpu_malloc(device, n * es, &d)) ||
-	    (ret = psd_gpu_malloc(device, n * es, &s)) ||
-	    (ret = psd_gpu_memcpy(d, dst, n * es, true)) ||
-	    (ret = psd_gpu_memcpy(s, src, n * es, true)) ||
-	    (ret = psd_gpu_sum_dev(dtype, d, s, n)) ||
-	    (ret = psd_gpu_memcpy(dst, d, n * es, false)))
-		goto out;
+	pthread_mutex_lock(&sum_lock);
+	if (n * es > sum_cap) {
+		psd_gpu_free(sum_dst);
+		psd_gpu_free(sum_src);
+		sum_dst = sum_src = NULL;
+		sum_cap = 0;
+		if ((ret = psd_gpu_malloc(device, n * es, &sum_dst)) ||
+		    (ret = psd_gpu_malloc(device, n * es, &sum_src)))
+			goto out;
+		sum_cap = n * es;
+	}
+	cudaSetDevice(device);
+	if (!(ret = psd_gpu_memcpy(sum_dst, dst, n * es, true)) &&
+	    !(ret = psd_gpu_memcpy(sum_src, src, n * es, true)) &&
+	    !(ret = psd_gpu_sum_dev(dtype, sum_dst, sum_src, n)))
+		ret = psd_gpu_memcpy(dst, sum_dst, n * es, false);
 out:
-	psd_gpu_free(s);
-	psd_gpu_free(d);
+	pthread_mutex_unlock(&sum_lock);
 	return ret;
 }
 
@@ -369,3 +382,14 @@ int psd_gpu_sum_host(int device, int dtype, void *dst, const void *src,
 }
 
 #endif
+
+/* Public (psched.h). */
+int psched_cuda_check(int device)
+{
+	return psd_gpu_check(device);
+}
+
+int psched_cuda_built(void)
+{
+	return psd_gpu_is_built();
+}
