@@ -149,12 +149,14 @@ int psd_kvs_attach(struct psched_node *n)
 	/* Optional GPU aggregation: refused at start when there is no GPU,
 	 * rather than a silent CPU fallback the user did not ask for. */
 	if (n->cfg.server_gpu_sum) {
+		char why[256];
+
 		ret = psd_gpu_check(0);
 		if (ret) {
 			free(s);
-			return psd_set_errmsg(ret,
-					      "PS_SERVER_GPU_SUM=1 but %s",
-					      psched_errmsg());
+			snprintf(why, sizeof(why), "%s", psched_errmsg());
+			return psd_set_errmsg(ret, "PS_SERVER_GPU_SUM=1 but %s",
+					      why);
 		}
 		s->gpu_sum = true;
 		psd_info("server: summing float32/float16 pushes on CUDA "

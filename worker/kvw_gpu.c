@@ -9,6 +9,8 @@
  * priorities and credit are the host path's (kvw.h).  The pool is made on
  * the first device request and reused for every message after.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "kvw.h"
@@ -20,6 +22,21 @@ struct kvw_gpu {
 	struct psd_stage stage;
 	unsigned timeout_ms;
 };
+
+/* Prefix the thread's error message with what was refused. */
+static int kvw_gpu_refuse(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static int kvw_gpu_refuse(int err, const char *fmt, ...)
+{
+	char why[256], what[64];
+	va_list ap;
+
+	snprintf(why, sizeof(why), "%s", psched_errmsg());
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof(what), fmt, ap);
+	va_end(ap);
+	return psd_set_errmsg(err, "%s: %s", what, why);
+}
 
 /* Unlocked. */
 int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
@@ -36,17 +53,14 @@ int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 				      device);
 	ret = psd_gpu_check(device);
 	if (ret)
-		return psd_set_errmsg(ret, "device buffers refused: %s",
-				      psched_errmsg());
+		return kvw_gpu_refuse(ret, "device buffers refused");
 	for (i = 0; i < nkeys; i++) {
 		if (push_vals && push_vals[i] &&
 		    (ret = psd_gpu_check_ptr(push_vals[i], device)))
-			return psd_set_errmsg(ret, "push value %zu: %s", i,
-					      psched_errmsg());
+			return kvw_gpu_refuse(ret, "push value %zu", i);
 		if (pull_vals && pull_vals[i] &&
 		    (ret = psd_gpu_check_ptr(pull_vals[i], device)))
-			return psd_set_errmsg(ret, "pull buffer %zu: %s", i,
-					      psched_errmsg());
+			return kvw_gpu_refuse(ret, "pull buffer %zu", i);
 	}
 	pthread_mutex_lock(&w->lock);
 	if (w->gpu) {

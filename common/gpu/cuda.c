@@ -29,14 +29,14 @@ static void gpu_probe(void)
 			 "no CUDA device: cudaGetDeviceCount: %s (%s)",
 			 cudaGetErrorString(e), cudaGetErrorName(e));
 		(void)cudaGetLastError();
-		psd_info("cuda: %s; device buffers are refused, host tensors "
+		psd_warn("cuda: %s; device buffers are refused, host tensors "
 			 "unaffected",
 			 gpu_why);
 		return;
 	}
 	if (!gpu_count) {
 		snprintf(gpu_why, sizeof(gpu_why), "no CUDA device found");
-		psd_info("cuda: %s; device buffers are refused", gpu_why);
+		psd_warn("cuda: %s; device buffers are refused", gpu_why);
 		return;
 	}
 	psd_info("cuda: %d device(s); device buffers are staged through "
