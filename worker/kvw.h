@@ -294,6 +294,12 @@ int psd_kvw_gpu_to_device(struct psd_kvw *w, int device, void *dst,
 			  const void *src, size_t len);
 /* Unlocked; the worker is going away. */
 void psd_kvw_gpu_fini(struct psd_kvw *w);
+/* Unit test only: stage "device" @device of @n with copier @ops (its
+ * device memory is whatever @ops copies from), skipping the CUDA checks;
+ * before any device request.  And the pool's counters. */
+int psd_kvw_gpu_use_copier(struct psched_node *n, int device,
+			   const struct psd_copy_ops *ops, void *ctx);
+void psd_kvw_gpu_stats(struct psd_kvw *w, struct psd_stage_stats *out);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);

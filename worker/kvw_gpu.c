@@ -12,11 +12,13 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "kvw.h"
 #include "gpu/gpu.h"
 
 struct kvw_gpu {
+	bool fake; /* a test's copier (psd_kvw_gpu_use_copier) */
 	int device;
 	struct psd_gpu_copier *copier;
 	struct psd_stage stage;
@@ -51,6 +53,11 @@ int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
 					       "index",
 				      device);
+	pthread_mutex_lock(&w->lock);
+	g = w->gpu && w->gpu->fake ? w->gpu : NULL;
+	pthread_mutex_unlock(&w->lock);
+	if (g) /* the unit test's "device" is host memory */
+		goto stage;
 	ret = psd_gpu_check(device);
 	if (ret)
 		return kvw_gpu_refuse(ret, "device buffers refused");
@@ -62,6 +69,7 @@ int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 		    (ret = psd_gpu_check_ptr(pull_vals[i], device)))
 			return kvw_gpu_refuse(ret, "pull buffer %zu", i);
 	}
+stage:
 	pthread_mutex_lock(&w->lock);
 	if (w->gpu) {
 		ret = w->gpu->device == device
@@ -174,4 +182,43 @@ void psd_kvw_gpu_fini(struct psd_kvw *w)
 	psd_gpu_copier_destroy(w->gpu->copier);
 	free(w->gpu);
 	w->gpu = NULL;
+}
+
+/* Unit test only (kvw.h). */
+int psd_kvw_gpu_use_copier(struct psched_node *n, int device,
+			   const struct psd_copy_ops *ops, void *ctx)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_gpu *g = calloc(1, sizeof(*g));
+	int ret;
+
+	if (!g)
+		return -ENOMEM;
+	g->fake = true;
+	g->device = device;
+	g->timeout_ms = n->cfg.request_timeout_ms;
+	ret = psd_stage_init(&g->stage, ops, ctx, n->cfg.gpu_stage_bytes,
+			     n->cfg.gpu_stage_bufs, n->cfg.gpu_streams);
+	if (ret) {
+		free(g);
+		return ret;
+	}
+	pthread_mutex_lock(&w->lock);
+	if (w->gpu)
+		ret = -EBUSY;
+	else
+		w->gpu = g;
+	pthread_mutex_unlock(&w->lock);
+	if (ret) {
+		psd_stage_fini(&g->stage);
+		free(g);
+	}
+	return ret;
+}
+
+void psd_kvw_gpu_stats(struct psd_kvw *w, struct psd_stage_stats *out)
+{
+	memset(out, 0, sizeof(*out));
+	if (w->gpu)
+		psd_stage_stats(&w->gpu->stage, out);
 }
