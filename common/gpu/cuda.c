@@ -12,7 +12,7 @@
 #include "internal.h"
 #include "gpu/gpu.h"
 
-#if PSCHED_HAVE_CUDA
+#ifdef PSCHED_HAVE_CUDA
 #include <cuda_runtime_api.h>
 
 static pthread_once_t gpu_once = PTHREAD_ONCE_INIT;

@@ -15,7 +15,7 @@
 #include "internal.h"
 #include "gpu/gpu.h"
 
-#if PSCHED_HAVE_RDMA && PSCHED_HAVE_CUDA
+#if defined(PSCHED_HAVE_RDMA) && defined(PSCHED_HAVE_CUDA)
 #include <infiniband/verbs.h>
 #endif
 
@@ -24,7 +24,7 @@ static bool gdr_done;
 static bool gdr_ok;
 static char gdr_why[256];
 
-#if PSCHED_HAVE_RDMA && PSCHED_HAVE_CUDA
+#if defined(PSCHED_HAVE_RDMA) && defined(PSCHED_HAVE_CUDA)
 static bool gdr_module_loaded(void)
 {
 	return access("/sys/module/nvidia_peermem", F_OK) == 0 ||
@@ -92,7 +92,7 @@ bool psd_gpu_direct_usable(int device)
 	pthread_mutex_lock(&gdr_lock);
 	if (!gdr_done) {
 		gdr_done = true;
-#if PSCHED_HAVE_RDMA && PSCHED_HAVE_CUDA
+#if defined(PSCHED_HAVE_RDMA) && defined(PSCHED_HAVE_CUDA)
 		if (psd_gpu_check(device))
 			snprintf(gdr_why, sizeof(gdr_why), "%s",
 				 psched_errmsg());

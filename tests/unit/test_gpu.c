@@ -24,7 +24,7 @@ static void need_no_gpu(void)
 /* The message a refused device call carries on this machine. */
 static void check_reason(const char *msg)
 {
-#if PSCHED_HAVE_CUDA
+#ifdef PSCHED_HAVE_CUDA
 	CHECK(strstr(msg, "no CUDA device") != NULL);
 	CHECK(strstr(msg, "cudaGetDeviceCount") != NULL);
 #else
@@ -34,7 +34,7 @@ static void check_reason(const char *msg)
 
 static void test_built_matches_flags(void)
 {
-#if PSCHED_HAVE_CUDA
+#ifdef PSCHED_HAVE_CUDA
 	CHECK_EQ(psched_cuda_built(), 1);
 	CHECK(psd_gpu_is_built());
 #else
@@ -75,9 +75,9 @@ static void test_gpudirect_probe_off(void)
 	CHECK(!psd_gpu_direct_usable(0));
 	/* Probed once: the reason stays, the answer too. */
 	CHECK(!psd_gpu_direct_usable(0));
-#if PSCHED_HAVE_CUDA && PSCHED_HAVE_RDMA
+#if defined(PSCHED_HAVE_CUDA) && defined(PSCHED_HAVE_RDMA)
 	check_reason(psd_gpu_direct_why());
-#elif PSCHED_HAVE_CUDA
+#elif defined(PSCHED_HAVE_CUDA)
 	CHECK(strstr(psd_gpu_direct_why(), "built without RDMA") != NULL);
 #else
 	CHECK(strstr(psd_gpu_direct_why(), "built without CUDA") != NULL);

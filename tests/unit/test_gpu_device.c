@@ -142,7 +142,7 @@ static void test_gpudirect_probe(void)
 	need_gpu();
 	ok = psd_gpu_direct_usable(0);
 	CHECK(*psd_gpu_direct_why());
-#if PSCHED_HAVE_RDMA
+#ifdef PSCHED_HAVE_RDMA
 	if (!loaded) {
 		CHECK(!ok);
 		CHECK(strstr(psd_gpu_direct_why(), "nvidia_peermem") != NULL);
