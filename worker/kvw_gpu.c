@@ -50,8 +50,9 @@ int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 	int ret;
 
 	if (device < 0)
-		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
-					       "index",
+		return psd_set_errmsg(-EINVAL,
+				      "CUDA device %d: not a device "
+				      "index",
 				      device);
 	pthread_mutex_lock(&w->lock);
 	g = w->gpu && w->gpu->fake ? w->gpu : NULL;
@@ -106,6 +107,10 @@ stage:
 			 n->cfg.gpu_streams);
 	}
 	pthread_mutex_unlock(&w->lock);
+	/* Over RDMA, say once whether GPUDirect could skip the staging
+	 * (the probe logs its answer; staging is used either way). */
+	if (!ret && n->ops && !strcmp(n->ops->name, "rdma"))
+		(void)psd_gpu_direct_usable(device);
 	return ret;
 }
 
@@ -137,8 +142,8 @@ int psd_kvw_gpu_stage_push(struct psd_kvw *w, const struct kvw_gpu_job *job,
 	if (ret)
 		return ret;
 	if (next && next->on)
-		psd_stage_push_ahead(&g->stage, next->tag, next->dev,
-				     next->src, next->len);
+		psd_stage_push_ahead(&g->stage, next->tag, next->dev, next->src,
+				     next->len);
 	return 0;
 }
 
@@ -149,8 +154,7 @@ void psd_kvw_gpu_unstage(struct psd_kvw *w, struct psd_stage_buf *b)
 }
 
 /* Unlocked (van thread). */
-void *psd_kvw_gpu_rx_buf(struct psd_kvw *w, size_t len,
-			 struct psd_stage_buf *b)
+void *psd_kvw_gpu_rx_buf(struct psd_kvw *w, size_t len, struct psd_stage_buf *b)
 {
 	if (!w->gpu || psd_stage_get(&w->gpu->stage, len, b))
 		return NULL;
@@ -175,8 +179,7 @@ void psd_kvw_gpu_fini(struct psd_kvw *w)
 	psd_debug("worker: staging did %llu device-to-host copies (%llu "
 		  "started ahead), %llu host-to-device, at most %u slots "
 		  "in use",
-		  (unsigned long long)st.d2h,
-		  (unsigned long long)st.ahead_hits,
+		  (unsigned long long)st.d2h, (unsigned long long)st.ahead_hits,
 		  (unsigned long long)st.h2d, st.max_used);
 	psd_stage_fini(&w->gpu->stage);
 	psd_gpu_copier_destroy(w->gpu->copier);

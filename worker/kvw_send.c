@@ -80,7 +80,8 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 					  : psd_conn_send(p->conn, &h, &iov, 1);
 	else
 		snprintf(why, sizeof(why), "%s", psched_errmsg());
-	psd_kvw_gpu_unstage(w, &stg);
+	if (stg.n)
+		psd_kvw_gpu_unstage(w, &stg);
 	pthread_mutex_lock(&w->lock);
 	r->sending--;
 	if (ch->state == KVW_CH_SENDING)

@@ -16,8 +16,8 @@
 #include <cuda_runtime_api.h>
 
 static pthread_once_t gpu_once = PTHREAD_ONCE_INIT;
-static int gpu_count;	   /* devices, once probed */
-static char gpu_why[256];  /* why there are none */
+static int gpu_count;	  /* devices, once probed */
+static char gpu_why[256]; /* why there are none */
 
 static void gpu_probe(void)
 {
@@ -110,7 +110,7 @@ int psd_gpu_copier_create(int device, unsigned nstreams,
 	struct psd_gpu_copier *c;
 	cudaError_t e;
 	unsigned i;
-	int ret = psd_gpu_check(device);
+	int old = -1, ret = psd_gpu_check(device);
 
 	if (ret)
 		return ret;
@@ -118,6 +118,9 @@ int psd_gpu_copier_create(int device, unsigned nstreams,
 	if (!c)
 		return -ENOMEM;
 	c->device = device;
+	/* The caller's current device is put back: it is the app's. */
+	if (cudaGetDevice(&old) != cudaSuccess)
+		old = -1;
 	if ((e = cudaSetDevice(device)) != cudaSuccess) {
 		ret = gpu_fail(c, "cudaSetDevice", e);
 		goto err;
@@ -130,9 +133,13 @@ int psd_gpu_copier_create(int device, unsigned nstreams,
 			goto err;
 		}
 	}
+	if (old >= 0)
+		cudaSetDevice(old);
 	*out = c;
 	return 0;
 err:
+	if (old >= 0)
+		cudaSetDevice(old);
 	psd_set_errmsg(ret, "CUDA device %d: %s", device, c->msg);
 	for (i = 0; i < c->nstreams; i++)
 		cudaStreamDestroy(c->streams[i]);
@@ -156,7 +163,7 @@ static int gpu_host_alloc(void *ctx, size_t len, void **out)
 	struct psd_gpu_copier *c = ctx;
 	cudaError_t e;
 
-	cudaSetDevice(c->device);
+	/* Portable: pinned for every device, whichever is current. */
 	e = cudaHostAlloc(out, len, cudaHostAllocPortable);
 	return e == cudaSuccess ? 0 : gpu_fail(c, "cudaHostAlloc", e);
 }
@@ -251,8 +258,7 @@ int psd_gpu_sum_host(int device, int dtype, void *dst, const void *src,
 
 	if (ret)
 		return ret;
-	if (dtype != PSCHED_F32 && dtype != PSCHED_F16 &&
-	    dtype != PSD_GPU_BF16)
+	if (dtype != PSCHED_F32 && dtype != PSCHED_F16 && dtype != PSD_GPU_BF16)
 		return psd_set_errmsg(-EINVAL,
 				      "GPU sum: dtype %d is not float32, "
 				      "float16 or bfloat16",
@@ -281,7 +287,7 @@ out:
 #else /* !PSCHED_HAVE_CUDA */
 
 #define GPU_NOT_BUILT                                                          \
-	"libpsched was built without CUDA (no nvcc found at build time, or "  \
+	"libpsched was built without CUDA (no nvcc found at build time, or "   \
 	"CUDA=0)"
 
 bool psd_gpu_is_built(void)

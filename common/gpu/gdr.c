@@ -97,8 +97,9 @@ bool psd_gpu_direct_usable(int device)
 			snprintf(gdr_why, sizeof(gdr_why), "%s",
 				 psched_errmsg());
 		else if (!gdr_module_loaded())
-			snprintf(gdr_why, sizeof(gdr_why),
-				 "peer-memory module nvidia_peermem not loaded");
+			snprintf(
+				gdr_why, sizeof(gdr_why),
+				"peer-memory module nvidia_peermem not loaded");
 		else
 			gdr_ok = gdr_try_reg(device);
 #else

@@ -181,8 +181,9 @@ int psd_stage_h2d(struct psd_stage *s, int device, void *dst, const void *src,
 	if (!ret)
 		ret = s->ops->sync(s->ctx, stream);
 	if (ret)
-		psd_set_errmsg(ret, "host-to-device copy of %zu bytes to "
-				    "device %d failed: %s",
+		psd_set_errmsg(ret,
+			       "host-to-device copy of %zu bytes to "
+			       "device %d failed: %s",
 			       len, device, stage_copier_msg(s));
 	return ret;
 }
@@ -246,10 +247,11 @@ int psd_stage_push_take(struct psd_stage *s, uint64_t tag, int device,
 				"PS_GPU_STAGE_BYTES)",
 				len, s->nslots, s->slot_bytes);
 		if (ret)
-			return psd_set_errmsg(ret,
-					      "no pinned staging slot came free "
-					      "in %u ms for %zu bytes",
-					      timeout_ms, len);
+			return psd_set_errmsg(
+				ret,
+				"no pinned staging slot came free "
+				"in %u ms for %zu bytes",
+				timeout_ms, len);
 		ret = stage_d2h_start(s, device, src, len, b);
 		if (ret)
 			goto fail;

@@ -24,8 +24,8 @@
 #define CHECK(c, ...)                                                          \
 	do {                                                                   \
 		if (!(c)) {                                                    \
-			fprintf(stderr, "gpu_worker rank %d: FAIL %s: ",       \
-				rank, #c);                                     \
+			fprintf(stderr, "gpu_worker rank %d: FAIL %s: ", rank, \
+				#c);                                           \
 			fprintf(stderr, __VA_ARGS__);                          \
 			fprintf(stderr, "\n");                                 \
 			exit(1);                                               \
@@ -59,14 +59,16 @@ static void host_steps(struct psched_node *n, uint64_t key, size_t cnt,
 	for (s = first; s < first + steps; s++) {
 		for (i = 0; i < cnt; i++)
 			v[i] = val(rank, i, s);
-		ret = psched_pushpull(n, &key, 1, &pv, &po, &len, PSCHED_F32,
-				      0, NULL, NULL, &req);
+		ret = psched_pushpull(n, &key, 1, &pv, &po, &len, PSCHED_F32, 0,
+				      NULL, NULL, &req);
 		CHECK(!ret, "host pushpull: %s", psched_errmsg());
 		ret = psched_wait(n, req, 0);
 		CHECK(!ret, "host pushpull wait: %s", psched_errmsg());
 		for (i = 0; i < cnt; i++)
-			CHECK(o[i] == expect(i, s), "key %llu step %d [%zu]: %g "
-			      "want %g", (unsigned long long)key, s, i, o[i],
+			CHECK(o[i] == expect(i, s),
+			      "key %llu step %d [%zu]: %g "
+			      "want %g",
+			      (unsigned long long)key, s, i, o[i],
 			      expect(i, s));
 	}
 	free(v);
@@ -85,8 +87,7 @@ static int run_refused(struct psched_node *n)
 	memset(host, 0, sizeof(host));
 	ret = psched_pushpull_device(n, &key, 1, &pv, &po, &len, PSCHED_F32,
 				     dev, 0, NULL, NULL, &req);
-	CHECK(ret == -ENODEV, "pushpull_device: %d (%s)", ret,
-	      psched_errmsg());
+	CHECK(ret == -ENODEV, "pushpull_device: %d (%s)", ret, psched_errmsg());
 	if (!psched_cuda_built())
 		CHECK(strstr(psched_errmsg(), "built without CUDA"), "%s",
 		      psched_errmsg());
@@ -100,8 +101,8 @@ static int run_refused(struct psched_node *n)
 	ret = psched_pull_device(n, &key, 1, &po, &len, PSCHED_F32, dev, 0,
 				 NULL, NULL, &req);
 	CHECK(ret == -ENODEV, "pull_device: %d", ret);
-	ret = psched_push_device(n, &key, 1, &pv, &len, PSCHED_F32, -1, 0,
-				 NULL, NULL, &req);
+	ret = psched_push_device(n, &key, 1, &pv, &len, PSCHED_F32, -1, 0, NULL,
+				 NULL, &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "-1"),
 	      "device -1: %d %s", ret, psched_errmsg());
 	if (gpu) {
@@ -139,8 +140,7 @@ static int run_compare(struct psched_node *n)
 	for (s = 0; s < 4; s++) {
 		for (i = 0; i < cnt; i++)
 			v[i] = val(rank, i, s);
-		CHECK(!psd_gpu_memcpy(dv, v, len, true), "%s",
-		      psched_errmsg());
+		CHECK(!psd_gpu_memcpy(dv, v, len, true), "%s", psched_errmsg());
 		ret = psched_pushpull(n, &hkey, 1, &pv, &pho, &len, PSCHED_F32,
 				      0, NULL, NULL, &req[0]);
 		CHECK(!ret, "host: %s", psched_errmsg());
@@ -152,8 +152,10 @@ static int run_compare(struct psched_node *n)
 		CHECK(!psched_wait(n, req[1], 0), "%s", psched_errmsg());
 		CHECK(!psd_gpu_memcpy(dback, dout, len, false), "%s",
 		      psched_errmsg());
-		CHECK(!memcmp(dback, ho, len), "step %d: device pull differs "
-		      "from host pull", s);
+		CHECK(!memcmp(dback, ho, len),
+		      "step %d: device pull differs "
+		      "from host pull",
+		      s);
 		for (i = 0; i < cnt; i++)
 			CHECK(ho[i] == expect(i, s), "[%zu] %g", i, ho[i]);
 	}
@@ -178,8 +180,8 @@ int main(int argc, char **argv)
 	struct psched_node *n;
 	int ret, rc;
 
-	if (argc != 2 || (strcmp(argv[1], "refused") &&
-			  strcmp(argv[1], "compare"))) {
+	if (argc != 2 ||
+	    (strcmp(argv[1], "refused") && strcmp(argv[1], "compare"))) {
 		fprintf(stderr, "usage: gpu_worker refused|compare\n");
 		return 2;
 	}

@@ -52,10 +52,9 @@ static void test_real_copier_pipeline(void)
 					     10000, &b),
 			 0);
 		if (i + 1 < nchunk)
-			CHECK(psd_stage_push_ahead(&s, i + 1, 0,
-						   (uint8_t *)dev +
-							   (i + 1) * chunk,
-						   chunk));
+			CHECK(psd_stage_push_ahead(
+				&s, i + 1, 0, (uint8_t *)dev + (i + 1) * chunk,
+				chunk));
 		memcpy(wire + i * chunk, b.host, chunk);
 		psd_stage_put(&s, &b);
 	}

@@ -144,8 +144,8 @@ static void test_gpu_push_pull_staged(void)
 		plain[i] = (uint8_t)(i * 13 + (i >> 9));
 		dev[i] = plain[i] ^ FK_DEV;
 	}
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0,
-				    0, NULL, NULL, &id),
+	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
+				    NULL, NULL, &id),
 		 0);
 	CHECK_EQ(tk_wait(t, id), 0);
 	CHECK_EQ(tk_logged(fs), len / part);
@@ -244,8 +244,8 @@ static void test_gpu_chunk_too_big(void)
 	char msg[512];
 	int ret;
 
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0,
-				    0, NULL, NULL, &id),
+	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
+				    NULL, NULL, &id),
 		 0);
 	ret = tk_wait(t, id);
 	snprintf(msg, sizeof(msg), "%s", psched_errmsg());
@@ -263,13 +263,13 @@ static void test_gpu_bad_device(void)
 	uint64_t key = 5, len = sizeof(dev), id;
 	const void *pv = dev;
 
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, -2,
-				    0, NULL, NULL, &id),
+	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, -2, 0,
+				    NULL, NULL, &id),
 		 -EINVAL);
 	CHECK(strstr(psched_errmsg(), "-2") != NULL);
 	/* Another device than the one this worker stages. */
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 1,
-				    0, NULL, NULL, &id),
+	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 1, 0,
+				    NULL, NULL, &id),
 		 -EINVAL);
 	CHECK(strstr(psched_errmsg(), "one device per worker") != NULL);
 	CHECK_EQ(tk_logged(&t->srv[0]), 0);

@@ -94,8 +94,12 @@ static int fake_copy(void *ctx, enum psd_copy_dir dir, int device, void *dst,
 	CHECK(f->nops < FAKE_MAX_OPS);
 	f->ops[f->nops++] = (struct fake_op){ dst, src, len, stream };
 	pthread_mutex_unlock(&f->lock);
-	fake_log(f, (struct ev){ .kind = EV_COPY, .dir = dir, .stream = stream,
-				 .src = src, .dst = dst, .len = len });
+	fake_log(f, (struct ev){ .kind = EV_COPY,
+				 .dir = dir,
+				 .stream = stream,
+				 .src = src,
+				 .dst = dst,
+				 .len = len });
 	return 0;
 }
 
@@ -144,8 +148,8 @@ static int log_copy_from(const struct fake *f, const void *src)
 	unsigned i;
 
 	for (i = 0; i < f->nlog; i++)
-		if (f->log[i].kind == EV_COPY && f->log[i].dir == PSD_COPY_D2H &&
-		    f->log[i].src == src)
+		if (f->log[i].kind == EV_COPY &&
+		    f->log[i].dir == PSD_COPY_D2H && f->log[i].src == src)
 			return (int)i;
 	return -1;
 }
@@ -243,9 +247,9 @@ static void test_reorder_drops_ahead(void)
 	CHECK(memcmp(b.host, dev, CHUNK) == 0);
 	psd_stage_put(&s, &b);
 	/* Chunk 3 comes first now. */
-	CHECK_EQ(psd_stage_push_take(&s, 3, 0, dev + 3 * CHUNK, CHUNK, 1000,
-				     &b),
-		 0);
+	CHECK_EQ(
+		psd_stage_push_take(&s, 3, 0, dev + 3 * CHUNK, CHUNK, 1000, &b),
+		0);
 	CHECK(memcmp(b.host, dev + 3 * CHUNK, CHUNK) == 0);
 	psd_stage_stats(&s, &st);
 	CHECK_U64(st.ahead_dropped, ==, 1);
