@@ -30,7 +30,7 @@ static void need_gpu(void)
 static void test_real_copier_pipeline(void)
 {
 	const size_t chunk = 3 << 20, nchunk = 6, len = chunk * nchunk;
-	uint8_t *host = malloc(len), *wire = malloc(len);
+	uint8_t *host, *wire;
 	struct psd_gpu_copier *c;
 	struct psd_stage_stats st;
 	struct psd_stage_buf b;
@@ -39,6 +39,8 @@ static void test_real_copier_pipeline(void)
 	size_t i;
 
 	need_gpu();
+	host = malloc(len);
+	wire = malloc(len);
 	CHECK(host && wire);
 	for (i = 0; i < len; i++)
 		host[i] = (uint8_t)(i * 31 + (i >> 12));
@@ -96,11 +98,13 @@ static float f32_of_bf16(uint16_t h)
 static void test_sum_kernel_vs_cpu(void)
 {
 	const size_t n = 1000003; /* not a multiple of the block size */
-	float *a = malloc(n * 4), *b = malloc(n * 4), *ref = malloc(n * 4);
-	uint16_t *h = malloc(n * 2), *hb = malloc(n * 2), *href = malloc(n * 2);
+	float *a, *b, *ref;
+	uint16_t *h, *hb, *href;
 	size_t i;
 
 	need_gpu();
+	a = malloc(n * 4), b = malloc(n * 4), ref = malloc(n * 4);
+	h = malloc(n * 2), hb = malloc(n * 2), href = malloc(n * 2);
 	CHECK(a && b && ref && h && hb && href);
 	for (i = 0; i < n; i++) {
 		a[i] = (float)((int)(i % 2001) - 1000) / 8.0f;
