@@ -65,6 +65,13 @@ LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
 CUDA_HOME ?= /usr/local/cuda
 ifneq ($(CUDA),0)
 NVCC     := $(wildcard $(CUDA_HOME)/bin/nvcc)
+# nvcc compiles host code with g++ (scripts/install-deps.sh installs it).
+ifneq ($(NVCC),)
+ifeq ($(shell command -v g++ 2>/dev/null),)
+$(warning nvcc found but no g++ (its host compiler): building without CUDA)
+NVCC     :=
+endif
+endif
 endif
 ifeq ($(CUDA)$(NVCC),1)
 $(error CUDA=1 but no nvcc in CUDA_HOME=$(CUDA_HOME))
