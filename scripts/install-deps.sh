@@ -3,7 +3,8 @@
 # there already.  Uses sudo when not root.  PSCHED_NO_INSTALL=1 only checks.
 set -euo pipefail
 
-pkgs=(gcc make pkg-config libc6-dev
+# g++: nvcc's host compiler, for the CUDA parts when /usr/local/cuda is there.
+pkgs=(gcc g++ make pkg-config libc6-dev
       libprotobuf-c-dev protobuf-c-compiler libgsl-dev
       libibverbs-dev librdmacm-dev
       iproute2 procps python3 python3-numpy gnuplot-nox
