@@ -261,6 +261,11 @@ class Job:
         for _, p in self.procs:
             p.wait()
 
+    def failure(self, p, st):
+        """(exit status, explanation) for a process that failed with st;
+        a back end that knows the first failure behind it says so."""
+        return st, ""
+
     def on_signal(self, sig, frame):
         self.stop_sig = sig
 
@@ -301,11 +306,13 @@ class Job:
             for name, p in self.procs:
                 rc = p.poll()
                 if rc is not None and rc != 0:
-                    sys.stderr.write("%s: %s exited with %s; stopping the "
-                                     "job\n" % (PROG, name, describe_status(
-                                         status_of(rc))))
+                    st, why = self.failure(p, status_of(rc))
+                    sys.stderr.write("%s: %s exited with %s%s; stopping the "
+                                     "job\n" % (PROG, name,
+                                                 describe_status(
+                                                     status_of(rc)), why))
                     self.stop_all(a.grace)
-                    return status_of(rc)
+                    return st
             if all(p.poll() is not None for _, p in self.procs):
                 return 0
             now = time.monotonic()

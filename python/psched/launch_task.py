@@ -19,6 +19,7 @@ node of the step; mpi: ``--host``, default 127.0.0.1), and the secret must
 come from you (PS_JOB_TOKEN or PS_JOB_TOKEN_FILE exported to every task).
 """
 import os
+import re
 import shlex
 import signal
 import socket
@@ -175,6 +176,7 @@ class TaskJob(Job):
     def __init__(self, a):
         super().__init__(a)
         self.kind = a.launcher
+        self.first_failure = None
 
     def start_scheduler(self, env):
         a = self.args
@@ -240,9 +242,38 @@ class TaskJob(Job):
             for k in names:
                 cmd += ["-x", k]
             cmd += me
-        self.workers.append(self.spawn(
-            "%s of %d servers + %d workers" % (cmd[0], a.servers, a.workers),
-            cmd, env))
+        p = self.spawn("%s of %d servers + %d workers"
+                       % (os.path.basename(cmd[0]), a.servers, a.workers),
+                       cmd, env, stderr=subprocess.PIPE)
+        self.tasks = p
+        self.pumps = start_pumps(_Only(p, "stderr"), "", self.watch_stderr)
+        self.workers.append(p)
+
+    # srun: "srun: error: node: task 3: Exited with exit code 5";
+    # mpirun: "... exited on signal 9 ..." / "with status 5"
+    _FAIL = re.compile(r"task (\d+): Exited with exit code (\d+)|"
+                       r"rank (\d+) .*exit(?:ed)? (?:with )?(?:status|code) "
+                       r"(\d+)")
+
+    def watch_stderr(self, line):
+        m = self._FAIL.search(line)
+        if m and self.first_failure is None:
+            task = m.group(1) or m.group(3)
+            code = int(m.group(2) or m.group(4))
+            if code:
+                self.first_failure = (int(task), code)
+        return True
+
+    def failure(self, p, st):
+        if p is getattr(self, "tasks", None):
+            for t in self.pumps:  # srun's last lines name the failure
+                t.join(2)
+        if p is getattr(self, "tasks", None) and self.first_failure:
+            task, code = self.first_failure
+            role, idx = role_of(task, self.args.servers, False)
+            return code, " (first failure: task %d = %s %d, status %d)" % (
+                task, role, idx, code)
+        return st, ""
 
 
 class _Only:
