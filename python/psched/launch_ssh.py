@@ -137,14 +137,20 @@ def remote_script(env, cmd, cwd, grace):
         lines.append("cd %s 2>/dev/null || true" % shlex.quote(cwd))
     for k in sorted(env):
         lines.append("export %s=%s" % (k, shlex.quote(env[k])))
+    q = " ".join(shlex.quote(c) for c in cmd)
     lines += [
         "exec 3<&0",
-        "%s </dev/null &" % " ".join(shlex.quote(c) for c in cmd),
-        "pid=$!",
+        # In a session of its own (setsid, util-linux) when the host has
+        # it, so that stopping reaches the program's children too.
+        "if command -v setsid >/dev/null 2>&1; then",
+        "  setsid %s </dev/null & pid=$!; g=-$pid" % q,
+        "else",
+        "  %s </dev/null & pid=$!; g=$pid" % q,
+        "fi",
         # The watcher: end of stdin (the launcher closed the connection or
         # died) stops the program, SIGKILL after the grace period.
-        "{ while IFS= read -r l; do :; done; kill -TERM $pid; "
-        "sleep %d; kill -KILL $pid; } <&3 >/dev/null 2>&1 &" % max(
+        "{ while IFS= read -r l; do :; done; kill -TERM $g; "
+        "sleep %d; kill -KILL $g; } <&3 >/dev/null 2>&1 &" % max(
             1, int(grace + 0.999)),
         "w=$!",
         "exec 3<&-",

@@ -138,16 +138,18 @@ def run_task(a, kind, rank, size):
         cmd = a.command
     prefix = "[%s %d@%s] " % (role, idx, socket.gethostname())
     try:
+        # Its own process group: a signal forwarded to the task reaches
+        # the program's children too.
         p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE)
+                             stderr=subprocess.PIPE, start_new_session=True)
     except OSError as e:
         raise LaunchError("cannot start %s %d: %s: %s"
                           % (role, idx, cmd[0], e.strerror), 127) from None
 
     def forward(sig, frame):
         try:
-            p.send_signal(sig)
-        except ProcessLookupError:
+            os.killpg(p.pid, sig)
+        except (ProcessLookupError, PermissionError):
             pass
     for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         signal.signal(s, forward)
@@ -177,20 +179,25 @@ class TaskJob(Job):
         super().__init__(a)
         self.kind = a.launcher
         self.first_failure = None
+        self.overlap = False
 
     def start_scheduler(self, env):
         a = self.args
         cmd = [find_program("ps-scheduler"), "--root-port", "0"]
         where = "here"
         if self.kind == "slurm":
-            nodes = slurm_nodes(os.environ)
-            first = nodes[0]
-            if socket.gethostname().split(".")[0] != first.split(".")[0]:
-                # salloc's shell on a login node: run it on the first node.
+            first = slurm_nodes(os.environ)[0]
+            if os.environ.get("SLURMD_NODENAME") != first:
+                # Not the batch script on the first node (salloc's shell,
+                # maybe on a login node): a step of its own there, which
+                # the servers' and workers' step may overlap.
                 cmd = shlex.split(a.srun) + [
-                    "--overlap", "-N1", "-n1", "-w", first,
+                    "--overlap", "--unbuffered", "-N1", "-n1", "-w", first,
                     "--export=ALL"] + cmd
-                where = "on " + first
+                where = "on %s through srun" % first
+                self.overlap = True
+                sys.stderr.write("%s: scheduler on %s through srun\n"
+                                 % (PROG, first))
         p = self.spawn("scheduler", cmd, role_env(env, "scheduler", 0),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         start_pumps(_Only(p, "stderr"), "[scheduler] ")
@@ -234,7 +241,10 @@ class TaskJob(Job):
               "-s", str(a.servers), "-w", str(a.workers), "--"] + a.command
         if self.kind == "slurm":
             cmd = shlex.split(a.srun) + ["-n", str(n), "--kill-on-bad-exit=1",
-                                         "--export=ALL"] + me
+                                         "--export=ALL"]
+            if self.overlap:
+                cmd.append("--overlap")
+            cmd += me
         else:
             names = sorted(k for k in env if k.startswith(
                 ("DMLC_", "PS_", "PSCHED_", "BYTEPS_")) or k == "PYTHONPATH")

@@ -7,7 +7,8 @@
 # examples/slurm/psched.sbatch (1 scheduler in the batch step + an srun of
 # 2 servers and 2 workers); the job must end COMPLETED with every
 # worker's aggregates verified exactly, and a job whose worker fails must
-# end FAILED naming it.  Every daemon and file is removed on exit.  Slurm
+# end FAILED naming it; from salloc, the scheduler runs as an srun step
+# on the first node.  Every daemon and file is removed on exit.  Slurm
 # and munge are installed here when missing (heavy; only this test needs
 # them).  Exit 77 without root.
 . "$(dirname "$0")/lib.sh"
@@ -126,4 +127,14 @@ grep -q "worker 1@$node\] worker 1 exited with status 5" "$TMP/job2.out" ||
 	{ cat "$TMP/job2.out"; die "the failed worker was not named"; }
 pgrep -f "$TMP/failer.sh" >/dev/null && die "workers left running after the failed job"
 echo "ok failing worker named, job $jid $(job_state "$jid") (sbatch exit $rc)"
+
+# 3. From salloc (the launcher outside the nodes' steps): the scheduler
+# goes to the first node as an srun step of its own.
+timeout $((180 * MULT)) salloc --ntasks=4 psched-launch --launcher slurm -s 2 -- \
+	ps-worker --steps 5 --keys 2 --sizes 4,4K >"$TMP/job3.out" 2>&1
+rc=$?
+[ $rc = 0 ] || { cat "$TMP/job3.out"; die "salloc job exited $rc"; }
+grep -q "scheduler on $node through srun" "$TMP/job3.out" || { cat "$TMP/job3.out"; die "the scheduler did not run as a step"; }
+[ "$(grep -c '^\[worker [01]@.*verified' "$TMP/job3.out")" = 2 ] || { cat "$TMP/job3.out"; die "salloc job: workers did not verify"; }
+echo "ok salloc job, scheduler as an srun step on $node"
 exit 0

@@ -131,6 +131,32 @@ class RemoteScript(unittest.TestCase):
         self.assertEqual(p.returncode, 128 + 15)
 
 
+    def test_stdin_end_stops_the_children_too(self):
+        pidfile = "/tmp/psched-test-launch-%d.pid" % os.getpid()
+        p = self.run_script(["sh", "-c", 'sleep 60 & echo $! >%s; wait'
+                             % pidfile])
+        t = time.monotonic()
+        while not os.path.exists(pidfile) and time.monotonic() - t < 20:
+            time.sleep(0.05)
+        time.sleep(0.2)
+        with open(pidfile) as f:
+            child = int(f.read())
+        os.unlink(pidfile)
+        os.kill(child, 0)  # running
+        p.stdin.close()
+        p.wait(timeout=30)
+        p.stdout.close()
+        t = time.monotonic()
+        gone = False
+        while time.monotonic() - t < 10 and not gone:
+            try:
+                os.kill(child, 0)
+                time.sleep(0.05)
+            except ProcessLookupError:
+                gone = True
+        self.assertTrue(gone, "the program's child survived")
+
+
 class Command(unittest.TestCase):
     def test_check_command(self):
         for cmd, st in ((["/nonexistent/cmd"], 127), (["no-such-cmd-x"], 127),
