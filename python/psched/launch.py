@@ -441,4 +441,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run the module's imported copy: the back ends import psched.launch,
+    # and its classes (LaunchError) must be the ones main() catches.
+    from . import launch as _launch
+    sys.exit(_launch.main())

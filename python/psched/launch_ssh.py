@@ -8,6 +8,8 @@ then workers: ``--placement spread`` (default) deals them round-robin over
 the hosts with a free slot, ``pack`` fills each host's slots in turn.
 ``--oversubscribe`` lets placement go round again when the slots are used
 up; without it too few slots is an error naming the counts.
+``--server-hostfile`` puts the servers on hosts of their own (BytePS
+style) and the workers on the hostfile's.
 
 Each process runs as ``ssh HOST sh -c SCRIPT``: the script exports the
 job's environment (DMLC_*, PS_*, PSCHED_*, BYTEPS_*, PYTHONPATH and every
@@ -32,6 +34,9 @@ def add_args(ap):
     g = ap.add_argument_group("ssh back end")
     g.add_argument("-H", "--hostfile",
                    help="ssh: file of host[:slots] lines")
+    g.add_argument("--server-hostfile",
+                   help="ssh: put the servers on these hosts (host[:slots] "
+                        "lines) and only the workers on -H's hosts")
     g.add_argument("--placement", choices=("spread", "pack"),
                    default="spread",
                    help="ssh: round-robin over hosts (spread) or fill each "
@@ -67,43 +72,54 @@ def parse_hostfile(text, name="hostfile"):
         fields = line.split()
         if len(fields) != 1:
             raise LaunchError("%s line %d: want host[:slots], got %r"
-                              % (name, n, raw.strip()))
+                              % (name, n, raw.strip()), 2)
         host, slots = fields[0], 1
         if ":" in host and not host.startswith("["):
             host, s = host.rsplit(":", 1)
             if not s.isdigit() or int(s) < 1:
                 raise LaunchError("%s line %d: slots must be a number >= 1, "
-                                  "got %r" % (name, n, s))
+                                  "got %r" % (name, n, s), 2)
             slots = int(s)
         elif host.startswith("["):  # [v6addr]:slots
             end = host.find("]")
             if end < 0:
                 raise LaunchError("%s line %d: unclosed [ in %r"
-                                  % (name, n, host))
+                                  % (name, n, host), 2)
             rest = host[end + 1:]
             if rest:
                 if not rest.startswith(":") or not rest[1:].isdigit() \
                         or int(rest[1:]) < 1:
                     raise LaunchError("%s line %d: slots must be a number "
-                                      ">= 1, got %r" % (name, n, rest))
+                                      ">= 1, got %r" % (name, n, rest), 2)
                 slots = int(rest[1:])
             host = host[1:end]
         if not host:
-            raise LaunchError("%s line %d: empty host name" % (name, n))
+            raise LaunchError("%s line %d: empty host name" % (name, n), 2)
         hosts.append((host, slots))
     if not hosts:
-        raise LaunchError("%s names no host" % name)
+        raise LaunchError("%s names no host" % name, 2)
     return hosts
 
 
-def place(hosts, servers, workers, placement="spread", oversubscribe=False):
-    """[(role, rank, host)]: servers first, then workers."""
+def place(hosts, servers, workers, placement="spread", oversubscribe=False,
+          server_hosts=None):
+    """[(role, rank, host)]: servers first, then workers; with
+    server_hosts, servers there and workers on hosts."""
+    if server_hosts:
+        return place(server_hosts, servers, 0, placement, oversubscribe,
+                     None)[:servers] + [
+            ("worker", k, h) for _, k, h in
+            place(hosts, 0, workers, placement, oversubscribe, None)]
     need = servers + workers
     total = sum(s for _, s in hosts)
     if need > total and not oversubscribe:
-        raise LaunchError("the hostfile has %d slots for %d servers + %d "
-                          "workers (add slots, or --oversubscribe)"
-                          % (total, servers, workers))
+        what = "%d servers + %d workers" % (servers, workers)
+        if not servers:
+            what = "%d workers" % workers
+        elif not workers:
+            what = "%d servers" % servers
+        raise LaunchError("the hostfile has %d slots for %s (add slots, "
+                          "or --oversubscribe)" % (total, what), 2)
     order = []
     if placement == "pack":
         while len(order) < need:
@@ -119,6 +135,8 @@ def place(hosts, servers, workers, placement="spread", oversubscribe=False):
                         free[i] -= 1
     roles = [("server", i) for i in range(servers)] + \
         [("worker", i) for i in range(workers)]
+    if not roles:
+        return []
     return [(r, k, order[i]) for i, (r, k) in enumerate(roles)]
 
 
@@ -189,8 +207,17 @@ class SshJob(Job):
             raise LaunchError("cannot read hostfile %s: %s"
                               % (args.hostfile, e.strerror), 2) from None
         self.hosts = parse_hostfile(text, args.hostfile)
+        shosts = None
+        if args.server_hostfile:
+            try:
+                with open(args.server_hostfile) as f:
+                    shosts = parse_hostfile(f.read(), args.server_hostfile)
+            except OSError as e:
+                raise LaunchError("cannot read server hostfile %s: %s"
+                                  % (args.server_hostfile, e.strerror),
+                                  2) from None
         self.plan = place(self.hosts, args.servers, args.workers,
-                          args.placement, args.oversubscribe)
+                          args.placement, args.oversubscribe, shosts)
         self.sched_host = args.scheduler_host or self.hosts[0][0]
         try:
             self.ssh = shlex.split(args.ssh)

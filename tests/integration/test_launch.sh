@@ -51,6 +51,25 @@ for cmd in /nonexistent/cmd no-such-command-psched "$TMP/badexe"; do
 	echo "ok $cmd: $(cat "$TMP/bad.err")"
 done
 
+# Bad launcher input: a clear message, no traceback.
+printf 'a:2\nb\n' >"$TMP/hosts"
+while IFS='|' read -r want msg args; do
+	# shellcheck disable=SC2086
+	"$REPO/bin/psched-launch" $args -- true >"$TMP/cli.out" 2>&1
+	rc=$?
+	[ $rc = "$want" ] || { cat "$TMP/cli.out"; die "psched-launch $args: exit $rc, want $want"; }
+	grep -q "$msg" "$TMP/cli.out" || { cat "$TMP/cli.out"; die "psched-launch $args: no '$msg'"; }
+	grep -q Traceback "$TMP/cli.out" && { cat "$TMP/cli.out"; die "psched-launch $args: traceback"; }
+done <<EOS
+2|cannot read hostfile $TMP/nohosts: No such file|--launcher ssh -H $TMP/nohosts
+2|the hostfile has 3 slots for 3 servers + 3 workers|--launcher ssh -H $TMP/hosts -s 3 -w 3
+2|needs -H/--hostfile|--launcher ssh
+2|runs inside an allocation|--launcher slurm
+2|need at least one server|-s 0
+2|invalid choice: 'nope'|--launcher nope
+EOS
+echo "ok bad launcher input refused with its reason"
+
 # 2. A job from the source tree without PYTHONPATH, no numpy: through a
 # symlink to bin/psched-launch from another directory, and python3 -m at
 # the top of the tree.  Each worker prints its secret; both must agree.

@@ -49,6 +49,16 @@ class Hostfile(unittest.TestCase):
         p = launch_ssh.place([("a", 1), ("b", 1)], 1, 3, oversubscribe=True)
         self.assertEqual([h for _, _, h in p], ["a", "b", "a", "b"])
 
+    def test_place_server_hosts(self):
+        p = launch_ssh.place([("w1", 2), ("w2", 1)], 2, 3,
+                             server_hosts=[("s1", 1), ("s2", 1)])
+        self.assertEqual(p, [("server", 0, "s1"), ("server", 1, "s2"),
+                             ("worker", 0, "w1"), ("worker", 1, "w2"),
+                             ("worker", 2, "w1")])
+        with self.assertRaises(LaunchError) as c:
+            launch_ssh.place([("w", 4)], 3, 1, server_hosts=[("s", 2)])
+        self.assertIn("2 slots for 3 servers", str(c.exception))
+
 
 class Secret(unittest.TestCase):
     def test_generated_fresh(self):
