@@ -6,8 +6,11 @@
 # user key.  Checks:
 #   1. a 2-server 2-worker job across them ends 0 with every worker's
 #      aggregates verified exactly, output prefixed by role, rank and host,
-#      and each sshd saw logins (the processes really ran there);
-#   2. killing one remote worker (SIGKILL, inside its namespace) ends the
+#      each sshd saw logins (the processes really ran there), and the
+#      workers got the job's DMLC_*, an --env variable and a secret;
+#   2. a user's PS_JOB_TOKEN reaches the remote worker's environment and
+#      no command line here or on the hosts;
+#      killing one remote worker (SIGKILL, inside its namespace) ends the
 #      job with that worker named and its status, and no psched process
 #      is left in any namespace;
 #   3. SIGINT to the launcher (Ctrl-C) stops every remote process.
@@ -107,13 +110,23 @@ export PSCHED_BIN_DIR=$ABS_BIN PS_CONNECT_TIMEOUT=$((30 * MULT))
 unset DMLC_PS_ROOT_URI
 
 # 1. A job across the hosts.  spread: server 0 on h1, server 1 on h2,
-# worker 0 on h3, worker 1 on h1.
-for i in 1 2 3; do : >"$TMP/sshd$i.log.mark"; done
+# worker 0 on h3, worker 1 on h1.  The workers print what they were
+# given (--env, the role, their id, the secret's length) first.
+cat >"$TMP/worker.sh" <<EOS
+#!/bin/sh
+echo "env: PSTEST_X=\$PSTEST_X role=\$DMLC_ROLE id=\$DMLC_WORKER_ID root=\$DMLC_PS_ROOT_URI token_len=\${#PS_JOB_TOKEN}"
+exec $ABS_BIN/ps-worker "\$@"
+EOS
+chmod +x "$TMP/worker.sh"
 timeout $((240 * MULT)) "$LAUNCH" --launcher ssh -H "$TMP/hosts" --ssh "$SSH" -s 2 -w 2 \
-	-- "$ABS_BIN/ps-worker" --steps 10 --keys 3 --sizes 1,4,4K,1M \
+	--env PSTEST_X="a b'c" -- "$TMP/worker.sh" --steps 10 --keys 3 --sizes 1,4,4K,1M \
 	>"$TMP/job1.out" 2>"$TMP/job1.err"
 rc=$?
 [ $rc = 0 ] || { cat "$TMP/job1.out" "$TMP/job1.err"; die "job exited $rc"; }
+for w in "0@$net.13" "1@$net.11"; do
+	grep -qF "[worker $w] env: PSTEST_X=a b'c role=worker id=${w%@*} root=$net.11 token_len=32" "$TMP/job1.out" ||
+		{ cat "$TMP/job1.out"; die "worker $w did not get the job's environment"; }
+done
 for w in "0@$net.13" "1@$net.11"; do
 	grep -q "^\[worker $w\] ps-worker rank .* verified" "$TMP/job1.out" ||
 		{ cat "$TMP/job1.out" "$TMP/job1.err"; die "worker $w did not verify its sums"; }
@@ -139,14 +152,25 @@ wait_remote() {
 	return 1
 }
 
-# 2. Kill worker 0 on host 3: the job ends naming it.
-"$LAUNCH" --launcher ssh -H "$TMP/hosts" --ssh "$SSH" -s 2 -w 2 --grace 2 \
+# 2. Kill worker 0 on host 3: the job ends naming it.  This job's
+# secret is the user's.
+tok2=ssh-test-secret-$id-$RANDOM
+PS_JOB_TOKEN=$tok2 "$LAUNCH" --launcher ssh -H "$TMP/hosts" --ssh "$SSH" -s 2 -w 2 --grace 2 \
 	-- "$ABS_BIN/ps-worker" --steps 0 --seconds 300 --keys 2 --sizes 4K,64K \
 	>"$TMP/job2.out" 2>"$TMP/job2.err" &
 lpid=$!
 PIDS+=("$lpid")
 wpid=$(wait_remote "psl$id-h3" ps-worker) || die "worker 0 never ran on host 3"
 sleep 1
+# The secret shows on no command line, here or on the hosts.
+n=0
+for p in /proc/[0-9]*; do
+	c=$( { tr '\0' ' ' <"$p/cmdline"; } 2>/dev/null)
+	n=$((n + 1))
+	[[ $c == *"$tok2"* ]] && die "the job's secret is on the command line of $c"
+done
+grep -qa "PS_JOB_TOKEN=$tok2" "/proc/$wpid/environ" || die "the remote worker did not get the user's PS_JOB_TOKEN"
+echo "ok the secret is on none of $n command lines, and in the remote worker's environment"
 kill -9 "$wpid"
 wait_pid "$lpid" 60
 rc=$?
