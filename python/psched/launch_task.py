@@ -28,7 +28,7 @@ import sys
 
 from .launch import (PROG, Job, LaunchError, check_command, describe_status,
                      find_program, job_env, read_root_port, role_env,
-                     start_pumps, status_of, token_env)
+                     start_pumps, status_of)
 
 TASK_FLAG = "PSCHED_LAUNCH_TASK"  # set by the outer half for the tasks
 

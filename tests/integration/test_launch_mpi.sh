@@ -13,7 +13,8 @@
 bash scripts/install-deps.sh openmpi-bin >"$TMP/deps.log" 2>&1 ||
 	{ cat "$TMP/deps.log"; echo "cannot install openmpi-bin"; exit 77; }
 command -v mpirun >/dev/null || { echo "no mpirun"; exit 77; }
-export PATH=$(pwd)/bin:$(cd "$BIN" && pwd):$PATH
+ABS_BIN=$(cd "$BIN" && pwd)
+export PATH=$PWD/bin:$ABS_BIN:$PATH
 unset DMLC_PS_ROOT_URI DMLC_PS_ROOT_PORT DMLC_NUM_SERVER DMLC_NUM_WORKER PS_JOB_TOKEN
 MPIRUN="mpirun --oversubscribe"
 [ "$(id -u)" = 0 ] && MPIRUN="$MPIRUN --allow-run-as-root"

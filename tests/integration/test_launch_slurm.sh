@@ -88,7 +88,7 @@ done
 
 export PATH=$REPO/bin:$ABS_BIN:$PATH
 unset DMLC_PS_ROOT_URI DMLC_PS_ROOT_PORT DMLC_NUM_SERVER DMLC_NUM_WORKER PS_JOB_TOKEN
-cd "$TMP"
+cd "$TMP" || die "cd $TMP"
 
 # job_state ID: COMPLETED, FAILED, ... (from scontrol while slurmctld keeps it)
 job_state() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
