@@ -291,6 +291,7 @@ install: all
 	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/psched/*.h $(DESTDIR)$(PREFIX)/include/psched/
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 bin/psched-launch $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 python/psched/*.py $(DESTDIR)$(PYDIR)/psched/
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
