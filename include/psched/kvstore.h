@@ -10,8 +10,10 @@
  *                servers sum the W workers' pushes of a step, then apply
  *                the updater; pulls see the result of the whole step;
  *   "dist_async" the servers apply every push at once.
- * ("device" is taken as "local", "dist", "dist_device_sync" and
- * "dist_sync_device" as "dist_sync", as MXNet scripts spell them.)
+ * ("device", "local_update_cpu", "local_allreduce_cpu" and
+ * "local_allreduce_device" are taken as "local", "dist",
+ * "dist_device_sync" and "dist_sync_device" as "dist_sync", as MXNet
+ * scripts spell them; psched_kvstore_type() returns the name given.)
  *
  * Keys are uint64_t; a key's dtype and size are fixed by init.  Priority
  * follows MXNet: larger = more urgent (the node API's smaller = sooner is
@@ -113,7 +115,7 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 /* Wait for outstanding requests, leave the job, free.  NULL is a no-op.
  * Returns 0 or the first error seen. */
 int psched_kvstore_destroy(struct psched_kvstore *kv);
-/* "local", "dist_sync" or "dist_async". */
+/* The type name @kv was created with (e.g. "device", "dist"). */
 const char *psched_kvstore_type(const struct psched_kvstore *kv);
 int psched_kvstore_rank(const struct psched_kvstore *kv);
 int psched_kvstore_num_workers(const struct psched_kvstore *kv);
@@ -162,6 +164,14 @@ int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
  * names its key); each failure is reported once.
  */
 int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys);
+
+/*
+ * Have the requests issued so far on @keys (all keys when NULL) completed?
+ * 1 yes (a psched_kvstore_wait() on them returns at once), 0 not yet, or
+ * a negative error.  Never blocks.
+ */
+int psched_kvstore_test(struct psched_kvstore *kv, const uint64_t *keys,
 			size_t nkeys);
 
 /* Wait until every worker reaches the barrier (no-op for "local"). */

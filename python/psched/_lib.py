@@ -11,6 +11,9 @@ c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
 # enum psched_dtype
 RAW, F32, F64, I32, I64, F16 = 0, 1, 2, 3, 4, 5
+# bfloat16 (issue 13): the enum value after F16.  A library without it
+# rejects the code, and that message reaches the caller.
+BF16 = 6
 
 # psched's own error codes (include/psched.h)
 E_BASE = 4096
@@ -84,6 +87,8 @@ def _declare(lib):
                                     c_void_pp, c_u64_p, ctypes.c_int,
                                     ctypes.c_int],
         "psched_kvstore_wait": [vp, c_u64_p, ctypes.c_size_t],
+        "psched_kvstore_test": [vp, c_u64_p, ctypes.c_size_t],
+        "psched_num_dead_nodes": [vp, ctypes.c_uint],
         "psched_kvstore_barrier": [vp],
         "psched_kvstore_set_optimizer": [vp, ctypes.POINTER(Optimizer)],
         "psched_kvstore_set_updater": [vp, UPDATER_FN, vp],
@@ -95,6 +100,8 @@ def _declare(lib):
         f.restype, f.argtypes = ctypes.c_int, args
     f = lib.psched_kvstore_type
     f.restype, f.argtypes = ctypes.c_char_p, [vp]
+    f = lib.psched_kvstore_node
+    f.restype, f.argtypes = vp, [vp]
 
 
 def load():

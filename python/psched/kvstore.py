@@ -37,6 +37,10 @@ class PSchedError(RuntimeError):
         self.code = code
 
 
+class _PSchedValueError(PSchedError, ValueError):
+    """A bad argument where MXNet raises ValueError (either catches it)."""
+
+
 _DTYPES = {
     np.dtype(np.float32): _lib.F32,
     np.dtype(np.float64): _lib.F64,
@@ -46,6 +50,10 @@ _DTYPES = {
 }
 
 _KEY_LIMIT = 1 << 63
+
+# numpy has no bfloat16: its values travel as uint16 bit patterns in an
+# array of this dtype (the metadata names the library's dtype).
+bfloat16 = np.dtype(np.uint16, metadata={"psched_dtype": "bfloat16"})
 
 
 def _ckey(key):
@@ -64,8 +72,8 @@ def _ckey(key):
         for b in key.encode("utf-8"):
             h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
         return h | _KEY_LIMIT
-    raise PSchedError("key %r: keys are int or str, not %s"
-                      % (key, type(key).__name__), -22)
+    raise PSchedError("unexpected type for keys: %s (key %r: keys are int "
+                      "or str)" % (type(key), key), -22)
 
 
 def _as_array(v, what):
@@ -73,7 +81,18 @@ def _as_array(v, what):
     if isinstance(v, np.ndarray):
         return v
     if hasattr(v, "detach") and hasattr(v, "numpy"):
-        return v.detach().numpy()  # shares the tensor's memory
+        if getattr(v, "device", None) is not None and v.device.type != "cpu":
+            raise PSchedError("%s: a %s tensor: the KVStore takes CPU "
+                              "memory (copy it with .cpu(), or use "
+                              "psched.torch, which stages it)"
+                              % (what, v.device.type), -22)
+        if str(getattr(v, "dtype", "")) == "torch.bfloat16":
+            import torch  # only torch makes bfloat16 tensors
+            return v.detach().view(torch.int16).numpy().view(bfloat16)
+        try:
+            return v.detach().numpy()  # shares the tensor's memory
+        except (TypeError, RuntimeError) as e:
+            raise PSchedError("%s: %s" % (what, e), -22) from None
     if isinstance(v, (list, tuple)):
         raise PSchedError("%s: expected an array, got a nested %s"
                           % (what, type(v).__name__), -22)
@@ -81,6 +100,8 @@ def _as_array(v, what):
 
 
 def _code_of(dtype, what):
+    if (np.dtype(dtype).metadata or {}).get("psched_dtype") == "bfloat16":
+        return _lib.BF16
     code = _DTYPES.get(np.dtype(dtype))
     if code is None:
         raise PSchedError(
@@ -179,6 +200,10 @@ class KVStore:
                     "%s: %d keys need a list of %d values"
                     % (what, len(key), len(key)), -22)
             pairs = list(zip(key, value))
+            if len({isinstance(k, str) for k in key}) > 1:
+                # MXNet's check and message (its _ctype_key_value)
+                raise PSchedError("%s: inconsistent types of keys detected."
+                                  % what, -22)
         else:
             pairs = [(key, value)]
         out = []
@@ -380,6 +405,57 @@ class KVStore:
 
     def wait_all(self):
         self.wait(None)
+
+    def _poll(self, keys=None):
+        """True when every request issued on @keys (all when None) has
+        completed, so that wait() on them returns at once; never blocks."""
+        if keys is None:
+            ret = self._lib.psched_kvstore_test(self._live(), None, 0)
+        else:
+            ks = keys if isinstance(keys, (list, tuple)) else [keys]
+            arr = (_lib.c_u64 * len(ks))(*[_ckey(k) for k in ks])
+            ret = self._lib.psched_kvstore_test(self._live(), arr, len(ks))
+        if ret < 0:
+            self._check(ret)
+        return ret == 1
+
+    def broadcast(self, key, value, out, priority=0):
+        """MXNet's broadcast: store rank 0's @value under @key (init,
+        collective) and pull it into @out on every worker.  A key is
+        broadcast once: a second broadcast (or init) of it is an error."""
+        self.init(key, value)
+        self.pull(key, out=out, priority=priority)
+
+    OPTIMIZER = "optimizer"
+
+    def is_capable(self, capability):
+        """Whether this store supports @capability; only ``'optimizer'``
+        (set_optimizer) is known, as in MXNet, and it is supported by
+        every type here."""
+        if isinstance(capability, str) and \
+                capability.lower() == KVStore.OPTIMIZER:
+            return True
+        raise _PSchedValueError("Unknown capability: {}".format(capability),
+                                -22)
+
+    def num_dead_node(self, node_id, timeout_sec=60):
+        """How many nodes of group @node_id (1 scheduler, 2 servers, 4
+        workers, or a sum of them) this worker has seen die.  A node is
+        dead once it missed heartbeats for PS_HEARTBEAT_TIMEOUT (the
+        node's setting; @timeout_sec is accepted for MXNet's signature)
+        or dropped its connection.  Always 0 for a local store."""
+        if isinstance(node_id, bool) or not isinstance(node_id, int) or \
+                not 0 < node_id <= 7:
+            raise _PSchedValueError(
+                "num_dead_node: node_id %r is not a group (1 scheduler, "
+                "2 servers, 4 workers, or a sum of them)" % (node_id,), -22)
+        node = self._lib.psched_kvstore_node(self._live())
+        if not node:
+            return 0
+        ret = self._lib.psched_num_dead_nodes(node, node_id)
+        if ret < 0:
+            self._check(ret)
+        return ret
 
     # -- job ------------------------------------------------------------
 

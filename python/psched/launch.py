@@ -151,7 +151,8 @@ class Job:
             workers.append(self.spawn(
                 "worker %d" % i, a.command,
                 dict(env, DMLC_ROLE="worker", DMLC_TASK_ID=str(i),
-                     DMLC_WORKER_ID=str(i))))
+                     DMLC_WORKER_ID=str(i), PSCHED_LOCAL_RANK=str(i),
+                     PSCHED_LOCAL_SIZE=str(a.workers))))
         return self.monitor(workers)
 
     def monitor(self, workers):
