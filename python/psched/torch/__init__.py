@@ -543,7 +543,14 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._ps_accs.append(acc)
 
     def _ps_make_hook(self, p):
+        # The hook lives in autograd's graph: a weak reference lets an
+        # optimizer nobody holds any more go (and stop pushing).
+        ref = weakref.ref(self)
+
         def hook(*_):
+            self = ref()
+            if self is None:
+                return
             if self._ps_delay[p] <= 0:
                 raise PSchedError(
                     "gradient of %r computed more than backward_passes_"
@@ -691,7 +698,12 @@ class ServerOptimizer:
                     self._wait_hook(mine))))
 
     def _grad_hook(self, p):
+        ref = weakref.ref(self)
+
         def hook(*_):
+            self = ref()
+            if self is None:
+                return
             self._delay[p] -= 1
             if self._delay[p] <= 0:
                 self._push(p)
@@ -714,8 +726,12 @@ class ServerOptimizer:
 
     def _wait_hook(self, params):
         keys = [self._keys[p] for p in params]
+        ref = weakref.ref(self)
 
         def hook(module, inputs):
+            self = ref()
+            if self is None:
+                return
             self._c.kv.wait(keys)
             for p in params:
                 self._held.pop(p, None)
