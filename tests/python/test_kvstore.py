@@ -40,7 +40,7 @@ class TestLocal(unittest.TestCase):
         self.assertEqual(self.kv.type, "local")
         self.assertEqual(self.kv.rank, 0)
         self.assertEqual(self.kv.num_workers, 1)
-        self.assertEqual(psched.kv.create("device").type, "local")
+        self.assertEqual(psched.kv.create("device").type, "device")
 
     def test_init_pull_every_dtype(self):
         for i, dt in enumerate(DTYPES):
