@@ -101,6 +101,27 @@ int psched_servers_configure(struct psched_node *node, const char *mode,
 			     const struct psched_optimizer *opt,
 			     unsigned timeout_ms);
 
+/*
+ * Application commands to the servers (MXNet's _send_command_to_servers
+ * and its server controller).  A server's controller gets each command a
+ * worker sends: @head and @len bytes of @body, on the server's receive
+ * thread (@node is the server: it may call psched_server_set_updater()).
+ * It returns 0 or a negative errno; then @msg (@msglen bytes, "" on entry)
+ * may say why, and the worker's psched_servers_command() fails with that
+ * code, naming the server and the reason.
+ */
+typedef int psched_server_controller_fn(struct psched_node *node, int head,
+					const void *body, size_t len,
+					char *msg, size_t msglen, void *arg);
+/* Install @fn (NULL: none; commands are then refused) on a server node,
+ * before psched_node_run().  -EINVAL if @node is not a server. */
+int psched_server_set_controller(struct psched_node *node,
+				 psched_server_controller_fn *fn, void *arg);
+/* Worker: send a command to every server's controller and wait (at most
+ * @timeout_ms, 0 = the request timeout) until each one took it. */
+int psched_servers_command(struct psched_node *node, int head,
+			   const void *body, size_t len, unsigned timeout_ms);
+
 struct psched_kvstore;
 
 /*
@@ -198,6 +219,10 @@ int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
  * otherwise return 1 at once (the caller is a worker).
  */
 int psched_kvstore_run_node_from_env(void);
+/* The same, a server running with @ctl as its controller (set before it
+ * serves); for the Python package's DMLC_ROLE=server path. */
+int psched_kvstore_run_server_from_env(psched_server_controller_fn *ctl,
+				       void *arg);
 
 #pragma GCC visibility pop
 

@@ -44,6 +44,13 @@ UPDATER_FN = ctypes.CFUNCTYPE(None, c_u64, ctypes.c_int, c_u64,
                               ctypes.c_void_p, ctypes.c_void_p, c_u64,
                               ctypes.c_void_p)
 
+# typedef int psched_server_controller_fn(struct psched_node *node, int head,
+#     const void *body, size_t len, char *msg, size_t msglen, void *arg);
+CONTROLLER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                 ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_void_p)
+
 
 def candidates():
     """Where libpsched.so is looked for, in order."""
@@ -93,6 +100,10 @@ def _declare(lib):
         "psched_kvstore_set_optimizer": [vp, ctypes.POINTER(Optimizer)],
         "psched_kvstore_set_updater": [vp, UPDATER_FN, vp],
         "psched_kvstore_run_node_from_env": [],
+        "psched_kvstore_run_server_from_env": [CONTROLLER_FN, vp],
+        "psched_servers_command": [vp, ctypes.c_int, vp, ctypes.c_size_t,
+                                   ctypes.c_uint],
+        "psched_server_set_updater": [vp, UPDATER_FN, vp],
         "psched_optimizer_check": [ctypes.POINTER(Optimizer)],
     }
     for name, args in sigs.items():
