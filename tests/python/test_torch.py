@@ -158,6 +158,15 @@ class TestLocal(unittest.TestCase):
         with self.assertRaisesRegex(PSchedError, "not a worker rank"):
             pst.broadcast_parameters(m.state_dict(), root_rank=1)
 
+    def test_d_cuda_staging(self):
+        if not torch.cuda.is_available():
+            self.skipTest("no CUDA device here: the pinned-host staging of "
+                          "CUDA tensors is not run")
+        t = torch.arange(4.0, device="cuda")
+        out = pst.push_pull(t, name="local.cuda")
+        self.assertEqual(out.device.type, "cuda")
+        self.assertEqual(out.tolist(), t.tolist())
+
     def test_c_bfloat16(self):
         t = torch.tensor([1.5, -2.25, 3.0], dtype=torch.bfloat16)
         try:
@@ -198,6 +207,14 @@ class TestWorker(unittest.TestCase):
                  ).backward()
             opt.step()
         return model, opt
+
+    def test_0_ranks(self):
+        self.assertEqual(self.n, NW)
+        self.assertEqual(pst.local_size(), NW)   # psched.launch: one host
+        self.assertEqual(pst.local_rank(), int(os.environ["DMLC_WORKER_ID"]))
+        ranks = pst.push_pull(torch.tensor([1 << self.r]), average=False,
+                              name="ranks")
+        self.assertEqual(ranks.item(), 3)        # ranks 0 and 1, once each
 
     def test_a_adam_matches_one_process(self):
         adam = lambda m: torch.optim.Adam(m.parameters(), lr=0.01)  # noqa
