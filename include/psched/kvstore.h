@@ -111,16 +111,16 @@ int psched_servers_configure(struct psched_node *node, const char *mode,
  * code, naming the server and the reason.
  */
 typedef int psched_server_controller_fn(struct psched_node *node, int head,
-					const void *body, size_t len,
-					char *msg, size_t msglen, void *arg);
+					const void *body, size_t len, char *msg,
+					size_t msglen, void *arg);
 /* Install @fn (NULL: none; commands are then refused) on a server node,
  * before psched_node_run().  -EINVAL if @node is not a server. */
 int psched_server_set_controller(struct psched_node *node,
 				 psched_server_controller_fn *fn, void *arg);
 /* Worker: send a command to every server's controller and wait (at most
  * @timeout_ms, 0 = the request timeout) until each one took it. */
-int psched_servers_command(struct psched_node *node, int head,
-			   const void *body, size_t len, unsigned timeout_ms);
+int psched_servers_command(struct psched_node *node, int head, const void *body,
+			   size_t len, unsigned timeout_ms);
 
 struct psched_kvstore;
 
