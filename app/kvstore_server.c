@@ -23,13 +23,14 @@ int psched_kvstore_run_server_from_env(psched_server_controller_fn *ctl,
 		return ret;
 	if (cfg.role == PSCHED_ROLE_WORKER)
 		return 1;
+	/* Before the node exists: a worker may send a command as soon as
+	 * the start-up barrier is passed. */
+	if (cfg.role == PSCHED_ROLE_SERVER)
+		psched_server_set_controller(NULL, ctl, arg);
 	ret = psched_node_create(&cfg, &node);
 	if (ret)
 		return ret;
-	if (cfg.role == PSCHED_ROLE_SERVER)
-		ret = psched_server_set_controller(node, ctl, arg);
-	if (!ret)
-		ret = psched_node_run(node);
+	ret = psched_node_run(node);
 	if (ret) {
 		snprintf(msg, sizeof(msg), "%s", psched_errmsg());
 		psched_node_destroy(node);

@@ -113,8 +113,10 @@ int psched_servers_configure(struct psched_node *node, const char *mode,
 typedef int psched_server_controller_fn(struct psched_node *node, int head,
 					const void *body, size_t len, char *msg,
 					size_t msglen, void *arg);
-/* Install @fn (NULL: none; commands are then refused) on a server node,
- * before psched_node_run().  -EINVAL if @node is not a server. */
+/* Install @fn (NULL: none; commands are then refused) on server @node
+ * (-EINVAL if it is not a server), or with @node NULL for every server
+ * node of this process without its own; set that before
+ * psched_node_create() so that no command can arrive before it. */
 int psched_server_set_controller(struct psched_node *node,
 				 psched_server_controller_fn *fn, void *arg);
 /* Worker: send a command to every server's controller and wait (at most
