@@ -293,6 +293,8 @@ install: all
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 bin/psched-launch $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 python/psched/*.py $(DESTDIR)$(PYDIR)/psched/
+	install -d $(DESTDIR)$(PYDIR)/psched/torch
+	install -m 644 python/psched/torch/*.py $(DESTDIR)$(PYDIR)/psched/torch/
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)

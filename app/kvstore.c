@@ -52,6 +52,7 @@ struct kvstore_key {
 
 struct psched_kvstore {
 	enum kvstore_kind kind;
+	char type[32]; /* the name it was created with */
 	struct psched_node *node;
 	int rank;
 	int nworkers;
@@ -243,6 +244,27 @@ int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 	if (ret)
 		return psd_set_errmsg(ret, "kvstore wait: no memory");
 	return first;
+}
+
+int psched_kvstore_test(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys)
+{
+	struct kvstore_key *k;
+	size_t pos = 0;
+	unsigned i;
+	int ret = 1;
+
+	if (!kv || (!keys && nkeys))
+		return psd_set_errmsg(-EINVAL, "kvstore test: bad arguments");
+	pthread_mutex_lock(&kv->lock);
+	while (ret == 1 && (k = kvstore_iter(kv, keys, nkeys, &pos)))
+		for (i = 0; ret == 1 && i < k->nops; i++)
+			if (k->ops[i]->state == OP_WAITING)
+				ret = 0;
+			else if (k->ops[i]->state == OP_PENDING)
+				ret = psched_test(kv->node, k->ops[i]->req);
+	pthread_mutex_unlock(&kv->lock);
+	return ret;
 }
 
 static const char *const kvstore_call_names[] = { "push", "pull", "pushpull" };
@@ -618,6 +640,9 @@ static int kvstore_parse_type(const char *type, enum kvstore_kind *kind)
 	} types[] = {
 		{ "local", KVSTORE_LOCAL },
 		{ "device", KVSTORE_LOCAL },
+		{ "local_update_cpu", KVSTORE_LOCAL },
+		{ "local_allreduce_cpu", KVSTORE_LOCAL },
+		{ "local_allreduce_device", KVSTORE_LOCAL },
 		{ "dist_sync", KVSTORE_SYNC },
 		{ "dist", KVSTORE_SYNC },
 		{ "dist_device_sync", KVSTORE_SYNC },
@@ -683,6 +708,7 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 	if (!kv)
 		return psd_set_errmsg(-ENOMEM, "no memory for a KVStore");
 	kv->kind = kind;
+	snprintf(kv->type, sizeof(kv->type), "%s", type);
 	kv->nworkers = 1;
 	pthread_mutex_init(&kv->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -737,10 +763,7 @@ int psched_kvstore_destroy(struct psched_kvstore *kv)
 
 const char *psched_kvstore_type(const struct psched_kvstore *kv)
 {
-	static const char *const names[] = { "local", "dist_sync",
-					     "dist_async" };
-
-	return names[kv->kind];
+	return kv->type;
 }
 
 int psched_kvstore_rank(const struct psched_kvstore *kv)

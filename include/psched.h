@@ -266,6 +266,20 @@ int psched_cuda_check(int device);
 /* 1 if this libpsched was built with CUDA, else 0. */
 int psched_cuda_built(void);
 
+/*
+ * Has request @req completed?  1 yes (psched_wait() then returns at once
+ * with its result), 0 not yet, -ENOENT if there is no such request to
+ * wait for.  Never blocks.
+ */
+int psched_test(struct psched_node *node, uint64_t req);
+
+/*
+ * How many nodes of @group (PSCHED_GROUP_* mask) this node has seen die
+ * (missed heartbeats past PS_HEARTBEAT_TIMEOUT, or a lost connection);
+ * -EINVAL for a bad mask.
+ */
+int psched_num_dead_nodes(struct psched_node *node, unsigned group);
+
 /* Message of the calling thread's last failed psched call ("" if none). */
 const char *psched_errmsg(void);
 /* Name of any code this library returns. */

@@ -31,12 +31,77 @@ static void cmd_send_ack(struct psched_node *n, struct psd_conn *c,
 	psd_conn_send_control(c, n->id, &m);
 }
 
+/* The process's controller, for server nodes without their own: set
+ * before psched_node_create(), it is there before the first command. */
+static pthread_mutex_t cmd_default_lock = PTHREAD_MUTEX_INITIALIZER;
+static psched_server_controller_fn *cmd_default_ctl;
+static void *cmd_default_arg;
+
+int psched_server_set_controller(struct psched_node *n,
+				 psched_server_controller_fn *fn, void *arg)
+{
+	struct psd_kvs *s;
+
+	if (!n) {
+		pthread_mutex_lock(&cmd_default_lock);
+		cmd_default_ctl = fn;
+		cmd_default_arg = arg;
+		pthread_mutex_unlock(&cmd_default_lock);
+		return 0;
+	}
+	if (n->cfg.role != PSCHED_ROLE_SERVER || !(s = psd_kvs_of(n)))
+		return psd_set_errmsg(-EINVAL, "psched_server_set_controller: "
+					       "not a server node");
+	pthread_mutex_lock(&n->lock);
+	s->ctl = fn;
+	s->ctl_arg = arg;
+	pthread_mutex_unlock(&n->lock);
+	return 0;
+}
+
+/* Server, van thread: hand an application command to the controller. */
+static int cmd_user(struct psched_node *n, const Psched__UserCommand *u)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	psched_server_controller_fn *fn;
+	char why[256] = "";
+	void *arg;
+	int ret;
+
+	pthread_mutex_lock(&n->lock);
+	fn = s->ctl;
+	arg = s->ctl_arg;
+	pthread_mutex_unlock(&n->lock);
+	if (!fn) {
+		pthread_mutex_lock(&cmd_default_lock);
+		fn = cmd_default_ctl;
+		arg = cmd_default_arg;
+		pthread_mutex_unlock(&cmd_default_lock);
+	}
+	if (!fn)
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "command %d: this server has no "
+				      "controller (start the servers from "
+				      "the workers' script, DMLC_ROLE=server)",
+				      u->head);
+	ret = fn(n, u->head, u->body.data, u->body.len, why, sizeof(why), arg);
+	if (ret > 0)
+		ret = -EPROTO;
+	if (ret)
+		psd_set_errmsg(ret, "command %d: %.200s", u->head,
+			       why[0] ? why : psched_strerror(ret));
+	return ret;
+}
+
 /* Server, van thread: check and apply a worker's command. */
 static int cmd_apply(struct psched_node *n, const Psched__ServerCommand *sc)
 {
 	const Psched__Optimizer *po = sc->optimizer;
 	struct psched_optimizer opt;
 	int mode = (int)sc->mode;
+
+	if (sc->user)
+		return cmd_user(n, sc->user);
 
 	if (mode < PSCHED__SERVER_MODE__MODE_UNCHANGED ||
 	    mode > PSCHED__SERVER_MODE__MODE_ASYNC)

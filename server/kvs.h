@@ -71,6 +71,9 @@ struct psd_kvs {
 	struct psd_map entries; /* key -> struct psd_kvs_entry */
 	bool async;
 	struct psd_updater upd; /* common/updater.c; none = default rule */
+	/* The application's controller (kvstore.h); under n->lock. */
+	psched_server_controller_fn *ctl;
+	void *ctl_arg;
 	unsigned nworker;
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];

@@ -266,3 +266,23 @@ int psched_servers_configure(struct psched_node *n, const char *mode,
 	}
 	return psd_cmd_send(n, &sc, timeout_ms);
 }
+
+int psched_servers_command(struct psched_node *n, int head, const void *body,
+			   size_t len, unsigned timeout_ms)
+{
+	Psched__ServerCommand sc = PSCHED__SERVER_COMMAND__INIT;
+	Psched__UserCommand u = PSCHED__USER_COMMAND__INIT;
+
+	if (len && !body)
+		return psd_set_errmsg(-EINVAL, "server command: NULL body");
+	if (len > PSD_MAX_CONTROL - 1024)
+		return psd_set_errmsg(-EMSGSIZE,
+				      "server command of %zu bytes: at most "
+				      "%u bytes go in one control message",
+				      len, PSD_MAX_CONTROL - 1024);
+	u.head = head;
+	u.body.data = (uint8_t *)(uintptr_t)body;
+	u.body.len = len;
+	sc.user = &u;
+	return psd_cmd_send(n, &sc, timeout_ms);
+}

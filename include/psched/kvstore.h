@@ -10,8 +10,10 @@
  *                servers sum the W workers' pushes of a step, then apply
  *                the updater; pulls see the result of the whole step;
  *   "dist_async" the servers apply every push at once.
- * ("device" is taken as "local", "dist", "dist_device_sync" and
- * "dist_sync_device" as "dist_sync", as MXNet scripts spell them.)
+ * ("device", "local_update_cpu", "local_allreduce_cpu" and
+ * "local_allreduce_device" are taken as "local", "dist",
+ * "dist_device_sync" and "dist_sync_device" as "dist_sync", as MXNet
+ * scripts spell them; psched_kvstore_type() returns the name given.)
  *
  * Keys are uint64_t; a key's dtype and size are fixed by init.  Priority
  * follows MXNet: larger = more urgent (the node API's smaller = sooner is
@@ -99,6 +101,29 @@ int psched_servers_configure(struct psched_node *node, const char *mode,
 			     const struct psched_optimizer *opt,
 			     unsigned timeout_ms);
 
+/*
+ * Application commands to the servers (MXNet's _send_command_to_servers
+ * and its server controller).  A server's controller gets each command a
+ * worker sends: @head and @len bytes of @body, on the server's receive
+ * thread (@node is the server: it may call psched_server_set_updater()).
+ * It returns 0 or a negative errno; then @msg (@msglen bytes, "" on entry)
+ * may say why, and the worker's psched_servers_command() fails with that
+ * code, naming the server and the reason.
+ */
+typedef int psched_server_controller_fn(struct psched_node *node, int head,
+					const void *body, size_t len, char *msg,
+					size_t msglen, void *arg);
+/* Install @fn (NULL: none; commands are then refused) on server @node
+ * (-EINVAL if it is not a server), or with @node NULL for every server
+ * node of this process without its own; set that before
+ * psched_node_create() so that no command can arrive before it. */
+int psched_server_set_controller(struct psched_node *node,
+				 psched_server_controller_fn *fn, void *arg);
+/* Worker: send a command to every server's controller and wait (at most
+ * @timeout_ms, 0 = the request timeout) until each one took it. */
+int psched_servers_command(struct psched_node *node, int head, const void *body,
+			   size_t len, unsigned timeout_ms);
+
 struct psched_kvstore;
 
 /*
@@ -113,7 +138,7 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 /* Wait for outstanding requests, leave the job, free.  NULL is a no-op.
  * Returns 0 or the first error seen. */
 int psched_kvstore_destroy(struct psched_kvstore *kv);
-/* "local", "dist_sync" or "dist_async". */
+/* The type name @kv was created with (e.g. "device", "dist"). */
 const char *psched_kvstore_type(const struct psched_kvstore *kv);
 int psched_kvstore_rank(const struct psched_kvstore *kv);
 int psched_kvstore_num_workers(const struct psched_kvstore *kv);
@@ -186,6 +211,14 @@ int psched_kvstore_pushpull_device(struct psched_kvstore *kv,
 int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 			size_t nkeys);
 
+/*
+ * Have the requests issued so far on @keys (all keys when NULL) completed?
+ * 1 yes (a psched_kvstore_wait() on them returns at once), 0 not yet, or
+ * a negative error.  Never blocks.
+ */
+int psched_kvstore_test(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys);
+
 /* Wait until every worker reaches the barrier (no-op for "local"). */
 int psched_kvstore_barrier(struct psched_kvstore *kv);
 
@@ -210,6 +243,10 @@ int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
  * otherwise return 1 at once (the caller is a worker).
  */
 int psched_kvstore_run_node_from_env(void);
+/* The same, a server running with @ctl as its controller (set before it
+ * serves); for the Python package's DMLC_ROLE=server path. */
+int psched_kvstore_run_server_from_env(psched_server_controller_fn *ctl,
+				       void *arg);
 
 #pragma GCC visibility pop
 

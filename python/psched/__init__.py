@@ -8,6 +8,9 @@
     kv.push(0, grad, priority=0)
     kv.pull(0, out=weights)
 
+PyTorch: ``import psched.torch`` (BytePS's torch API: DistributedOptimizer,
+ServerOptimizer, push_pull, broadcast_parameters...).
+
 Run a local job with ``python3 -m psched.launch -s 2 -w 2 -- python3 x.py``
 (or ``psched-launch``; ssh, Slurm and mpirun back ends too).
 The library is found through PSCHED_LIBRARY, next to this package, in

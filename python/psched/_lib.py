@@ -11,6 +11,9 @@ c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
 # enum psched_dtype
 RAW, F32, F64, I32, I64, F16 = 0, 1, 2, 3, 4, 5
+# bfloat16 (issue 13): the enum value after F16.  A library without it
+# rejects the code, and that message reaches the caller.
+BF16 = 6
 
 # psched's own error codes (include/psched.h)
 E_BASE = 4096
@@ -40,6 +43,13 @@ class Optimizer(ctypes.Structure):
 UPDATER_FN = ctypes.CFUNCTYPE(None, c_u64, ctypes.c_int, c_u64,
                               ctypes.c_void_p, ctypes.c_void_p, c_u64,
                               ctypes.c_void_p)
+
+# typedef int psched_server_controller_fn(struct psched_node *node, int head,
+#     const void *body, size_t len, char *msg, size_t msglen, void *arg);
+CONTROLLER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                 ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_void_p)
 
 
 def candidates():
@@ -98,10 +108,16 @@ def _declare(lib):
         "psched_cuda_check": [ctypes.c_int],
         "psched_cuda_built": [],
         "psched_kvstore_wait": [vp, c_u64_p, ctypes.c_size_t],
+        "psched_kvstore_test": [vp, c_u64_p, ctypes.c_size_t],
+        "psched_num_dead_nodes": [vp, ctypes.c_uint],
         "psched_kvstore_barrier": [vp],
         "psched_kvstore_set_optimizer": [vp, ctypes.POINTER(Optimizer)],
         "psched_kvstore_set_updater": [vp, UPDATER_FN, vp],
         "psched_kvstore_run_node_from_env": [],
+        "psched_kvstore_run_server_from_env": [CONTROLLER_FN, vp],
+        "psched_servers_command": [vp, ctypes.c_int, vp, ctypes.c_size_t,
+                                   ctypes.c_uint],
+        "psched_server_set_updater": [vp, UPDATER_FN, vp],
         "psched_optimizer_check": [ctypes.POINTER(Optimizer)],
     }
     for name, args in sigs.items():
@@ -109,6 +125,8 @@ def _declare(lib):
         f.restype, f.argtypes = ctypes.c_int, args
     f = lib.psched_kvstore_type
     f.restype, f.argtypes = ctypes.c_char_p, [vp]
+    f = lib.psched_kvstore_node
+    f.restype, f.argtypes = vp, [vp]
 
 
 def load():
