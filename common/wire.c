@@ -157,7 +157,7 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "unknown message type";
 		return -EPROTO;
 	}
-	if (h->dtype > PSCHED_F16) {
+	if (h->dtype > PSCHED_DTYPE_MAX) {
 		*why = "unknown dtype";
 		return -EPROTO;
 	}
@@ -182,6 +182,7 @@ unsigned psched_dtype_size(enum psched_dtype dtype)
 {
 	switch (dtype) {
 	case PSCHED_F16:
+	case PSCHED_BF16:
 		return 2;
 	case PSCHED_F32:
 	case PSCHED_I32:
@@ -192,4 +193,14 @@ unsigned psched_dtype_size(enum psched_dtype dtype)
 	default:
 		return 1;
 	}
+}
+
+const char *psched_dtype_name(enum psched_dtype dtype)
+{
+	static const char *const names[] = {
+		"raw",	 "float32", "float64",	"int32",
+		"int64", "float16", "bfloat16",
+	};
+
+	return (unsigned)dtype < PSD_ARRAY_SIZE(names) ? names[dtype] : "?";
 }

@@ -109,6 +109,9 @@ void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 	case PSCHED_F16:
 		psd_f16_add(dst, src, (size_t)len / 2);
 		break;
+	case PSCHED_BF16:
+		psd_bf16_add(dst, src, (size_t)len / 2);
+		break;
 	default:
 		memcpy(dst, src, (size_t)len);
 		break;

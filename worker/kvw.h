@@ -62,6 +62,7 @@
 
 #include "cfgtab.h"
 #include "chunkq.h"
+#include "command.h"
 #include "map.h"
 #include "node.h"
 #include "timeline.h"
@@ -158,6 +159,8 @@ struct kvw_cmd {
 	bool *acked; /* [num_server] */
 	int status;
 	char msg[320];
+	psd_cmd_data_fn *on_data; /* NULL, or what a command's acks carry */
+	void *data_arg;
 };
 
 struct psd_kvw {

@@ -107,7 +107,7 @@ int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	size_t i;
 	int ret;
 
-	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16)
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_DTYPE_MAX)
 		return psd_set_errmsg(-EINVAL,
 				      "%s: no keys, no lengths or a bad dtype",
 				      psd_msg_type_name(type));

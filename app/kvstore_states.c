@@ -1,0 +1,133 @@
+// SPDX-License-Identifier: MIT
+/*
+ * psched_kvstore_save/load_optimizer_states (include/psched/kvstore.h):
+ * "local" stores move their own updater's records; dist stores fetch
+ * them from, or send them to, every server (worker/states.c), rank 0
+ * doing the transfer and every worker meeting at a barrier after.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+#include "kvstore_states.h"
+#include "optim.h"
+#include "../worker/command.h"
+
+static int states_save_local(struct psched_kvstore *kv,
+			     struct psd_updater *u, pthread_mutex_t *lock,
+			     const char *path)
+{
+	char name[16];
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	pthread_mutex_lock(lock);
+	ret = psd_upd_states_dump(u, psd_kvstore_local_range, kv, &buf, &len,
+				  name);
+	pthread_mutex_unlock(lock);
+	if (ret)
+		return ret;
+	if (!name[0])
+		ret = psd_set_errmsg(-EINVAL,
+				     "save_optimizer_states: no optimizer is "
+				     "set (set_optimizer first)");
+	else
+		ret = psd_opt_file_write(path, name, buf, len);
+	free(buf);
+	return ret;
+}
+
+static int states_load_local(struct psched_kvstore *kv,
+			     struct psd_updater *u, pthread_mutex_t *lock,
+			     const char *path)
+{
+	const uint8_t *recs;
+	char name[16];
+	uint8_t *buf;
+	size_t len;
+	int ret;
+
+	ret = psd_opt_file_read(path, &buf, &recs, &len, name);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(lock);
+	ret = psd_upd_states_load(u, name, recs, len, psd_kvstore_local_range,
+				  kv);
+	pthread_mutex_unlock(lock);
+	free(buf);
+	return ret;
+}
+
+/* Rank 0: the transfer itself. */
+static int states_dist(struct psched_node *n, bool load, const char *path)
+{
+	const uint8_t *recs;
+	char name[16];
+	uint8_t *buf = NULL;
+	size_t len;
+	int ret;
+
+	if (load) {
+		ret = psd_opt_file_read(path, &buf, &recs, &len, name);
+		if (!ret)
+			ret = psd_kvw_states_load(n, name, recs, len, 0);
+	} else {
+		ret = psd_kvw_states_dump(n, &buf, &len, name, 0);
+		if (!ret && !name[0])
+			ret = psd_set_errmsg(-EINVAL,
+					     "save_optimizer_states: the "
+					     "servers run no optimizer "
+					     "(set_optimizer first)");
+		if (!ret)
+			ret = psd_opt_file_write(path, name, buf, len);
+	}
+	free(buf);
+	return ret;
+}
+
+static int states_call(struct psched_kvstore *kv, const char *path, bool load)
+{
+	const char *what = load ? "load_optimizer_states"
+				: "save_optimizer_states";
+	pthread_mutex_t *lock;
+	struct psd_updater *u;
+	char msg[512] = "";
+	int ret = 0, bret;
+
+	if (!kv || !path || !*path)
+		return psd_set_errmsg(-EINVAL, "%s: no store or no file name",
+				      what);
+	u = psd_kvstore_local_upd(kv, &lock);
+	if (u)
+		return load ? states_load_local(kv, u, lock, path)
+			    : states_save_local(kv, u, lock, path);
+	/* Pushes of this worker must be applied before states move. */
+	ret = psched_kvstore_wait(kv, NULL, 0);
+	if (!ret)
+		ret = psched_kvstore_barrier(kv);
+	if (ret)
+		return ret;
+	if (psched_kvstore_rank(kv) == 0) {
+		ret = states_dist(psched_kvstore_node(kv), load, path);
+		if (ret)
+			snprintf(msg, sizeof(msg), "%s", psched_errmsg());
+	}
+	bret = psched_kvstore_barrier(kv);
+	if (ret)
+		return psd_set_errmsg(ret, "%s: %s", what, msg);
+	return bret;
+}
+
+int psched_kvstore_save_optimizer_states(struct psched_kvstore *kv,
+					 const char *path)
+{
+	return states_call(kv, path, false);
+}
+
+int psched_kvstore_load_optimizer_states(struct psched_kvstore *kv,
+					 const char *path)
+{
+	return states_call(kv, path, true);
+}
