@@ -14,9 +14,10 @@ the source tree's build/lib, or under the install prefix.
 """
 from . import kvstore, optimizer
 from .kvstore import KVStore, PSchedError, create
+from .kvstore import bfloat16, from_bfloat16, to_bfloat16
 
 kv = kvstore
 opt = optimizer
 
 __all__ = ["KVStore", "PSchedError", "create", "kv", "kvstore", "optimizer",
-           "opt"]
+           "opt", "bfloat16", "from_bfloat16", "to_bfloat16"]
