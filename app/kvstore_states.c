@@ -54,15 +54,52 @@ static int states_load_local(struct psched_kvstore *kv,
 		return ret;
 	pthread_mutex_lock(lock);
 	ret = psd_upd_states_load(u, name, recs, len, psd_kvstore_local_range,
-				  kv);
+				  kv, true);
 	pthread_mutex_unlock(lock);
 	free(buf);
 	return ret;
 }
 
-/* Rank 0: the transfer itself. */
-static int states_dist(struct psched_node *n, bool load, const char *path)
+/* Every record names a key of @kv with its dtype and size (the servers
+ * skip keys they do not hold, so the check is made here). */
+static int states_check_keys(struct psched_kvstore *kv, const uint8_t *recs,
+			     size_t len)
 {
+	uint64_t total, off, klen;
+	struct psd_opt_rec r;
+	size_t pos, used;
+	uint8_t dtype;
+	int ret;
+
+	for (pos = 0; pos < len; pos += used) {
+		ret = psd_opt_rec_parse(recs + pos, len - pos, &r, &used);
+		if (ret)
+			return ret;
+		if (!psd_kvstore_local_range(kv, r.key, &dtype, &total, &off,
+					     &klen))
+			return psd_set_errmsg(-EINVAL,
+					      "optimizer states: key %llu is "
+					      "not initialised",
+					      (unsigned long long)r.key);
+		if (dtype != r.dtype || (r.total && r.total != total))
+			return psd_set_errmsg(-EINVAL,
+					      "optimizer states: key %llu was "
+					      "saved as %llu bytes of %s, but "
+					      "is %llu bytes of %s",
+					      (unsigned long long)r.key,
+					      (unsigned long long)r.total,
+					      psched_dtype_name(r.dtype),
+					      (unsigned long long)total,
+					      psched_dtype_name(dtype));
+	}
+	return 0;
+}
+
+/* Rank 0: the transfer itself. */
+static int states_dist(struct psched_kvstore *kv, bool load, const char *path)
+{
+	struct psched_node *n = psched_kvstore_node(kv);
+	pthread_mutex_t *lock;
 	const uint8_t *recs;
 	char name[16];
 	uint8_t *buf = NULL;
@@ -71,6 +108,12 @@ static int states_dist(struct psched_node *n, bool load, const char *path)
 
 	if (load) {
 		ret = psd_opt_file_read(path, &buf, &recs, &len, name);
+		if (!ret) {
+			psd_kvstore_local_upd(kv, &lock);
+			pthread_mutex_lock(lock);
+			ret = states_check_keys(kv, recs, len);
+			pthread_mutex_unlock(lock);
+		}
 		if (!ret)
 			ret = psd_kvw_states_load(n, name, recs, len, 0);
 	} else {
@@ -110,7 +153,7 @@ static int states_call(struct psched_kvstore *kv, const char *path, bool load)
 	if (ret)
 		return ret;
 	if (psched_kvstore_rank(kv) == 0) {
-		ret = states_dist(psched_kvstore_node(kv), load, path);
+		ret = states_dist(kv, load, path);
 		if (ret)
 			snprintf(msg, sizeof(msg), "%s", psched_errmsg());
 	}

@@ -464,12 +464,14 @@ int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
 
 /* Lock held: check one parsed record against this holder. */
 static int upd_check_rec(struct psd_updater *u, const struct psd_opt_rec *r,
-			 psd_upd_range_fn *range_of, void *arg)
+			 psd_upd_range_fn *range_of, void *arg, bool all_keys)
 {
 	uint64_t total, off, len;
 	uint8_t dtype;
 	bool master = u->opt.multi_precision && upd_is_half(r->dtype);
 
+	if (!range_of(arg, r->key, &dtype, &total, &off, &len) && !all_keys)
+		return 0; /* another holder's key */
 	if (!range_of(arg, r->key, &dtype, &total, &off, &len))
 		return psd_set_errmsg(-EINVAL,
 				      "optimizer states: key %llu is not "
@@ -510,7 +512,8 @@ static int upd_load_rec(struct psd_updater *u, const struct psd_opt_rec *r,
 	uint8_t dtype;
 	unsigned k;
 
-	range_of(arg, r->key, &dtype, &total, &off, &len);
+	if (!range_of(arg, r->key, &dtype, &total, &off, &len))
+		return 0;
 	lo = r->off > off ? r->off : off;
 	hi = r->off + r->len < off + len ? r->off + r->len : off + len;
 	if (lo >= hi)
@@ -538,7 +541,7 @@ static int upd_load_rec(struct psd_updater *u, const struct psd_opt_rec *r,
 
 int psd_upd_states_load(struct psd_updater *u, const char *name,
 			const uint8_t *recs, size_t len,
-			psd_upd_range_fn *range_of, void *arg)
+			psd_upd_range_fn *range_of, void *arg, bool all_keys)
 {
 	struct psd_opt_rec r;
 	size_t pos, used;
@@ -567,7 +570,8 @@ int psd_upd_states_load(struct psd_updater *u, const char *name,
 			if (ret)
 				break;
 			if (pass == 0)
-				ret = upd_check_rec(u, &r, range_of, arg);
+				ret = upd_check_rec(u, &r, range_of, arg,
+						    all_keys);
 			else
 				ret = upd_load_rec(u, &r, range_of, arg);
 		}

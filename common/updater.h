@@ -92,14 +92,16 @@ int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
 /*
  * Load records @recs (@len bytes) saved under optimizer @name: every
  * record's overlap with the range @range_of reports for its key replaces
- * those elements' states.  All records are checked before anything
- * changes: -EINVAL (another optimizer or state layout, a key not held or
- * of another dtype/size) or -EPROTO (malformed), psched_errmsg() naming
- * the key.
+ * those elements' states (the states of the other elements start over).
+ * Records of keys @range_of does not know are skipped, or refused when
+ * @all_keys (a holder of every key).  All records are checked before
+ * anything changes: -EINVAL (another optimizer or state layout, an
+ * unknown key, another dtype/size) or -EPROTO (malformed),
+ * psched_errmsg() naming the key.
  */
 int psd_upd_states_load(struct psd_updater *u, const char *name,
 			const uint8_t *recs, size_t len,
-			psd_upd_range_fn *range_of, void *arg);
+			psd_upd_range_fn *range_of, void *arg, bool all_keys);
 
 /* IEEE binary16 <-> binary32, round to nearest even. */
 float psd_f16_to_f32(uint16_t h);

@@ -127,7 +127,7 @@ static int kvs_states_load(struct psd_kvs *s, const Psched__OptStates *st)
 	ret = kvs_states_busy(s);
 	if (!ret)
 		ret = psd_upd_states_load(&s->upd, s->xfer_name, s->xfer,
-					  s->xfer_len, kvs_range_of, s);
+					  s->xfer_len, kvs_range_of, s, false);
 	psd_kvs_states_drop(s);
 	return ret;
 }
