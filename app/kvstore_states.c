@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
- * psched_kvstore_save/load_optimizer_states (include/psched/kvstore.h):
+ * psched_kvstore_save/load_optimizer_states and
+ * psched_kvstore_set_gradient_compression (include/psched/kvstore.h):
  * "local" stores move their own updater's records; dist stores fetch
  * them from, or send them to, every server (worker/states.c), rank 0
  * doing the transfer and every worker meeting at a barrier after.
@@ -173,4 +174,20 @@ int psched_kvstore_load_optimizer_states(struct psched_kvstore *kv,
 					 const char *path)
 {
 	return states_call(kv, path, true);
+}
+
+int psched_kvstore_set_gradient_compression(struct psched_kvstore *kv,
+					    const char *type, double threshold)
+{
+	pthread_mutex_t *lock;
+
+	if (!kv)
+		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
+	if (psd_kvstore_local_upd(kv, &lock))
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "gradient compression applies to the "
+				      "pushes of dist stores; a local store "
+				      "sends nothing");
+	return psched_node_set_gradient_compression(psched_kvstore_node(kv),
+						    type, threshold);
 }

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <string.h>
 
+#include "compress.h"
 #include "internal.h"
 #include "wire.h"
 
@@ -74,6 +75,16 @@ static int hdr_check_length(const struct psd_hdr *h, const char **why)
 		return 0;
 	case PSD_MSG_PUSH:
 	case PSD_MSG_PUSHPULL:
+		if (h->flags & PSD_F_COMPRESSED) {
+			if (h->dtype != PSCHED_F32 ||
+			    (h->length != psd_cmp_len(PSD_CMP_2BIT, h->span / 4) &&
+			     h->length != psd_cmp_len(PSD_CMP_1BIT, h->span / 4))) {
+				*why = "compressed push of another dtype, or "
+				       "of a length that fits no codec";
+				return -EPROTO;
+			}
+			return 0;
+		}
 		if (h->length != h->span) {
 			*why = "push payload length differs from its span";
 			return -EPROTO;
@@ -159,6 +170,11 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 	}
 	if (h->dtype > PSCHED_DTYPE_MAX) {
 		*why = "unknown dtype";
+		return -EPROTO;
+	}
+	if ((h->flags & PSD_F_COMPRESSED) && h->type != PSD_MSG_PUSH &&
+	    h->type != PSD_MSG_PUSHPULL) {
+		*why = "compressed flag on a message that is no push";
 		return -EPROTO;
 	}
 	if (h->flags & ~PSD_F_ALL) {

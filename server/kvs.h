@@ -78,6 +78,8 @@ struct psd_kvs {
 	struct psd_cfgtab cfgs; /* config epochs, to check chunk layouts */
 	/* Optimizer states in transfer (kvs_states.c): a dump's snapshot,
 	 * or the records of a load arriving piece by piece. */
+	float *cmp_buf; /* async: a compressed push dequantised */
+	uint64_t cmp_cap;
 	int xfer_op; /* Psched__OptStates__Op, 0: none */
 	uint8_t *xfer;
 	size_t xfer_len;

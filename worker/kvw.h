@@ -78,6 +78,7 @@ struct kvw_key {
 	uint8_t dtype;
 	uint64_t step;	   /* pushes of this key so far */
 	uint64_t last_req; /* duplicate-key check within a request */
+	float *residual;   /* gradient compression: what was not sent yet */
 };
 
 struct kvw_srv {
@@ -93,6 +94,7 @@ struct kvw_slot {
 	const uint8_t *src; /* push source, NULL for pull */
 	uint32_t epoch;	    /* config the step is cut with */
 	uint64_t part;	    /* partition bytes of that config */
+	uint8_t *codes;	    /* compressed push: one code per element */
 };
 
 enum kvw_chunk_state {
@@ -114,6 +116,8 @@ struct kvw_chunk {
 	bool credited; /* its bytes count against the credit now */
 	uint64_t t_start;
 	uint64_t t_push; /* credit given back */
+	uint64_t coff;	 /* compressed push: payload at req->cbuf + coff */
+	uint64_t clen;
 };
 
 struct kvw_req {
@@ -137,6 +141,9 @@ struct kvw_req {
 	struct kvw_srv *srv; /* [num_server], indexed by server rank */
 	struct kvw_chunk *chunks;
 	size_t nchunks;
+	int cmp;	/* compress kind of this push (common/compress.h) */
+	float cmp_threshold;
+	uint8_t *cbuf; /* compressed payloads of every chunk */
 	size_t nslots;
 	struct kvw_slot slots[];
 };
@@ -176,6 +183,8 @@ struct psd_kvw {
 	size_t cap;
 	uint64_t gen;
 	struct psd_map keys; /* key -> struct kvw_key */
+	int cmp_kind;	     /* gradient compression of float32 pushes */
+	float cmp_threshold;
 	uint64_t max_step;   /* highest step pushed of any key */
 
 	bool fifo;

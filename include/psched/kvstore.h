@@ -258,6 +258,25 @@ int psched_kvstore_load_optimizer_states(struct psched_kvstore *kv,
 					 const char *path);
 
 /*
+ * Gradient compression (MXNet's set_gradient_compression) of this
+ * worker's float32 pushes: @type "2bit" (threshold > 0: each element goes
+ * out as +threshold, -threshold or 0), "1bit" (+1 or -1, by which side of
+ * @threshold it is on), or "none" / NULL (off).  Error feedback: what an
+ * element did not send is kept in a per-key residual and added to its
+ * next push.  Servers dequantise before summing (common/compress.h has
+ * the wire format); other dtypes and pulls are not compressed.  Pushes
+ * issued before the call keep their form; a new type or threshold starts
+ * the residuals over.  -EINVAL naming the bad type or threshold.
+ * node: a worker node; kvstore: a dist store (every worker calls it;
+ * "local" has no transfers to compress: -EOPNOTSUPP).
+ */
+int psched_node_set_gradient_compression(struct psched_node *node,
+					 const char *type, double threshold);
+int psched_kvstore_set_gradient_compression(struct psched_kvstore *kv,
+					    const char *type,
+					    double threshold);
+
+/*
  * For launchers that run one script in every role (MXNet's dmlc-tracker
  * style): when the DMLC_ROLE environment says "server" or "scheduler",
  * run that node until the job shuts down and return 0 or its error;

@@ -111,6 +111,8 @@ def _declare(lib):
                                       ctypes.c_char_p],
         "psched_kvstore_save_optimizer_states": [vp, ctypes.c_char_p],
         "psched_kvstore_load_optimizer_states": [vp, ctypes.c_char_p],
+        "psched_kvstore_set_gradient_compression": [vp, ctypes.c_char_p,
+                                                    ctypes.c_double],
     }
     for name, args in sigs.items():
         f = getattr(lib, name)

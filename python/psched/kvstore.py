@@ -469,7 +469,35 @@ class KVStore:
                               % (type(e).__name__, e), -22) from e
 
     def set_gradient_compression(self, compression_params):
-        raise NotImplementedError("psched does not compress gradients")
+        """MXNet's gradient compression of this worker's float32 pushes:
+        ``{'type': '2bit', 'threshold': 0.5}`` (each element sent as
+        +threshold, -threshold or 0), ``{'type': '1bit', 'threshold':
+        0.0}`` (+1 or -1), ``{'type': 'none'}``; what is not sent stays
+        in a residual added to the next push (error feedback).  Every
+        worker calls it (dist stores only)."""
+        if not isinstance(compression_params, dict):
+            raise PSchedError("set_gradient_compression: compression_params "
+                              "must be a dict such as {'type': '2bit', "
+                              "'threshold': 0.5}", -22)
+        extra = set(compression_params) - {"type", "threshold"}
+        if extra:
+            raise PSchedError("set_gradient_compression: unknown "
+                              "parameter%s %s (known: type, threshold)"
+                              % ("s" if len(extra) > 1 else "",
+                                 ", ".join(sorted(map(repr, extra)))), -22)
+        ctype = compression_params.get("type", "none")
+        if not isinstance(ctype, str):
+            raise PSchedError("set_gradient_compression: type must be a "
+                              "str ('2bit', '1bit', 'none')", -22)
+        th = compression_params.get("threshold",
+                                    0.5 if ctype == "2bit" else 0.0)
+        try:
+            th = float(th)
+        except (TypeError, ValueError):
+            raise PSchedError("set_gradient_compression: threshold %r is "
+                              "not a number" % (th,), -22) from None
+        self._check(self._lib.psched_kvstore_set_gradient_compression(
+            self._live(), ctype.encode(), th))
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
         """Write the optimizer's states (of every server, for dist

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psched  # noqa: E402
 from psched import PSchedError  # noqa: E402
-from ref_optim import Ref  # noqa: E402
+from ref_optim import Ref, RefCompression  # noqa: E402
 
 # (optimizer, params): every rule and the variants that change its state.
 CASES = [
@@ -308,6 +308,13 @@ class TestLocal(unittest.TestCase):
             cm.exception))
         kv.close()
 
+    def test_compression_local_refused(self):
+        kv = psched.KVStore("local")
+        with self.assertRaises(PSchedError) as cm:
+            kv.set_gradient_compression({"type": "2bit", "threshold": 0.5})
+        self.assertIn("dist stores", str(cm.exception))
+        kv.close()
+
     def test_bfloat16_values(self):
         x = np.array([1.0, 1.00390625, 1.01171875, -3.5, 1e-40, 3e38,
                       np.inf, -np.inf], np.float64)
@@ -367,6 +374,8 @@ def dist_worker():
         kv.close()
         print("bf16 ok rank %d" % rank)
         return 0
+    if phase == "cmp":
+        return dist_compression(kv)
     oname, params = DIST_OPTS[int(os.environ["PSCHED_TEST_OPT"])]
     kv.set_optimizer(psched.optimizer.create(oname, **params))
     path = os.path.join(tmp, "states.%s" % oname)
@@ -402,6 +411,55 @@ def dist_worker():
     return 0
 
 
+CMP_CASES = [("2bit", 0.5), ("1bit", 0.0), ("2bit", 0.25)]
+
+
+def dist_compression(kv):
+    """Every worker compresses its pushes; each step's pulled aggregate
+    (no optimizer: it replaces the value) must equal the sum of every
+    worker's reference quantisation, bit for bit, over several steps;
+    then bad settings are refused and the store still works."""
+    rank, nw = kv.rank, kv.num_workers
+    for ci, (ctype, th) in enumerate(CMP_CASES):
+        kv.set_gradient_compression({"type": ctype, "threshold": th})
+        keys = [("c%d%s" % (ci, k), n) for k, n in DIST_KEYS]
+        for k, n in keys:
+            kv.init(k, np.zeros(n, np.float32))
+        refs = {(k, r): RefCompression(ctype, th, n) for k, n in keys
+                for r in range(nw)}
+        for s in range(5):
+            for k, n in keys:
+                kv.push(k, (grad_of(s, n, rank) * 0.4).astype(np.float32))
+            for k, n in keys:
+                out = np.zeros(n, np.float32)
+                kv.pull(k, out=out)
+                want = np.zeros(n, np.float32)
+                for r in range(nw):  # the servers add in rank order or
+                    # not: these sums of +-t, 0, +-1 are exact in float32
+                    want += refs[(k, r)].quantize(
+                        (grad_of(s, n, r) * 0.4).astype(np.float32))
+                assert np.array_equal(out, want), (
+                    ctype, k, s, np.flatnonzero(out != want)[:5])
+    for bad, msg in (({"type": "3bit"}, "'3bit' is not supported"),
+                     ({"type": "2bit", "threshold": -1}, "threshold -1"),
+                     ({"type": "2bit", "thresh": 1}, "unknown parameter")):
+        try:
+            kv.set_gradient_compression(bad)
+        except PSchedError as e:
+            assert msg in str(e), (bad, str(e))
+        else:
+            raise AssertionError("%r was accepted" % (bad,))
+    kv.set_gradient_compression({"type": "none"})
+    kv.init("plain", np.zeros(5, np.float32))
+    kv.push("plain", np.full(5, 0.3, np.float32))
+    out = np.zeros(5, np.float32)
+    kv.pull("plain", out=out)
+    assert np.allclose(out, 0.3 * nw), out
+    kv.close()
+    print("compression ok rank %d" % rank)
+    return 0
+
+
 def dist_reference(oname, params, nw):
     out = {}
     for k, n in DIST_KEYS:
@@ -430,6 +488,12 @@ def run_dist():
     env["PSCHED_TEST_PHASE"] = "bf16"
     rc = launch(env, 2, 2)
     print("== bf16 sums, 2 servers x 2 workers: exit %d" % rc, flush=True)
+    status = status or rc
+    env["PSCHED_TEST_PHASE"] = "cmp"
+    env["PS_PARTITION_BYTES"] = "300"  # chunks of 75 elements: codes
+    rc = launch(env, 2, 2)             # start mid-byte
+    print("== compression 2bit/1bit, 2 servers x 2 workers: exit %d" % rc,
+          flush=True)
     status = status or rc
     for i, (oname, params) in enumerate(DIST_OPTS):
         env["PSCHED_TEST_OPT"] = str(i)
