@@ -376,6 +376,8 @@ def dist_worker():
         return 0
     if phase == "cmp":
         return dist_compression(kv)
+    if phase == "switch":
+        return dist_switch(kv)
     oname, params = DIST_OPTS[int(os.environ["PSCHED_TEST_OPT"])]
     kv.set_optimizer(psched.optimizer.create(oname, **params))
     path = os.path.join(tmp, "states.%s" % oname)
@@ -460,6 +462,73 @@ def dist_compression(kv):
     return 0
 
 
+SWITCH_STEPS = 40
+
+
+def dist_switch(kv):
+    """Run by tests/integration/test_optim.sh under a scheduler that
+    switches the partition size every few hundredths of a second: Adam
+    over SWITCH_STEPS steps, states saved after step 14 and loaded back
+    after step 24, so states are kept, saved and loaded across several
+    partition sizes; rank 0 writes the final weights."""
+    import time
+    rank, nw = kv.rank, kv.num_workers
+    tmp = os.environ["PSCHED_TEST_DIR"]
+    kv.set_optimizer(psched.optimizer.Adam(learning_rate=0.01, wd=0.01))
+    for k, n in DIST_KEYS:
+        kv.init(k, weights0(n).astype(np.float32))
+    path = os.path.join(tmp, "switch.states")
+    saved = {}
+    s = 0
+    replayed = False
+    while s < SWITCH_STEPS:
+        for k, n in DIST_KEYS:
+            kv.push(k, grad_of(s, n, rank).astype(np.float32))
+        for k, n in DIST_KEYS:
+            out = np.zeros(n, np.float32)
+            kv.pull(k, out=out)
+            if s == 14:
+                saved[k] = out
+        if s == 14:
+            kv.save_optimizer_states(path)
+        if s == 24 and not replayed:
+            # The states go back to those after step 14 (moments and
+            # update counts); the weights stay: the reference does so.
+            kv.load_optimizer_states(path)
+            replayed = True
+        time.sleep(0.01)
+        s += 1
+    res = {}
+    for k, n in DIST_KEYS:
+        out = np.zeros(n, np.float32)
+        kv.pull(k, out=out)
+        res["k%s" % k] = out
+    if rank == 0:
+        np.savez(os.path.join(tmp, "switch.npz"), **res)
+    kv.close()
+    return 0
+
+
+def switch_reference(nw):
+    """The weights dist_switch must end with: Adam from step 0; at step
+    24 the states go back to those after step 14 (the weights do not)."""
+    out = {}
+    for k, n in DIST_KEYS:
+        r = Ref("adam", weights0(n).astype(np.float32), learning_rate=0.01,
+                wd=0.01)
+        snap = None
+        for s in range(SWITCH_STEPS):
+            g = np.sum([grad_of(s, n, rank).astype(np.float32)
+                        for rank in range(nw)], axis=0, dtype=np.float32)
+            r.step(g)
+            if s == 14:
+                snap = ([x.copy() for x in r.s], r.t)
+            if s == 24:
+                r.s, r.t = [x.copy() for x in snap[0]], snap[1]
+        out["k%s" % k] = r.w
+    return out
+
+
 def dist_reference(oname, params, nw):
     out = {}
     for k, n in DIST_KEYS:
@@ -531,6 +600,16 @@ def run_dist():
 def main():
     if os.environ.get("DMLC_ROLE") == "worker":
         return dist_worker()
+    if sys.argv[1:2] == ["check-switch"]:
+        want = switch_reference(int(sys.argv[3]))
+        got = np.load(sys.argv[2])
+        bad = [k for k in want if not np.allclose(got[k], want[k],
+                                                 rtol=1e-5, atol=1e-6)]
+        for k in bad:
+            print("FAIL %s: differs from the reference by %g" % (
+                k, np.max(np.abs(got[k] - want[k]))))
+        print("switch check: %s" % ("FAIL" if bad else "ok"))
+        return 1 if bad else 0
     suite = unittest.defaultTestLoader.loadTestsFromTestCase(TestLocal)
     ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
     status = 0 if ok else 1
