@@ -15,9 +15,8 @@
 #include "optim.h"
 #include "../worker/command.h"
 
-static int states_save_local(struct psched_kvstore *kv,
-			     struct psd_updater *u, pthread_mutex_t *lock,
-			     const char *path)
+static int states_save_local(struct psched_kvstore *kv, struct psd_updater *u,
+			     pthread_mutex_t *lock, const char *path)
 {
 	char name[16];
 	uint8_t *buf;
@@ -40,9 +39,8 @@ static int states_save_local(struct psched_kvstore *kv,
 	return ret;
 }
 
-static int states_load_local(struct psched_kvstore *kv,
-			     struct psd_updater *u, pthread_mutex_t *lock,
-			     const char *path)
+static int states_load_local(struct psched_kvstore *kv, struct psd_updater *u,
+			     pthread_mutex_t *lock, const char *path)
 {
 	const uint8_t *recs;
 	char name[16];
@@ -133,8 +131,8 @@ static int states_dist(struct psched_kvstore *kv, bool load, const char *path)
 
 static int states_call(struct psched_kvstore *kv, const char *path, bool load)
 {
-	const char *what = load ? "load_optimizer_states"
-				: "save_optimizer_states";
+	const char *what =
+		load ? "load_optimizer_states" : "save_optimizer_states";
 	pthread_mutex_t *lock;
 	struct psd_updater *u;
 	char msg[512] = "";

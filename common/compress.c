@@ -72,7 +72,8 @@ int psd_cmp_unpack(const uint8_t *in, uint64_t len, float *dst, size_t n,
 	float t, v;
 	size_t i;
 
-	if (len < PSD_CMP_HDR || (in[0] != PSD_CMP_2BIT && in[0] != PSD_CMP_1BIT) ||
+	if (len < PSD_CMP_HDR ||
+	    (in[0] != PSD_CMP_2BIT && in[0] != PSD_CMP_1BIT) ||
 	    in[1] | in[2] | in[3] || len != psd_cmp_len(in[0], n))
 		return -EPROTO;
 	memcpy(&t, in + 4, 4);

@@ -62,9 +62,9 @@ void psd_opt_step(const struct psd_opt_params *p, double *w, double g,
 struct psd_opt_rec {
 	uint64_t key, total, off, len;
 	uint8_t dtype, nstate, master, esize;
-	uint64_t n;		 /* elements */
+	uint64_t n;				   /* elements */
 	const uint8_t *arr[PSD_OPT_MAX_STATE + 1]; /* states, then master */
-	const uint8_t *cnt;	 /* u32 per element */
+	const uint8_t *cnt;			   /* u32 per element */
 };
 
 /* Bytes of a record of @n elements. */
@@ -79,9 +79,9 @@ void psd_opt_rec_put_hdr(uint8_t *buf, const struct psd_opt_rec *r);
 
 /* File: "PSCHOPTS", u32 version 1, char name[16] (NUL padded),
  * records..., u32 CRC-32 (IEEE) of everything before it. */
-#define PSD_OPT_FILE_MAGIC "PSCHOPTS"
+#define PSD_OPT_FILE_MAGIC   "PSCHOPTS"
 #define PSD_OPT_FILE_VERSION 1u
-#define PSD_OPT_FILE_HDR 28
+#define PSD_OPT_FILE_HDR     28
 
 uint32_t psd_crc32(const void *buf, size_t len);
 /* Write @name's header, @recs, the CRC to @path (via a temporary file

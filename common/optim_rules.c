@@ -11,8 +11,8 @@
 #include "optim.h"
 
 static const char *const opt_names[PSD_OPT_COUNT] = {
-	[PSD_OPT_SGD] = "sgd",		[PSD_OPT_NAG] = "nag",
-	[PSD_OPT_ADAM] = "adam",	[PSD_OPT_ADAMW] = "adamw",
+	[PSD_OPT_SGD] = "sgd",	       [PSD_OPT_NAG] = "nag",
+	[PSD_OPT_ADAM] = "adam",       [PSD_OPT_ADAMW] = "adamw",
 	[PSD_OPT_RMSPROP] = "rmsprop", [PSD_OPT_ADAGRAD] = "adagrad",
 	[PSD_OPT_SIGNUM] = "signum",
 };
@@ -103,20 +103,22 @@ static int opt_check_mults(const struct psched_optimizer *o, const char *nm)
 	for (i = 0; i < o->nmult; i++) {
 		if (o->lr_mult &&
 		    (!isfinite(o->lr_mult[i]) || o->lr_mult[i] < 0))
-			return psd_set_errmsg(-EINVAL,
-					      "optimizer %s: lr_mult %g of "
-					      "key %llu is not a finite "
-					      "number >= 0",
-					      nm, o->lr_mult[i],
-					      (unsigned long long)o->mult_keys[i]);
+			return psd_set_errmsg(
+				-EINVAL,
+				"optimizer %s: lr_mult %g of "
+				"key %llu is not a finite "
+				"number >= 0",
+				nm, o->lr_mult[i],
+				(unsigned long long)o->mult_keys[i]);
 		if (o->wd_mult &&
 		    (!isfinite(o->wd_mult[i]) || o->wd_mult[i] < 0))
-			return psd_set_errmsg(-EINVAL,
-					      "optimizer %s: wd_mult %g of "
-					      "key %llu is not a finite "
-					      "number >= 0",
-					      nm, o->wd_mult[i],
-					      (unsigned long long)o->mult_keys[i]);
+			return psd_set_errmsg(
+				-EINVAL,
+				"optimizer %s: wd_mult %g of "
+				"key %llu is not a finite "
+				"number >= 0",
+				nm, o->wd_mult[i],
+				(unsigned long long)o->mult_keys[i]);
 	}
 	return 0;
 }

@@ -35,8 +35,8 @@ static uint64_t get64(const uint8_t *p)
 uint64_t psd_opt_rec_size(uint64_t n, unsigned nstate, bool master,
 			  unsigned esize)
 {
-	return PSD_OPT_REC_HDR + n * ((uint64_t)nstate * esize +
-				      (master ? 4u : 0u) + 4u);
+	return PSD_OPT_REC_HDR +
+	       n * ((uint64_t)nstate * esize + (master ? 4u : 0u) + 4u);
 }
 
 void psd_opt_rec_put_hdr(uint8_t *buf, const struct psd_opt_rec *r)
@@ -77,11 +77,10 @@ int psd_opt_rec_parse(const uint8_t *buf, size_t len, struct psd_opt_rec *r,
 	if (r->dtype < PSCHED_F32 || r->dtype > PSCHED_DTYPE_MAX ||
 	    r->dtype == PSCHED_I32 || r->dtype == PSCHED_I64 ||
 	    r->nstate > PSD_OPT_MAX_STATE || r->master > 1 ||
-	    (r->esize != 4 && r->esize != 8) || r->len % es ||
-	    r->off % es || r->off + r->len < r->off ||
-	    (r->total && r->off + r->len > r->total) || buf[36] | buf[37] |
-								buf[38] |
-								buf[39])
+	    (r->esize != 4 && r->esize != 8) || r->len % es || r->off % es ||
+	    r->off + r->len < r->off ||
+	    (r->total && r->off + r->len > r->total) ||
+	    buf[36] | buf[37] | buf[38] | buf[39])
 		return psd_set_errmsg(-EPROTO,
 				      "optimizer states: bad record header "
 				      "(key %llu)",

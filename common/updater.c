@@ -400,9 +400,9 @@ static uint64_t upd_dump_size(struct psd_updater *u)
 
 	while ((st = psd_map_next(&u->states, &pos, NULL)))
 		for (; st; st = st->next)
-			sz += psd_opt_rec_size(st->n, st->nstate, st->master,
-					       (unsigned)upd_state_esize(
-						       st->dtype));
+			sz += psd_opt_rec_size(
+				st->n, st->nstate, st->master,
+				(unsigned)upd_state_esize(st->dtype));
 	return sz;
 }
 
@@ -446,8 +446,9 @@ int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
 			psd_opt_rec_put_hdr(w, &r);
 			w += PSD_OPT_REC_HDR;
 			for (k = 0; k < st->nstate + st->master; k++) {
-				size_t b = (size_t)st->n *
-					   (k < st->nstate ? es : sizeof(float));
+				size_t b =
+					(size_t)st->n *
+					(k < st->nstate ? es : sizeof(float));
 
 				memcpy(w, st->arr[k], b);
 				w += b;
@@ -550,14 +551,14 @@ int psd_upd_states_load(struct psd_updater *u, const char *name,
 
 	pthread_mutex_lock(&u->lock);
 	if (atomic_load(&u->kind) != PSD_UPD_OPT || strcmp(name, u->name)) {
-		ret = psd_set_errmsg(-EINVAL,
-				     "optimizer states were saved under '%.16s' "
-				     "but the optimizer here is '%s': set "
-				     "that optimizer first",
-				     name,
-				     atomic_load(&u->kind) == PSD_UPD_OPT
-					     ? u->name
-					     : "none");
+		ret = psd_set_errmsg(
+			-EINVAL,
+			"optimizer states were saved under '%.16s' "
+			"but the optimizer here is '%s': set "
+			"that optimizer first",
+			name,
+			atomic_load(&u->kind) == PSD_UPD_OPT ? u->name
+							     : "none");
 		goto out_unlock;
 	}
 	/* Pass 0 checks every record; pass 1 replaces the states. */

@@ -77,8 +77,10 @@ static int hdr_check_length(const struct psd_hdr *h, const char **why)
 	case PSD_MSG_PUSHPULL:
 		if (h->flags & PSD_F_COMPRESSED) {
 			if (h->dtype != PSCHED_F32 ||
-			    (h->length != psd_cmp_len(PSD_CMP_2BIT, h->span / 4) &&
-			     h->length != psd_cmp_len(PSD_CMP_1BIT, h->span / 4))) {
+			    (h->length !=
+				     psd_cmp_len(PSD_CMP_2BIT, h->span / 4) &&
+			     h->length !=
+				     psd_cmp_len(PSD_CMP_1BIT, h->span / 4))) {
 				*why = "compressed push of another dtype, or "
 				       "of a length that fits no codec";
 				return -EPROTO;

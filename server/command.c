@@ -54,7 +54,8 @@ static int cmd_apply(struct psched_node *n, const Psched__ServerCommand *sc,
 				      "optimizer name of %zu bytes is too "
 				      "long",
 				      strlen(po->name));
-	if (po && (psd_opt_from_proto(po, &opt) || psched_optimizer_check(&opt)))
+	if (po &&
+	    (psd_opt_from_proto(po, &opt) || psched_optimizer_check(&opt)))
 		return -EINVAL;
 	ret = psd_kvs_command(n, mode, po ? &opt : NULL);
 	if (!ret && sc->states)

@@ -212,8 +212,8 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 		}
 		payload = s->cmp_buf;
 	}
-	if (!psd_upd_apply(&s->upd, e->key, e->dtype, e->off, e->len,
-			   h->offset, dst, payload, h->span))
+	if (!psd_upd_apply(&s->upd, e->key, e->dtype, e->off, e->len, h->offset,
+			   dst, payload, h->span))
 		psd_kvs_sum(e->dtype, dst, payload, h->span);
 	e->version++;
 	if (h->type == PSD_MSG_PUSHPULL)

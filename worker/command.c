@@ -44,11 +44,10 @@ static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
 		cmd_of(n)->acked[p->rank] = true;
 		cmd_of(n)->acks++;
 		if (!status && cmd_of(n)->on_data)
-			cmd_of(n)->on_data(cmd_of(n)->data_arg,
-					   (unsigned)p->rank,
-					   ack->message ? ack->message : "",
-					   ack->data.data,
-					   ack->data.len, ack->total);
+			cmd_of(n)->on_data(
+				cmd_of(n)->data_arg, (unsigned)p->rank,
+				ack->message ? ack->message : "",
+				ack->data.data, ack->data.len, ack->total);
 		if (status && !cmd_of(n)->status) {
 			cmd_of(n)->status = status;
 			snprintf(cmd_of(n)->msg, sizeof(cmd_of(n)->msg),

@@ -374,13 +374,14 @@ int psched_node_set_gradient_compression(struct psched_node *n,
 	size_t pos = 0;
 
 	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
-		return psd_set_errmsg(-EINVAL,
-				      "gradient compression: not a worker node");
+		return psd_set_errmsg(
+			-EINVAL, "gradient compression: not a worker node");
 	if (kind < 0)
-		return psd_set_errmsg(-EINVAL,
-				      "gradient compression type '%.32s' is not "
-				      "supported (2bit, 1bit, none)",
-				      type);
+		return psd_set_errmsg(
+			-EINVAL,
+			"gradient compression type '%.32s' is not "
+			"supported (2bit, 1bit, none)",
+			type);
 	if (!isfinite(threshold) || (kind == PSD_CMP_2BIT && threshold <= 0) ||
 	    fabs(threshold) > 3.0e38)
 		return psd_set_errmsg(-EINVAL,

@@ -141,7 +141,7 @@ struct kvw_req {
 	struct kvw_srv *srv; /* [num_server], indexed by server rank */
 	struct kvw_chunk *chunks;
 	size_t nchunks;
-	int cmp;	/* compress kind of this push (common/compress.h) */
+	int cmp; /* compress kind of this push (common/compress.h) */
 	float cmp_threshold;
 	uint8_t *cbuf; /* compressed payloads of every chunk */
 	size_t nslots;
@@ -185,7 +185,7 @@ struct psd_kvw {
 	struct psd_map keys; /* key -> struct kvw_key */
 	int cmp_kind;	     /* gradient compression of float32 pushes */
 	float cmp_threshold;
-	uint64_t max_step;   /* highest step pushed of any key */
+	uint64_t max_step; /* highest step pushed of any key */
 
 	bool fifo;
 	struct psd_chunkq q;

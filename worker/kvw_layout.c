@@ -111,10 +111,11 @@ static int kvw_req_quantize(struct psd_kvw *w, struct kvw_req *r)
 			k->residual = calloc(n ? n : 1, sizeof(float));
 		r->slots[i].codes = malloc(n ? n : 1);
 		if (!k->residual || !r->slots[i].codes)
-			return psd_set_errmsg(-ENOMEM,
-					      "push of key %llu: no memory to "
-					      "compress it",
-					      (unsigned long long)r->slots[i].key);
+			return psd_set_errmsg(
+				-ENOMEM,
+				"push of key %llu: no memory to "
+				"compress it",
+				(unsigned long long)r->slots[i].key);
 	}
 	for (i = 0; i < r->nslots; i++) {
 		k = psd_map_get(&w->keys, r->slots[i].key);

@@ -23,7 +23,9 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 		.total = s->total,
 		.offset = ch->off,
 		.span = ch->span,
-		.length = !payload ? 0 : r->cmp ? ch->clen : ch->span,
+		.length = !payload ? 0
+			  : r->cmp ? ch->clen
+				   : ch->span,
 		.part = ch->part,
 		.step = s->step,
 		.req = r->id,
@@ -32,7 +34,7 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 		.priority = r->priority,
 	};
 	iov->iov_base = !payload ? NULL
-		      : r->cmp	 ? (void *)(r->cbuf + ch->coff)
+			: r->cmp ? (void *)(r->cbuf + ch->coff)
 				 : (void *)(uintptr_t)(s->src + ch->off);
 	iov->iov_len = (size_t)h->length;
 }

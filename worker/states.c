@@ -59,8 +59,9 @@ static void states_on_data(void *arg, unsigned srank, const char *msg,
 	}
 	nb = realloc(d->buf[srank], d->len[srank] + len);
 	if (!nb) {
-		d->err = psd_set_errmsg(-ENOMEM, "no memory for the states "
-						 "of server %u",
+		d->err = psd_set_errmsg(-ENOMEM,
+					"no memory for the states "
+					"of server %u",
 					srank);
 		return;
 	}
@@ -136,12 +137,12 @@ int psd_kvw_states_dump(struct psched_node *n, uint8_t **buf, size_t *len,
 			if (d.len[s] != (d.total[s] < off + PSD_OPT_PIECE
 						 ? d.total[s]
 						 : off + PSD_OPT_PIECE)) {
-				ret = psd_set_errmsg(-EPROTO,
-						     "server %u sent %zu of "
-						     "%llu state bytes",
-						     s, d.len[s],
-						     (unsigned long long)
-							     d.total[s]);
+				ret = psd_set_errmsg(
+					-EPROTO,
+					"server %u sent %zu of "
+					"%llu state bytes",
+					s, d.len[s],
+					(unsigned long long)d.total[s]);
 				goto out;
 			}
 			if (d.total[s] > most)

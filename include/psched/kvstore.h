@@ -273,8 +273,7 @@ int psched_kvstore_load_optimizer_states(struct psched_kvstore *kv,
 int psched_node_set_gradient_compression(struct psched_node *node,
 					 const char *type, double threshold);
 int psched_kvstore_set_gradient_compression(struct psched_kvstore *kv,
-					    const char *type,
-					    double threshold);
+					    const char *type, double threshold);
 
 /*
  * For launchers that run one script in every role (MXNet's dmlc-tracker

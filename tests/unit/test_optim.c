@@ -48,8 +48,10 @@ static void test_optim_bf16_every_value(void)
 			continue;
 		}
 		if (psd_f32_to_bf16(f) != h)
-			test_fail_at(__FILE__, __LINE__, "bf16 0x%04x -> %g -> "
-				     "0x%04x", h, f, psd_f32_to_bf16(f));
+			test_fail_at(__FILE__, __LINE__,
+				     "bf16 0x%04x -> %g -> "
+				     "0x%04x",
+				     h, f, psd_f32_to_bf16(f));
 	}
 }
 
@@ -89,9 +91,10 @@ static void test_optim_bf16_rounding(void)
 		if (isnan(f) || isinf(f) || (x & 0x7f800000u) == 0x7f000000u)
 			continue; /* near the top binade: inf is right too */
 		if (psd_f32_to_bf16(f) != bf16_ref(f))
-			test_fail_at(__FILE__, __LINE__, "0x%08x -> 0x%04x, "
-				     "want 0x%04x", x, psd_f32_to_bf16(f),
-				     bf16_ref(f));
+			test_fail_at(__FILE__, __LINE__,
+				     "0x%08x -> 0x%04x, "
+				     "want 0x%04x",
+				     x, psd_f32_to_bf16(f), bf16_ref(f));
 	}
 	{
 		uint16_t d[3] = { 0x3f80, 0x4000, 0xc040 }; /* 1, 2, -3 */
@@ -120,7 +123,8 @@ static void test_optim_compress_roundtrip(void)
 			float r = g[i];
 
 			if (kind == PSD_CMP_2BIT)
-				want = r >= 0.5f ? 0.5f : (r <= -0.5f ? -0.5f : 0);
+				want = r >= 0.5f ? 0.5f
+						 : (r <= -0.5f ? -0.5f : 0);
 			else
 				want = r > 0.5f ? 1.0f : -1.0f;
 			CHECK_NEAR(res[i], r - want, 1e-7);
@@ -133,14 +137,17 @@ static void test_optim_compress_roundtrip(void)
 
 				psd_cmp_pack((int)kind, 0.5f, codes + start, n,
 					     buf);
-				CHECK_EQ(psd_cmp_unpack(buf, len, back, n, 0), 0);
+				CHECK_EQ(psd_cmp_unpack(buf, len, back, n, 0),
+					 0);
 				for (i = 0; i < n; i++) {
-					float q = g[start + i] - res2[start + i];
+					float q =
+						g[start + i] - res2[start + i];
 
 					CHECK_NEAR(back[i], q, 1e-7);
 				}
 				/* The wrong length is refused. */
-				CHECK_EQ(psd_cmp_unpack(buf, len + 1, back, n, 0),
+				CHECK_EQ(psd_cmp_unpack(buf, len + 1, back, n,
+							0),
 					 -EPROTO);
 			}
 		}
@@ -150,7 +157,8 @@ static void test_optim_compress_roundtrip(void)
 			float r = res2[i] + g[i];
 
 			if (kind == PSD_CMP_2BIT)
-				want = r >= 0.5f ? 0.5f : (r <= -0.5f ? -0.5f : 0);
+				want = r >= 0.5f ? 0.5f
+						 : (r <= -0.5f ? -0.5f : 0);
 			else
 				want = r > 0.5f ? 1.0f : -1.0f;
 			CHECK_NEAR(res[i], r - want, 1e-6);
@@ -210,9 +218,13 @@ static int hdr_roundtrip(struct psd_hdr *h)
 static void test_optim_wire_compressed(void)
 {
 	struct psd_hdr h = {
-		.type = PSD_MSG_PUSH, .dtype = PSCHED_F32,
-		.flags = PSD_F_COMPRESSED, .total = 400, .offset = 100,
-		.span = 300, .step = 1,
+		.type = PSD_MSG_PUSH,
+		.dtype = PSCHED_F32,
+		.flags = PSD_F_COMPRESSED,
+		.total = 400,
+		.offset = 100,
+		.span = 300,
+		.step = 1,
 	};
 
 	h.length = psd_cmp_len(PSD_CMP_2BIT, 75);
@@ -341,9 +353,9 @@ static void test_optim_states_by_byte_range(void)
 	CHECK_EQ(psd_upd_states_load(&b, "adam", buf, len, range_of, &lo, true),
 		 -EINVAL);
 	CHECK(strstr(psched_errmsg(), "key 9"));
-	CHECK_EQ(psd_upd_states_load(&b, "adam", buf, len, range_of, &lo,
-				     false),
-		 0); /* skipped by a holder of some keys */
+	CHECK_EQ(
+		psd_upd_states_load(&b, "adam", buf, len, range_of, &lo, false),
+		0); /* skipped by a holder of some keys */
 	CHECK_EQ(psd_upd_states_load(&b, "adam", buf, len - 1, range_of, &lo,
 				     true),
 		 -EPROTO);
