@@ -348,7 +348,7 @@ def dist_worker():
     Phase "bf16": bfloat16 sums against float32."""
     phase = os.environ["PSCHED_TEST_PHASE"]
     tmp = os.environ["PSCHED_TEST_DIR"]
-    kv = psched.KVStore("dist_sync")
+    kv = psched.KVStore(os.environ.get("PSCHED_TEST_KVTYPE", "dist_sync"))
     rank, nw = kv.rank, kv.num_workers
     if phase == "bf16":
         vals = {k: np.linspace(-3, 3, n) * (rank + 1) + 0.01 * rank
@@ -422,6 +422,7 @@ def dist_compression(kv):
     worker's reference quantisation, bit for bit, over several steps;
     then bad settings are refused and the store still works."""
     rank, nw = kv.rank, kv.num_workers
+    sync = kv.type != "dist_async"
     for ci, (ctype, th) in enumerate(CMP_CASES):
         kv.set_gradient_compression({"type": ctype, "threshold": th})
         keys = [("c%d%s" % (ci, k), n) for k, n in DIST_KEYS]
@@ -429,9 +430,16 @@ def dist_compression(kv):
             kv.init(k, np.zeros(n, np.float32))
         refs = {(k, r): RefCompression(ctype, th, n) for k, n in keys
                 for r in range(nw)}
+        total = {k: np.zeros(n, np.float32) for k, n in keys}
         for s in range(5):
             for k, n in keys:
                 kv.push(k, (grad_of(s, n, rank) * 0.4).astype(np.float32))
+            if not sync:  # async: every push adds to the value at once
+                for k, n in keys:
+                    for r in range(nw):
+                        total[k] += refs[(k, r)].quantize((grad_of(
+                            s, n, r) * 0.4).astype(np.float32))
+                continue
             for k, n in keys:
                 out = np.zeros(n, np.float32)
                 kv.pull(k, out=out)
@@ -442,6 +450,15 @@ def dist_compression(kv):
                         (grad_of(s, n, r) * 0.4).astype(np.float32))
                 assert np.array_equal(out, want), (
                     ctype, k, s, np.flatnonzero(out != want)[:5])
+        if not sync:
+            kv.wait()
+            kv.barrier()  # every worker's pushes are applied
+            for k, n in keys:
+                out = np.zeros(n, np.float32)
+                kv.pull(k, out=out)
+                assert np.array_equal(out, total[k]), (
+                    ctype, k, np.flatnonzero(out != total[k])[:5])
+            kv.barrier()
     for bad, msg in (({"type": "3bit"}, "'3bit' is not supported"),
                      ({"type": "2bit", "threshold": -1}, "threshold -1"),
                      ({"type": "2bit", "thresh": 1}, "unknown parameter")):
@@ -454,6 +471,8 @@ def dist_compression(kv):
     kv.set_gradient_compression({"type": "none"})
     kv.init("plain", np.zeros(5, np.float32))
     kv.push("plain", np.full(5, 0.3, np.float32))
+    kv.wait()
+    kv.barrier()
     out = np.zeros(5, np.float32)
     kv.pull("plain", out=out)
     assert np.allclose(out, 0.3 * nw), out
@@ -560,10 +579,13 @@ def run_dist():
     status = status or rc
     env["PSCHED_TEST_PHASE"] = "cmp"
     env["PS_PARTITION_BYTES"] = "300"  # chunks of 75 elements: codes
-    rc = launch(env, 2, 2)             # start mid-byte
-    print("== compression 2bit/1bit, 2 servers x 2 workers: exit %d" % rc,
-          flush=True)
-    status = status or rc
+    for kvtype in ("dist_sync", "dist_async"):  # chunks start mid-byte
+        env["PSCHED_TEST_KVTYPE"] = kvtype
+        rc = launch(env, 2, 2)
+        print("== compression 2bit/1bit, %s, 2 servers x 2 workers: "
+              "exit %d" % (kvtype, rc), flush=True)
+        status = status or rc
+    env.pop("PSCHED_TEST_KVTYPE")
     for i, (oname, params) in enumerate(DIST_OPTS):
         env["PSCHED_TEST_OPT"] = str(i)
         env["PSCHED_TEST_PHASE"] = "save"
