@@ -4,7 +4,8 @@
  * psched_kvstore_set_gradient_compression (include/psched/kvstore.h):
  * "local" stores move their own updater's records; dist stores fetch
  * them from, or send them to, every server (worker/states.c), rank 0
- * doing the transfer and every worker meeting at a barrier after.
+ * doing the transfer and every worker meeting at a barrier after (only
+ * rank 0 sees the transfer's error, as with set_optimizer).
  */
 #include <stdio.h>
 #include <stdlib.h>

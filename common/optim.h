@@ -50,7 +50,7 @@ void psd_opt_step(const struct psd_opt_params *p, double *w, double g,
 		  double *s, uint32_t t);
 
 /*
- * State records (docs/optimizer-states.md), little-endian:
+ * State records (docs/optimizers.md), little-endian:
  *   u64 key, u64 total (key bytes), u64 off, u64 len (the byte range),
  *   u8 dtype, u8 nstate, u8 master (0/1), u8 esize (4 or 8 bytes per
  *   state element), u32 zero; then nstate state arrays, the master

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * Optimizer state records and files (common/optim.h; the format is
- * described in docs/optimizer-states.md).  Integers are little-endian;
+ * described in docs/optimizers.md).  Integers are little-endian;
  * state arrays are the host's float32/float64, so files move between
  * little-endian hosts (the only ones psched builds for).
  */

@@ -242,11 +242,12 @@ int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
  * Save the optimizer states of every key (momentum, moments, update
  * counts, float32 master weights: what the installed optimizer keeps)
  * to file @path, or load them from it, in the format of
- * docs/optimizer-states.md (magic, version, optimizer name, records of
- * key byte ranges, CRC-32).  Dist stores fetch or send the states of
- * every server (collective: rank 0 does the transfer, then the workers
- * meet at a barrier); records map by byte range, so a file loads into
- * any server count or partition size.  Load needs the same optimizer
+ * docs/optimizers.md (magic, version, optimizer name, records of key
+ * byte ranges, CRC-32).  Dist stores fetch or send the states of every
+ * server (collective: rank 0 does the transfer, then the workers meet at
+ * a barrier; as with set_optimizer, rank 0 returns the transfer's error,
+ * the others the barrier's); records map by byte range, so a file loads
+ * into any server count or partition size.  Load needs the same optimizer
  * (name and state layout) installed, and every key initialised with the
  * file's dtype and size: else -EINVAL naming the key, and nothing is
  * changed on the refusing server.  Call both between steps (no pushes

@@ -501,7 +501,7 @@ class KVStore:
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
         """Write the optimizer's states (of every server, for dist
-        stores) to file @fname (format: docs/optimizer-states.md).
+        stores) to file @fname (format: docs/optimizers.md).
         Collective for dist stores.  @dump_optimizer is accepted for
         MXNet's signature; the file always names the optimizer."""
         self._check(self._lib.psched_kvstore_save_optimizer_states(
