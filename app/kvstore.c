@@ -17,6 +17,7 @@
 #include "kvstore_gpu.h"
 #include "map.h"
 #include "updater.h"
+#include "kvstore_states.h"
 
 enum kvstore_kind {
 	KVSTORE_LOCAL = 0,
@@ -64,11 +65,7 @@ struct psched_kvstore {
 
 static const char *kvstore_dtype_name(unsigned dtype)
 {
-	static const char *const names[] = {
-		"raw", "float32", "float64", "int32", "int64", "float16",
-	};
-
-	return dtype < PSD_ARRAY_SIZE(names) ? names[dtype] : "?";
+	return psched_dtype_name((enum psched_dtype)dtype);
 }
 
 /* MXNet: larger = more urgent; the node API: smaller = sooner. */
@@ -494,7 +491,7 @@ static int kvstore_check_init(struct psched_kvstore *kv, const uint64_t *keys,
 	size_t i;
 	int ret;
 
-	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16 ||
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_DTYPE_MAX ||
 	    (!vals && kv->kind == KVSTORE_LOCAL))
 		return psd_set_errmsg(-EINVAL, "init: no keys, lengths or "
 					       "values, or a bad dtype");
@@ -615,6 +612,26 @@ int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
 	if (kv->kind == KVSTORE_LOCAL)
 		return psd_upd_set_optimizer(&kv->upd, opt);
 	return kvstore_configure(kv, NULL, opt);
+}
+
+struct psd_updater *psd_kvstore_local_upd(struct psched_kvstore *kv,
+					  pthread_mutex_t **lock)
+{
+	*lock = &kv->lock;
+	return kv->kind == KVSTORE_LOCAL ? &kv->upd : NULL;
+}
+
+bool psd_kvstore_local_range(void *arg, uint64_t key, uint8_t *dtype,
+			     uint64_t *total, uint64_t *off, uint64_t *len)
+{
+	struct kvstore_key *k = kvstore_find(arg, key);
+
+	if (!k)
+		return false;
+	*dtype = k->dtype;
+	*total = *len = k->nbytes;
+	*off = 0;
+	return true;
 }
 
 int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,

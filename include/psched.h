@@ -47,7 +47,9 @@ enum psched_dtype {
 	PSCHED_F64 = 2,
 	PSCHED_I32 = 3,
 	PSCHED_I64 = 4,
-	PSCHED_F16 = 5, /* IEEE half; servers add in float32 */
+	PSCHED_F16 = 5,	 /* IEEE half; servers add in float32 */
+	PSCHED_BF16 = 6, /* bfloat16; servers add in float32 */
+	PSCHED_DTYPE_MAX = PSCHED_BF16,
 };
 
 /* Barrier groups (bit mask). */
@@ -287,6 +289,9 @@ const char *psched_strerror(int err);
 
 /* Size in bytes of one element of @dtype (1 for PSCHED_RAW). */
 unsigned psched_dtype_size(enum psched_dtype dtype);
+/* "raw", "float32", "float64", "int32", "int64", "float16", "bfloat16";
+ * "?" for a value outside the enum. */
+const char *psched_dtype_name(enum psched_dtype dtype);
 
 /* Bytes moved so far by this node (payload only), for tools. */
 struct psched_stats {

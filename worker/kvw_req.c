@@ -75,6 +75,11 @@ void psd_kvw_req_unregister(struct psd_kvw *w, struct kvw_req *r)
 
 void psd_kvw_req_free(struct kvw_req *r)
 {
+	size_t i;
+
+	for (i = 0; i < r->nslots; i++)
+		free(r->slots[i].codes);
+	free(r->cbuf);
 	free(r->chunks);
 	free(r->srv);
 	free(r);

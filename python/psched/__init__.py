@@ -27,6 +27,9 @@ _LAZY = {
     "KVStore": ("kvstore", "KVStore"),
     "PSchedError": ("kvstore", "PSchedError"),
     "create": ("kvstore", "create"),
+    "bfloat16": ("kvstore", "bfloat16"),
+    "from_bfloat16": ("kvstore", "from_bfloat16"),
+    "to_bfloat16": ("kvstore", "to_bfloat16"),
 }
 
 
@@ -45,4 +48,4 @@ def __dir__():
 
 
 __all__ = ["KVStore", "PSchedError", "create", "kv", "kvstore", "optimizer",
-           "opt"]
+           "opt", "bfloat16", "from_bfloat16", "to_bfloat16"]

@@ -10,10 +10,11 @@ c_u64_p = ctypes.POINTER(c_u64)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
 # enum psched_dtype
-RAW, F32, F64, I32, I64, F16 = 0, 1, 2, 3, 4, 5
-# bfloat16 (issue 13): the enum value after F16.  A library without it
-# rejects the code, and that message reaches the caller.
-BF16 = 6
+RAW, F32, F64, I32, I64, F16, BF16 = 0, 1, 2, 3, 4, 5, 6
+
+# psched_dtype_name() of each code (the library's own names)
+DTYPE_NAMES = {RAW: "raw", F32: "float32", F64: "float64", I32: "int32",
+               I64: "int64", F16: "float16", BF16: "bfloat16"}
 
 # psched's own error codes (include/psched.h)
 E_BASE = 4096
@@ -34,6 +35,20 @@ class Optimizer(ctypes.Structure):
         ("wd", ctypes.c_double),
         ("rescale_grad", ctypes.c_double),
         ("clip_gradient", ctypes.c_double),
+        ("beta1", ctypes.c_double),
+        ("beta2", ctypes.c_double),
+        ("epsilon", ctypes.c_double),
+        ("gamma1", ctypes.c_double),
+        ("gamma2", ctypes.c_double),
+        ("wd_lh", ctypes.c_double),
+        ("clip_weights", ctypes.c_double),
+        ("centered", ctypes.c_int),
+        ("correct_bias", ctypes.c_int),
+        ("multi_precision", ctypes.c_int),
+        ("nmult", ctypes.c_size_t),
+        ("mult_keys", c_u64_p),
+        ("lr_mult", ctypes.POINTER(ctypes.c_double)),
+        ("wd_mult", ctypes.POINTER(ctypes.c_double)),
     ]
 
 
@@ -119,6 +134,12 @@ def _declare(lib):
                                    ctypes.c_uint],
         "psched_server_set_updater": [vp, UPDATER_FN, vp],
         "psched_optimizer_check": [ctypes.POINTER(Optimizer)],
+        "psched_optimizer_defaults": [ctypes.POINTER(Optimizer),
+                                      ctypes.c_char_p],
+        "psched_kvstore_save_optimizer_states": [vp, ctypes.c_char_p],
+        "psched_kvstore_load_optimizer_states": [vp, ctypes.c_char_p],
+        "psched_kvstore_set_gradient_compression": [vp, ctypes.c_char_p,
+                                                    ctypes.c_double],
     }
     for name, args in sigs.items():
         f = getattr(lib, name)
@@ -127,6 +148,8 @@ def _declare(lib):
     f.restype, f.argtypes = ctypes.c_char_p, [vp]
     f = lib.psched_kvstore_node
     f.restype, f.argtypes = vp, [vp]
+    f = lib.psched_dtype_name
+    f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int]
 
 
 def load():

@@ -53,19 +53,43 @@ class _PSchedValueError(PSchedError, ValueError):
     """A bad argument where MXNet raises ValueError (either catches it)."""
 
 
+# numpy has no bfloat16: psched's is a 2-byte structured dtype with one
+# field named "bfloat16", so an array of it is never mistaken for uint16
+# data.  Make one from bits with ``bits.view(psched.bfloat16)`` (uint16 or
+# int16 bits, little-endian), or from floats with to_bfloat16(); read it
+# with from_bfloat16().  CPU torch.bfloat16 tensors map to it by sharing
+# their memory.
+bfloat16 = np.dtype([("bfloat16", "<u2")])
+
 _DTYPES = {
     np.dtype(np.float32): _lib.F32,
     np.dtype(np.float64): _lib.F64,
     np.dtype(np.float16): _lib.F16,
     np.dtype(np.int32): _lib.I32,
     np.dtype(np.int64): _lib.I64,
+    bfloat16: _lib.BF16,
 }
+
+
+def to_bfloat16(a):
+    """float array -> bfloat16 array (round to nearest even, NaN kept),
+    as the library rounds."""
+    x = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    nan = (x & 0x7f800000) == 0x7f800000
+    nan &= (x & 0x7fffff) != 0
+    r = ((x + 0x7fff + ((x >> 16) & 1)) >> 16).astype(np.uint16)
+    r[nan] = ((x[nan] >> 16) | 0x40).astype(np.uint16)
+    return r.view(bfloat16)
+
+
+def from_bfloat16(a):
+    """bfloat16 array -> float32 array (exact)."""
+    bits = np.ascontiguousarray(a).view(np.uint16).astype(np.uint32)
+    return (bits << 16).view(np.float32)
+
 
 _KEY_LIMIT = 1 << 63
 
-# numpy has no bfloat16: its values travel as uint16 bit patterns in an
-# array of this dtype (the metadata names the library's dtype).
-bfloat16 = np.dtype(np.uint16, metadata={"psched_dtype": "bfloat16"})
 
 
 def _ckey(key):
@@ -112,13 +136,11 @@ def _as_array(v, what):
 
 
 def _code_of(dtype, what):
-    if (np.dtype(dtype).metadata or {}).get("psched_dtype") == "bfloat16":
-        return _lib.BF16
     code = _DTYPES.get(np.dtype(dtype))
     if code is None:
         raise PSchedError(
             "%s: dtype %s is not supported (float32, float64, float16, "
-            "int32, int64)" % (what, np.dtype(dtype).name), -22)
+            "bfloat16, int32, int64)" % (what, np.dtype(dtype).name), -22)
     return code
 
 
@@ -303,9 +325,13 @@ class KVStore:
                 a = np.ascontiguousarray(arrs[0])
             else:  # one value per device: sum them here first
                 acc = np.float32 if arrs[0].dtype == np.float16 else None
-                with np.errstate(over="ignore"):  # float16 may overflow
-                    a = np.sum(np.stack(arrs), axis=0, dtype=acc).astype(
-                        arrs[0].dtype)
+                if arrs[0].dtype == bfloat16:  # sum in float32, round
+                    a = to_bfloat16(np.sum(np.stack(
+                        [from_bfloat16(x) for x in arrs]), axis=0))
+                else:
+                    with np.errstate(over="ignore"):  # float16 overflows
+                        a = np.sum(np.stack(arrs), axis=0,
+                                   dtype=acc).astype(arrs[0].dtype)
             items.append((ck, _code_of(a.dtype, w), k, a))
         return items
 
@@ -621,15 +647,50 @@ class KVStore:
         self._check(ret)
 
     def set_gradient_compression(self, compression_params):
-        raise NotImplementedError("psched does not compress gradients")
+        """MXNet's gradient compression of this worker's float32 pushes:
+        ``{'type': '2bit', 'threshold': 0.5}`` (each element sent as
+        +threshold, -threshold or 0), ``{'type': '1bit', 'threshold':
+        0.0}`` (+1 or -1), ``{'type': 'none'}``; what is not sent stays
+        in a residual added to the next push (error feedback).  Every
+        worker calls it (dist stores only)."""
+        if not isinstance(compression_params, dict):
+            raise PSchedError("set_gradient_compression: compression_params "
+                              "must be a dict such as {'type': '2bit', "
+                              "'threshold': 0.5}", -22)
+        extra = set(compression_params) - {"type", "threshold"}
+        if extra:
+            raise PSchedError("set_gradient_compression: unknown "
+                              "parameter%s %s (known: type, threshold)"
+                              % ("s" if len(extra) > 1 else "",
+                                 ", ".join(sorted(map(repr, extra)))), -22)
+        ctype = compression_params.get("type", "none")
+        if not isinstance(ctype, str):
+            raise PSchedError("set_gradient_compression: type must be a "
+                              "str ('2bit', '1bit', 'none')", -22)
+        th = compression_params.get("threshold",
+                                    0.5 if ctype == "2bit" else 0.0)
+        try:
+            th = float(th)
+        except (TypeError, ValueError):
+            raise PSchedError("set_gradient_compression: threshold %r is "
+                              "not a number" % (th,), -22) from None
+        self._check(self._lib.psched_kvstore_set_gradient_compression(
+            self._live(), ctype.encode(), th))
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
-        raise NotImplementedError("optimizer states live on the servers "
-                                  "and are not saved")
+        """Write the optimizer's states (of every server, for dist
+        stores) to file @fname (format: docs/optimizers.md).
+        Collective for dist stores.  @dump_optimizer is accepted for
+        MXNet's signature; the file always names the optimizer."""
+        self._check(self._lib.psched_kvstore_save_optimizer_states(
+            self._live(), os.fsencode(fname)))
 
     def load_optimizer_states(self, fname):
-        raise NotImplementedError("optimizer states live on the servers "
-                                  "and are not loaded")
+        """Restore states saved by save_optimizer_states (the same
+        optimizer must be set; any server count or partition size).
+        Collective for dist stores."""
+        self._check(self._lib.psched_kvstore_load_optimizer_states(
+            self._live(), os.fsencode(fname)))
 
     def close(self):
         """Wait for outstanding requests, leave the job (workers: the

@@ -175,8 +175,8 @@ class TestLocal(unittest.TestCase):
             kv.push(1.5, np.zeros(3))
         with self.assertRaisesRegex(PSchedError, "appears twice"):
             kv.push([1, 1], [np.zeros((2, 3), np.float32)] * 2)
-        with self.assertRaisesRegex(PSchedError, "adam.*not supported"):
-            kv.set_optimizer(type("Adam", (), {"learning_rate": 0.1})())
+        with self.assertRaisesRegex(PSchedError, "ftrl.*not supported"):
+            kv.set_optimizer(type("Ftrl", (), {"learning_rate": 0.1})())
         with self.assertRaisesRegex(PSchedError, "learning_rate -1"):
             kv.set_optimizer(psched.optimizer.SGD(learning_rate=-1))
         with self.assertRaisesRegex(PSchedError, "unknown KVStore type"):
