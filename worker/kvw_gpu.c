@@ -162,7 +162,6 @@ bool psd_kvw_gpu_direct(const struct psd_kvw *w)
 void psd_kvw_gpu_job(const struct kvw_chunk *ch, struct kvw_gpu_job *job)
 {
 	const struct kvw_req *r = ch->req;
-
 	bool dev = r->on_gpu && kvw_is_push(r->type) && ch->span;
 
 	job->on = dev && !r->gpu_direct;

@@ -134,7 +134,6 @@ int psd_gpu_direct_choose(const char *mode, const char *transport,
 			  void *arg, int device, char *why, size_t len)
 {
 	char pwhy[256] = "";
-
 	bool require = mode && !strcmp(mode, "1");
 
 	if (mode && !strcmp(mode, "0")) {

@@ -132,8 +132,7 @@ struct psd_transport_ops {
 	 * before anything went on the wire (the caller may stage it and
 	 * ->send() it instead); other errors as ->send(). */
 	int (*send_dev)(struct psd_conn *c, const struct psd_hdr *h,
-			const struct iovec *iov, int niov,
-			unsigned timeout_ms);
+			const struct iovec *iov, int niov, unsigned timeout_ms);
 	/* Input is ready (van thread): read and deliver messages.  0, or
 	 * -errno when the connection must be dropped (-ECONNRESET: EOF). */
 	int (*progress)(struct psd_conn *c);

@@ -234,8 +234,8 @@ static int rdmt_rx_rts(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 		/* Device memory takes no CPU copies: into the scratch
 		 * buffer, whose address rx_msg passes on. */
 		if (rc->base.rx_dev &&
-		    !(rc->rx_dst = psd_conn_scratch(
-			      &rc->base, (size_t)rc->rx_hdr.length)))
+		    !(rc->rx_dst = psd_conn_scratch(&rc->base,
+						    (size_t)rc->rx_hdr.length)))
 			return -ENOMEM;
 		rc->rx_state = RDMT_RX_COPY;
 		return rdmt_post_cts(rc, RDMT_CTS_COPY, 0, 0);
