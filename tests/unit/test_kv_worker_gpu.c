@@ -341,8 +341,8 @@ static struct {
 	const void *ptr[FK_MAX_DEV];
 	size_t len[FK_MAX_DEV];
 	unsigned n;
-	bool refuse;	/* registration "fails": -EOPNOTSUPP */
-	bool rx_direct; /* answers come as RDMA writes */
+	atomic_bool refuse;    /* registration "fails": -EOPNOTSUPP */
+	atomic_bool rx_direct; /* answers come as RDMA writes */
 } fkr;
 
 static struct psd_transport_ops fk_rdma_ops;
@@ -358,14 +358,14 @@ static int fk_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 		fkr.n++;
 	}
 	pthread_mutex_unlock(&fkr.lock);
-	if (fkr.refuse)
+	if (atomic_load(&fkr.refuse))
 		return psd_set_errmsg(-EOPNOTSUPP, "test: no registration");
 	return psd_loop_ops.send(c, h, iov, niov, timeout_ms);
 }
 
 static int fk_progress(struct psd_conn *c)
 {
-	c->rx_direct = fkr.rx_direct;
+	c->rx_direct = atomic_load(&fkr.rx_direct);
 	return psd_loop_ops.progress(c);
 }
 
@@ -427,7 +427,7 @@ static void test_gpu_direct_on(void)
 	CHECK_EQ(fk.d2h, 0);
 	CHECK_EQ(fk.nops, 0);
 
-	fkr.rx_direct = true;
+	atomic_store(&fkr.rx_direct, true);
 	memset(out, 0, sizeof(out));
 	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
 				    NULL, NULL, &id),
@@ -442,7 +442,7 @@ static void test_gpu_direct_on(void)
 	CHECK_U64(st.h2d, ==, 0);
 
 	/* Answers the transport copies with the CPU: staged. */
-	fkr.rx_direct = false;
+	atomic_store(&fkr.rx_direct, false);
 	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
 				    NULL, NULL, &id),
 		 0);
@@ -515,7 +515,7 @@ static void test_gpu_direct_refused_falls_back(void)
 		plain[i] = (uint8_t)(i * 11 + 7);
 		dev[i] = plain[i] ^ FK_DEV;
 	}
-	fkr.refuse = true;
+	atomic_store(&fkr.refuse, true);
 	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
 				    NULL, NULL, &id),
 		 0);
