@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include "auth.h"
 #include "van.h"
 
 /* Hellos a server keeps while its node table is still on the way. */
@@ -102,12 +103,12 @@ struct psched_node {
 	bool hb_started;
 	bool hb_stop;
 	pthread_cond_t hb_cond;
-	uint64_t token; /* job token from the node table */
-	/* Hellos that came before our own node table (van thread only). */
+	struct psd_auth_secret secret; /* the job's (auth.h) */
+	/* Authenticated hellos that came before our own node table (van
+	 * thread only). */
 	struct psd_early_hello {
 		struct psd_conn *conn; /* holds a reference */
 		int id;
-		uint64_t token;
 	} early[PSD_EARLY_HELLO_MAX];
 	unsigned nearly;
 
@@ -134,10 +135,6 @@ void psd_node_set_fatal(struct psched_node *n, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Send a control message to the scheduler. */
 int psd_node_send_sched(struct psched_node *n, const Psched__Control *msg);
-
-/* Hash of @cfg's job token (PS_JOB_TOKEN, --job-token; 0 when unset):
- * the shared secret of a job. */
-uint64_t psd_cfg_job_token(const struct psched_cfg *cfg);
 
 /* Node-side (server, worker) start and stop. */
 int psd_po_start(struct psched_node *n);
