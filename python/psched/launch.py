@@ -72,7 +72,10 @@ class Job:
             "DMLC_NUM_SERVER": str(a.servers),
             "DMLC_NUM_WORKER": str(a.workers),
         })
-        env.setdefault("PS_JOB_TOKEN", secrets.token_hex(16))
+        # Every node of the job proves this secret (README
+        # "Authentication"); a fresh one unless the caller gave one.
+        if not env.get("PS_JOB_TOKEN") and not env.get("PS_JOB_TOKEN_FILE"):
+            env["PS_JOB_TOKEN"] = secrets.token_hex(24)
         if a.server_mode:
             env["PS_SERVER_MODE"] = a.server_mode
         if a.verbose:
