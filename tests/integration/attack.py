@@ -22,9 +22,9 @@ Usage:
       a scheduler that does not know the secret: it listens (port written
       to PORTFILE) and answers a node's Register with a Challenge it
       recorded from the real scheduler at SCHED_PORT; the node must refuse.
-  attack.py slowloris PORT SECONDS
+  attack.py slowloris PORT MIN MAX
       send a valid header one byte per second; the node must drop the
-      connection within SECONDS (its PS_AUTH_TIMEOUT plus slack).
+      connection after MIN..MAX seconds (its PS_AUTH_TIMEOUT, slack).
   attack.py hold PORT N SECONDS [LENGTH]
       hold N unauthenticated connections for SECONDS, each having sent a
       control header claiming LENGTH bytes (default 3000) and part of it;
@@ -410,24 +410,26 @@ def fake_scheduler(argv):
 
 
 def slowloris(argv):
-    port, limit = int(argv[0]), float(argv[1])
+    port, lo, hi = int(argv[0]), float(argv[1]), float(argv[2])
     s = connect(port)
     data = hdr(CONTROL, length=100)
     t0 = time.monotonic()
+    dropped = False
     for b in data:
         try:
             s.send(bytes([b]))
+            r, _, _ = select.select([s], [], [], 1.0)
+            if r and not s.recv(1):
+                dropped = True
+                break
         except OSError:
+            dropped = True
             break
-        r, _, _ = select.select([s], [], [], 1.0)
-        if r and not s.recv(1):
-            break
-        if time.monotonic() - t0 > limit:
+        if time.monotonic() - t0 > hi:
             break
     took = time.monotonic() - t0
-    dropped = closed_by_peer(s, 0.5)
-    check("1 byte/s sender dropped after %.1f s (limit %.1f s)" % (took, limit),
-          dropped and took <= limit)
+    check("1 byte/s sender dropped after %.1f s (want %.1f..%.1f s)" %
+          (took, lo, hi), dropped and lo <= took <= hi)
 
 
 def hold(argv):
@@ -443,7 +445,7 @@ def hold(argv):
         s.connect_ex(("127.0.0.1", port))
         socks.append(s)
     time.sleep(0.5)
-    part = hdr(CONTROL, length=length) + b"\x08" * min(length - 1, 2000)
+    part = hdr(CONTROL, length=length) + b"\x08" * min(length - 1, 60000)
     for s in socks:
         try:
             s.send(part)
