@@ -97,6 +97,7 @@ struct psched_node {
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
 	bool finalizing; /* worker said it is done, waits for shutdown */
+	bool sched_lost; /* scheduler closed us before authenticating */
 	/* Heartbeats come from their own thread, not the van loop: a node
 	 * busy summing or sending large tensors is alive. */
 	pthread_t hb_thread;
@@ -138,6 +139,9 @@ int psd_node_send_sched(struct psched_node *n, const Psched__Control *msg);
 
 /* Node-side (server, worker) start and stop. */
 int psd_po_start(struct psched_node *n);
+/* Connect to the scheduler, register and authenticate (po_join.c), by
+ * @deadline (ms, psd_now_ms()). */
+int psd_po_join(struct psched_node *n, uint64_t deadline);
 void psd_po_stop(struct psched_node *n);
 int psd_po_finalize(struct psched_node *n);
 

@@ -349,6 +349,13 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 	if (c == n->sched) {
 		pthread_mutex_lock(&n->lock);
 		down = n->shutdown;
+		if (!atomic_load(&c->authed)) {
+			/* Before the handshake ended: psd_po_join() says why
+			 * or connects again. */
+			n->sched_lost = true;
+			pthread_cond_broadcast(&n->cond);
+			down = true;
+		}
 		pthread_mutex_unlock(&n->lock);
 		if (!down)
 			psd_node_set_fatal(n, PSCHED_ENODEDEAD,
@@ -433,101 +440,6 @@ static void po_heartbeat_stop(struct psched_node *n)
 	pthread_join(n->hb_thread, NULL);
 	pthread_cond_destroy(&n->hb_cond);
 	n->hb_started = false;
-}
-
-/* Our address as others should dial it. */
-static void po_pick_host(struct psched_node *n)
-{
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-	struct ifaddrs *ifa, *i;
-
-	if (n->cfg.node_host[0]) {
-		snprintf(n->host, sizeof(n->host), "%s", n->cfg.node_host);
-		return;
-	}
-	if (n->cfg.interface[0] && !getifaddrs(&ifa)) {
-		for (i = ifa; i; i = i->ifa_next) {
-			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-			    strcmp(i->ifa_name, n->cfg.interface))
-				continue;
-			inet_ntop(AF_INET,
-				  &((struct sockaddr_in *)(void *)i->ifa_addr)
-					   ->sin_addr,
-				  n->host, sizeof(n->host));
-			break;
-		}
-		freeifaddrs(ifa);
-		if (n->host[0])
-			return;
-		psd_warn("interface %s has no IPv4 address; using the route "
-			 "to the scheduler",
-			 n->cfg.interface);
-	}
-	if (n->sched->fd >= 0 &&
-	    !getsockname(n->sched->fd, (struct sockaddr *)&sin, &len)) {
-		inet_ntop(AF_INET, &sin.sin_addr, n->host, sizeof(n->host));
-		return;
-	}
-	snprintf(n->host, sizeof(n->host), "127.0.0.1");
-}
-
-/* Connect to the scheduler (always TCP: the data transport is agreed
- * there), retrying while it is not up yet. */
-static int po_connect_sched(struct psched_node *n, uint64_t deadline)
-{
-	struct psd_addr a;
-	uint64_t now;
-	int ret;
-
-	snprintf(a.host, sizeof(a.host), "%s", n->cfg.root_uri);
-	a.port = n->cfg.root_port;
-	for (;;) {
-		now = psd_now_ms();
-		ret = psd_van_connect_via(
-			n->van, &psd_tcp_ops, &a,
-			deadline > now ? (unsigned)(deadline - now) : 1,
-			"scheduler", &n->sched);
-		if (!ret)
-			return 0;
-		if (psd_now_ms() + 100 >= deadline)
-			return psd_set_errmsg(
-				PSCHED_ERENDEZVOUS,
-				"%s: cannot reach the scheduler at %s:%u "
-				"within %u ms: %s (is ps-scheduler running "
-				"there? check DMLC_PS_ROOT_URI/PORT)",
-				psched_role_name(n->cfg.role), a.host, a.port,
-				n->cfg.connect_timeout_ms,
-				psched_strerror(ret));
-		usleep(100 * 1000);
-	}
-}
-
-static int po_register(struct psched_node *n)
-{
-	Psched__NodeInfo ni = PSCHED__NODE_INFO__INIT;
-	Psched__Register reg = PSCHED__REGISTER__INIT;
-	Psched__Control m = PSCHED__CONTROL__INIT;
-	int ret;
-
-	ni.id = -1;
-	ni.rank = -1;
-	ni.role = (Psched__Role)n->cfg.role;
-	ni.host = n->host;
-	ni.port = n->listen_port;
-	reg.node = &ni;
-	reg.transport = (char *)(uintptr_t)n->ops->name;
-	reg.num_server = n->cfg.num_server;
-	reg.num_worker = n->cfg.num_worker;
-	reg.pid = getpid();
-	ret = psd_auth_start(n->sched, (int32_t)n->cfg.role);
-	if (ret)
-		return ret;
-	reg.nonce.data = n->sched->nonce_mine;
-	reg.nonce.len = PSD_AUTH_NONCE_LEN;
-	m.body_case = PSCHED__CONTROL__BODY_REG;
-	m.reg = &reg;
-	return psd_node_send_sched(n, &m);
 }
 
 /* Wait (n->lock held) until @cond_fn is true, the node fails, or the
@@ -672,14 +584,9 @@ int psd_po_start(struct psched_node *n)
 	ret = psd_van_start(n->van);
 	if (ret)
 		return ret;
-	ret = po_connect_sched(n, deadline);
+	ret = psd_po_join(n, deadline);
 	if (ret)
 		return ret;
-	po_pick_host(n);
-	ret = po_register(n);
-	if (ret)
-		return psd_set_errmsg(ret, "register with the scheduler: %s",
-				      psched_strerror(ret));
 	ret = po_heartbeat_start(n);
 	if (ret)
 		return ret;
