@@ -1,17 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * Postoffice, node side (servers and workers): register with the
- * scheduler, receive the node table, open data connections, barriers,
- * heartbeats, failure notices and shutdown.
+ * Postoffice, node side (servers and workers): the node table, data
+ * connections and their authentication (auth.h), barriers, heartbeats,
+ * failure notices and shutdown.  Joining the scheduler: po_join.c.
  */
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "node.h"
 
