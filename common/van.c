@@ -41,7 +41,7 @@ struct psd_van {
 	} rl_accept, rl_pending, rl_deadline;
 };
 
-/* Seconds between two log lines of one kind of flood. */
+/* Milliseconds between two log lines of one kind of flood. */
 #define VAN_RL_MS	 5000u
 /* How long accept pauses after EMFILE/ENFILE. */
 #define VAN_EMFILE_PAUSE 200u
