@@ -12,8 +12,8 @@
 #include "van.h"
 
 #define AUTH_HOWTO                                                             \
-	"set PS_JOB_TOKEN to the same random value on every node of the "     \
-	"job (e.g. export PS_JOB_TOKEN=$(head -c 24 /dev/urandom | "          \
+	"set PS_JOB_TOKEN to the same random value on every node of the "      \
+	"job (e.g. export PS_JOB_TOKEN=$(head -c 24 /dev/urandom | "           \
 	"base64)), or PS_JOB_TOKEN_FILE to a file holding it"
 
 static int auth_read_file(const char *path, struct psd_auth_secret *s)
@@ -26,7 +26,8 @@ static int auth_read_file(const char *path, struct psd_auth_secret *s)
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0) {
 		ret = psd_neg_errno();
-		return psd_set_errmsg(ret, "PS_JOB_TOKEN_FILE %s: cannot open: %s",
+		return psd_set_errmsg(ret,
+				      "PS_JOB_TOKEN_FILE %s: cannot open: %s",
 				      path, psched_strerror(ret));
 	}
 	if (fstat(fd, &st)) {
@@ -86,9 +87,9 @@ static int auth_read_file(const char *path, struct psd_auth_secret *s)
 	if (len && s->key[len - 1] == '\r')
 		len--;
 	if (!len) {
-		ret = psd_set_errmsg(-EINVAL,
-				     "PS_JOB_TOKEN_FILE %s is empty: " AUTH_HOWTO,
-				     path);
+		ret = psd_set_errmsg(
+			-EINVAL, "PS_JOB_TOKEN_FILE %s is empty: " AUTH_HOWTO,
+			path);
 		goto out;
 	}
 	s->len = len;
@@ -256,7 +257,8 @@ int psd_auth_answer(const struct psd_auth_secret *s, struct psd_conn *c,
 	const Psched__Challenge *ch = m->challenge;
 	int ret;
 
-	if (m->body_case != PSCHED__CONTROL__BODY_CHALLENGE || c->auth_step != 1)
+	if (m->body_case != PSCHED__CONTROL__BODY_CHALLENGE ||
+	    c->auth_step != 1)
 		return psd_set_errmsg(-EPROTO,
 				      "%s sent message %d before "
 				      "authenticating",
@@ -274,8 +276,8 @@ int psd_auth_answer(const struct psd_auth_secret *s, struct psd_conn *c,
 				  "PS_ALLOW_UNAUTHENTICATED=1)"
 				: "");
 	memcpy(c->nonce_peer, ch->nonce.data, PSD_AUTH_NONCE_LEN);
-	psd_auth_proof(s, false, kind, c->auth_id, c->nonce_mine,
-		       c->nonce_peer, proof);
+	psd_auth_proof(s, false, kind, c->auth_id, c->nonce_mine, c->nonce_peer,
+		       proof);
 	pr.proof.data = proof;
 	pr.proof.len = sizeof(proof);
 	out.body_case = PSCHED__CONTROL__BODY_PROOF;

@@ -216,10 +216,9 @@ static void po_auth_rx(struct psched_node *n, struct psd_conn *c,
 	int ret;
 
 	if (sched || n->cfg.role == PSCHED_ROLE_WORKER) {
-		ret = psd_auth_answer(&n->secret, c, n->id,
-				      sched ? PSD_AUTH_REGISTER
-					    : PSD_AUTH_HELLO,
-				      m, c->peer);
+		ret = psd_auth_answer(
+			&n->secret, c, n->id,
+			sched ? PSD_AUTH_REGISTER : PSD_AUTH_HELLO, m, c->peer);
 		if (ret) {
 			psd_node_set_fatal(n, ret, "%s", psched_errmsg());
 			psd_err("%s", psched_errmsg());

@@ -42,7 +42,7 @@ struct psd_van {
 };
 
 /* Milliseconds between two log lines of one kind of flood. */
-#define VAN_RL_MS	 5000u
+#define VAN_RL_MS 5000u
 /* How long accept pauses after EMFILE/ENFILE. */
 #define VAN_EMFILE_PAUSE 200u
 
@@ -414,7 +414,8 @@ static void van_listen_pause(struct psd_van *van, uint64_t resume_ms)
 
 static void van_listen_maybe_resume(struct psd_van *van, uint64_t now)
 {
-	struct epoll_event ev = { .events = EPOLLIN, .data.ptr = &van_tag_listen };
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.ptr = &van_tag_listen };
 
 	if (!van->lis_paused || now < van->lis_resume_ms ||
 	    atomic_load(&van->npending) >= van->max_pending)
@@ -464,13 +465,13 @@ static void van_accept_all(struct psd_van *van)
 	for (;;) {
 		if (atomic_load(&van->npending) >= van->max_pending) {
 			van_listen_pause(van, 0);
-			if (van_rl_ok(&van->rl_pending, psd_now_ms(),
-				      &skipped))
-				psd_warn("%u connections on port %u are "
-					 "authenticating (PS_MAX_PENDING_AUTH): "
-					 "newer ones wait in the kernel's "
-					 "backlog",
-					 van->max_pending, van->lis.port);
+			if (van_rl_ok(&van->rl_pending, psd_now_ms(), &skipped))
+				psd_warn(
+					"%u connections on port %u are "
+					"authenticating (PS_MAX_PENDING_AUTH): "
+					"newer ones wait in the kernel's "
+					"backlog",
+					van->max_pending, van->lis.port);
 			return;
 		}
 		c = van_conn_alloc(van, van->ops);
@@ -533,8 +534,7 @@ static void van_auth_deadlines(struct psd_van *van, uint64_t now)
 	if (!atomic_load(&van->npending))
 		return;
 	pthread_mutex_lock(&van->lock);
-	psd_list_for_each(pos, &van->conns)
-	{
+	psd_list_for_each (pos, &van->conns) {
 		struct psd_conn *c =
 			psd_container_of(pos, struct psd_conn, link);
 

@@ -47,11 +47,14 @@ static void test_sha256_fips180(void)
 	unsigned i;
 
 	check_sha("abc", 3,
-		  "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
+		  "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f200"
+		  "15ad");
 	check_sha(two_blocks, strlen(two_blocks),
-		  "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+		  "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db"
+		  "06c1");
 	check_sha("", 0,
-		  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855");
+		  "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852"
+		  "b855");
 	/* One million 'a', fed in uneven pieces. */
 	memset(chunk, 'a', sizeof(chunk));
 	psd_sha256_init(&s);
@@ -65,7 +68,8 @@ static void test_sha256_fips180(void)
 	}
 	psd_sha256_final(&s, d);
 	hex(d, sizeof(d), got);
-	CHECK_STR(got, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+	CHECK_STR(got, "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39c"
+		       "cc7112cd0");
 }
 
 /* Padding edges: 55, 56, 63, 64 and 65 bytes take one or two final
@@ -130,22 +134,26 @@ static void test_hmac_rfc4231(void)
 	memset(c[0].key, 0x0b, 20);
 	c[0].klen = 20;
 	c[0].data = "Hi There";
-	c[0].want = "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7";
+	c[0].want = "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e"
+		    "32cff7";
 	memcpy(c[1].key, "Jefe", 4);
 	c[1].klen = 4;
 	c[1].data = "what do ya want for nothing?";
-	c[1].want = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+	c[1].want = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964"
+		    "ec3843";
 	memset(c[2].key, 0xaa, 20);
 	c[2].klen = 20;
 	c[2].data = d3;
 	c[2].dlen = 50;
-	c[2].want = "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe";
+	c[2].want = "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ce"
+		    "d565fe";
 	for (i = 0; i < 25; i++)
 		c[3].key[i] = (uint8_t)(i + 1);
 	c[3].klen = 25;
 	c[3].data = d4;
 	c[3].dlen = 50;
-	c[3].want = "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b";
+	c[3].want = "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff467"
+		    "29665b";
 	memset(c[4].key, 0x0c, 20);
 	c[4].klen = 20;
 	c[4].data = "Test With Truncation";
@@ -153,11 +161,13 @@ static void test_hmac_rfc4231(void)
 	memset(c[5].key, 0xaa, 131);
 	c[5].klen = 131;
 	c[5].data = d6;
-	c[5].want = "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54";
+	c[5].want = "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0e"
+		    "e37f54";
 	memset(c[6].key, 0xaa, 131);
 	c[6].klen = 131;
 	c[6].data = d7;
-	c[6].want = "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2";
+	c[6].want = "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c"
+		    "3a35e2";
 	for (i = 0; i < 7; i++) {
 		part.base = c[i].data;
 		part.len = c[i].dlen ? c[i].dlen : strlen(c[i].data);
@@ -172,9 +182,9 @@ static void test_hmac_rfc4231(void)
 static void test_hmac_parts(void)
 {
 	struct psd_iov_c whole = { "what do ya want for nothing?", 28 };
-	struct psd_iov_c parts[3] = {
-		{ "what do", 7 }, { "", 0 }, { " ya want for nothing?", 21 }
-	};
+	struct psd_iov_c parts[3] = { { "what do", 7 },
+				      { "", 0 },
+				      { " ya want for nothing?", 21 } };
 	uint8_t a[PSD_SHA256_LEN], b[PSD_SHA256_LEN];
 
 	psd_hmac_sha256("Jefe", 4, &whole, 1, a);

@@ -64,8 +64,7 @@ static struct psd_van *vt_start(unsigned *port)
 				   .max_tensor = 1 << 20,
 				   .send_timeout_ms = 1000,
 				   .cfg = &cfg };
-	struct psd_van_cb cb = { .accepted = vt_accepted,
-				 .closed = vt_closed };
+	struct psd_van_cb cb = { .accepted = vt_accepted, .closed = vt_closed };
 	struct psd_addr a = { .host = "127.0.0.1", .port = 0 };
 	struct psd_van *van;
 
