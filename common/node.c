@@ -82,6 +82,8 @@ static void node_free(struct psched_node *n)
 		n->role->detach(n);
 	pthread_cond_destroy(&n->cond);
 	pthread_mutex_destroy(&n->lock);
+	explicit_bzero(&n->secret, sizeof(n->secret));
+	explicit_bzero(n->cfg.job_token, sizeof(n->cfg.job_token));
 	free(n);
 }
 
@@ -121,6 +123,9 @@ int psd_node_create(const struct psched_cfg *cfg,
 	else if (cfg->verbose == 1)
 		psd_log_level = PSD_LOG_INFO;
 	psd_log_set_who(psched_role_name(cfg->role));
+	ret = psd_auth_secret_load(cfg, &n->secret);
+	if (ret)
+		goto err_free;
 	ret = node_pick_transport(n);
 	if (ret)
 		goto err_free;

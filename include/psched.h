@@ -98,6 +98,12 @@ struct psched_cfg {
 	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
 	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
 	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
+	/* Authentication (README "Authentication"). */
+	char job_token_file[256];   /* PS_JOB_TOKEN_FILE: file holding it */
+	int allow_unauthenticated;  /* PS_ALLOW_UNAUTHENTICATED: 0 | 1 */
+	unsigned auth_timeout_ms;   /* PS_AUTH_TIMEOUT (s) to authenticate */
+	unsigned preauth_max_frame; /* PS_PREAUTH_MAX_FRAME: bytes until then */
+	unsigned max_pending_auth;  /* PS_MAX_PENDING_AUTH per listener */
 	uint64_t socket_buf_bytes; /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
 	/* RDMA transport knobs (README "RDMA"). */
 	char rdma_device[64];	  /* PS_RDMA_DEVICE, "" = any */

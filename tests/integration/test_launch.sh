@@ -9,6 +9,8 @@
 # launcher's own unit tests (tests/python/test_launch.py: hostfile,
 # placement, ranks, the ssh remote script under sh).
 . "$(dirname "$0")/lib.sh"
+# The launcher makes the job's secret itself (tested here): not lib.sh's.
+unset PS_JOB_TOKEN
 REPO=$(pwd)
 ABS_BIN=$(cd "$BIN" && pwd)
 export PSCHED_BIN_DIR=$ABS_BIN

@@ -17,6 +17,8 @@
 # Namespaces, links and sshd processes are removed on exit.  Exit 77
 # without root or namespaces.
 . "$(dirname "$0")/lib.sh"
+# The launcher makes the job's secret itself (tested here): not lib.sh's.
+unset PS_JOB_TOKEN
 [ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
 bash scripts/install-deps.sh openssh-server openssh-client >"$TMP/deps.log" 2>&1 ||
 	{ cat "$TMP/deps.log"; echo "cannot install openssh-server"; exit 77; }
