@@ -460,7 +460,7 @@ static void usage(void)
 	       "       ps-worker --model M [--gpu-tflops X] [--batch N] "
 	       "[--steps N | --seconds S]\n"
 	       "                 [--warmup N] [--timeline FILE] [--spin] "
-	       "[--seed N] [cluster options]\n\n"
+	       "[--seed N] [cluster options]\n       ps-worker --version\n\n"
 	       "Check mode (no --model): every step pushes random values for "
 	       "every key and\nchecks the pulled aggregate exactly (sizes not "
 	       "a multiple of 4 are raw bytes:\nnot summed).\n"
@@ -499,7 +499,7 @@ static void usage(void)
 	       "                 (%%r in F is replaced by the worker's rank)\n"
 	       "  --spin         busy-wait the compute instead of sleeping\n\n",
 	       psd_profile_names());
-	psched_cfg_usage(stdout);
+	psched_cfg_usage_role(stdout, PSCHED_ROLE_WORKER);
 }
 
 static int parse_num(const char *flag, const char *s, double min, double max,
@@ -630,6 +630,11 @@ int main(int argc, char **argv)
 	struct psched_node *node;
 	int ret;
 
+	for (ret = 1; ret < argc && strcmp(argv[ret], "--"); ret++)
+		if (!strcmp(argv[ret], "--version")) {
+			printf("ps-worker %s\n", psched_version());
+			return 0;
+		}
 	psched_cfg_init(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (!ret)
