@@ -8,7 +8,12 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pylib.sh"
 [ -z "${PY_SANITIZED:-}" ] || { echo "sanitizer build: torch is not run under ASan (the numpy example is)"; exit 77; }
-"$PYTHON" -c 'import torch' 2>/dev/null || { echo "python3-torch is not installed (apt-get install python3-torch)"; exit 77; }
+# python3-torch is heavy: installed here, for this test only, not by make.
+if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
+	bash "$(dirname "$0")/../../scripts/install-deps.sh" --for torch ||
+		echo "install-deps --for torch failed (see above)" >&2
+fi
+"$PYTHON" -c 'import torch' 2>/dev/null || { echo "python3-torch is not installed and could not be (scripts/install-deps.sh --for torch)"; exit 77; }
 ex=examples/train_torch.py
 "$PYTHON" $ex --reference --steps 40 --out "$TMP/ref.npz" || die "reference run failed"
 timeout $((180 * MULT)) "$PYTHON" -m psched.launch -s 2 -w 2 -- \
