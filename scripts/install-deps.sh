@@ -10,7 +10,7 @@
 # for, up to PSCHED_APT_LOCK_TIMEOUT seconds (600), instead of failing.
 set -euo pipefail
 
-pkgs=(gcc make pkg-config libc6-dev
+pkgs=(gcc make pkg-config libc6-dev dpkg-dev
       libprotobuf-c-dev protobuf-c-compiler libgsl-dev
       libibverbs-dev librdmacm-dev
       iproute2 procps python3 python3-numpy gnuplot-nox)

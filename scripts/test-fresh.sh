@@ -7,6 +7,8 @@
 # they are in the work tree), and runs there, as root, exactly
 #     sh make.sh run
 #     sh make.sh test
+# PSCHED_DEB_INSTALL=1 there: tests/integration/test_deb.sh really
+# installs the .debs (apt-get) and runs a job from /usr, then purges them.
 # Root only (debootstrap, chroot, mounts).  Downloads ~150 MB for the base
 # system and several hundred MB more for the build and test packages;
 # takes a long time (the whole test suite runs).  Not part of `make test`.
@@ -99,7 +101,7 @@ for c in "${list[@]}"; do
 	mkdir -p "$src/build"
 	echo "test-fresh: [$i] $c (log $log)"
 	t1=$(date +%s)
-	if chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb \
+	if chroot "$root" /usr/bin/env -i HOME=/root TERM=dumb PSCHED_DEB_INSTALL=1 \
 		PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
 		sh -c "cd /root/psched && $c" >"$log" 2>&1; then
 		echo "test-fresh: [$i] passed in $(($(date +%s) - t1)) s; last lines:"
