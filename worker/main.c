@@ -53,13 +53,29 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* Random value of worker @r: a multiple of 2^-8 below 2^11 in size, so
- * sums of up to 8 workers are exact in float32 in any order. */
+/* Bits of the random values: 20 up to 8 workers, fewer above so that
+ * the sum of every worker's value still fits float32's 24 bits. */
+static unsigned val_bits = 20;
+
+static void set_val_bits(unsigned nw)
+{
+	unsigned lg = 0;
+
+	while ((1u << lg) < nw)
+		lg++;
+	val_bits = lg <= 3 ? 20 : (lg < 19 ? 23 - lg : 4);
+}
+
+/* Random value of worker @r: a multiple of 2^-8 below 2^(val_bits-9) in
+ * size, so the sum over the job's workers is exact in float32 in any
+ * order. */
 static float gen_f32(uint64_t base, unsigned r, uint64_t j)
 {
 	uint64_t h = mix(base ^ mix(r * 0x1000193ull + j));
 
-	return (float)((int64_t)(h % (1u << 20)) - (1 << 19)) / 256.0f;
+	return (float)((int64_t)(h % (1u << val_bits)) -
+		       (1 << (val_bits - 1))) /
+	       256.0f;
 }
 
 static uint64_t key_base(const struct wopts *o, uint64_t key, uint64_t step)
@@ -661,6 +677,7 @@ int main(int argc, char **argv)
 		psd_profile_destroy(prof);
 		return 1;
 	}
+	set_val_bits(psched_num_workers(node));
 	ret = prof ? replay_main(node, &o, prof) : check_loop(node, &o);
 	if (psched_node_destroy(node) && !ret) {
 		fprintf(stderr, "ps-worker: shutdown: %s\n", psched_errmsg());
