@@ -12,15 +12,29 @@ Run a local job with ``python3 -m psched.launch -s 2 -w 2 -- python3 x.py``.
 The library is found through PSCHED_LIBRARY, next to this package, in
 the source tree's build/lib, or under the install prefix.
 """
-try:  # written by make install and the Debian package
-    from ._version import __version__
-except ImportError:  # the source tree: its VERSION file
-    from pathlib import Path as _Path
+def _find_version():
+    """The VERSION file's version: written to _version.py by make install
+    and the Debian package, read from the source tree's VERSION, or the
+    installed distribution's (pip install . from pyproject.toml)."""
     try:
-        __version__ = (_Path(__file__).resolve().parents[2] /
-                       "VERSION").read_text().strip()
+        from ._version import __version__ as v
+        return v
+    except ImportError:
+        pass
+    from pathlib import Path
+    try:
+        return (Path(__file__).resolve().parents[2] /
+                "VERSION").read_text().strip()
     except OSError:
-        __version__ = "0+unknown"
+        pass
+    try:
+        from importlib.metadata import version
+        return version("psched")
+    except Exception:
+        return "0+unknown"
+
+
+__version__ = _find_version()
 
 from . import kvstore, optimizer
 from .kvstore import KVStore, PSchedError, create
