@@ -192,8 +192,9 @@ static void on_control(struct load *L, struct node *s, const Psched__Control *m)
 	case PSCHED__CONTROL__BODY_BARRIER:
 		if (m->barrier->seq != L->cur_seq ||
 		    s->barrier_seen == m->barrier->seq) {
-			fail(L, "node %d: release of barrier %llu, waiting "
-				"for %llu",
+			fail(L,
+			     "node %d: release of barrier %llu, waiting "
+			     "for %llu",
 			     s->idx, (unsigned long long)m->barrier->seq,
 			     (unsigned long long)L->cur_seq);
 			break;
@@ -243,8 +244,9 @@ static int on_readable(struct load *L, struct node *s)
 		if (r <= 0) {
 			if (s->shutdown)
 				return 1;
-			return fail(L, "node %d: scheduler closed the "
-				       "connection (%s)",
+			return fail(L,
+				    "node %d: scheduler closed the "
+				    "connection (%s)",
 				    s->idx, r ? strerror(errno) : "EOF");
 		}
 		s->len += (size_t)r;
@@ -257,8 +259,9 @@ static int on_readable(struct load *L, struct node *s)
 		if (s->len < need)
 			break;
 		if (h.type != PSD_MSG_CONTROL)
-			return fail(L, "node %d: message type %u from the "
-				       "scheduler",
+			return fail(L,
+				    "node %d: message type %u from the "
+				    "scheduler",
 				    s->idx, h.type);
 		m = psched__control__unpack(NULL, (size_t)h.length,
 					    s->buf + PSD_HDR_SIZE);
@@ -274,7 +277,8 @@ static int on_readable(struct load *L, struct node *s)
 }
 
 /* Handle input until @done(L) or @timeout_us passes; 0 or -ETIMEDOUT. */
-static int pump(struct load *L, bool (*done)(struct load *), uint64_t timeout_us)
+static int pump(struct load *L, bool (*done)(struct load *),
+		uint64_t timeout_us)
 {
 	struct epoll_event ev[256];
 	uint64_t end = now_us() + timeout_us;
@@ -339,8 +343,9 @@ static uint64_t barrier_all(struct load *L, uint64_t seq)
 	if (pump(L, all_released, (uint64_t)(L->timeout_s * 1e6))) {
 		for (i = 0; i < L->nodes; i++)
 			if (L->n[i].barrier_seen != seq) {
-				fail(L, "barrier %llu: node %u (id %d) not "
-					"released within %.0f s (%llu of %u)",
+				fail(L,
+				     "barrier %llu: node %u (id %d) not "
+				     "released within %.0f s (%llu of %u)",
 				     (unsigned long long)seq, i, L->n[i].id,
 				     L->timeout_s,
 				     (unsigned long long)L->released, L->nodes);
@@ -471,15 +476,18 @@ static int parse_args(struct load *L, int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	struct load L = { .nodes = 1000, .servers = 8, .barriers = 20,
-			  .hb_interval_ms = 100, .window_s = 5,
+	struct load L = { .nodes = 1000,
+			  .servers = 8,
+			  .barriers = 20,
+			  .hb_interval_ms = 100,
+			  .window_s = 5,
 			  .timeout_s = 60 };
 	Psched__Heartbeat hbm = PSCHED__HEARTBEAT__INIT;
 	Psched__Finalize fin = PSCHED__FINALIZE__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	struct rlimit rl;
 	uint64_t t0, t_table, t_form, *lat, cpu0, cpu1, cpu2, hbs = 0, next,
-		 end;
+							      end;
 	unsigned i, b;
 	int st = -1, ret = 0;
 	double idle_us, busy_us, per_hb;
