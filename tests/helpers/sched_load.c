@@ -230,8 +230,8 @@ static int on_readable(struct load *L, struct node *s)
 	size_t need;
 
 	for (;;) {
-		if (s->cap - s->len < 65536) {
-			s->cap = s->cap ? s->cap * 2 : 131072;
+		if (s->cap - s->len < 4096) {
+			s->cap = s->cap ? s->cap * 2 : 16384;
 			s->buf = realloc(s->buf, s->cap);
 			if (!s->buf)
 				return fail(L, "out of memory");
@@ -616,5 +616,11 @@ out:
 		kill(L.sched_pid, SIGKILL);
 		waitpid(L.sched_pid, NULL, 0);
 	}
+	for (i = 0; L.n && i < L.nodes; i++)
+		free(L.n[i].buf);
+	free(L.n);
+	free(lat);
+	if (L.ep >= 0)
+		close(L.ep);
 	return L.failed ? 1 : 0;
 }
