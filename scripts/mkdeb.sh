@@ -26,7 +26,8 @@ make --no-print-directory -s BUILD="$BUILD" DESTDIR="$stage" PREFIX=/usr \
 	LIBDIR="/usr/lib/$ma" install >"$out/install.log" 2>&1 ||
 	{ tail -20 "$out/install.log" >&2; exit 1; }
 
-maint="psched developers <dev@psched.local>"
+# DEB_MAINTAINER: who signs for the packages (lintian wants a real address).
+maint=${DEB_MAINTAINER:-"psched developers <dev@psched.local>"}
 pkgdir() { echo "$out/pkg/$1"; }
 
 # move PKG PATH...: move staged files into the package's tree.
@@ -49,6 +50,18 @@ if [ -n "$left" ]; then
 	exit 1
 fi
 gzip -9n "$(pkgdir psched-tools)"/usr/share/man/man1/*.1
+# As dh_strip and dh_fixperms would: no debug symbols in the packages
+# (the build tree keeps them), shared library not executable.
+strip --remove-section=.comment --remove-section=.note --strip-unneeded \
+	"$(pkgdir libpsched0)/usr/lib/$ma/libpsched.so.0"
+chmod 644 "$(pkgdir libpsched0)/usr/lib/$ma/libpsched.so.0"
+strip --remove-section=.comment --remove-section=.note \
+	"$(pkgdir psched-tools)"/usr/bin/ps-*
+strip --strip-debug --enable-deterministic-archives \
+	"$(pkgdir libpsched-dev)/usr/lib/$ma/libpsched.a"
+# The date of the last commit, so that rebuilding the same tree gives the
+# same changelog.
+when=$(date -R -d "@$(git log -1 --format=%ct 2>/dev/null || date +%s)")
 
 # Dependencies on shared libraries, as debhelper would compute them.
 shlibdeps() { # files... -> "pkg (>= v), ..."
@@ -74,6 +87,10 @@ control() {
 		echo "License: MIT"
 		sed 's/^$/./; s/^/ /' LICENSE
 	} >"$d/usr/share/doc/$pkg/copyright"
+	printf '%s\n' "psched ($DEBVER) unstable; urgency=medium" "" \
+		"  * psched $VERSION, packaged by scripts/mkdeb.sh." "" \
+		" -- $maint  $when" |
+		gzip -9n >"$d/usr/share/doc/$pkg/changelog.Debian.gz"
 	{
 		echo "Package: $pkg"
 		echo "Version: $DEBVER"
@@ -103,8 +120,12 @@ d=$(pkgdir libpsched0)
 echo "libpsched 0 libpsched0 (>= $VERSION)" >"$d/DEBIAN/shlibs"
 echo "activate-noawait ldconfig" >"$d/DEBIAN/triggers"
 
-control libpsched-dev "$arch" \
-	"libpsched0 (= $DEBVER), libprotobuf-c-dev, libgsl-dev" libdevel \
+dev_deps="libpsched0 (= $DEBVER), libprotobuf-c-dev, libgsl-dev"
+# psched.pc names the RDMA libraries for static links when built with them.
+if grep -q -- -lrdmacm "$(pkgdir libpsched-dev)/usr/lib/$ma/pkgconfig/psched.pc"; then
+	dev_deps="$dev_deps, libibverbs-dev, librdmacm-dev"
+fi
+control libpsched-dev "$arch" "$dev_deps" libdevel \
 	"parameter-server communication library - development files" \
 	"Headers (psched.h, psched/kvstore.h), the static library, the" \
 	"libpsched.so link and psched.pc for pkg-config."
