@@ -14,6 +14,7 @@
 
 #include "internal.h"
 #include "psched/kvstore.h"
+#include "kvstore_gpu.h"
 #include "map.h"
 #include "updater.h"
 
@@ -246,7 +247,6 @@ int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 
 static const char *const kvstore_call_names[] = { "push", "pull", "pushpull" };
 
-enum kvstore_call { CALL_PUSH = 0, CALL_PULL = 1, CALL_PUSHPULL = 2 };
 
 /* Lock held: check one key of a call against what init recorded. */
 static int kvstore_check_key(struct psched_kvstore *kv, enum kvstore_call call,
@@ -363,7 +363,7 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 			      const uint64_t *keys, size_t nkeys,
 			      const void *const *vals, void *const *outs,
 			      const uint64_t *sizes, enum psched_dtype dtype,
-			      int prio)
+			      int device, int prio)
 {
 	struct kvstore_op *op = calloc(1, sizeof(*op));
 	size_t i;
@@ -371,7 +371,11 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 
 	if (!op)
 		return psd_set_errmsg(-ENOMEM, "no memory for a request");
-	if (call == CALL_PUSH)
+	if (device >= 0)
+		ret = psd_kvstore_issue_device(kv->node, call, keys, nkeys, vals,
+					       outs, sizes, dtype, device, prio,
+					       &op->req);
+	else if (call == CALL_PUSH)
 		ret = psched_push(kv->node, keys, nkeys, vals, sizes, dtype,
 				  prio, NULL, NULL, &op->req);
 	else if (call == CALL_PULL)
@@ -399,11 +403,11 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 	return ret;
 }
 
-static int kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
-			const uint64_t *keys, size_t nkeys,
-			const void *const *vals, void *const *outs,
-			const uint64_t *lens, enum psched_dtype dtype,
-			int priority)
+int psd_kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
+		     const uint64_t *keys, size_t nkeys,
+		     const void *const *vals, void *const *outs,
+		     const uint64_t *lens, enum psched_dtype dtype, int device,
+		     int priority)
 {
 	uint64_t small[16], *sizes = small;
 	int ret;
@@ -418,11 +422,15 @@ static int kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
 	pthread_mutex_lock(&kv->lock);
 	ret = kvstore_check_call(kv, call, keys, nkeys, vals, outs, lens, dtype,
 				 sizes);
-	if (!ret && kv->kind == KVSTORE_LOCAL)
+	if (!ret && kv->kind == KVSTORE_LOCAL && device >= 0)
+		ret = psd_set_errmsg(-EINVAL, "%s: the local store takes host "
+					      "buffers only",
+				     kvstore_call_names[call]);
+	else if (!ret && kv->kind == KVSTORE_LOCAL)
 		kvstore_local_run(kv, call, keys, nkeys, vals, outs);
 	else if (!ret)
 		ret = kvstore_dist_issue(kv, call, keys, nkeys, vals, outs,
-					 sizes, dtype,
+					 sizes, dtype, device,
 					 kvstore_priority(priority));
 	pthread_mutex_unlock(&kv->lock);
 	if (sizes != small)
@@ -435,16 +443,16 @@ int psched_kvstore_push(struct psched_kvstore *kv, const uint64_t *keys,
 			const uint64_t *lens, enum psched_dtype dtype,
 			int priority)
 {
-	return kvstore_call(kv, CALL_PUSH, keys, nkeys, vals, NULL, lens, dtype,
-			    priority);
+	return psd_kvstore_call(kv, CALL_PUSH, keys, nkeys, vals, NULL, lens,
+				dtype, -1, priority);
 }
 
 int psched_kvstore_pull(struct psched_kvstore *kv, const uint64_t *keys,
 			size_t nkeys, void *const *outs, const uint64_t *lens,
 			enum psched_dtype dtype, int priority)
 {
-	return kvstore_call(kv, CALL_PULL, keys, nkeys, NULL, outs, lens, dtype,
-			    priority);
+	return psd_kvstore_call(kv, CALL_PULL, keys, nkeys, NULL, outs, lens,
+				dtype, -1, priority);
 }
 
 int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
@@ -452,8 +460,8 @@ int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
 			    void *const *outs, const uint64_t *lens,
 			    enum psched_dtype dtype, int priority)
 {
-	return kvstore_call(kv, CALL_PUSHPULL, keys, nkeys, vals, outs, lens,
-			    dtype, priority);
+	return psd_kvstore_call(kv, CALL_PUSHPULL, keys, nkeys, vals, outs,
+				lens, dtype, -1, priority);
 }
 
 /* Lock held: check @keys for init; nothing recorded yet. */

@@ -372,6 +372,35 @@ static const struct opt opts[] = {
 	  0,
 	  "0",
 	  "rdma test hook: every payload registration fails (1|0)" },
+	{ "gpu-stage-bytes",
+	  { "PS_GPU_STAGE_BYTES" },
+	  OPT_RANGE,
+	  OFF(gpu_stage_bytes),
+	  SZ(gpu_stage_bytes),
+	  "4M",
+	  "gpu: bytes of one pinned staging slot (4K..1G)" },
+	{ "gpu-stage-bufs",
+	  { "PS_GPU_STAGE_BUFS" },
+	  OPT_RANGE,
+	  OFF(gpu_stage_bufs),
+	  SZ(gpu_stage_bufs),
+	  "8",
+	  "gpu: pinned staging slots per worker (1..64); a chunk takes a "
+	  "run of them" },
+	{ "gpu-streams",
+	  { "PS_GPU_STREAMS" },
+	  OPT_RANGE,
+	  OFF(gpu_streams),
+	  SZ(gpu_streams),
+	  "2",
+	  "gpu: CUDA streams for staging copies (1..16)" },
+	{ "server-gpu-sum",
+	  { "PS_SERVER_GPU_SUM" },
+	  OPT_BOOL,
+	  OFF(server_gpu_sum),
+	  0,
+	  "0",
+	  "server: sum float32/float16 pushes on CUDA device 0 (1|0)" },
 };
 
 /* Ranges of the OPT_RANGE* options (the ones the RDMA transport enforced when
@@ -391,6 +420,9 @@ static const struct opt_range {
 	{ OFF(rdma_cq_depth), 256, 1u << 22 },
 	{ OFF(rdma_spin_us), 0, 1000000 },
 	{ OFF(rdma_mr_budget), 0, 1ull << 50 },
+	{ OFF(gpu_stage_bytes), 4096, 1ull << 30 },
+	{ OFF(gpu_stage_bufs), 1, 64 },
+	{ OFF(gpu_streams), 1, 16 },
 };
 
 const char *psched_role_name(enum psched_role role)

@@ -109,6 +109,11 @@ struct psched_cfg {
 	int rdma_spin_us;	  /* PS_RDMA_SPIN_US 0..1e6, -1 unset */
 	uint64_t rdma_mr_budget;  /* PS_RDMA_MR_BUDGET 0..2^50 */
 	int rdma_test_fail_reg;	  /* PS_RDMA_TEST_FAIL_REG (test hook) */
+	/* GPU tensors (README "GPU tensors"). */
+	uint64_t gpu_stage_bytes; /* PS_GPU_STAGE_BYTES: pinned slot size */
+	unsigned gpu_stage_bufs;  /* PS_GPU_STAGE_BUFS 1..64 slots */
+	unsigned gpu_streams;	  /* PS_GPU_STREAMS 1..16 */
+	int server_gpu_sum;	  /* PS_SERVER_GPU_SUM: 0 | 1 */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
@@ -230,6 +235,42 @@ int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
  * timeout it is cancelled and its buffers are no longer written.
  */
 int psched_wait(struct psched_node *node, uint64_t req, unsigned timeout_ms);
+
+/*
+ * GPU tensors (README "GPU tensors").  The same requests as psched_push /
+ * psched_pull / psched_pushpull, with every value buffer in memory of CUDA
+ * device @device (cudaMalloc'd or managed, e.g. a torch tensor's
+ * data_ptr()).  The worker stages them through a pool of pinned host
+ * buffers (PS_GPU_STAGE_BYTES x PS_GPU_STAGE_BUFS) on PS_GPU_STREAMS CUDA
+ * streams, chunk by chunk, the copy of one chunk overlapping the network
+ * transfer of the one before; scheduling (priorities, credit) is the same
+ * as for host buffers.  Without CUDA in this build, a driver or device
+ * @device, these fail with -ENODEV and psched_errmsg() says which; a host
+ * pointer or memory of another device gets -EINVAL.  Host requests are
+ * never affected.
+ */
+int psched_push_device(struct psched_node *node, const uint64_t *keys,
+		       size_t nkeys, const void *const *vals,
+		       const uint64_t *lens, enum psched_dtype dtype,
+		       int device, int priority, psched_done_fn *cb, void *arg,
+		       uint64_t *req);
+int psched_pull_device(struct psched_node *node, const uint64_t *keys,
+		       size_t nkeys, void *const *vals, const uint64_t *lens,
+		       enum psched_dtype dtype, int device, int priority,
+		       psched_done_fn *cb, void *arg, uint64_t *req);
+int psched_pushpull_device(struct psched_node *node, const uint64_t *keys,
+			   size_t nkeys, const void *const *push_vals,
+			   void *const *pull_vals, const uint64_t *lens,
+			   enum psched_dtype dtype, int device, int priority,
+			   psched_done_fn *cb, void *arg, uint64_t *req);
+/*
+ * 0 if device buffers of CUDA device @device can be used here; else
+ * -ENODEV with psched_errmsg() saying why (built without CUDA, no driver,
+ * no such device).  Probes once per process (one log line).
+ */
+int psched_cuda_check(int device);
+/* 1 if this libpsched was built with CUDA, else 0. */
+int psched_cuda_built(void);
 
 /* Message of the calling thread's last failed psched call ("" if none). */
 const char *psched_errmsg(void);

@@ -6,20 +6,27 @@
 #                                 the tests that need it, when they run:
 #                                 torch (python3-torch, ~1 GB with deps:
 #                                 test_train_torch.sh)
+#   install-deps.sh PKG...        just these packages (slurm, openmpi-bin,
+#                                 npm: the launcher tests ask for them)
 # Another apt or dpkg running (unattended-upgrades, a colleague) is waited
 # for, up to PSCHED_APT_LOCK_TIMEOUT seconds (600), instead of failing.
 set -euo pipefail
 
-pkgs=(gcc make pkg-config libc6-dev dpkg-dev
+# g++: nvcc's host compiler, for the CUDA parts when /usr/local/cuda is there.
+pkgs=(gcc g++ make pkg-config libc6-dev dpkg-dev
       libprotobuf-c-dev protobuf-c-compiler libgsl-dev
       libibverbs-dev librdmacm-dev
-      iproute2 procps python3 python3-numpy gnuplot-nox)
-
+      iproute2 procps python3 python3-numpy python3-yaml gnuplot-nox
+      openssh-server openssh-client)
 if [ "${1:-}" = --for ]; then
 	case ${2:-} in
 	torch) pkgs=(python3-torch) ;;
 	*) echo "install-deps: --for takes torch, not '${2:-}'" >&2; exit 2 ;;
 	esac
+elif [ $# -gt 0 ]; then
+	# With package names: install just those (tests that need heavy
+	# optional packages, e.g. Slurm, ask for them when they run).
+	pkgs=("$@")
 fi
 
 missing=()

@@ -4,7 +4,7 @@
 #   libpsched0      the shared library (SONAME libpsched.so.0)
 #   libpsched-dev   headers, libpsched.so, libpsched.a, psched.pc
 #   psched-tools    ps-scheduler, ps-server, ps-worker, ps-bench, man pages
-#   python3-psched  the Python package (KVStore, launcher)
+#   python3-psched  the Python package (KVStore, launcher), psched-launch
 # Files come from `make install DESTDIR=... PREFIX=/usr` (library in the
 # multiarch directory); shared-library dependencies from dpkg-shlibdeps.
 # Needs dpkg-dev (dpkg-shlibdeps, dpkg-architecture).
@@ -42,6 +42,8 @@ move() {
 move libpsched0 "usr/lib/$ma/libpsched.so.0"
 move libpsched-dev "usr/lib/$ma/libpsched.so" "usr/lib/$ma/libpsched.a" \
 	"usr/lib/$ma/pkgconfig/psched.pc" usr/include
+# The launcher is Python: it goes with the package it runs.
+move python3-psched usr/bin/psched-launch usr/share/man/man1/psched-launch.1
 move psched-tools usr/bin usr/share/man
 move python3-psched usr/lib/python3
 left=$(cd "$stage" && find . -type f -o -type l)
@@ -49,7 +51,8 @@ if [ -n "$left" ]; then
 	echo "mkdeb: staged files in no package: $left" >&2
 	exit 1
 fi
-gzip -9n "$(pkgdir psched-tools)"/usr/share/man/man1/*.1
+gzip -9n "$(pkgdir psched-tools)"/usr/share/man/man1/*.1 \
+	"$(pkgdir python3-psched)"/usr/share/man/man1/*.1
 # As dh_strip and dh_fixperms would: no debug symbols in the packages
 # (the build tree keeps them), shared library not executable.
 strip --remove-section=.comment --remove-section=.note --strip-unneeded \
@@ -142,7 +145,7 @@ control python3-psched all \
 	"python3:any, python3-numpy, libpsched0 (>= $VERSION)" python \
 	"parameter-server communication library - Python 3 package" \
 	"MXNet-style KVStore (psched.kv.create('dist_sync')) over libpsched," \
-	"and the job launcher (python3 -m psched.launch)."
+	"and the job launcher (psched-launch: local, ssh, Slurm, mpirun)."
 
 for pkg in libpsched0 libpsched-dev psched-tools python3-psched; do
 	d=$(pkgdir "$pkg")

@@ -78,6 +78,7 @@ struct psd_kvs {
 	/* Read by psched_node_stats() from any thread. */
 	atomic_uint_fast64_t stored_bytes; /* tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* bytes allocated for them */
+	bool gpu_sum; /* PS_SERVER_GPU_SUM: float sums on CUDA device 0 */
 };
 
 static inline struct psd_kvs *psd_kvs_of(const struct psched_node *n)
@@ -106,6 +107,10 @@ int psd_kvs_chunk_index(const struct psd_kvs_entry *e, const struct psd_hdr *h,
 			uint64_t *idx);
 /* dst += src for @len bytes of @dtype (RAW: the last push wins). */
 void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len);
+/* psd_kvs_sum(), on the GPU when s->gpu_sum and @dtype is float32 or
+ * float16 (falls back to the CPU if the GPU fails, logged). */
+void psd_kvs_sum_on(struct psd_kvs *s, uint8_t dtype, void *dst,
+		    const void *src, uint64_t len);
 /* A sync push of the open step arrived (payload in @payload, or already in
  * the merge buffer when @direct): sum, ack or answer, maybe finish the
  * step.  @acked: the worker had its ack already (a held push). */

@@ -190,7 +190,8 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 
 	if (!psd_upd_apply(&psd_kvs_of(n)->upd, e->key, e->dtype, e->off,
 			   e->len, h->offset, dst, payload, h->span))
-		psd_kvs_sum(e->dtype, dst, payload, h->span);
+		psd_kvs_sum_on(psd_kvs_of(n), e->dtype, dst, payload,
+			       h->span);
 	e->version++;
 	if (h->type == PSD_MSG_PUSHPULL)
 		psd_kvs_reply_pull(n, c, e, h);

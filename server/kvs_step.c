@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "kvs.h"
+#include "gpu/gpu.h"
 #include "partition.h"
 
 /* Every wait list is empty while no step is open. */
@@ -115,6 +116,21 @@ void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 	}
 }
 
+void psd_kvs_sum_on(struct psd_kvs *s, uint8_t dtype, void *dst,
+		    const void *src, uint64_t len)
+{
+	if (s->gpu_sum && (dtype == PSCHED_F32 || dtype == PSCHED_F16)) {
+		if (!psd_gpu_sum_host(0, dtype, dst, src,
+				      (size_t)len / psched_dtype_size(dtype)))
+			return;
+		psd_err("server: GPU sum failed (%s); summing on the CPU from "
+			"now on",
+			psched_errmsg());
+		s->gpu_sum = false;
+	}
+	psd_kvs_sum(dtype, dst, src, len);
+}
+
 static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e);
 
 /* The open step has all W pushes of every chunk: apply it. */
@@ -150,7 +166,7 @@ static int kvs_contribute(struct psd_kvs *s, struct psd_kvs_entry *e,
 		if (e->counts[idx] == 0)
 			memcpy(dst, payload, (size_t)h->span);
 		else
-			psd_kvs_sum(e->dtype, dst, payload, h->span);
+			psd_kvs_sum_on(s, e->dtype, dst, payload, h->span);
 	}
 	e->wbytes[wrank] += h->span;
 	if (++e->counts[idx] == s->nworker)

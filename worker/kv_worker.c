@@ -101,8 +101,9 @@ static void kvw_req_start_unlocks(struct psched_node *n, struct kvw_req *r)
 static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		     size_t nkeys, const void *const *push_vals,
 		     void *const *pull_vals, const uint64_t *lens,
-		     enum psched_dtype dtype, int priority, uint8_t flags,
-		     psched_done_fn *cb, void *arg, uint64_t *req)
+		     enum psched_dtype dtype, int device, int priority,
+		     uint8_t flags, psched_done_fn *cb, void *arg,
+		     uint64_t *req)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_req *r = NULL;
@@ -113,6 +114,11 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		return psd_set_errmsg(-EINVAL, "only workers push and pull");
 	if (!req && !cb)
 		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	/* Device values (kvw_gpu.c): -1 is host memory. */
+	if (device != -1 && keys && nkeys &&
+	    (ret = psd_kvw_gpu_prepare(n, device, nkeys, push_vals,
+				       pull_vals)))
+		return ret;
 	pthread_mutex_lock(&w->lock);
 	if (n->fatal) {
 		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
@@ -125,6 +131,8 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	ret = psd_kvw_req_register(w, r);
 	if (ret)
 		goto err_free;
+	r->on_gpu = device != -1;
+	r->gpu_dev = device;
 	r->cb = cb;
 	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
 	r->cb_arg = arg;
@@ -159,7 +167,7 @@ int psched_push(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	if (!vals)
 		return psd_set_errmsg(-EINVAL, "push without values");
 	return kvw_issue(n, PSD_MSG_PUSH, keys, nkeys, vals, NULL, lens, dtype,
-			 priority, 0, cb, arg, req);
+			 -1, priority, 0, cb, arg, req);
 }
 
 /* Unlocked (any application thread). */
@@ -171,7 +179,7 @@ int psched_pull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	if (!vals)
 		return psd_set_errmsg(-EINVAL, "pull without buffers");
 	return kvw_issue(n, PSD_MSG_PULL, keys, nkeys, NULL, vals, lens, dtype,
-			 priority, 0, cb, arg, req);
+			 -1, priority, 0, cb, arg, req);
 }
 
 /* Unlocked (any application thread). */
@@ -183,7 +191,52 @@ int psched_pushpull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	if (!push_vals || !pull_vals)
 		return psd_set_errmsg(-EINVAL, "pushpull without buffers");
 	return kvw_issue(n, PSD_MSG_PUSHPULL, keys, nkeys, push_vals, pull_vals,
-			 lens, dtype, priority, 0, cb, arg, req);
+			 lens, dtype, -1, priority, 0, cb, arg, req);
+}
+
+/* Unlocked (any application thread).  Device values: kvw_gpu.c. */
+int psched_push_device(struct psched_node *n, const uint64_t *keys,
+		       size_t nkeys, const void *const *vals,
+		       const uint64_t *lens, enum psched_dtype dtype,
+		       int device, int priority, psched_done_fn *cb, void *arg,
+		       uint64_t *req)
+{
+	if (!vals)
+		return psd_set_errmsg(-EINVAL, "push without values");
+	if (device < 0)
+		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
+					       "index", device);
+	return kvw_issue(n, PSD_MSG_PUSH, keys, nkeys, vals, NULL, lens, dtype,
+			 device, priority, 0, cb, arg, req);
+}
+
+int psched_pull_device(struct psched_node *n, const uint64_t *keys,
+		       size_t nkeys, void *const *vals, const uint64_t *lens,
+		       enum psched_dtype dtype, int device, int priority,
+		       psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	if (!vals)
+		return psd_set_errmsg(-EINVAL, "pull without buffers");
+	if (device < 0)
+		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
+					       "index", device);
+	return kvw_issue(n, PSD_MSG_PULL, keys, nkeys, NULL, vals, lens, dtype,
+			 device, priority, 0, cb, arg, req);
+}
+
+int psched_pushpull_device(struct psched_node *n, const uint64_t *keys,
+			   size_t nkeys, const void *const *push_vals,
+			   void *const *pull_vals, const uint64_t *lens,
+			   enum psched_dtype dtype, int device, int priority,
+			   psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	if (!push_vals || !pull_vals)
+		return psd_set_errmsg(-EINVAL, "pushpull without buffers");
+	if (device < 0)
+		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
+					       "index", device);
+	return kvw_issue(n, PSD_MSG_PUSHPULL, keys, nkeys, push_vals, pull_vals,
+			 lens, dtype, device, priority, 0, cb, arg, req);
 }
 
 /* Unlocked; blocks until the values are in and every worker got here. */
@@ -195,7 +248,7 @@ int psched_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	int ret;
 
 	ret = kvw_issue(n, PSD_MSG_INIT, keys, nkeys, vals, NULL, lens, dtype,
-			0, n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL,
+			-1, 0, n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL,
 			NULL, &req);
 	if (ret)
 		return ret;
@@ -274,6 +327,7 @@ static void kvw_destroy(struct psched_node *n)
 	if (!w)
 		return;
 	psd_kvw_sender_stop(w);
+	psd_kvw_gpu_fini(w);
 	for (i = 0; i < w->cap; i++)
 		if (w->reqs[i])
 			psd_kvw_req_free(w->reqs[i]);

@@ -157,6 +157,28 @@ int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
 			    enum psched_dtype dtype, int priority);
 
 /*
+ * The same with every buffer in memory of CUDA device @device (e.g. torch
+ * CUDA tensors' data_ptr()): staged by the worker through pinned host
+ * memory, never copied by the caller (psched.h, psched_push_device()).
+ * Dist stores only (-EINVAL for "local"); -ENODEV when this build, the
+ * machine or @device has no CUDA, with psched_errmsg() saying which.
+ */
+int psched_kvstore_push_device(struct psched_kvstore *kv, const uint64_t *keys,
+			       size_t nkeys, const void *const *vals,
+			       const uint64_t *lens, enum psched_dtype dtype,
+			       int device, int priority);
+int psched_kvstore_pull_device(struct psched_kvstore *kv, const uint64_t *keys,
+			       size_t nkeys, void *const *outs,
+			       const uint64_t *lens, enum psched_dtype dtype,
+			       int device, int priority);
+int psched_kvstore_pushpull_device(struct psched_kvstore *kv,
+				   const uint64_t *keys, size_t nkeys,
+				   const void *const *vals, void *const *outs,
+				   const uint64_t *lens,
+				   enum psched_dtype dtype, int device,
+				   int priority);
+
+/*
  * Wait for every request issued so far on @keys (all keys when @keys is
  * NULL).  Returns 0 or the first failed request's error (psched_errmsg()
  * names its key); each failure is reported once.

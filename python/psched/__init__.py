@@ -8,10 +8,17 @@
     kv.push(0, grad, priority=0)
     kv.pull(0, out=weights)
 
-Run a local job with ``python3 -m psched.launch -s 2 -w 2 -- python3 x.py``.
+Run a local job with ``python3 -m psched.launch -s 2 -w 2 -- python3 x.py``
+(or ``psched-launch``; ssh, Slurm and mpirun back ends too).
 The library is found through PSCHED_LIBRARY, next to this package, in
 the source tree's build/lib, or under the install prefix.
+
+The KVStore needs numpy; it is imported on first use of one of its names,
+so ``psched.launch`` runs on a python3 without numpy.
 """
+import importlib
+
+
 def _find_version():
     """The VERSION file's version: written to _version.py by make install
     and the Debian package, read from the source tree's VERSION, or the
@@ -36,11 +43,28 @@ def _find_version():
 
 __version__ = _find_version()
 
-from . import kvstore, optimizer
-from .kvstore import KVStore, PSchedError, create
+_LAZY = {
+    "kvstore": ("kvstore", None), "kv": ("kvstore", None),
+    "optimizer": ("optimizer", None), "opt": ("optimizer", None),
+    "KVStore": ("kvstore", "KVStore"),
+    "PSchedError": ("kvstore", "PSchedError"),
+    "create": ("kvstore", "create"),
+}
 
-kv = kvstore
-opt = optimizer
 
-__all__ = ["__version__", "KVStore", "PSchedError", "create", "kv", "kvstore", "optimizer",
-           "opt"]
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError("module 'psched' has no attribute %r" % name)
+    mod, attr = _LAZY[name]
+    m = importlib.import_module("." + mod, __name__)
+    val = m if attr is None else getattr(m, attr)
+    globals()[name] = val
+    return val
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
+
+__all__ = ["__version__", "KVStore", "PSchedError", "create", "kv",
+           "kvstore", "optimizer", "opt"]

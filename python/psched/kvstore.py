@@ -25,7 +25,17 @@ import numpy as np
 from . import _lib
 from .optimizer import Optimizer as _PyOptimizer
 
-__all__ = ["KVStore", "PSchedError", "create"]
+__all__ = ["KVStore", "PSchedError", "create", "cuda_check"]
+
+
+def cuda_check(device=0):
+    """None when buffers on CUDA device @device can be used, else the
+    reason (built without CUDA, no driver, no such device)."""
+    lib = _lib.load()
+    if lib.psched_cuda_check(int(device)) == 0:
+        return None
+    m = lib.psched_errmsg()
+    return m.decode(errors="replace") if m else "no CUDA device"
 
 
 class PSchedError(RuntimeError):
@@ -358,6 +368,49 @@ class KVStore:
                     outs)
         if block:
             self.wait([e[1] for e in pe])
+
+    def issue_device(self, op, keys, ptrs, nbytes, dtype, device,
+                     out_ptrs=None, priority=0):
+        """Push, pull or pushpull buffers given by address, on CUDA device
+        @device (e.g. torch: ``t.data_ptr()``, ``t.numel() *
+        t.element_size()``, ``t.device.index``); nothing is copied in
+        Python, the worker stages them through pinned memory.
+
+        @op: "push", "pull" or "pushpull"; @keys, @ptrs, @nbytes: lists of
+        one entry per key (keys initialised with init() before); @dtype: a
+        numpy dtype or its name ("float32", "float16", ...); @out_ptrs:
+        the pull buffers of a pushpull (None: into @ptrs).  Asynchronous:
+        the buffers must stay alive and unchanged (push) or untouched
+        (pull) until wait() covering the keys returns; the caller keeps
+        them alive.  Raises PSchedError (code -19, ENODEV, with the reason)
+        when there is no CUDA build, driver or device."""
+        fns = {"push": self._lib.psched_kvstore_push_device,
+               "pull": self._lib.psched_kvstore_pull_device,
+               "pushpull": self._lib.psched_kvstore_pushpull_device}
+        if op not in fns:
+            raise PSchedError("issue_device: op %r is not push, pull or "
+                              "pushpull" % (op,), -22)
+        n = len(keys)
+        if len(ptrs) != n or len(nbytes) != n or \
+                (out_ptrs is not None and len(out_ptrs) != n):
+            raise PSchedError("issue_device: keys, ptrs, nbytes (and "
+                              "out_ptrs) differ in length", -22)
+        code = _code_of(np.dtype(dtype), op)
+        cks = [_ckey(k) for k in keys]
+        for ck, k in zip(cks, keys):
+            self._names.setdefault(ck, k)
+        ckeys = (_lib.c_u64 * n)(*cks)
+        bufs = (ctypes.c_void_p * n)(*[int(p) for p in ptrs])
+        lens = (_lib.c_u64 * n)(*[int(b) for b in nbytes])
+        if op == "pushpull":
+            obufs = (ctypes.c_void_p * n)(
+                *[int(p) for p in (ptrs if out_ptrs is None else out_ptrs)])
+            ret = fns[op](self._live(), ckeys, n, bufs, obufs, lens, code,
+                          int(device), int(priority))
+        else:
+            ret = fns[op](self._live(), ckeys, n, bufs, lens, code,
+                          int(device), int(priority))
+        self._check(ret, {ck: k for ck, k in zip(cks, keys)})
 
     def wait(self, keys=None):
         """Wait for every request issued on @keys (all when None); raise

@@ -48,6 +48,8 @@ for prog in ps-scheduler ps-server ps-worker ps-bench; do
 	grep -q "usr/bin/$prog\$" "$TMP/psched-tools.list" || die "psched-tools lacks $prog"
 	grep -q "usr/share/man/man1/$prog.1.gz" "$TMP/psched-tools.list" || die "psched-tools lacks the man page of $prog"
 done
+grep -q "usr/bin/psched-launch\$" "$TMP/python3-psched.list" || die "python3-psched lacks psched-launch"
+grep -q "usr/share/man/man1/psched-launch.1.gz" "$TMP/python3-psched.list" || die "python3-psched lacks the man page of psched-launch"
 # Every package's dependencies resolve on this system (nothing installed).
 apt-get install -s -o DPkg::Lock::Timeout=120 "$PWD"/"$BUILD"/deb/*.deb >"$TMP/apt-sim.log" 2>&1 ||
 	{ cat "$TMP/apt-sim.log"; die "apt-get cannot resolve the packages' dependencies"; }
@@ -109,7 +111,7 @@ out=$(LD_LIBRARY_PATH=$R/usr/lib/$ma DMLC_NUM_WORKER=5 "$TMP/use" "$ver") || die
 [ "$out" = "$ver 5" ] || die "program built against the package printed '$out'"
 [ -n "$R" ] && { LD_LIBRARY_PATH=$R/usr/lib/$ma ldd "$TMP/use" | grep -q "$R/usr/lib/$ma/libpsched.so.0" || die "not linked to the packaged libpsched.so.0"; }
 
-# The job: packaged launcher, programs and Python package.
+# The job: the packaged psched-launch, programs and Python package.
 cat >"$TMP/job.py" <<'PY'
 import numpy as np, psched, sys
 kv = psched.KVStore("dist_sync")
@@ -126,7 +128,7 @@ for step in range(5):
             sys.exit(1)
 print("rank %d sums exact, psched %s from %s" % (r, psched.__version__, psched.__file__))
 PY
-(cd "$TMP" && timeout $((120 * MULT)) "$PYTHON" -m psched.launch -s 2 -w 2 -- "$PYTHON" "$TMP/job.py") >"$TMP/job.log" 2>&1
+(cd "$TMP" && timeout $((120 * MULT)) env PSCHED_PYTHON="$PYTHON" "$R/usr/bin/psched-launch" -s 2 -w 2 -- "$PYTHON" "$TMP/job.py") >"$TMP/job.log" 2>&1
 rc=$?
 [ $rc = 0 ] || { cat "$TMP/job.log"; die "job from the packages exited $rc"; }
 n=$(grep -c "sums exact, psched $ver from $R/usr/lib/python3/dist-packages/psched/" "$TMP/job.log")

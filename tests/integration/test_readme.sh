@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The README's Python blocks run as printed: each ```python block is
-# written to a file and run by python3 -m psched.launch as a 2-server,
+# written to a file and run by bin/psched-launch as a 2-server,
 # 2-worker job (a block that does not join a job runs alone); each must
 # exit 0 with no traceback.  The last lines of each run are shown.
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +18,8 @@ PY
 for i in $(seq 0 $((n - 1))); do
 	f=$TMP/readme$i.py
 	if grep -q "dist_" "$f"; then
-		(cd "$TMP" && timeout $((120 * MULT)) "$PYTHON" -m psched.launch -s 2 -w 2 -- "$PYTHON" "$f") >"$TMP/readme$i.log" 2>&1
+		# As README says: the source tree's launcher, no PYTHONPATH.
+		(cd "$TMP" && timeout $((120 * MULT)) env -u PYTHONPATH "$OLDPWD/bin/psched-launch" -s 2 -w 2 -- "$PYTHON" "$f") >"$TMP/readme$i.log" 2>&1
 	else
 		(cd "$TMP" && timeout $((60 * MULT)) "$PYTHON" "$f") >"$TMP/readme$i.log" 2>&1
 	fi

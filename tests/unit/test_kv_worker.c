@@ -30,6 +30,7 @@ struct tk_srv {
 	bool hold;	       /* false: answer on receipt */
 	struct psd_hdr log[TK_MAX_LOG];
 	bool answered[TK_MAX_LOG];
+	uint64_t sum[TK_MAX_LOG]; /* FNV-1a of each payload */
 	size_t nlog;
 	uint64_t unacked; /* pushed bytes received and not acked */
 	uint64_t max_unacked;
@@ -142,13 +143,16 @@ static void tk_srv_rx_data(void *arg, struct psd_conn *c,
 	bool hold;
 
 	(void)c;
-	(void)payload;
 	pthread_mutex_lock(&t->lock);
 	idx = fs->nlog;
 	if (idx >= TK_MAX_LOG) {
 		pthread_mutex_unlock(&t->lock);
 		return;
 	}
+	fs->sum[idx] = 14695981039346656037ull;
+	for (size_t i = 0; payload && i < h->length; i++)
+		fs->sum[idx] = (fs->sum[idx] ^ ((const uint8_t *)payload)[i]) *
+			       1099511628211ull;
 	fs->log[fs->nlog++] = *h;
 	if (kvw_is_push(h->type)) {
 		fs->unacked += h->length;
