@@ -22,6 +22,13 @@ rm -rf "$out" && mkdir -p "$out"
 out=$(cd "$out" && pwd)
 stage=$out/stage
 
+# A CUDA build links NVIDIA's static runtime into libpsched and names
+# /usr/local/cuda in psched.pc: fine for one site, not for Debian.
+if grep -q PSCHED_HAVE_CUDA "$BUILD/.flags" 2>/dev/null; then
+	echo "mkdeb: note: $BUILD is a CUDA build (libcudart_static inside" \
+		"libpsched, /usr/local/cuda in psched.pc); packages without" \
+		"CUDA: make deb CUDA=0 BUILD=build-deb" >&2
+fi
 make --no-print-directory -s BUILD="$BUILD" DESTDIR="$stage" PREFIX=/usr \
 	LIBDIR="/usr/lib/$ma" install >"$out/install.log" 2>&1 ||
 	{ tail -20 "$out/install.log" >&2; exit 1; }
