@@ -80,6 +80,10 @@ mnt() { # fstype-or-bind source target
 	if [ "$1" = bind ]; then mount --bind "$2" "$3"; else mount -t "$1" "$2" "$3"; fi
 	mounted+=("$3")
 }
+# The chroot's / must be a mount point: ip netns exec (the launcher's ssh
+# test) makes / a slave mount in each namespace it enters.
+mnt bind "$root" "$root"
+mount --make-private "$root"
 mnt proc proc "$root/proc"
 mnt sysfs sysfs "$root/sys"
 mnt bind /dev "$root/dev"
