@@ -298,6 +298,8 @@ install: all
 	install -m 755 bin/psched-launch $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 python/psched/*.py $(DESTDIR)$(PYDIR)/psched/
+	install -d $(DESTDIR)$(PYDIR)/psched/torch
+	install -m 644 python/psched/torch/*.py $(DESTDIR)$(PYDIR)/psched/torch/
 	printf '__version__ = "%s"\n' '$(VERSION)' >$(DESTDIR)$(PYDIR)/psched/_version.py
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 

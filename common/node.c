@@ -186,6 +186,27 @@ enum psched_role psched_node_role(const struct psched_node *n)
 	return n->cfg.role;
 }
 
+int psched_num_dead_nodes(struct psched_node *n, unsigned group)
+{
+	unsigned i;
+	int count = 0;
+
+	if (!n || !group || (group & ~PSCHED_GROUP_ALL))
+		return psd_set_errmsg(-EINVAL,
+				      "num_dead_nodes: bad group mask %#x "
+				      "(1 scheduler, 2 servers, 4 workers)",
+				      group);
+	pthread_mutex_lock(&n->lock);
+	for (i = 0; i < n->npeers; i++) {
+		const struct psd_peer *p = &n->peers[i];
+
+		if (p->dead && (group & (1u << p->role)))
+			count++;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return count;
+}
+
 void psched_node_stats(const struct psched_node *n, struct psched_stats *out)
 {
 	memset(out, 0, sizeof(*out));

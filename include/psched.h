@@ -47,7 +47,9 @@ enum psched_dtype {
 	PSCHED_F64 = 2,
 	PSCHED_I32 = 3,
 	PSCHED_I64 = 4,
-	PSCHED_F16 = 5, /* IEEE half; servers add in float32 */
+	PSCHED_F16 = 5,	 /* IEEE half; servers add in float32 */
+	PSCHED_BF16 = 6, /* bfloat16; servers add in float32 */
+	PSCHED_DTYPE_MAX = PSCHED_BF16,
 };
 
 /* Barrier groups (bit mask). */
@@ -272,6 +274,20 @@ int psched_cuda_check(int device);
 /* 1 if this libpsched was built with CUDA, else 0. */
 int psched_cuda_built(void);
 
+/*
+ * Has request @req completed?  1 yes (psched_wait() then returns at once
+ * with its result), 0 not yet, -ENOENT if there is no such request to
+ * wait for.  Never blocks.
+ */
+int psched_test(struct psched_node *node, uint64_t req);
+
+/*
+ * How many nodes of @group (PSCHED_GROUP_* mask) this node has seen die
+ * (missed heartbeats past PS_HEARTBEAT_TIMEOUT, or a lost connection);
+ * -EINVAL for a bad mask.
+ */
+int psched_num_dead_nodes(struct psched_node *node, unsigned group);
+
 /* Message of the calling thread's last failed psched call ("" if none). */
 const char *psched_errmsg(void);
 /* Name of any code this library returns. */
@@ -279,6 +295,9 @@ const char *psched_strerror(int err);
 
 /* Size in bytes of one element of @dtype (1 for PSCHED_RAW). */
 unsigned psched_dtype_size(enum psched_dtype dtype);
+/* "raw", "float32", "float64", "int32", "int64", "float16", "bfloat16";
+ * "?" for a value outside the enum. */
+const char *psched_dtype_name(enum psched_dtype dtype);
 
 /* Bytes moved so far by this node (payload only), for tools. */
 struct psched_stats {

@@ -147,7 +147,8 @@ control psched-tools "$arch" "$tools_deps" net \
 	"(ps-lite DMLC_* environment); ps-bench measures push/pull throughput" \
 	"against plain TCP."
 
-EXTRA_FIELDS="Recommends: psched-tools (= $DEBVER)" \
+EXTRA_FIELDS="Recommends: psched-tools (= $DEBVER)
+Suggests: python3-torch" \
 control python3-psched all \
 	"python3:any, python3-numpy, libpsched0 (>= $VERSION)" python \
 	"parameter-server communication library - Python 3 package" \

@@ -64,6 +64,8 @@ static void kvs_destroy(struct psched_node *n)
 	psd_map_clear(&s->entries, kvs_entry_drop, n);
 	psd_map_fini(&s->entries);
 	psd_cfgtab_fini(&s->cfgs);
+	psd_kvs_states_drop(s);
+	free(s->cmp_buf);
 	psd_upd_fini(&s->upd);
 	free(s);
 	n->role_state = NULL;

@@ -11,6 +11,7 @@
  *   kvs_rx.c       incoming requests: header checks, push/pull/init
  *   kvs_reply.c    replies and the wait queues (pulls by priority)
  *   kv_server.c    role glue: attach, destroy, stats, config, command
+ *   kvs_states.c   optimizer state dump/load commands
  *
  * All state is touched only by the van thread, so there are no locks;
  * only the byte counters are read from other threads (stats).  Payloads
@@ -71,10 +72,21 @@ struct psd_kvs {
 	struct psd_map entries; /* key -> struct psd_kvs_entry */
 	bool async;
 	struct psd_updater upd; /* common/updater.c; none = default rule */
+	/* The application's controller (kvstore.h); under n->lock. */
+	psched_server_controller_fn *ctl;
+	void *ctl_arg;
 	unsigned nworker;
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];
 	struct psd_cfgtab cfgs; /* config epochs, to check chunk layouts */
+	/* Optimizer states in transfer (kvs_states.c): a dump's snapshot,
+	 * or the records of a load arriving piece by piece. */
+	float *cmp_buf; /* async: a compressed push dequantised */
+	uint64_t cmp_cap;
+	int xfer_op; /* Psched__OptStates__Op, 0: none */
+	uint8_t *xfer;
+	size_t xfer_len;
+	char xfer_name[16];
 	/* Read by psched_node_stats() from any thread. */
 	atomic_uint_fast64_t stored_bytes; /* tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* bytes allocated for them */
@@ -165,5 +177,13 @@ void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
  * back to the worker). */
 int psd_kvs_command(struct psched_node *n, int mode,
 		    const struct psched_optimizer *opt);
+
+/* kvs_states.c.  Van thread: a ServerCommand's OptStates; a dump's
+ * piece goes into @ack (pointing into the snapshot, valid until the next
+ * command).  0, or an error with psched_errmsg() set. */
+int psd_kvs_states_command(struct psched_node *n, const Psched__OptStates *st,
+			   Psched__CommandAck *ack);
+/* Free a transfer in progress. */
+void psd_kvs_states_drop(struct psd_kvs *s);
 
 #endif

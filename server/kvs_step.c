@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "kvs.h"
 #include "gpu/gpu.h"
 #include "partition.h"
@@ -110,6 +111,9 @@ void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 	case PSCHED_F16:
 		psd_f16_add(dst, src, (size_t)len / 2);
 		break;
+	case PSCHED_BF16:
+		psd_bf16_add(dst, src, (size_t)len / 2);
+		break;
 	default:
 		memcpy(dst, src, (size_t)len);
 		break;
@@ -162,7 +166,12 @@ static int kvs_contribute(struct psd_kvs *s, struct psd_kvs_entry *e,
 	    e->wbytes[wrank] + h->span > e->len)
 		return -EPROTO;
 	dst = e->merge + (h->offset - e->off);
-	if (!direct) {
+	if (h->flags & PSD_F_COMPRESSED) {
+		/* Dequantised straight into the sum (never lands direct). */
+		if (psd_cmp_unpack(payload, h->length, (float *)(void *)dst,
+				   (size_t)(h->span / 4), e->counts[idx] != 0))
+			return -EPROTO;
+	} else if (!direct) {
 		if (e->counts[idx] == 0)
 			memcpy(dst, payload, (size_t)h->span);
 		else
@@ -225,8 +234,9 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 		ret = kvs_contribute(s, e, h, payload, wrank, direct, &idx);
 	if (ret) {
 		psd_kvs_reject(n, c, h, -EPROTO,
-			       "chunk does not fit the step's layout, or was "
-			       "pushed twice");
+			       "chunk does not fit the step's layout, was "
+			       "pushed twice, or is a malformed compressed "
+			       "chunk");
 		return;
 	}
 	kvs_push_answer(n, c, e, h, idx, acked);

@@ -4,11 +4,14 @@
  * init, timeline, stats), autotuner metrics, and attaching the worker to
  * its node.  The design and the locking rules are in kvw.h.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "kvw.h"
+#include "psched/kvstore.h"
 #include "role.h"
 #include "command.h"
 
@@ -124,6 +127,16 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
 		goto out_unlock;
 	}
+	/* Compression quantises the caller's values on this thread, which
+	 * cannot read device memory. */
+	if (device != -1 && push_vals && w->cmp_kind && dtype == PSCHED_F32) {
+		ret = psd_set_errmsg(-EOPNOTSUPP,
+				     "gradient compression takes host buffers "
+				     "only: push device %d's values without it, "
+				     "or copy them to the host",
+				     device);
+		goto out_unlock;
+	}
 	ret = psd_kvw_req_build(n, type, keys, nkeys, push_vals, pull_vals,
 				lens, dtype, &r);
 	if (ret)
@@ -136,7 +149,7 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	r->cb = cb;
 	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
 	r->cb_arg = arg;
-	r->flags = flags;
+	r->flags = flags | (r->cmp ? PSD_F_COMPRESSED : 0);
 	r->priority = w->fifo ? 0 : priority;
 	r->pending = 1; /* held until issued */
 	if (req)
@@ -313,8 +326,11 @@ int psched_timeline_write(struct psched_node *n, const char *path)
 /* psd_map_clear() callback (kvw_destroy()). */
 static void kvw_key_free(void *key, void *arg)
 {
+	struct kvw_key *k = key;
+
 	(void)arg;
-	free(key);
+	free(k->residual);
+	free(k);
 }
 
 /* Unlocked; nothing else may use the worker any more.  Stop the sender
@@ -412,3 +428,42 @@ const struct psd_role_ops psd_kvw_role = {
 	.on_config = psd_kvw_config,
 	.detach = kvw_destroy,
 };
+
+int psched_node_set_gradient_compression(struct psched_node *n,
+					 const char *type, double threshold)
+{
+	struct psd_kvw *w = n ? kvw_of(n) : NULL;
+	int kind = psd_cmp_kind_of(type);
+	struct kvw_key *k;
+	size_t pos = 0;
+
+	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(
+			-EINVAL, "gradient compression: not a worker node");
+	if (kind < 0)
+		return psd_set_errmsg(
+			-EINVAL,
+			"gradient compression type '%.32s' is not "
+			"supported (2bit, 1bit, none)",
+			type);
+	if (!isfinite(threshold) || (kind == PSD_CMP_2BIT && threshold <= 0) ||
+	    fabs(threshold) > 3.0e38)
+		return psd_set_errmsg(-EINVAL,
+				      "gradient compression %s: threshold %g "
+				      "is not %s",
+				      type, threshold,
+				      kind == PSD_CMP_2BIT
+					      ? "a finite number > 0"
+					      : "a finite float");
+	pthread_mutex_lock(&w->lock);
+	if (kind != w->cmp_kind || (float)threshold != w->cmp_threshold) {
+		while ((k = psd_map_next(&w->keys, &pos, NULL))) {
+			free(k->residual);
+			k->residual = NULL;
+		}
+	}
+	w->cmp_kind = kind;
+	w->cmp_threshold = (float)threshold;
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}

@@ -63,6 +63,7 @@
 #include "cfgtab.h"
 #include "gpu/stage.h"
 #include "chunkq.h"
+#include "command.h"
 #include "map.h"
 #include "node.h"
 #include "timeline.h"
@@ -78,6 +79,7 @@ struct kvw_key {
 	uint8_t dtype;
 	uint64_t step;	   /* pushes of this key so far */
 	uint64_t last_req; /* duplicate-key check within a request */
+	float *residual;   /* gradient compression: what was not sent yet */
 };
 
 struct kvw_srv {
@@ -93,6 +95,7 @@ struct kvw_slot {
 	const uint8_t *src; /* push source, NULL for pull */
 	uint32_t epoch;	    /* config the step is cut with */
 	uint64_t part;	    /* partition bytes of that config */
+	uint8_t *codes;	    /* compressed push: one code per element */
 };
 
 enum kvw_chunk_state {
@@ -116,6 +119,8 @@ struct kvw_chunk {
 	uint64_t t_push; /* credit given back */
 	bool gpu_rx;	 /* a device pull answer is being received */
 	struct psd_stage_buf stg; /* pinned slots of that answer */
+	uint64_t coff;	 /* compressed push: payload at req->cbuf + coff */
+	uint64_t clen;
 };
 
 struct kvw_req {
@@ -141,6 +146,9 @@ struct kvw_req {
 	struct kvw_srv *srv; /* [num_server], indexed by server rank */
 	struct kvw_chunk *chunks;
 	size_t nchunks;
+	int cmp; /* compress kind of this push (common/compress.h) */
+	float cmp_threshold;
+	uint8_t *cbuf; /* compressed payloads of every chunk */
 	size_t nslots;
 	struct kvw_slot slots[];
 };
@@ -163,6 +171,8 @@ struct kvw_cmd {
 	bool *acked; /* [num_server] */
 	int status;
 	char msg[320];
+	psd_cmd_data_fn *on_data; /* NULL, or what a command's acks carry */
+	void *data_arg;
 };
 
 struct psd_kvw {
@@ -178,7 +188,9 @@ struct psd_kvw {
 	size_t cap;
 	uint64_t gen;
 	struct psd_map keys; /* key -> struct kvw_key */
-	uint64_t max_step;   /* highest step pushed of any key */
+	int cmp_kind;	     /* gradient compression of float32 pushes */
+	float cmp_threshold;
+	uint64_t max_step; /* highest step pushed of any key */
 
 	bool fifo;
 	struct psd_chunkq q;

@@ -25,7 +25,9 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 		.total = s->total,
 		.offset = ch->off,
 		.span = ch->span,
-		.length = payload ? ch->span : 0,
+		.length = !payload ? 0
+			  : r->cmp ? ch->clen
+				   : ch->span,
 		.part = ch->part,
 		.step = s->step,
 		.req = r->id,
@@ -33,8 +35,10 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 		.epoch = s->epoch,
 		.priority = r->priority,
 	};
-	iov->iov_base = payload ? (void *)(uintptr_t)(s->src + ch->off) : NULL;
-	iov->iov_len = payload ? (size_t)ch->span : 0;
+	iov->iov_base = !payload ? NULL
+			: r->cmp ? (void *)(r->cbuf + ch->coff)
+				 : (void *)(uintptr_t)(s->src + ch->off);
+	iov->iov_len = (size_t)h->length;
 }
 
 /*

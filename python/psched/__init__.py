@@ -8,6 +8,9 @@
     kv.push(0, grad, priority=0)
     kv.pull(0, out=weights)
 
+PyTorch: ``import psched.torch`` (BytePS's torch API: DistributedOptimizer,
+ServerOptimizer, push_pull, broadcast_parameters...).
+
 Run a local job with ``python3 -m psched.launch -s 2 -w 2 -- python3 x.py``
 (or ``psched-launch``; ssh, Slurm and mpirun back ends too).
 The library is found through PSCHED_LIBRARY, next to this package, in
@@ -49,6 +52,9 @@ _LAZY = {
     "KVStore": ("kvstore", "KVStore"),
     "PSchedError": ("kvstore", "PSchedError"),
     "create": ("kvstore", "create"),
+    "bfloat16": ("kvstore", "bfloat16"),
+    "from_bfloat16": ("kvstore", "from_bfloat16"),
+    "to_bfloat16": ("kvstore", "to_bfloat16"),
 }
 
 
@@ -67,4 +73,5 @@ def __dir__():
 
 
 __all__ = ["__version__", "KVStore", "PSchedError", "create", "kv",
-           "kvstore", "optimizer", "opt"]
+           "kvstore", "optimizer", "opt", "bfloat16", "from_bfloat16",
+           "to_bfloat16"]

@@ -361,7 +361,9 @@ class LocalJob(Job):
             self.spawn("server %d" % i, [server], role_env(env, "server", i))
         for i in range(a.workers):
             self.workers.append(self.spawn(
-                "worker %d" % i, a.command, role_env(env, "worker", i)))
+                "worker %d" % i, a.command,
+                dict(role_env(env, "worker", i), PSCHED_LOCAL_RANK=str(i),
+                     PSCHED_LOCAL_SIZE=str(a.workers))))
 
 
 def add_common(ap):

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../harness.h"
 #include "../../worker/kvw.h"
@@ -654,7 +655,52 @@ static void test_kv_worker_dead_server_fails_requests(void)
 	tk_teardown(t);
 }
 
+/*
+ * psched_test() says 0 while a server holds the answer and 1 once it came
+ * (never blocking); the request is then waited for as usual and is gone.
+ * A server whose connection drops counts in psched_num_dead_nodes().
+ */
+static void test_kv_worker_test_and_dead_count(void)
+{
+	struct tk_ctx *t = tk_setup(2, 0, 0, 0);
+	static uint8_t buf[4096];
+	uint64_t k1 = tk_key_on(1, 2, sizeof(buf), 70);
+	struct psd_conn *c;
+	uint64_t id;
+	int i, r = 0;
+
+	tk_hold(&t->srv[1], true);
+	CHECK_EQ(tk_push(t, k1, buf, sizeof(buf), 0, NULL, &id), 0);
+	tk_wait_logged(&t->srv[1], 1);
+	CHECK_EQ(psched_test(t->n, id), 0);
+	CHECK_EQ(psched_test(t->n, id), 0); /* asking twice changes nothing */
+	tk_srv_answer(&t->srv[1], 0);
+	for (i = 0; i < 2000 && (r = psched_test(t->n, id)) == 0; i++)
+		usleep(1000 * (unsigned)test_timeout_ms(5) / 5);
+	CHECK_EQ(r, 1);
+	CHECK_EQ(tk_wait(t, id), 0);
+	CHECK_EQ(psched_test(t->n, id), -ENOENT);
+	CHECK(strstr(psched_errmsg(), "no request"));
+
+	CHECK_EQ(psched_num_dead_nodes(t->n, PSCHED_GROUP_ALL), 0);
+	CHECK_EQ(psched_num_dead_nodes(t->n, 0), -EINVAL);
+	CHECK_EQ(psched_num_dead_nodes(t->n, 8), -EINVAL);
+	tk_hold(&t->srv[1], true);
+	CHECK_EQ(tk_push(t, k1, buf, sizeof(buf), 0, NULL, &id), 0);
+	tk_wait_logged(&t->srv[1], 2);
+	pthread_mutex_lock(&t->lock);
+	c = t->srv[1].conn;
+	pthread_mutex_unlock(&t->lock);
+	psd_conn_close(c);
+	CHECK_EQ(tk_wait(t, id), PSCHED_ENODEDEAD);
+	CHECK_EQ(psched_num_dead_nodes(t->n, PSCHED_GROUP_SERVERS), 1);
+	CHECK_EQ(psched_num_dead_nodes(t->n, PSCHED_GROUP_WORKERS), 0);
+	CHECK_EQ(psched_num_dead_nodes(t->n, PSCHED_GROUP_ALL), 1);
+	tk_teardown(t);
+}
+
 const struct test_case test_list[] = {
+	{ "kv_worker_test_and_dead_count", test_kv_worker_test_and_dead_count },
 	{ "kv_worker_priority_order", test_kv_worker_priority_order },
 	{ "kv_worker_credit_bounds_bytes_in_flight",
 	  test_kv_worker_credit_bounds_bytes_in_flight },
