@@ -145,6 +145,12 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 int psched_parse_bytes(const char *s, uint64_t *out);
 /* Print every option, its variable and its default to @out. */
 void psched_cfg_usage(FILE *out);
+/* The same for the options a program of @role reads (no --role: such a
+ * program has its role). */
+void psched_cfg_usage_role(FILE *out, enum psched_role role);
+/* The library's release, "MAJOR.MINOR.PATCH" (the source tree's VERSION
+ * file); the SONAME (libpsched.so.0) changes only with the ABI. */
+const char *psched_version(void);
 /* "scheduler", "server", "worker". */
 const char *psched_role_name(enum psched_role role);
 

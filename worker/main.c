@@ -53,13 +53,29 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* Random value of worker @r: a multiple of 2^-8 below 2^11 in size, so
- * sums of up to 8 workers are exact in float32 in any order. */
+/* Bits of the random values: 20 up to 8 workers, fewer above so that
+ * the sum of every worker's value still fits float32's 24 bits. */
+static unsigned val_bits = 20;
+
+static void set_val_bits(unsigned nw)
+{
+	unsigned lg = 0;
+
+	while ((1u << lg) < nw)
+		lg++;
+	val_bits = lg <= 3 ? 20 : (lg < 19 ? 23 - lg : 4);
+}
+
+/* Random value of worker @r: a multiple of 2^-8 below 2^(val_bits-9) in
+ * size, so the sum over the job's workers is exact in float32 in any
+ * order. */
 static float gen_f32(uint64_t base, unsigned r, uint64_t j)
 {
 	uint64_t h = mix(base ^ mix(r * 0x1000193ull + j));
 
-	return (float)((int64_t)(h % (1u << 20)) - (1 << 19)) / 256.0f;
+	return (float)((int64_t)(h % (1u << val_bits)) -
+		       (1 << (val_bits - 1))) /
+	       256.0f;
 }
 
 static uint64_t key_base(const struct wopts *o, uint64_t key, uint64_t step)
@@ -460,7 +476,7 @@ static void usage(void)
 	       "       ps-worker --model M [--gpu-tflops X] [--batch N] "
 	       "[--steps N | --seconds S]\n"
 	       "                 [--warmup N] [--timeline FILE] [--spin] "
-	       "[--seed N] [cluster options]\n\n"
+	       "[--seed N] [cluster options]\n       ps-worker --version\n\n"
 	       "Check mode (no --model): every step pushes random values for "
 	       "every key and\nchecks the pulled aggregate exactly (sizes not "
 	       "a multiple of 4 are raw bytes:\nnot summed).\n"
@@ -499,7 +515,7 @@ static void usage(void)
 	       "                 (%%r in F is replaced by the worker's rank)\n"
 	       "  --spin         busy-wait the compute instead of sleeping\n\n",
 	       psd_profile_names());
-	psched_cfg_usage(stdout);
+	psched_cfg_usage_role(stdout, PSCHED_ROLE_WORKER);
 }
 
 static int parse_num(const char *flag, const char *s, double min, double max,
@@ -630,6 +646,11 @@ int main(int argc, char **argv)
 	struct psched_node *node;
 	int ret;
 
+	for (ret = 1; ret < argc && strcmp(argv[ret], "--"); ret++)
+		if (!strcmp(argv[ret], "--version")) {
+			printf("ps-worker %s\n", psched_version());
+			return 0;
+		}
 	psched_cfg_init(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (!ret)
@@ -656,6 +677,7 @@ int main(int argc, char **argv)
 		psd_profile_destroy(prof);
 		return 1;
 	}
+	set_val_bits(psched_num_workers(node));
 	ret = prof ? replay_main(node, &o, prof) : check_loop(node, &o);
 	if (psched_node_destroy(node) && !ret) {
 		fprintf(stderr, "ps-worker: shutdown: %s\n", psched_errmsg());
