@@ -39,6 +39,7 @@
 #include <unistd.h>
 #include <arpa/inet.h>
 
+#include "auth.h"
 #include "psched.h"
 #include "psched.pb-c.h"
 #include "wire.h"
@@ -53,6 +54,8 @@ struct node {
 	bool shutdown;
 	uint8_t *buf; /* receive buffer */
 	size_t len, cap;
+	uint8_t nonce[PSD_AUTH_NONCE_LEN]; /* ours, sent in Register */
+	bool authed;			   /* the scheduler took our Proof */
 };
 
 struct load {
@@ -68,6 +71,7 @@ struct load {
 	uint64_t cur_seq;
 	uint64_t last_rx_us;
 	int failed;
+	struct psd_auth_secret sec; /* the job's, shared with the scheduler */
 };
 
 static uint64_t now_us(void)
@@ -132,11 +136,7 @@ static int sim_register(struct load *L, struct node *s)
 	static char host[] = "127.0.0.1", tcp[] = "tcp";
 	struct sockaddr_in sa = { .sin_family = AF_INET };
 	int one = 1, ret;
-	const char *token = getenv("PS_JOB_TOKEN");
 
-	if (token && *token)
-		return fail(L, "PS_JOB_TOKEN is set: sched_load registers "
-			       "without a token; unset it");
 	s->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (s->fd < 0)
 		return fail(L, "socket: %s (raise ulimit -n?)",
@@ -159,6 +159,12 @@ static int sim_register(struct load *L, struct node *s)
 	reg.num_server = L->servers;
 	reg.num_worker = L->nodes - L->servers;
 	reg.pid = getpid();
+	/* The registration handshake (common/auth.h): our nonce here, the
+	 * scheduler's Challenge answered in on_control(). */
+	if (psd_auth_nonce(s->nonce))
+		return fail(L, "node %d: no random nonce", s->idx);
+	reg.nonce.data = s->nonce;
+	reg.nonce.len = sizeof(s->nonce);
 	m.body_case = PSCHED__CONTROL__BODY_REG;
 	m.reg = &reg;
 	s->id = -1;
@@ -168,9 +174,40 @@ static int sim_register(struct load *L, struct node *s)
 	return 0;
 }
 
+/* The scheduler's Challenge: check its proof, answer with ours. */
+static void on_challenge(struct load *L, struct node *s,
+			 const Psched__Challenge *ch)
+{
+	Psched__Proof pr = PSCHED__PROOF__INIT;
+	Psched__Control out = PSCHED__CONTROL__INIT;
+	uint8_t proof[PSD_AUTH_PROOF_LEN];
+	int32_t id = s->server ? PSCHED_ROLE_SERVER : PSCHED_ROLE_WORKER;
+
+	if (s->authed || ch->nonce.len != PSD_AUTH_NONCE_LEN ||
+	    !psd_auth_check(&L->sec, true, PSD_AUTH_REGISTER, id, s->nonce,
+			    ch->nonce.data, ch->proof.data, ch->proof.len)) {
+		fail(L, "node %d: the scheduler's challenge does not prove "
+			"the job's secret",
+		     s->idx);
+		return;
+	}
+	psd_auth_proof(&L->sec, false, PSD_AUTH_REGISTER, id, s->nonce,
+		       ch->nonce.data, proof);
+	pr.proof.data = proof;
+	pr.proof.len = sizeof(proof);
+	out.body_case = PSCHED__CONTROL__BODY_PROOF;
+	out.proof = &pr;
+	if (send_ctl(s, &out))
+		fail(L, "node %d: cannot send our proof", s->idx);
+	s->authed = true;
+}
+
 static void on_control(struct load *L, struct node *s, const Psched__Control *m)
 {
 	switch (m->body_case) {
+	case PSCHED__CONTROL__BODY_CHALLENGE:
+		on_challenge(L, s, m->challenge);
+		break;
 	case PSCHED__CONTROL__BODY_TABLE:
 		if (s->have_table) {
 			fail(L, "node %d: second node table", s->idx);
@@ -415,7 +452,7 @@ static int start_scheduler(struct load *L)
 		dup2(p[1], 1);
 		close(p[0]);
 		close(p[1]);
-		unsetenv("PS_JOB_TOKEN");
+		setenv("PS_JOB_TOKEN", (const char *)L->sec.key, 1);
 		execl(L->sched_path, L->sched_path, "--root-port", "0",
 		      "--num-server", ns, "--num-worker", nw,
 		      "--heartbeat-timeout", hb, "--connect-timeout", to,
@@ -494,6 +531,28 @@ int main(int argc, char **argv)
 
 	if (parse_args(&L, argc, argv))
 		return 2;
+	/* The job's secret: the caller's PS_JOB_TOKEN, else a fresh one
+	 * (the scheduler gets it in its environment). */
+	{
+		const char *tok = getenv("PS_JOB_TOKEN");
+		uint8_t r[PSD_AUTH_NONCE_LEN];
+		unsigned k;
+
+		memset(&L.sec, 0, sizeof(L.sec));
+		if (tok && *tok && strlen(tok) < PSD_AUTH_SECRET_MAX) {
+			L.sec.len = strlen(tok);
+			memcpy(L.sec.key, tok, L.sec.len);
+		} else {
+			if (psd_auth_nonce(r)) {
+				fprintf(stderr, "sched_load: no random secret\n");
+				return 1;
+			}
+			for (k = 0; k < sizeof(r); k++)
+				snprintf((char *)L.sec.key + 2 * k, 3, "%02x",
+					 r[k]);
+			L.sec.len = 2 * sizeof(r);
+		}
+	}
 	/* One socket per simulated node. */
 	if (!getrlimit(RLIMIT_NOFILE, &rl) && rl.rlim_cur < L.nodes + 64) {
 		rl.rlim_cur = rl.rlim_max;
