@@ -415,6 +415,9 @@ static void replay_print(struct psched_node *node, const struct wopts *o,
 	if (o->batch_given)
 		printf(" batch=%u images_per_s=%.1f", o->batch,
 		       sps * o->batch * nw);
+	printf(" comm_steps=%llu vote_absorbed=%llu",
+	       (unsigned long long)r->comm_steps,
+	       (unsigned long long)r->vote_absorbed);
 	printf(" compute_ms=%.1f wait_ms=%.1f bytes_per_step=%llu keys=%u "
 	       "verified=%llu\n",
 	       r->compute_s * 1e3, r->wait_s * 1e3,
@@ -493,7 +496,7 @@ static void usage(void)
 	       "  --steps N      timed steps, 0 = use --seconds [10]\n"
 	       "  --seconds S    time this long (at least 2 steps) when "
 	       "--steps is 0\n"
-	       "  --warmup N     untimed steps first [1]\n"
+	       "  --warmup N     untimed steps first (0 runs as 1) [1]\n"
 	       "  --timeline F   write the per-chunk timeline as Chrome trace "
 	       "JSON to F\n"
 	       "                 (%%r in F is replaced by the worker's rank)\n"
