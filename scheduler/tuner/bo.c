@@ -54,6 +54,8 @@ void psd_bo_opts_default(struct psd_bo_opts *o, unsigned int dim)
 	o->fit_starts = 2;
 	o->len_prior = 0.3;
 	o->len_prior_sd = 1.0;
+	o->noise_prior = 0.05;
+	o->noise_prior_sd = 1.5;
 }
 
 static bool bo_opts_are_valid(const struct psd_bo_opts *o)
@@ -65,7 +67,10 @@ static bool bo_opts_are_valid(const struct psd_bo_opts *o)
 	       o->n_refine <= BO_MAX_REFINE && o->n_refine <= o->n_screen &&
 	       isfinite(o->noise_sd) && o->noise_sd >= 0.0 &&
 	       isfinite(o->len_prior) && o->len_prior >= 0.0 &&
-	       (o->len_prior == 0.0 || o->len_prior_sd > 0.0);
+	       (o->len_prior == 0.0 || o->len_prior_sd > 0.0) &&
+	       isfinite(o->noise_prior) && o->noise_prior >= 0.0 &&
+	       (o->noise_prior == 0.0 || o->noise_prior_sd > 0.0) &&
+	       isfinite(o->noise_floor_sd) && o->noise_floor_sd >= 0.0;
 }
 
 int psd_bo_create(const struct psd_bo_opts *o, struct psd_bo **out)
@@ -148,6 +153,16 @@ int psd_bo_set_noise_sd(struct psd_bo *bo, double noise_sd)
 	return 0;
 }
 
+int psd_bo_set_noise_floor(struct psd_bo *bo, double floor_sd)
+{
+	if (!isfinite(floor_sd) || floor_sd < 0.0)
+		return -EINVAL;
+	if (floor_sd != bo->o.noise_floor_sd)
+		bo->dirty = true;
+	bo->o.noise_floor_sd = floor_sd;
+	return 0;
+}
+
 void psd_bo_redesign(struct psd_bo *bo, unsigned int n)
 {
 	bo->redesign = n;
@@ -193,6 +208,9 @@ static int bo_refit(struct psd_bo *bo)
 	fo.noise_sd = bo->o.noise_sd;
 	fo.len_prior = bo->o.len_prior;
 	fo.len_prior_sd = bo->o.len_prior_sd;
+	fo.noise_prior = bo->o.noise_prior;
+	fo.noise_prior_sd = bo->o.noise_prior_sd;
+	fo.noise_floor_sd = bo->o.noise_floor_sd;
 	fo.seed = bo->o.seed * 1000003u + bo->fits++;
 	ret = psd_gp_fit(bo->gp, &fo);
 	if (ret)

@@ -10,8 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bo.h"
-#include "tuner.h"
+#include "tuner_int.h"
 
 #define TUNER_REF_MAX	16 /* samples averaged into the locked reference */
 #define TUNER_OBS_LIMIT 64 /* at a new search, keep only the newest... */
@@ -24,54 +23,6 @@
 static const char *const tuner_csv_header =
 	"sample,step,epoch,partition_bytes,credit_bytes,score_steps_per_s,"
 	"predicted_mean,predicted_sd,phase\n";
-
-/* One sample the GP has seen. */
-struct tuner_obs {
-	uint64_t part;
-	uint64_t credit;
-	double score;
-	double weight;	     /* GP noise multiplier; grows on every retune */
-	unsigned int search; /* which search it belongs to */
-};
-
-struct psd_tuner {
-	struct psd_tuner_opts o;
-	enum psd_tuner_phase phase;
-	struct psd_bo *bo;
-	unsigned int dim; /* tuned knobs: 1 or 2 */
-	bool tune_part;
-	bool tune_credit;
-	unsigned int lp_min; /* log2 of the partition range searched */
-	unsigned int lp_max;
-
-	struct psd_tuner_config cur;
-	double pred_mean; /* GP prediction for cur when proposed, or NaN */
-	double pred_sd;
-
-	double *win; /* scores of the sample being collected */
-	double *sorted;
-	unsigned int nwin;
-	unsigned int discard; /* samples still to discard */
-	uint64_t samples;     /* samples completed, discarded ones too */
-	double last_score;
-	uint64_t last_step; /* of the last report */
-
-	unsigned int search; /* current search number */
-	unsigned int search_samples;
-	struct tuner_obs *obs;
-	unsigned int nobs;
-	unsigned int obs_cap;
-
-	bool locked_once;
-	struct psd_tuner_config best;
-	double ref; /* reference score of the locked config */
-	unsigned int ref_n;
-	double *dev; /* consecutive locked samples beyond the threshold */
-	unsigned int ndev;
-
-	FILE *log;
-	bool own_log;
-};
 
 void psd_tuner_opts_default(struct psd_tuner_opts *o)
 {
@@ -174,8 +125,8 @@ void psd_tuner_round(const struct psd_tuner *t, const double *x,
 }
 
 /* Unit-box coordinates of a config (the inverse of psd_tuner_round). */
-static void tuner_to_x(const struct psd_tuner *t, uint64_t part,
-		       uint64_t credit, double *x)
+void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
+		    double *x)
 {
 	unsigned int k = 0;
 
@@ -389,7 +340,7 @@ static int tuner_observe(struct psd_tuner *t, double score)
 		t->obs = obs;
 		t->obs_cap = t->obs_cap * 2 + 16;
 	}
-	tuner_to_x(t, t->cur.partition_bytes, t->cur.credit_bytes, x);
+	psd_tuner_to_x(t, t->cur.partition_bytes, t->cur.credit_bytes, x);
 	ret = psd_bo_observe(t->bo, x, score, 1.0);
 	if (ret)
 		return ret;
@@ -405,67 +356,26 @@ static int tuner_observe(struct psd_tuner *t, double score)
 }
 
 /*
- * The observation of the current search with the highest posterior mean
- * (the raw score if the GP fails).  Returns its index, or -1 if the
- * search has none.
+ * Lock in the best config of the current search and log it: the highest
+ * posterior mean among configs measured at least twice, or, if none was,
+ * among all.
  */
-static int tuner_best_obs(struct psd_tuner *t, double *mean, double *sd)
-{
-	double x[2];
-	double m;
-	double s;
-	int best = -1;
-	unsigned int i;
-
-	for (i = 0; i < t->nobs; i++) {
-		if (t->obs[i].search != t->search)
-			continue;
-		tuner_to_x(t, t->obs[i].part, t->obs[i].credit, x);
-		if (psd_bo_predict(t->bo, x, &m, &s)) {
-			m = t->obs[i].score;
-			s = NAN;
-		}
-		if (best < 0 || m > *mean) {
-			best = (int)i;
-			*mean = m;
-			*sd = s;
-		}
-	}
-	return best;
-}
-
-/* Mean score of the current search's samples of @part/@credit. */
-static double tuner_config_mean(const struct psd_tuner *t, uint64_t part,
-				uint64_t credit, unsigned int *n)
-{
-	double sum = 0.0;
-	unsigned int i;
-
-	*n = 0;
-	for (i = 0; i < t->nobs; i++) {
-		if (t->obs[i].search != t->search || t->obs[i].part != part ||
-		    t->obs[i].credit != credit)
-			continue;
-		sum += t->obs[i].score;
-		(*n)++;
-	}
-	return *n ? sum / *n : NAN;
-}
-
-/* Lock in the best config of the current search and log it. */
 static int tuner_lock(struct psd_tuner *t, uint64_t step)
 {
 	const struct tuner_obs *b;
 	double mean = NAN;
 	double sd = NAN;
+	unsigned int n;
 	int i;
 
-	i = tuner_best_obs(t, &mean, &sd);
+	i = psd_tuner_pick_best(t, 2, &mean, &sd, &n);
+	if (i < 0)
+		i = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
 	if (i < 0)
 		return -EAGAIN;
 	b = &t->obs[i];
 	tuner_apply(t, step, b->part, b->credit, mean, sd);
-	t->ref = tuner_config_mean(t, b->part, b->credit, &t->ref_n);
+	t->ref = psd_tuner_config_mean(t, b->part, b->credit, &t->ref_n);
 	t->best = t->cur;
 	t->locked_once = true;
 	t->phase = PSD_TUNER_LOCKED;
@@ -493,7 +403,21 @@ static void tuner_update_noise(struct psd_tuner *t)
 		psd_bo_set_noise_sd(t->bo, t->o.noise * sum / n);
 }
 
-/* After a sample in a search: lock in, or propose the next config. */
+/* Run the incumbent (observation @i) again. */
+static int tuner_remeasure(struct psd_tuner *t, uint64_t step, int i,
+			   double mean, double sd)
+{
+	tuner_apply(t, step, t->obs[i].part, t->obs[i].credit, mean, sd);
+	return 0;
+}
+
+/*
+ * After a sample in a search: lock in, re-measure the incumbent, or
+ * propose the next config.  A lock-in needs its config measured twice:
+ * when the search would lock (low expected improvement) or is down to
+ * its last sample while the incumbent has one sample, the incumbent runs
+ * again instead.
+ */
 static int tuner_next(struct psd_tuner *t, uint64_t step)
 {
 	struct psd_bo_suggestion s;
@@ -502,22 +426,30 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	double mean = NAN;
 	double sd = NAN;
 	double x[2];
+	unsigned int n = 0;
+	int inc;
 	int ret;
 
 	if (t->search_samples >= tuner_max_samples(t))
 		return tuner_lock(t, step);
+	ret = psd_tuner_update_noise_floor(t);
+	if (ret)
+		return ret;
 	tuner_update_noise(t);
+	inc = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
+	if (inc >= 0 && n < 2 && t->search_samples + 1 >= tuner_max_samples(t))
+		return tuner_remeasure(t, step, inc, mean, sd);
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
 		return ret;
 	if (!s.from_design && t->search_samples >= 2 * t->dim + 1 &&
-	    tuner_best_obs(t, &mean, &sd) >= 0 &&
-	    s.acq < t->o.ei_threshold * fabs(mean))
-		return tuner_lock(t, step);
+	    inc >= 0 && s.acq < t->o.ei_threshold * fabs(mean))
+		return n >= 2 ? tuner_lock(t, step) :
+				tuner_remeasure(t, step, inc, mean, sd);
 	psd_tuner_round(t, s.x, &part, &credit);
 	mean = sd = NAN;
 	if (!s.from_design) {
-		tuner_to_x(t, part, credit, x);
+		psd_tuner_to_x(t, part, credit, x);
 		ret = psd_bo_predict(t->bo, x, &mean, &sd);
 		if (ret)
 			return ret;
@@ -541,7 +473,7 @@ static int tuner_trim(struct psd_tuner *t)
 		return ret;
 	for (i = drop; i < t->nobs; i++) {
 		ob = &t->obs[i];
-		tuner_to_x(t, ob->part, ob->credit, x);
+		psd_tuner_to_x(t, ob->part, ob->credit, x);
 		ret = psd_bo_observe(bo, x, ob->score, ob->weight);
 		if (ret) {
 			psd_bo_destroy(bo);
@@ -688,7 +620,7 @@ int psd_tuner_finish(struct psd_tuner *t)
 
 	if (!t->locked_once)
 		return tuner_lock(t, t->last_step);
-	tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
+	psd_tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
 	if (psd_bo_predict(t->bo, x, &mean, &sd)) {
 		mean = NAN;
 		sd = NAN;
