@@ -75,6 +75,15 @@ int psd_bo_set_noise_sd(struct psd_bo *bo, double noise_sd);
 int psd_bo_set_noise_floor(struct psd_bo *bo, double floor_sd);
 
 /*
+ * Contextual optimization: the last @n inputs (n < dim) are conditions
+ * the caller does not choose (e.g. the link rate).  Suggestions keep them
+ * at @ctx and search only the other inputs; the EI incumbent is the best
+ * posterior mean of the observed inputs moved to @ctx.  @n = 0 ends it.
+ * Returns 0 or -EINVAL (n >= dim, a value outside [0,1]).
+ */
+int psd_bo_set_context(struct psd_bo *bo, const double *ctx, unsigned int n);
+
+/*
  * Make the next @n suggestions design points again (new points of the
  * same Sobol sequence), e.g. to re-explore after the function changed.
  */

@@ -134,8 +134,10 @@ void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 		x[k++] = tuner_clamp01(((double)tuner_log2(part) - t->lp_min) /
 				       (t->lp_max - t->lp_min));
 	if (t->tune_credit)
-		x[k] = tuner_clamp01(log2((double)credit / (double)part) /
-				     log2(t->o.credit_mult_max));
+		x[k++] = tuner_clamp01(log2((double)credit / (double)part) /
+				       log2(t->o.credit_mult_max));
+	if (t->o.conditions)
+		memcpy(x + k, t->cond, sizeof(t->cond));
 }
 
 /* Sample budget of the current search: the first one, or a retune. */
@@ -218,10 +220,20 @@ static int tuner_bo_create(struct psd_tuner *t, uint64_t seed,
 {
 	struct psd_bo_opts bo;
 
-	psd_bo_opts_default(&bo, t->dim);
+	int ret;
+
+	psd_bo_opts_default(&bo, t->xdim);
+	bo.n_init = 2 * t->dim + 1; /* the conditions are not designed */
 	bo.xi = t->o.xi;
 	bo.seed = seed;
-	return psd_bo_create(&bo, out);
+	ret = psd_bo_create(&bo, out);
+	if (!ret && t->o.conditions)
+		ret = psd_bo_set_context(*out, t->cond, TUNER_NCOND);
+	if (ret) {
+		psd_bo_destroy(*out);
+		*out = NULL;
+	}
+	return ret;
 }
 
 static int tuner_open_log(struct psd_tuner *t, const char *path)
@@ -257,6 +269,8 @@ int psd_tuner_create(const struct psd_tuner_opts *o, struct psd_tuner **out)
 	if (ret)
 		goto err_free;
 	tuner_setup_initial(t);
+	t->xdim = t->dim + (o->conditions ? TUNER_NCOND : 0);
+	psd_tuner_cond_init(t);
 	t->win = calloc(o->steps_per_sample, sizeof(*t->win));
 	t->sorted = calloc(o->steps_per_sample, sizeof(*t->sorted));
 	t->dev = calloc(o->retune_windows, sizeof(*t->dev));
@@ -330,7 +344,7 @@ static void tuner_apply(struct psd_tuner *t, uint64_t step, uint64_t part,
 static int tuner_observe(struct psd_tuner *t, double score)
 {
 	struct tuner_obs *obs;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 	int ret;
 
 	if (t->nobs == t->obs_cap) {
@@ -351,6 +365,7 @@ static int tuner_observe(struct psd_tuner *t, double score)
 		.weight = 1.0,
 		.search = t->search,
 	};
+	memcpy(t->obs[t->nobs - 1].cond, t->cond, sizeof(t->cond));
 	t->search_samples++;
 	return 0;
 }
@@ -380,6 +395,8 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	t->locked_once = true;
 	t->phase = PSD_TUNER_LOCKED;
 	t->ndev = 0;
+	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
+	t->cond_moved = false;
 	tuner_log_row(t, step, &t->best, t->ref, mean, sd, "chosen");
 	return 0;
 }
@@ -425,7 +442,7 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	uint64_t credit;
 	double mean = NAN;
 	double sd = NAN;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 	unsigned int n = 0;
 	int inc;
 	int ret;
@@ -464,7 +481,7 @@ static int tuner_trim(struct psd_tuner *t)
 	unsigned int drop = t->nobs - TUNER_OBS_KEEP;
 	const struct tuner_obs *ob;
 	struct psd_bo *bo;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 	unsigned int i;
 	int ret;
 
@@ -474,6 +491,8 @@ static int tuner_trim(struct psd_tuner *t)
 	for (i = drop; i < t->nobs; i++) {
 		ob = &t->obs[i];
 		psd_tuner_to_x(t, ob->part, ob->credit, x);
+		if (t->o.conditions)
+			memcpy(x + t->dim, ob->cond, sizeof(ob->cond));
 		ret = psd_bo_observe(bo, x, ob->score, ob->weight);
 		if (ret) {
 			psd_bo_destroy(bo);
@@ -487,16 +506,21 @@ static int tuner_trim(struct psd_tuner *t)
 	return 0;
 }
 
-/* Open a new search (phase retune), down-weighting what came before. */
-static int tuner_begin_search(struct psd_tuner *t)
+/*
+ * Open a new search (phase retune).  @aged: the world changed in a way
+ * the model cannot see, so what came before is down-weighted and a few
+ * design points come first; otherwise (a condition the model takes as
+ * input moved) the old samples keep their weight and the model leads.
+ */
+static int tuner_begin_search(struct psd_tuner *t, bool aged)
 {
 	unsigned int i;
 	int ret;
 
-	for (i = 0; i < t->nobs; i++)
+	for (i = 0; aged && i < t->nobs; i++)
 		t->obs[i].weight = fmin(t->obs[i].weight * t->o.age_factor,
 					PSD_GP_WEIGHT_MAX);
-	ret = psd_bo_age(t->bo, t->o.age_factor);
+	ret = aged ? psd_bo_age(t->bo, t->o.age_factor) : 0;
 	if (ret)
 		return ret;
 	if (t->nobs > TUNER_OBS_LIMIT) {
@@ -505,7 +529,7 @@ static int tuner_begin_search(struct psd_tuner *t)
 			return ret;
 	}
 	/* fresh, spread-out samples before the GP is trusted again */
-	psd_bo_redesign(t->bo, 2 * t->dim);
+	psd_bo_redesign(t->bo, aged ? 2 * t->dim : 0);
 	t->search++;
 	t->search_samples = 0;
 	t->phase = PSD_TUNER_RETUNE;
@@ -519,6 +543,14 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	unsigned int i;
 	int ret;
 
+	if (t->cond_moved) {
+		/* the model knows the new conditions: search from there */
+		t->cond_moved = false;
+		ret = tuner_begin_search(t, false);
+		if (!ret)
+			ret = tuner_observe(t, score);
+		return ret ? ret : tuner_next(t, step);
+	}
 	if (fabs(score - t->ref) <= t->o.retune_threshold * t->ref) {
 		t->ndev = 0;
 		if (t->ref_n < TUNER_REF_MAX) {
@@ -530,7 +562,7 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	t->dev[t->ndev++] = score;
 	if (t->ndev < t->o.retune_windows)
 		return 0;
-	ret = tuner_begin_search(t);
+	ret = tuner_begin_search(t, true);
 	if (ret) {
 		t->ndev = 0;
 		return ret;
@@ -616,7 +648,7 @@ int psd_tuner_finish(struct psd_tuner *t)
 {
 	double mean = NAN;
 	double sd = NAN;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 
 	if (!t->locked_once)
 		return tuner_lock(t, t->last_step);
@@ -636,7 +668,7 @@ int psd_tuner_workers_changed(struct psd_tuner *t)
 		return 0; /* still discarding anyway */
 	if (!t->discard)
 		t->discard = 1;
-	return tuner_begin_search(t);
+	return tuner_begin_search(t, true);
 }
 
 enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)

@@ -10,6 +10,8 @@
 #include "bo.h"
 #include "tuner.h"
 
+#define TUNER_NCOND 3 /* link bandwidth, compute time, workers */
+
 /* One sample the GP has seen. */
 struct tuner_obs {
 	uint64_t part;
@@ -17,6 +19,7 @@ struct tuner_obs {
 	double score;
 	double weight;	     /* GP noise multiplier; grows on every retune */
 	unsigned int search; /* which search it belongs to */
+	double cond[TUNER_NCOND]; /* conditions (unit box) when measured */
 };
 
 struct psd_tuner {
@@ -24,6 +27,10 @@ struct psd_tuner {
 	enum psd_tuner_phase phase;
 	struct psd_bo *bo;
 	unsigned int dim; /* tuned knobs: 1 or 2 */
+	unsigned int xdim; /* GP inputs: dim, + TUNER_NCOND with conditions */
+	double cond[TUNER_NCOND];	/* current conditions, unit box */
+	double lock_cond[TUNER_NCOND];	/* conditions at the last lock-in */
+	bool cond_moved; /* since the lock-in: reopen at the next sample */
 	bool tune_part;
 	bool tune_credit;
 	unsigned int lp_min; /* log2 of the partition range searched */
@@ -58,7 +65,9 @@ struct psd_tuner {
 	bool own_log;
 };
 
-/* Unit-box coordinates of a config (the inverse of psd_tuner_round). */
+/* GP input of a config under the current conditions: unit-box knobs
+ * (the inverse of psd_tuner_round), then the conditions if they are
+ * inputs. */
 void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 		    double *x);
 
@@ -79,6 +88,9 @@ double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
  * freedom.  *@df gets the degrees of freedom.
  */
 double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df);
+/* Conditions (tuner_cond.c): mid-box until the first report. */
+void psd_tuner_cond_init(struct psd_tuner *t);
+
 /* Hand the replicate noise to the GP as a floor of its learned noise. */
 int psd_tuner_update_noise_floor(struct psd_tuner *t);
 

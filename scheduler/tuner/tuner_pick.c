@@ -46,7 +46,7 @@ static bool tuner_first_of_config(const struct psd_tuner *t, unsigned int i)
 int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
 			double *sd, unsigned int *n)
 {
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 	double m;
 	double s;
 	int best = -1;
