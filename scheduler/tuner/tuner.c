@@ -512,7 +512,8 @@ static int tuner_trim(struct psd_tuner *t)
  * design points come first; otherwise (a condition the model takes as
  * input moved) the old samples keep their weight and the model leads.
  */
-static int tuner_begin_search(struct psd_tuner *t, bool aged)
+static int tuner_begin_search(struct psd_tuner *t, bool aged,
+			      unsigned int design)
 {
 	unsigned int i;
 	int ret;
@@ -529,7 +530,7 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged)
 			return ret;
 	}
 	/* fresh, spread-out samples before the GP is trusted again */
-	psd_bo_redesign(t->bo, aged ? 2 * t->dim : 0);
+	psd_bo_redesign(t->bo, design);
 	t->search++;
 	t->search_samples = 0;
 	t->phase = PSD_TUNER_RETUNE;
@@ -546,7 +547,8 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	if (t->cond_moved) {
 		/* the model knows the new conditions: search from there */
 		t->cond_moved = false;
-		ret = tuner_begin_search(t, false);
+		ret = tuner_begin_search(
+			t, false, psd_tuner_cond_is_novel(t) ? t->dim : 0);
 		if (!ret)
 			ret = tuner_observe(t, score);
 		return ret ? ret : tuner_next(t, step);
@@ -562,7 +564,7 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	t->dev[t->ndev++] = score;
 	if (t->ndev < t->o.retune_windows)
 		return 0;
-	ret = tuner_begin_search(t, true);
+	ret = tuner_begin_search(t, true, 2 * t->dim);
 	if (ret) {
 		t->ndev = 0;
 		return ret;
@@ -668,7 +670,7 @@ int psd_tuner_workers_changed(struct psd_tuner *t)
 		return 0; /* still discarding anyway */
 	if (!t->discard)
 		t->discard = 1;
-	return tuner_begin_search(t, true);
+	return tuner_begin_search(t, true, 2 * t->dim);
 }
 
 enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)

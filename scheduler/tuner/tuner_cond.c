@@ -35,12 +35,30 @@ void psd_tuner_cond_init(struct psd_tuner *t)
 		t->cond[j] = t->lock_cond[j] = 0.5;
 }
 
+static const double cond_span[TUNER_NCOND] = {
+	COND_BW_HI - COND_BW_LO, COND_COMP_HI - COND_COMP_LO, COND_W_HI
+};
+
+bool psd_tuner_cond_is_novel(const struct psd_tuner *t)
+{
+	unsigned int i;
+	unsigned int j;
+
+	for (i = 0; i < t->nobs; i++) {
+		for (j = 0; j < TUNER_NCOND; j++)
+			if (fabs(t->obs[i].cond[j] - t->cond[j]) * cond_span[j] >
+			    COND_MOVE)
+				break;
+		if (j == TUNER_NCOND)
+			return false;
+	}
+	return true;
+}
+
 int psd_tuner_set_conditions(struct psd_tuner *t,
 			     const struct psd_tuner_cond *c)
 {
 	double u[TUNER_NCOND];
-	double span[TUNER_NCOND] = { COND_BW_HI - COND_BW_LO,
-				     COND_COMP_HI - COND_COMP_LO, COND_W_HI };
 	unsigned int j;
 
 	if (!c || !isfinite(c->link_bytes_per_s) ||
@@ -53,7 +71,7 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	u[1] = cond_unit(log2(c->compute_s), COND_COMP_LO, COND_COMP_HI);
 	u[2] = cond_unit(log2((double)c->workers), 0.0, COND_W_HI);
 	for (j = 0; j < TUNER_NCOND; j++)
-		if (fabs(u[j] - t->lock_cond[j]) * span[j] > COND_MOVE - 1e-9 &&
+		if (fabs(u[j] - t->lock_cond[j]) * cond_span[j] > COND_MOVE - 1e-9 &&
 		    t->phase == PSD_TUNER_LOCKED)
 			t->cond_moved = true;
 	memcpy(t->cond, u, sizeof(u));

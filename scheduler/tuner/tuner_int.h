@@ -90,6 +90,8 @@ double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df);
 /* Conditions (tuner_cond.c): mid-box until the first report. */
 void psd_tuner_cond_init(struct psd_tuner *t);
+/* No sample was measured near the current conditions. */
+bool psd_tuner_cond_is_novel(const struct psd_tuner *t);
 
 /* Hand the replicate noise to the GP as a floor of its learned noise. */
 int psd_tuner_update_noise_floor(struct psd_tuner *t);
