@@ -95,6 +95,7 @@ struct psched_cfg {
 	uint64_t autotune_partition_min;      /* PS_AUTOTUNE_PARTITION_MIN */
 	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
 	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
+	int autotune_conditions;	      /* PS_AUTOTUNE_CONDITIONS */
 	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
 	uint64_t socket_buf_bytes; /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
 	/* RDMA transport knobs (README "RDMA"). */

@@ -16,6 +16,10 @@
 #define TUNER_OBS_LIMIT 64 /* at a new search, keep only the newest... */
 #define TUNER_OBS_KEEP	40 /* ...this many observations */
 #define TUNER_MULT_MAX	1024
+/* locked samples in a row under moved conditions that reopen the search
+ * (one could be a measuring blip); one is enough when the score moved
+ * beyond retune_threshold too */
+#define TUNER_COND_SAMPLES 2
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -397,6 +401,7 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	t->ndev = 0;
 	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
 	t->cond_moved = false;
+	t->cond_moves = 0;
 	tuner_log_row(t, step, &t->best, t->ref, mean, sd, "chosen");
 	return 0;
 }
@@ -544,9 +549,12 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	unsigned int i;
 	int ret;
 
-	if (t->cond_moved) {
+	bool drift = fabs(score - t->ref) > t->o.retune_threshold * t->ref;
+
+	t->cond_moves = t->cond_moved ? t->cond_moves + 1 : 0;
+	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift)) {
 		/* the model knows the new conditions: search from there */
-		t->cond_moved = false;
+		t->cond_moves = 0;
 		ret = tuner_begin_search(
 			t, false, psd_tuner_cond_is_novel(t) ? t->dim : 0);
 		if (!ret)
@@ -734,9 +742,14 @@ int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
 		     c->credit_bytes / c->partition_bytes, t->last_score);
 	if (t->locked_once && n >= 0 && (size_t)n < len) {
 		tuner_fmt_bytes(t->best.partition_bytes, best, sizeof(best));
-		snprintf(buf + n, len - (size_t)n,
-			 ", best %.4g at %s/%" PRIu64 "x", t->ref, best,
-			 t->best.credit_bytes / t->best.partition_bytes);
+		n += snprintf(buf + n, len - (size_t)n,
+			      ", best %.4g at %s/%" PRIu64 "x", t->ref, best,
+			      t->best.credit_bytes / t->best.partition_bytes);
 	}
+	if (t->raw.workers && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n,
+			 ", link %.4g MB/s, compute %.4g ms, %u workers",
+			 t->raw.link_bytes_per_s / 1e6, t->raw.compute_s * 1e3,
+			 t->raw.workers);
 	return 0;
 }

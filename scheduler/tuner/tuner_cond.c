@@ -70,10 +70,11 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	u[0] = cond_unit(log2(c->link_bytes_per_s), COND_BW_LO, COND_BW_HI);
 	u[1] = cond_unit(log2(c->compute_s), COND_COMP_LO, COND_COMP_HI);
 	u[2] = cond_unit(log2((double)c->workers), 0.0, COND_W_HI);
+	t->cond_moved = false;
 	for (j = 0; j < TUNER_NCOND; j++)
-		if (fabs(u[j] - t->lock_cond[j]) * cond_span[j] > COND_MOVE - 1e-9 &&
-		    t->phase == PSD_TUNER_LOCKED)
+		if (fabs(u[j] - t->lock_cond[j]) * cond_span[j] > COND_MOVE - 1e-9)
 			t->cond_moved = true;
 	memcpy(t->cond, u, sizeof(u));
+	t->raw = *c;
 	return psd_bo_set_context(t->bo, t->cond, TUNER_NCOND);
 }

@@ -30,7 +30,9 @@ struct psd_tuner {
 	unsigned int xdim; /* GP inputs: dim, + TUNER_NCOND with conditions */
 	double cond[TUNER_NCOND];	/* current conditions, unit box */
 	double lock_cond[TUNER_NCOND];	/* conditions at the last lock-in */
-	bool cond_moved; /* since the lock-in: reopen at the next sample */
+	bool cond_moved; /* the last conditions set are off the lock-in's */
+	unsigned int cond_moves; /* consecutive locked samples with cond_moved */
+	struct psd_tuner_cond raw; /* last conditions set; workers 0: none */
 	bool tune_part;
 	bool tune_credit;
 	unsigned int lp_min; /* log2 of the partition range searched */
