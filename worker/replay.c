@@ -427,17 +427,24 @@ static int rp_loop(struct rp *st)
 {
 	const struct psd_replay_opts *o = st->o;
 	unsigned first = o->warmup ? o->warmup : 1;
-	uint64_t step, t0 = 0, t_end = 0, last, pulls0 = 0, absorbed0 = 0;
+	uint64_t step, t0 = 0, t_end = 0, last, pulls0 = 0, absorbed0 = 0, start;
 	double wait0 = 0, wait_end = 0;
 	bool stop = false, all_stop;
 	int ret = 0;
 
 	last = o->steps ? (uint64_t)first + o->steps : UINT64_MAX;
 	st->vclock_ns = rp_now_ns();
+	start = st->vclock_ns;
 	for (step = 1; step <= last && !ret && !stop; step++) {
 		ret = rp_step(st, step);
 		if (ret)
 			break;
+		if (o->progress) {
+			fprintf(o->progress, "%.3f,%llu\n",
+				(double)(rp_now_ns() - start) * 1e-9,
+				(unsigned long long)step);
+			fflush(o->progress);
+		}
 		if (step <= first) {
 			t0 = t_end = rp_now_ns();
 			wait0 = wait_end = st->wait_s;

@@ -34,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "psched.h"
 #include "profile.h"
@@ -53,6 +54,7 @@ struct psd_replay_opts {
 	uint64_t seed;	     /* must be equal on every worker */
 	unsigned timeout_ms; /* per wait; 0 = the node's request timeout */
 	bool spin;	     /* busy-wait instead of sleeping */
+	FILE *progress;	     /* NULL, or "seconds,step" after each step */
 };
 
 struct psd_replay_result {
