@@ -173,8 +173,8 @@ static void at_try_report(struct psd_autotune *at)
 		if (w->step_time > slowest)
 			slowest = w->step_time;
 		/* conditions: the slowest link, the longest compute */
-		cond.link_bytes_per_s = fmin(cond.link_bytes_per_s,
-					     w->link_bps);
+		cond.link_bytes_per_s =
+			fmin(cond.link_bytes_per_s, w->link_bps);
 		cond.compute_s = fmax(cond.compute_s, w->compute_s);
 		n++;
 	}

@@ -27,8 +27,7 @@ static void kvw_metrics_conditions(struct kvw_metrics *km, uint64_t now,
 				   uint64_t steps, Psched__Metrics *mt)
 {
 	uint64_t bytes = km->bytes_pushed + km->bytes_pulled;
-	uint64_t busy = km->busy_us +
-			(km->inflight ? now - km->busy_since : 0);
+	uint64_t busy = km->busy_us + (km->inflight ? now - km->busy_since : 0);
 	uint64_t span = now - km->last_us;
 	uint64_t waited = km->wait_us - km->last_wait;
 

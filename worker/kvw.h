@@ -159,7 +159,6 @@ struct kvw_metrics {
 	uint64_t last_wait;  /* wait_us */
 };
 
-
 /* The one outstanding ServerCommand of this worker (worker/command.c).
  * Guarded by the node's lock and waited for on the node's cond, which a
  * cluster-wide failure also wakes. */

@@ -48,7 +48,7 @@ struct rp {
 	unsigned nw;
 	uint64_t vclock_ns;
 	double wait_s;
-	uint64_t pull_waits; /* layer pulls waited for in forwards */
+	uint64_t pull_waits;	/* layer pulls waited for in forwards */
 	uint64_t vote_absorbed; /* see psd_replay_result.vote_absorbed */
 	/* --seconds: the stop vote (key n), summed over the workers */
 	uint64_t vote_key;
@@ -427,7 +427,8 @@ static int rp_loop(struct rp *st)
 {
 	const struct psd_replay_opts *o = st->o;
 	unsigned first = o->warmup ? o->warmup : 1;
-	uint64_t step, t0 = 0, t_end = 0, last, pulls0 = 0, absorbed0 = 0, start;
+	uint64_t step, t0 = 0, t_end = 0, last, pulls0 = 0, absorbed0 = 0,
+		       start;
 	double wait0 = 0, wait_end = 0;
 	bool stop = false, all_stop;
 	int ret = 0;
@@ -463,17 +464,19 @@ static int rp_loop(struct rp *st)
 		if (!ret && all_stop)
 			stop = true;
 		else if (!ret)
-			ret = rp_vote_cast(
-				st, step,
-				step >= (uint64_t)first + 1 &&
-					(double)(t_end - t0) * 1e-9 >=
-						o->seconds);
+			ret = rp_vote_cast(st, step,
+					   step >= (uint64_t)first + 1 &&
+						   (double)(t_end - t0) *
+								   1e-9 >=
+							   o->seconds);
 	}
 	if (!ret) {
 		st->res->steps = step - 1 - first;
 		st->res->seconds = (double)(t_end - t0) * 1e-9;
-		st->res->comm_steps = st->res->keys ?
-			(st->pull_waits - pulls0) / st->res->keys : 0;
+		st->res->comm_steps =
+			st->res->keys
+				? (st->pull_waits - pulls0) / st->res->keys
+				: 0;
 		st->res->vote_absorbed = st->vote_absorbed - absorbed0;
 	}
 	if (st->res->steps)

@@ -58,14 +58,14 @@ struct psd_replay_opts {
 };
 
 struct psd_replay_result {
-	uint64_t steps;		 /* timed steps */
-	double seconds;		 /* wall time of the timed steps */
-	double compute_s;	 /* profile compute per step (fwd + bwd) */
-	double wait_s;		 /* per timed step: forward blocked on pulls */
+	uint64_t steps;	  /* timed steps */
+	double seconds;	  /* wall time of the timed steps */
+	double compute_s; /* profile compute per step (fwd + bwd) */
+	double wait_s;	  /* per timed step: forward blocked on pulls */
 	/* honest timing: both must equal @steps and 0 (see replay.c) */
-	uint64_t comm_steps;	/* steps' pulls waited in the timed window */
-	uint64_t vote_absorbed; /* stop votes waited with a pull of their
-				 * step still unwaited, in the window */
+	uint64_t comm_steps;	 /* steps' pulls waited in the timed window */
+	uint64_t vote_absorbed;	 /* stop votes waited with a pull of their
+				  * step still unwaited, in the window */
 	uint64_t bytes_per_step; /* gradient bytes pushed per step */
 	unsigned keys;		 /* layers with parameters */
 	uint64_t checked;	 /* pulled layer values verified */

@@ -32,8 +32,8 @@ struct psd_bo {
 	unsigned int redesign;	      /* design points still owed */
 	unsigned int fits;	      /* GP refits so far (seeds each) */
 	bool dirty;		      /* data changed since the last fit */
-	double incumbent; /* max posterior mean, freshest observations */
-	unsigned int nctx;	    /* trailing inputs fixed (context) */
+	double incumbent;  /* max posterior mean, freshest observations */
+	unsigned int nctx; /* trailing inputs fixed (context) */
 	double ctx[PSD_GP_MAX_DIM]; /* their values */
 };
 

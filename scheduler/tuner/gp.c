@@ -677,10 +677,9 @@ int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 		c.fixed_noise = fmin(
 			fmax(pow(o->noise_sd / gp->ysd, 2.0), 1e-12), 1e12);
 	if (o->noise_floor_sd > 0.0)
-		b.noise_lo = fmin(fmax(b.noise_lo, pow(o->noise_floor_sd /
-							       gp->ysd,
-						       2.0)),
-				  b.noise_hi);
+		b.noise_lo = fmin(
+			fmax(b.noise_lo, pow(o->noise_floor_sd / gp->ysd, 2.0)),
+			b.noise_hi);
 	np = gp->dim + 1 + (c.fixed_noise > 0.0 ? 0 : 1);
 	ret = gp_fit_work_alloc(&w, np, o->seed);
 	if (ret)

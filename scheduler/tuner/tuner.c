@@ -464,10 +464,10 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
 		return ret;
-	if (!s.from_design && t->search_samples >= 2 * t->dim + 1 &&
-	    inc >= 0 && s.acq < t->o.ei_threshold * fabs(mean))
-		return n >= 2 ? tuner_lock(t, step) :
-				tuner_remeasure(t, step, inc, mean, sd);
+	if (!s.from_design && t->search_samples >= 2 * t->dim + 1 && inc >= 0 &&
+	    s.acq < t->o.ei_threshold * fabs(mean))
+		return n >= 2 ? tuner_lock(t, step)
+			      : tuner_remeasure(t, step, inc, mean, sd);
 	psd_tuner_round(t, s.x, &part, &credit);
 	mean = sd = NAN;
 	if (!s.from_design) {

@@ -12,8 +12,8 @@
 #include "tuner_int.h"
 
 /* log2 ranges mapped to [0,1] */
-#define COND_BW_LO   20.0 /* 1 MiB/s */
-#define COND_BW_HI   37.0 /* 128 GiB/s */
+#define COND_BW_LO   20.0  /* 1 MiB/s */
+#define COND_BW_HI   37.0  /* 128 GiB/s */
 #define COND_COMP_LO -14.0 /* 61 us */
 #define COND_COMP_HI 4.0   /* 16 s */
 #define COND_W_HI    10.0  /* 1024 workers */
@@ -35,9 +35,9 @@ void psd_tuner_cond_init(struct psd_tuner *t)
 		t->cond[j] = t->lock_cond[j] = 0.5;
 }
 
-static const double cond_span[TUNER_NCOND] = {
-	COND_BW_HI - COND_BW_LO, COND_COMP_HI - COND_COMP_LO, COND_W_HI
-};
+static const double cond_span[TUNER_NCOND] = { COND_BW_HI - COND_BW_LO,
+					       COND_COMP_HI - COND_COMP_LO,
+					       COND_W_HI };
 
 bool psd_tuner_cond_is_novel(const struct psd_tuner *t)
 {
@@ -46,7 +46,8 @@ bool psd_tuner_cond_is_novel(const struct psd_tuner *t)
 
 	for (i = 0; i < t->nobs; i++) {
 		for (j = 0; j < TUNER_NCOND; j++)
-			if (fabs(t->obs[i].cond[j] - t->cond[j]) * cond_span[j] >
+			if (fabs(t->obs[i].cond[j] - t->cond[j]) *
+				    cond_span[j] >
 			    COND_MOVE)
 				break;
 		if (j == TUNER_NCOND)
@@ -72,7 +73,8 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	u[2] = cond_unit(log2((double)c->workers), 0.0, COND_W_HI);
 	t->cond_moved = false;
 	for (j = 0; j < TUNER_NCOND; j++)
-		if (fabs(u[j] - t->lock_cond[j]) * cond_span[j] > COND_MOVE - 1e-9)
+		if (fabs(u[j] - t->lock_cond[j]) * cond_span[j] >
+		    COND_MOVE - 1e-9)
 			t->cond_moved = true;
 	memcpy(t->cond, u, sizeof(u));
 	t->raw = *c;

@@ -26,12 +26,13 @@ struct psd_tuner {
 	struct psd_tuner_opts o;
 	enum psd_tuner_phase phase;
 	struct psd_bo *bo;
-	unsigned int dim; /* tuned knobs: 1 or 2 */
+	unsigned int dim;  /* tuned knobs: 1 or 2 */
 	unsigned int xdim; /* GP inputs: dim, + TUNER_NCOND with conditions */
-	double cond[TUNER_NCOND];	/* current conditions, unit box */
-	double lock_cond[TUNER_NCOND];	/* conditions at the last lock-in */
+	double cond[TUNER_NCOND];      /* current conditions, unit box */
+	double lock_cond[TUNER_NCOND]; /* conditions at the last lock-in */
 	bool cond_moved; /* the last conditions set are off the lock-in's */
-	unsigned int cond_moves; /* consecutive locked samples with cond_moved */
+	unsigned int
+		cond_moves; /* consecutive locked samples with cond_moved */
 	struct psd_tuner_cond raw; /* last conditions set; workers 0: none */
 	bool tune_part;
 	bool tune_credit;

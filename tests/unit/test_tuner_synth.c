@@ -31,16 +31,16 @@
 #include "../harness.h"
 #include "../../scheduler/tuner/tuner.h"
 
-#define SEEDS	      30
-#define RANDOM_RUNS   2000 /* random search is cheap: a tight baseline */
-#define FIRST_BUDGET  15
-#define AFTER_BUDGET  6
-#define SETTLE	      5 /* locked samples before the change */
-#define LP_MIN	      12
-#define LP_MAX	      26
-#define MULT_MAX      32
-#define G0	      5.0
-#define G1	      1.0
+#define SEEDS	     30
+#define RANDOM_RUNS  2000 /* random search is cheap: a tight baseline */
+#define FIRST_BUDGET 15
+#define AFTER_BUDGET 6
+#define SETTLE	     5 /* locked samples before the change */
+#define LP_MIN	     12
+#define LP_MAX	     26
+#define MULT_MAX     32
+#define G0	     5.0
+#define G1	     1.0
 
 struct surf {
 	double g; /* link rate, Gbit/s */
@@ -240,16 +240,15 @@ struct figures {
 	struct stats tuner[PHASES], random[PHASES], random30[PHASES];
 };
 
-static const char *const phase_name[PHASES] = {
-	"first search (15)", "new rate (6)", "back to a known rate (6)",
-	"known rate again (6)"
-};
+static const char *const phase_name[PHASES] = { "first search (15)",
+						"new rate (6)",
+						"back to a known rate (6)",
+						"known rate again (6)" };
 
 static void measure(double noise, bool cond, struct figures *f)
 {
 	static const double g[PHASES] = { G0, G1, G0, G1 };
-	static const unsigned int budget[PHASES] = { FIRST_BUDGET,
-						     AFTER_BUDGET,
+	static const unsigned int budget[PHASES] = { FIRST_BUDGET, AFTER_BUDGET,
 						     AFTER_BUDGET,
 						     AFTER_BUDGET };
 	double q[PHASES][SEEDS], qs[PHASES];
@@ -306,7 +305,7 @@ static void test_synth_surface_moves(void)
  * bars below are what holds, with a margin for other seeds' luck.
  */
 static struct figures fig10; /* 10 %, conditions on: shared with the last
-				* test, which compares */
+			      * test, which compares */
 
 static void test_synth_10pct(void)
 {
