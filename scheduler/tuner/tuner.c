@@ -546,10 +546,9 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 /* A sample while locked: reopen the search after a lasting change. */
 static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 {
+	bool drift = fabs(score - t->ref) > t->o.retune_threshold * t->ref;
 	unsigned int i;
 	int ret;
-
-	bool drift = fabs(score - t->ref) > t->o.retune_threshold * t->ref;
 
 	t->cond_moves = t->cond_moved ? t->cond_moves + 1 : 0;
 	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift)) {
@@ -561,7 +560,7 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 			ret = tuner_observe(t, score);
 		return ret ? ret : tuner_next(t, step);
 	}
-	if (fabs(score - t->ref) <= t->o.retune_threshold * t->ref) {
+	if (!drift) {
 		t->ndev = 0;
 		if (t->ref_n < TUNER_REF_MAX) {
 			t->ref = (t->ref * t->ref_n + score) / (t->ref_n + 1);
