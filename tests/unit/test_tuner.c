@@ -804,6 +804,50 @@ static void test_tuner_replicate_noise_estimate(void)
 	sim_fini(&s);
 }
 
+/*
+ * Conditions (issue 16): bad values are refused; a locked tuner reopens
+ * its search when a condition moves, keeps the old samples at full
+ * weight (no ageing), and stays locked when it does not move.
+ */
+static void test_tuner_condition_move_reopens_without_ageing(void)
+{
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_cond bad = c;
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int i;
+
+	sim_opts(&o, 9);
+	o.conditions = true;
+	sim_init(&s, &o, 9);
+	bad.link_bytes_per_s = NAN;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+	bad = c;
+	bad.workers = 0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	/* a 1.2x wobble is no move */
+	c.link_bytes_per_s *= 1.2;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	for (i = 0; i < 5 * o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	/* the link drops 5x (the surface does not know: no drift, so the
+	 * move must hold 2 samples) */
+	c.link_bytes_per_s /= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	for (i = 0; i < o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	for (i = 0; i < o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	for (i = 0; i < s.t->nobs; i++)
+		CHECK_NEAR(s.t->obs[i].weight, 1.0, 0.0);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
 	{ "tuner_rounding_rules", test_tuner_rounding_rules },
 	{ "tuner_rejects_bad_options", test_tuner_rejects_bad_options },
@@ -832,5 +876,7 @@ const struct test_case test_list[] = {
 	  test_tuner_locks_on_replicated_config },
 	{ "tuner_replicate_noise_estimate",
 	  test_tuner_replicate_noise_estimate },
+	{ "tuner_condition_move_reopens_without_ageing",
+	  test_tuner_condition_move_reopens_without_ageing },
 	{ NULL, NULL },
 };
