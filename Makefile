@@ -275,6 +275,12 @@ bench: all
 bench-sched: all
 	$(Q)BUILD=$(BUILD) bash bench/sched-bench.sh $(BENCH_SCHED_ARGS)
 
+# Online tuning vs default, best static, one-shot BO under a changing link
+# (root; docs/autotune-bench.md).  BENCH_AUTOTUNE_ARGS=--smoke: short.
+.PHONY: bench-autotune
+bench-autotune: all
+	$(Q)BUILD=$(BUILD) bash bench/autotune-bench.sh $(BENCH_AUTOTUNE_ARGS)
+
 # Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for
 # PREFIX /usr/local and /usr; the package finds libpsched.so two levels up.
 PYDIR    ?= $(PREFIX)/lib/python3/dist-packages

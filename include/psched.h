@@ -97,6 +97,7 @@ struct psched_cfg {
 	uint64_t autotune_partition_min;      /* PS_AUTOTUNE_PARTITION_MIN */
 	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
 	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
+	int autotune_conditions;	      /* PS_AUTOTUNE_CONDITIONS */
 	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
 	/* Authentication (README "Authentication"). */
 	char job_token_file[256];   /* PS_JOB_TOKEN_FILE: file holding it */

@@ -34,6 +34,7 @@ struct wopts {
 	bool batch_given;
 	unsigned warmup;
 	const char *timeline;
+	const char *progress; /* replay: one line per step */
 	bool spin;
 };
 
@@ -431,6 +432,9 @@ static void replay_print(struct psched_node *node, const struct wopts *o,
 	if (o->batch_given)
 		printf(" batch=%u images_per_s=%.1f", o->batch,
 		       sps * o->batch * nw);
+	printf(" comm_steps=%llu vote_absorbed=%llu",
+	       (unsigned long long)r->comm_steps,
+	       (unsigned long long)r->vote_absorbed);
 	printf(" compute_ms=%.1f wait_ms=%.1f bytes_per_step=%llu keys=%u "
 	       "verified=%llu\n",
 	       r->compute_s * 1e3, r->wait_s * 1e3,
@@ -456,7 +460,17 @@ static int replay_main(struct psched_node *node, const struct wopts *o,
 
 	if (o->timeline && timeline_start(node, o->timeline))
 		return 2;
+	if (o->progress) {
+		ro.progress = fopen(o->progress, "w");
+		if (!ro.progress) {
+			fprintf(stderr, "ps-worker: --progress %s: %s\n",
+				o->progress, strerror(errno));
+			return 2;
+		}
+	}
 	ret = psd_replay_run(node, &ro, &res);
+	if (ro.progress)
+		fclose(ro.progress);
 	if (ret)
 		fprintf(stderr, "ps-worker rank %d: replay %s: %s\n",
 			psched_node_rank(node), prof->name, res.msg);
@@ -509,11 +523,15 @@ static void usage(void)
 	       "  --steps N      timed steps, 0 = use --seconds [10]\n"
 	       "  --seconds S    time this long (at least 2 steps) when "
 	       "--steps is 0\n"
-	       "  --warmup N     untimed steps first [1]\n"
+	       "  --warmup N     untimed steps first (0 runs as 1) [1]\n"
 	       "  --timeline F   write the per-chunk timeline as Chrome trace "
 	       "JSON to F\n"
 	       "                 (%%r in F is replaced by the worker's rank)\n"
-	       "  --spin         busy-wait the compute instead of sleeping\n\n",
+	       "  --spin         busy-wait the compute instead of sleeping\n"
+	       "  --progress F   append \"seconds,step\" to F after every "
+	       "step (time since the\n"
+	       "                 replay began; for plots of steps/s over "
+	       "time)\n\n",
 	       psd_profile_names());
 	psched_cfg_usage_role(stdout, PSCHED_ROLE_WORKER);
 }
@@ -559,6 +577,9 @@ static int parse_opt(int c, const char *name, struct wopts *o)
 		return 0;
 	case 'p':
 		o->spin = true;
+		return 0;
+	case 'P':
+		o->progress = optarg;
 		return 0;
 	case 'g':
 		if (parse_num(name, optarg, 1e-6, 1e6, &v))
@@ -609,6 +630,7 @@ static int parse_own(int argc, char **argv, struct wopts *o)
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "timeline", required_argument, NULL, 'l' },
 		{ "spin", no_argument, NULL, 'p' },
+		{ "progress", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, idx = 0;
