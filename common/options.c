@@ -448,6 +448,15 @@ static const struct opt opts[] = {
 	  0,
 	  "0",
 	  "server: sum float32/float16 pushes on CUDA device 0 (1|0)" },
+	{ "gpu-direct",
+	  { "PS_GPU_DIRECT" },
+	  OPT_STR,
+	  OFF(gpu_direct),
+	  SZ(gpu_direct),
+	  "auto",
+	  "gpu: GPUDirect RDMA for device buffers: auto (when the transport "
+	  "is rdma and the probe succeeds), 0 (always stage), 1 (require "
+	  "it: device buffers refused otherwise)" },
 };
 
 /* Ranges of the OPT_RANGE* options (the ones the RDMA transport enforced when
@@ -605,6 +614,9 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 		    strcmp(val, "fifo"))
 			return -EINVAL;
 		if (o->off == OFF(config_cycle) && !opt_cycle_valid(val))
+			return -EINVAL;
+		if (o->off == OFF(gpu_direct) && strcmp(val, "auto") &&
+		    strcmp(val, "0") && strcmp(val, "1"))
 			return -EINVAL;
 		strcpy(field, val);
 		return 0;

@@ -279,17 +279,25 @@ void *psd_conn_scratch(struct psd_conn *c, size_t len)
 	return p;
 }
 
-int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
-		  const struct iovec *iov, int niov)
+static int conn_send(struct psd_conn *c, const struct psd_hdr *h,
+		     const struct iovec *iov, int niov, bool dev)
 {
 	struct psd_van *van = c->van;
 	int ret;
 
 	if (atomic_load(&c->closed))
 		return -ECONNRESET;
+	if (dev && !c->ops->send_dev)
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "the %s transport cannot send device "
+				      "memory",
+				      c->ops->name);
 	pthread_mutex_lock(&c->send_lock);
-	ret = c->ops->send(c, h, iov, niov, van->send_timeout_ms);
+	ret = dev ? c->ops->send_dev(c, h, iov, niov, van->send_timeout_ms)
+		  : c->ops->send(c, h, iov, niov, van->send_timeout_ms);
 	pthread_mutex_unlock(&c->send_lock);
+	if (ret == -EOPNOTSUPP && dev)
+		return ret; /* nothing went out: the caller stages it */
 	if (ret) {
 		psd_warn("send of %s to %s failed: %s; dropping the connection",
 			 psd_msg_type_name(h->type), c->peer,
@@ -300,6 +308,18 @@ int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
 	atomic_fetch_add(&van->tx_bytes, h->length);
 	atomic_fetch_add(&van->tx_msgs, 1);
 	return 0;
+}
+
+int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
+		  const struct iovec *iov, int niov)
+{
+	return conn_send(c, h, iov, niov, false);
+}
+
+int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
+		      const struct iovec *iov, int niov)
+{
+	return conn_send(c, h, iov, niov, true);
 }
 
 int psd_conn_send_control(struct psd_conn *c, int sender,
@@ -343,6 +363,7 @@ int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)
 	int ret;
 
 	*dst = NULL;
+	c->rx_dev = false;
 	if (!atomic_load(&c->authed)) {
 		if (h->type != PSD_MSG_CONTROL) {
 			psd_err("dropping connection from %s: %s message "

@@ -81,11 +81,16 @@ void psd_conn_close(struct psd_conn *c);
 /* Send header + payload (any thread; serialized per connection). */
 int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
 		  const struct iovec *iov, int niov);
+/* The same for a payload in GPU device memory (GPUDirect RDMA, the
+ * transport's ->send_dev()).  -EOPNOTSUPP, nothing sent and @c kept,
+ * when the transport has no such send or cannot register the memory;
+ * other errors drop @c as psd_conn_send() does. */
+int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
+		      const struct iovec *iov, int niov);
 /* Pack and send a control message. */
 int psd_conn_send_control(struct psd_conn *c, int sender,
 			  const Psched__Control *msg);
-/* Grow the receive scratch buffer to @len; NULL on -ENOMEM. */
-void *psd_conn_scratch(struct psd_conn *c, size_t len);
+/* psd_conn_scratch(): transport.h. */
 
 /* Payload bytes moved by this van. */
 void psd_van_stats(const struct psd_van *van, uint64_t *tx, uint64_t *rx,

@@ -167,6 +167,7 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	if (ret)
 		goto err_free;
 	r->on_gpu = device != -1;
+	r->gpu_direct = r->on_gpu && psd_kvw_gpu_direct(w);
 	r->gpu_dev = device;
 	r->cb = cb;
 	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;

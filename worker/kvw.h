@@ -118,7 +118,8 @@ struct kvw_chunk {
 	uint64_t t_start;
 	uint64_t t_push; /* credit given back */
 	bool gpu_rx;	 /* a device pull answer is being received */
-	struct psd_stage_buf stg; /* pinned slots of that answer */
+	struct psd_stage_buf stg; /* pinned slots of that answer (none:
+				     GPUDirect, or the scratch buffer) */
 	uint64_t coff;	 /* compressed push: payload at req->cbuf + coff */
 	uint64_t clen;
 };
@@ -137,6 +138,7 @@ struct kvw_req {
 	bool cancelled;	      /* late answers are discarded */
 	bool parked;	      /* waiting for a config commit */
 	bool on_gpu;	      /* values in memory of CUDA device gpu_dev */
+	bool gpu_direct;      /* ... moved by GPUDirect RDMA, not staged */
 	int gpu_dev;
 	uint64_t deadline_ms; /* callback requests: fail after this */
 	int err;
@@ -287,15 +289,20 @@ void psd_kvw_sender_stop(struct psd_kvw *w);
 
 /*
  * kvw_gpu.c: device (CUDA) requests, staged through pinned host memory
- * (common/gpu/stage.h).  Only the sender thread sends device chunks.
+ * (common/gpu/stage.h), or with GPUDirect RDMA handed to the transport
+ * as they are (psd_gpu_direct_choose(): PS_GPU_DIRECT, the transport,
+ * the probe; decided once with the pool).  Only the sender thread sends
+ * device chunks.
  */
 /* Unlocked.  Check that @device is usable and every value is its memory;
- * make the staging pool on first use.  0 or -ENODEV / -EINVAL. */
+ * make the staging pool on first use and decide GPUDirect.  0 or
+ * -ENODEV / -EINVAL / -EOPNOTSUPP (PS_GPU_DIRECT=1 not possible). */
 int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 			const void *const *push_vals, void *const *pull_vals);
 /* The device bytes of one push chunk, read under w->lock. */
 struct kvw_gpu_job {
-	bool on; /* a device push chunk */
+	bool on;     /* a device push chunk to stage */
+	bool direct; /* a device push chunk for ->send_dev() (GPUDirect) */
 	int dev;
 	uint64_t tag; /* request id and chunk index */
 	const void *src;
@@ -310,6 +317,9 @@ int psd_kvw_gpu_stage_push(struct psd_kvw *w, const struct kvw_gpu_job *job,
 			   const struct kvw_gpu_job *next,
 			   struct psd_stage_buf *b);
 void psd_kvw_gpu_unstage(struct psd_kvw *w, struct psd_stage_buf *b);
+/* Unlocked (sender thread).  psd_conn_send_dev() said -EOPNOTSUPP for a
+ * GPUDirect chunk (@why): it will be staged.  Logs once. */
+void psd_kvw_gpu_direct_refused(struct psd_kvw *w, const char *why);
 /* Unlocked (van thread).  Pinned slots for a device pull answer of @len
  * bytes, or NULL (then the connection's scratch buffer is used). */
 void *psd_kvw_gpu_rx_buf(struct psd_kvw *w, size_t len,
@@ -325,6 +335,14 @@ void psd_kvw_gpu_fini(struct psd_kvw *w);
 int psd_kvw_gpu_use_copier(struct psched_node *n, int device,
 			   const struct psd_copy_ops *ops, void *ctx);
 void psd_kvw_gpu_stats(struct psd_kvw *w, struct psd_stage_stats *out);
+/* Unit test only, after psd_kvw_gpu_use_copier(): decide GPUDirect as
+ * psd_kvw_gpu_prepare() does, with mode n->cfg.gpu_direct, transport
+ * @transport and a probe answering @probe_on.  The choice or -EOPNOTSUPP.
+ */
+int psd_kvw_gpu_fake_direct(struct psched_node *n, const char *transport,
+			    bool probe_on);
+/* Locked.  Device requests of @w go by GPUDirect. */
+bool psd_kvw_gpu_direct(const struct psd_kvw *w);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);

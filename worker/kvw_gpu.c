@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * KV worker: device (CUDA) requests.  Their values are staged through the
+ * KV worker: device (CUDA) requests.  With GPUDirect RDMA (decided once,
+ * kvw_gpu_decide()) push chunks go to the transport's ->send_dev() as
+ * the device pointers they are and pull answers that the NIC writes
+ * (rdma rendezvous, psd_conn.rx_direct) land in device memory: no copy,
+ * the CPU never reads or writes the payload.  What cannot go that way
+ * (small answers the transport copies, a registration that fails) and
+ * everything without GPUDirect is staged.  Staged values go through the
  * worker's pinned pool (common/gpu/stage.h): a push chunk is copied
  * device-to-host when the credit gate lets it start, the copy of the next
  * queued chunk started ahead so it runs while this one is on the wire; a
@@ -18,7 +24,9 @@
 #include "gpu/gpu.h"
 
 struct kvw_gpu {
-	bool fake; /* a test's copier (psd_kvw_gpu_use_copier) */
+	bool fake;   /* a test's copier (psd_kvw_gpu_use_copier) */
+	bool direct; /* GPUDirect RDMA (kvw_gpu_decide) */
+	bool direct_warned;
 	int device;
 	struct psd_gpu_copier *copier;
 	struct psd_stage stage;
@@ -40,6 +48,29 @@ static int kvw_gpu_refuse(int err, const char *fmt, ...)
 	return psd_set_errmsg(err, "%s: %s", what, why);
 }
 
+/* Unlocked.  GPUDirect or staging for the device buffers of @n: 0 or 1
+ * (PSD_GPU_*), or -EOPNOTSUPP for PS_GPU_DIRECT=1 without it. */
+static int kvw_gpu_decide(struct psched_node *n, int device,
+			  const char *transport,
+			  bool (*probe)(int, void *, char *, size_t), void *arg)
+{
+	char why[320];
+	int ret;
+
+	ret = psd_gpu_direct_choose(n->cfg.gpu_direct, transport, probe, arg,
+				    device, why, sizeof(why));
+	if (ret < 0)
+		return psd_set_errmsg(ret,
+				      "device buffers refused: PS_GPU_DIRECT=1 "
+				      "but %s",
+				      why);
+	psd_info("worker: CUDA device %d buffers %s (%s)", device,
+		 ret == PSD_GPU_DIRECT ? "go by GPUDirect RDMA, unstaged"
+				       : "are staged",
+		 why);
+	return ret;
+}
+
 /* Unlocked. */
 int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 			const void *const *push_vals, void *const *pull_vals)
@@ -47,7 +78,7 @@ int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_gpu *g;
 	size_t i;
-	int ret;
+	int ret, path = PSD_GPU_STAGE;
 
 	if (device < 0)
 		return psd_set_errmsg(-EINVAL,
@@ -72,6 +103,16 @@ int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
 	}
 stage:
 	pthread_mutex_lock(&w->lock);
+	g = w->gpu;
+	pthread_mutex_unlock(&w->lock);
+	/* Decided once, with the pool; the probe runs at most once. */
+	if (!g) {
+		path = kvw_gpu_decide(n, device, n->ops ? n->ops->name : NULL,
+				      psd_gpu_direct_probe, NULL);
+		if (path < 0)
+			return path;
+	}
+	pthread_mutex_lock(&w->lock);
 	if (w->gpu) {
 		ret = w->gpu->device == device
 			      ? 0
@@ -89,6 +130,7 @@ stage:
 		return -ENOMEM;
 	}
 	g->device = device;
+	g->direct = path == PSD_GPU_DIRECT;
 	g->timeout_ms = n->cfg.request_timeout_ms;
 	ret = psd_gpu_copier_create(device, n->cfg.gpu_streams, &g->copier);
 	if (!ret)
@@ -107,20 +149,24 @@ stage:
 			 n->cfg.gpu_streams);
 	}
 	pthread_mutex_unlock(&w->lock);
-	/* Over RDMA, say once whether GPUDirect could skip the staging
-	 * (the probe logs its answer; staging is used either way). */
-	if (!ret && n->ops && !strcmp(n->ops->name, "rdma"))
-		(void)psd_gpu_direct_usable(device);
 	return ret;
+}
+
+/* Locked. */
+bool psd_kvw_gpu_direct(const struct psd_kvw *w)
+{
+	return w->gpu && w->gpu->direct;
 }
 
 /* Locked. */
 void psd_kvw_gpu_job(const struct kvw_chunk *ch, struct kvw_gpu_job *job)
 {
 	const struct kvw_req *r = ch->req;
+	bool dev = r->on_gpu && kvw_is_push(r->type) && ch->span;
 
-	job->on = r->on_gpu && kvw_is_push(r->type) && ch->span;
-	if (!job->on)
+	job->on = dev && !r->gpu_direct;
+	job->direct = dev && r->gpu_direct;
+	if (!dev)
 		return;
 	job->dev = r->gpu_dev;
 	/* Request ids never repeat; 24 bits of chunk index beside them. */
@@ -145,6 +191,20 @@ int psd_kvw_gpu_stage_push(struct psd_kvw *w, const struct kvw_gpu_job *job,
 		psd_stage_push_ahead(&g->stage, next->tag, next->dev, next->src,
 				     next->len);
 	return 0;
+}
+
+/* Unlocked (sender thread).  ->send_dev() refused a GPUDirect chunk
+ * (registration failed, nothing sent): it is staged; say so once. */
+void psd_kvw_gpu_direct_refused(struct psd_kvw *w, const char *why)
+{
+	bool first;
+
+	pthread_mutex_lock(&w->lock);
+	first = !w->gpu->direct_warned;
+	w->gpu->direct_warned = true;
+	pthread_mutex_unlock(&w->lock);
+	psd_log(first ? PSD_LOG_WARN : PSD_LOG_DEBUG,
+		"worker: GPUDirect send refused (%s); staging that chunk", why);
 }
 
 void psd_kvw_gpu_unstage(struct psd_kvw *w, struct psd_stage_buf *b)
@@ -216,6 +276,30 @@ int psd_kvw_gpu_use_copier(struct psched_node *n, int device,
 		psd_stage_fini(&g->stage);
 		free(g);
 	}
+	return ret;
+}
+
+/* Unit test only (kvw.h). */
+static bool kvw_gpu_fake_probe(int device, void *arg, char *why, size_t len)
+{
+	(void)device;
+	snprintf(why, len, "test probe says %s", arg ? "on" : "off");
+	return arg != NULL;
+}
+
+int psd_kvw_gpu_fake_direct(struct psched_node *n, const char *transport,
+			    bool probe_on)
+{
+	struct psd_kvw *w = kvw_of(n);
+	int ret;
+
+	if (!w->gpu || !w->gpu->fake)
+		return -EINVAL;
+	ret = kvw_gpu_decide(n, w->gpu->device, transport, kvw_gpu_fake_probe,
+			     probe_on ? (void *)n : NULL);
+	pthread_mutex_lock(&w->lock);
+	w->gpu->direct = ret == PSD_GPU_DIRECT;
+	pthread_mutex_unlock(&w->lock);
 	return ret;
 }
 

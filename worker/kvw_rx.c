@@ -41,7 +41,12 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 		    !ch->gpu_rx) {
 			r->busy++;
 			r->srv[p->rank].busy++;
-			if (r->on_gpu)
+			if (r->on_gpu && r->gpu_direct && c->rx_direct) {
+				/* GPUDirect: the NIC writes device memory. */
+				ch->gpu_rx = true;
+				c->rx_dev = true;
+				*dst = s->dst + h->offset;
+			} else if (r->on_gpu)
 				ch->gpu_rx = gpu = true;
 			else
 				*dst = s->dst + h->offset;
@@ -125,7 +130,9 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 	}
 	if (h->length && ch->gpu_rx && r->srv[p->rank].busy) {
 		ch->gpu_rx = false;
-		if (!h->status && payload)
+		/* Not copied when it landed in place (GPUDirect). */
+		if (!h->status && payload &&
+		    payload != r->slots[ch->slot].dst + h->offset)
 			kvw_rx_to_device_unlocks(w, r, ch, h, payload);
 		else
 			psd_kvw_gpu_unstage(w, &ch->stg);

@@ -56,7 +56,7 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	struct psd_chunk_node *head;
 	struct psd_hdr h;
 	struct iovec iov;
-	bool fire = false;
+	bool fire = false, sent = false;
 	char why[256] = "";
 	int ret = 0;
 
@@ -75,14 +75,27 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	r->sending++;
 	r->pending++;
 	pthread_mutex_unlock(&w->lock);
+	/* GPUDirect: the device pointer itself goes to the transport (iov
+	 * is s->src + off already); staged if it cannot take it. */
+	if (job.direct && !p->dead && p->conn) {
+		ret = psd_conn_send_dev(p->conn, &h, &iov, 1);
+		sent = ret != -EOPNOTSUPP;
+		if (sent && ret)
+			snprintf(why, sizeof(why), "%s", psched_errmsg());
+		if (!sent) {
+			psd_kvw_gpu_direct_refused(w, psched_errmsg());
+			job.on = true;
+			ret = 0;
+		}
+	}
 	if (job.on && !p->dead && p->conn) {
 		ret = psd_kvw_gpu_stage_push(w, &job, &next, &stg);
 		iov.iov_base = stg.host;
 	}
-	if (!ret)
+	if (!sent && !ret)
 		ret = p->dead || !p->conn ? PSCHED_ENODEDEAD
 					  : psd_conn_send(p->conn, &h, &iov, 1);
-	else
+	else if (!sent)
 		snprintf(why, sizeof(why), "%s", psched_errmsg());
 	if (stg.n)
 		psd_kvw_gpu_unstage(w, &stg);

@@ -118,3 +118,36 @@ const char *psd_gpu_direct_why(void)
 {
 	return gdr_why;
 }
+
+bool psd_gpu_direct_probe(int device, void *arg, char *why, size_t len)
+{
+	bool ok = psd_gpu_direct_usable(device);
+
+	(void)arg;
+	snprintf(why, len, "%s", psd_gpu_direct_why());
+	return ok;
+}
+
+int psd_gpu_direct_choose(const char *mode, const char *transport,
+			  bool (*probe)(int device, void *arg, char *why,
+					size_t len),
+			  void *arg, int device, char *why, size_t len)
+{
+	char pwhy[256] = "";
+	bool require = mode && !strcmp(mode, "1");
+
+	if (mode && !strcmp(mode, "0")) {
+		snprintf(why, len, "PS_GPU_DIRECT=0");
+		return PSD_GPU_STAGE;
+	}
+	if (!transport || strcmp(transport, "rdma")) {
+		snprintf(why, len, "the %s transport has no GPUDirect",
+			 transport ? transport : "(none)");
+	} else if (!probe(device, arg, pwhy, sizeof(pwhy))) {
+		snprintf(why, len, "GPUDirect probe: %s", pwhy);
+	} else {
+		snprintf(why, len, "rdma transport, GPUDirect probe: %s", pwhy);
+		return PSD_GPU_DIRECT;
+	}
+	return require ? -EOPNOTSUPP : PSD_GPU_STAGE;
+}

@@ -59,4 +59,27 @@ bool psd_gpu_direct_usable(int device);
 /* The reason of the last probe ("" before one). */
 const char *psd_gpu_direct_why(void);
 
+/* psd_gpu_direct_usable() as a @probe of psd_gpu_direct_choose(). */
+bool psd_gpu_direct_probe(int device, void *arg, char *why, size_t len);
+
+/*
+ * How a worker moves device buffers, from knob @mode (PS_GPU_DIRECT:
+ * "auto", "0", "1") and its transport's name: PSD_GPU_DIRECT (handed to
+ * the transport as they are) or PSD_GPU_STAGE (through pinned host
+ * memory); -EOPNOTSUPP when @mode is "1" and GPUDirect is not possible.
+ * @probe (psd_gpu_direct_probe() for real; tests pass their own) is
+ * called only when the answer depends on it (mode not "0", transport
+ * rdma) and writes its reason into its @why.  @why (@len bytes) gets
+ * the reason of the choice, for the log line or the error.  No state of
+ * its own; CUDA and RDMA only through @probe.
+ */
+enum psd_gpu_path {
+	PSD_GPU_STAGE = 0,
+	PSD_GPU_DIRECT = 1,
+};
+int psd_gpu_direct_choose(const char *mode, const char *transport,
+			  bool (*probe)(int device, void *arg, char *why,
+					size_t len),
+			  void *arg, int device, char *why, size_t len);
+
 #endif

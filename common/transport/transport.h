@@ -79,6 +79,16 @@ struct psd_conn {
 	void *ctx;		   /* owner's per-connection state */
 	void *scratch;		   /* reusable receive buffer (van thread) */
 	size_t scratch_cap;
+	/* GPUDirect receive (van thread, per message).  rx_direct: set by
+	 * the transport before psd_van_rx_header(): this payload will be
+	 * written into the chosen buffer by the NIC (rdma rendezvous), the
+	 * CPU never copies it, so the consumer may choose device memory and
+	 * then sets rx_dev (the van clears it before asking).  If that
+	 * buffer cannot be registered the transport receives into the
+	 * scratch buffer instead and psd_van_rx_msg() says so by its
+	 * payload pointer. */
+	bool rx_direct;
+	bool rx_dev;
 	struct psd_list link; /* van->conns, guarded by van->lock */
 	bool in_list;
 	/* Authentication (common/auth.h).  Until its owner calls
@@ -128,6 +138,14 @@ struct psd_transport_ops {
 	 */
 	int (*send)(struct psd_conn *c, const struct psd_hdr *h,
 		    const struct iovec *iov, int niov, unsigned timeout_ms);
+	/* Optional (NULL: not supported; rdma only): ->send() of a
+	 * payload in GPU device memory (GPUDirect RDMA).  The CPU never
+	 * reads it: it goes out only by RDMA writes from a registration of
+	 * the device memory.  -EOPNOTSUPP when that registration fails,
+	 * before anything went on the wire (the caller may stage it and
+	 * ->send() it instead); other errors as ->send(). */
+	int (*send_dev)(struct psd_conn *c, const struct psd_hdr *h,
+			const struct iovec *iov, int niov, unsigned timeout_ms);
 	/* Input is ready (van thread): read and deliver messages.  0, or
 	 * -errno when the connection must be dropped (-ECONNRESET: EOF). */
 	int (*progress)(struct psd_conn *c);
@@ -212,6 +230,9 @@ static inline void psd_rdma_stats(struct psd_rdma_stats *st)
  * -errno to drop the connection. */
 int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst);
 void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload);
+/* Grow @c's receive scratch buffer to @len; NULL on -ENOMEM (van
+ * thread). */
+void *psd_conn_scratch(struct psd_conn *c, size_t len);
 /* Largest tensor the van accepts in a header. */
 uint64_t psd_van_max_tensor(const struct psd_conn *c);
 /* The knobs the van was created with (any thread, never changes). */

@@ -289,12 +289,88 @@ static void test_transport_requests(void)
 		free(bufs[i]);
 }
 
+/*
+ * psd_conn_send_dev() (GPUDirect RDMA; host memory stands in for device
+ * memory here, no RDMA device can register GPU memory in the test VM):
+ * rdma sends every size, even one that fits an eager SEND, by RDMA
+ * writes from the registration, and the receiver is told (rx_direct) so
+ * it may choose device memory; an ordinary small send is not.  Other
+ * transports answer -EOPNOTSUPP and the connection stays usable.
+ */
+static void test_transport_send_dev(void)
+{
+	static const size_t sizes[] = { 1, 100, 16384, 1 << 20 };
+	struct psd_rdma_stats s0, s1;
+	struct tt_node a, b;
+	struct psd_conn *ab;
+	uint64_t direct;
+	uint8_t *buf;
+	size_t i;
+	int ret;
+
+	tt_ops();
+	buf = malloc(1 << 20);
+	CHECK(buf != NULL);
+	tt_node_init(&a, false);
+	tt_node_init(&b, true);
+	ab = tt_connect(&a, b.port);
+	psd_rdma_stats(&s0);
+	for (i = 0; i < PSD_ARRAY_SIZE(sizes); i++) {
+		struct psd_hdr h = { .type = PSD_MSG_PULL_RESP,
+				     .dtype = PSCHED_RAW,
+				     .key = 3,
+				     .total = sizes[i],
+				     .span = sizes[i],
+				     .length = sizes[i],
+				     .step = i };
+		struct iovec iov = { .iov_base = buf, .iov_len = sizes[i] };
+
+		tt_fill(buf, sizes[i], tt_seed(3, i, sizes[i]));
+		ret = psd_conn_send_dev(ab, &h, &iov, 1);
+		if (!tt_is_rdma()) {
+			CHECK_EQ(ret, -EOPNOTSUPP);
+			CHECK(strstr(psched_errmsg(), "device memory") != NULL);
+			continue;
+		}
+		if (ret)
+			test_fail_at(__FILE__, __LINE__,
+				     "send_dev of %zu bytes: %s (%s)", sizes[i],
+				     psched_strerror(ret), psched_errmsg());
+		tt_wait(&b, i + 1, 0, 60000, "send_dev");
+	}
+	tt_check_clean(&b);
+	pthread_mutex_lock(&b.lock);
+	direct = b.direct_headers;
+	pthread_mutex_unlock(&b.lock);
+	if (tt_is_rdma()) {
+		psd_rdma_stats(&s1);
+		CHECK_U64(b.next_step[3], ==, PSD_ARRAY_SIZE(sizes));
+		CHECK_U64(direct, ==, PSD_ARRAY_SIZE(sizes));
+		CHECK_U64(s1.rndv - s0.rndv, ==, PSD_ARRAY_SIZE(sizes));
+		CHECK_U64(s1.eager - s0.eager, ==, 0);
+		CHECK_U64(s1.copy - s0.copy, ==, 0);
+	} else {
+		CHECK_U64(b.msgs, ==, 0);
+		CHECK_U64(direct, ==, 0);
+	}
+	/* The connection is fine; a small ordinary send is no rdma write. */
+	tt_exchange_one(ab, &b, buf, 100, 4);
+	pthread_mutex_lock(&b.lock);
+	CHECK_U64(b.direct_headers, ==, direct);
+	pthread_mutex_unlock(&b.lock);
+	psd_conn_put(ab);
+	tt_node_fini(&a);
+	tt_node_fini(&b);
+	free(buf);
+}
+
 const struct test_case test_list[] = {
 	{ "transport_refused_connect", test_transport_refused_connect },
 	{ "transport_exchange", test_transport_exchange },
 	{ "transport_many_outstanding", test_transport_many_outstanding },
 	{ "transport_credit_stall", test_transport_credit_stall },
 	{ "transport_requests", test_transport_requests },
+	{ "transport_send_dev", test_transport_send_dev },
 	{ "transport_close_while_busy", test_transport_close_while_busy },
 	{ NULL, NULL },
 };

@@ -286,11 +286,64 @@ static void test_transport_rdma_registration_fails(void)
 	free(buf);
 }
 
+/*
+ * GPUDirect with registrations failing (host memory stands in for device
+ * memory): psd_conn_send_dev() says -EOPNOTSUPP before sending anything
+ * (no RTS, no copies: the receiver sees no message) and the connection
+ * goes on.  (The receiver side of a failed registration, rx_dev into the
+ * scratch buffer, needs the sender's registration to work and the
+ * receiver's to fail, which this one-process knob cannot do.)
+ */
+static void test_transport_rdma_send_dev_registration_fails(void)
+{
+	static const size_t len = 1 << 20;
+	struct psd_rdma_stats st0, st;
+	struct psd_hdr h = { .type = PSD_MSG_PULL_RESP,
+			     .dtype = PSCHED_RAW,
+			     .key = 7,
+			     .total = len,
+			     .span = len,
+			     .length = len };
+	struct tt_node a, b;
+	struct psd_conn *ab;
+	struct iovec iov;
+	uint8_t *buf;
+
+	tt_rdma_only();
+	buf = malloc(len);
+	CHECK(buf != NULL);
+	tt_cfg.rdma_test_fail_reg = 1;
+	tt_node_init(&a, false);
+	tt_node_init(&b, true);
+	ab = tt_connect(&a, b.port);
+	psd_rdma_stats(&st0);
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	CHECK_EQ(psd_conn_send_dev(ab, &h, &iov, 1), -EOPNOTSUPP);
+	CHECK(strstr(psched_errmsg(), "device memory") != NULL);
+	CHECK(!atomic_load(&ab->closed));
+	/* The same bytes the ordinary way: copied, and the only message. */
+	tt_exchange_one(ab, &b, buf, len, 63);
+	psd_rdma_stats(&st);
+	CHECK_U64(b.headers, ==, 1);
+	CHECK_U64(b.direct_headers, ==, 0);
+	CHECK_U64(st.rndv, ==, st0.rndv);
+	CHECK_U64(st.copy - st0.copy, ==, 1);
+	CHECK_U64(st.reg_failures, >, st0.reg_failures);
+	psd_conn_put(ab);
+	tt_node_fini(&a);
+	tt_node_fini(&b);
+	tt_cfg.rdma_test_fail_reg = 0;
+	free(buf);
+}
+
 const struct test_case test_list[] = {
 	{ "transport_peer_dies_sending", test_transport_peer_dies_sending },
 	{ "transport_peer_dies_receiving", test_transport_peer_dies_receiving },
 	{ "transport_rdma_mr_budget", test_transport_rdma_mr_budget },
 	{ "transport_rdma_registration_fails",
 	  test_transport_rdma_registration_fails },
+	{ "transport_rdma_send_dev_registration_fails",
+	  test_transport_rdma_send_dev_registration_fails },
 	{ NULL, NULL },
 };

@@ -34,6 +34,7 @@ struct tt_node {
 	int naccepted;
 	struct tt_rxbuf rx[TT_MAX_CONNS];
 	uint64_t headers;
+	uint64_t direct_headers; /* with psd_conn.rx_direct (rdma writes) */
 	uint64_t msgs;
 	uint64_t bytes;
 	uint64_t discarded;
@@ -221,6 +222,8 @@ static inline int tt_rx_header(void *arg, struct psd_conn *c,
 
 	pthread_mutex_lock(&n->lock);
 	n->headers++;
+	if (c->rx_direct)
+		n->direct_headers++;
 	if (n->kill_on_header > 0 && h->length >= n->kill_min_len) {
 		n->kill_fn(n->kill_on_header);
 		n->kill_on_header = 0;

@@ -117,6 +117,16 @@ static void test_knobs(void)
 	unsetenv("PS_GPU_STAGE_BUFS");
 	unsetenv("PS_GPU_STREAMS");
 	unsetenv("PS_SERVER_GPU_SUM");
+	/* PS_GPU_DIRECT: auto | 0 | 1. */
+	psched_cfg_init(&cfg);
+	CHECK_STR(cfg.gpu_direct, "auto");
+	setenv("PS_GPU_DIRECT", "0", 1);
+	CHECK_EQ(psched_cfg_from_env(&cfg), 0);
+	CHECK_STR(cfg.gpu_direct, "0");
+	setenv("PS_GPU_DIRECT", "yes", 1);
+	CHECK_EQ(psched_cfg_from_env(&cfg), -EINVAL);
+	CHECK(strstr(psched_errmsg(), "PS_GPU_DIRECT") != NULL);
+	unsetenv("PS_GPU_DIRECT");
 }
 
 const struct test_case test_list[] = {

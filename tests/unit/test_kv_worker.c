@@ -22,6 +22,11 @@
 
 struct tk_ctx;
 
+/* The transport of the worker's van (NULL: loop, as the servers'). */
+static const struct psd_transport_ops *tk_worker_ops;
+/* Answers the worker chose device memory for (psd_conn.rx_dev). */
+static atomic_uint tk_rx_dev_count;
+
 struct tk_srv {
 	struct tk_ctx *t;
 	unsigned rank;
@@ -179,8 +184,11 @@ static int tk_w_rx_header(void *arg, struct psd_conn *c,
 			  const struct psd_hdr *h, void **dst)
 {
 	struct psched_node *n = arg;
+	int ret = n->role->rx_header(n, c, h, dst);
 
-	return n->role->rx_header(n, c, h, dst);
+	if (!ret && c->rx_dev)
+		atomic_fetch_add(&tk_rx_dev_count, 1);
+	return ret;
 }
 
 static void tk_w_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
@@ -259,8 +267,11 @@ static struct tk_ctx *tk_setup(unsigned nsrv, uint64_t part, uint64_t credit,
 					 .rx_header = tk_w_rx_header,
 					 .rx_data = tk_w_rx_data,
 					 .closed = tk_w_closed };
+		struct psd_van_opts wvo = vo;
 
-		CHECK_EQ(psd_van_create(&vo, &cb, &t->wvan), 0);
+		if (tk_worker_ops)
+			wvo.ops = tk_worker_ops;
+		CHECK_EQ(psd_van_create(&wvo, &cb, &t->wvan), 0);
 		CHECK_EQ(psd_van_start(t->wvan), 0);
 	}
 	for (s = 0; s < nsrv; s++) {

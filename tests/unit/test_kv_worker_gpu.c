@@ -11,6 +11,8 @@
 #include "test_kv_worker.c"
 #undef test_list
 
+#include "gpu/gpu.h"
+
 #define FK_MAX_OPS 64
 
 struct fk_copier {
@@ -276,11 +278,279 @@ static void test_gpu_bad_device(void)
 	tk_teardown(t);
 }
 
+/* ---- GPUDirect RDMA (PS_GPU_DIRECT) ---- */
+
+/* The decision alone: the probe runs only when it matters. */
+struct fk_probe {
+	unsigned calls;
+	bool on;
+};
+
+static bool fk_probe_fn(int device, void *arg, char *why, size_t len)
+{
+	struct fk_probe *pr = arg;
+
+	CHECK_EQ(device, 3);
+	pr->calls++;
+	snprintf(why, len, "probe-%s", pr->on ? "yes" : "no");
+	return pr->on;
+}
+
+static void test_gpu_direct_choose(void)
+{
+	static const struct {
+		const char *mode, *transport;
+		bool probe_on;
+		int want;
+		unsigned calls;
+		const char *why;
+	} tc[] = {
+		{ "auto", "rdma", true, PSD_GPU_DIRECT, 1, "probe-yes" },
+		{ "auto", "rdma", false, PSD_GPU_STAGE, 1, "probe-no" },
+		{ "auto", "tcp", true, PSD_GPU_STAGE, 0, "tcp transport" },
+		{ "auto", NULL, true, PSD_GPU_STAGE, 0, "(none)" },
+		{ "0", "rdma", true, PSD_GPU_STAGE, 0, "PS_GPU_DIRECT=0" },
+		{ "1", "rdma", true, PSD_GPU_DIRECT, 1, "probe-yes" },
+		{ "1", "rdma", false, -EOPNOTSUPP, 1, "probe-no" },
+		{ "1", "shm", true, -EOPNOTSUPP, 0, "shm transport" },
+	};
+	char why[256];
+	size_t i;
+
+	for (i = 0; i < PSD_ARRAY_SIZE(tc); i++) {
+		struct fk_probe pr = { .on = tc[i].probe_on };
+
+		why[0] = 0;
+		CHECK_EQ(psd_gpu_direct_choose(tc[i].mode, tc[i].transport,
+					       fk_probe_fn, &pr, 3, why,
+					       sizeof(why)),
+			 tc[i].want);
+		CHECK_EQ(pr.calls, tc[i].calls);
+		CHECK(strstr(why, tc[i].why) != NULL);
+	}
+}
+
+/* The worker's transport in these tests: loop, named "rdma", with a
+ * ->send_dev() that records what it was handed and can refuse, and a
+ * ->progress() that says whether answers are "NIC-written" (rx_direct,
+ * as rdma says for a rendezvous). */
+#define FK_MAX_DEV 64
+
+static struct {
+	pthread_mutex_t lock;
+	const void *ptr[FK_MAX_DEV];
+	size_t len[FK_MAX_DEV];
+	unsigned n;
+	atomic_bool refuse;    /* registration "fails": -EOPNOTSUPP */
+	atomic_bool rx_direct; /* answers come as RDMA writes */
+} fkr;
+
+static struct psd_transport_ops fk_rdma_ops;
+
+static int fk_send_dev(struct psd_conn *c, const struct psd_hdr *h,
+		       const struct iovec *iov, int niov, unsigned timeout_ms)
+{
+	pthread_mutex_lock(&fkr.lock);
+	CHECK_EQ(niov, 1);
+	if (fkr.n < FK_MAX_DEV) {
+		fkr.ptr[fkr.n] = iov[0].iov_base;
+		fkr.len[fkr.n] = iov[0].iov_len;
+		fkr.n++;
+	}
+	pthread_mutex_unlock(&fkr.lock);
+	if (atomic_load(&fkr.refuse))
+		return psd_set_errmsg(-EOPNOTSUPP, "test: no registration");
+	return psd_loop_ops.send(c, h, iov, niov, timeout_ms);
+}
+
+static int fk_progress(struct psd_conn *c)
+{
+	c->rx_direct = atomic_load(&fkr.rx_direct);
+	return psd_loop_ops.progress(c);
+}
+
+static struct tk_ctx *fk_setup_direct(uint64_t part, const char *mode,
+				      const char *transport, bool probe_on,
+				      int want)
+{
+	struct tk_ctx *t;
+
+	memset(&fkr, 0, sizeof(fkr));
+	pthread_mutex_init(&fkr.lock, NULL);
+	fk_rdma_ops = psd_loop_ops;
+	fk_rdma_ops.name = "rdma";
+	fk_rdma_ops.send_dev = fk_send_dev;
+	fk_rdma_ops.progress = fk_progress;
+	tk_worker_ops = &fk_rdma_ops;
+	atomic_store(&tk_rx_dev_count, 0);
+	t = fk_setup(part, 0, 8192, 8);
+	tk_worker_ops = NULL;
+	snprintf(t->n->cfg.gpu_direct, sizeof(t->n->cfg.gpu_direct), "%s",
+		 mode);
+	CHECK_EQ(psd_kvw_gpu_fake_direct(t->n, transport, probe_on), want);
+	return t;
+}
+
+/*
+ * GPUDirect on: a 128 KiB device push leaves as 8 chunks whose payload
+ * pointers, handed to ->send_dev(), are the device addresses themselves;
+ * the copier is never called; the server gets the device bytes verbatim.
+ * A pull whose answers the NIC writes lands in device memory with no
+ * copy; answers the transport would copy (not rx_direct) are staged.
+ */
+static void test_gpu_direct_on(void)
+{
+	const uint64_t part = 16384, len = 128 * 1024;
+	struct tk_ctx *t = fk_setup_direct(part, "auto", "rdma", true,
+					   PSD_GPU_DIRECT);
+	struct tk_srv *fs = &t->srv[0];
+	uint64_t key = tk_key_on(0, 1, len / 4, 400), id, i;
+	static uint8_t dev[128 * 1024], out[128 * 1024];
+	struct psd_stage_stats st;
+	const void *pv = dev;
+	void *po = out;
+
+	for (i = 0; i < len; i++)
+		dev[i] = (uint8_t)(i * 31 + (i >> 10));
+	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
+				    NULL, NULL, &id),
+		 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+	CHECK_EQ(tk_logged(fs), len / part);
+	CHECK_EQ(fkr.n, len / part);
+	for (i = 0; i < len / part; i++) {
+		CHECK(fkr.ptr[i] == dev + fs->log[i].offset);
+		CHECK_U64(fkr.len[i], ==, part);
+		CHECK_U64(fs->sum[i], ==,
+			  fk_fnv(dev + fs->log[i].offset, part));
+	}
+	CHECK_EQ(fk.d2h, 0);
+	CHECK_EQ(fk.nops, 0);
+
+	atomic_store(&fkr.rx_direct, true);
+	memset(out, 0, sizeof(out));
+	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
+				    NULL, NULL, &id),
+		 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+	for (i = 0; i < len; i++)
+		CHECK_EQ(out[i], tk_pattern(key, i));
+	CHECK_EQ(atomic_load(&tk_rx_dev_count), len / part);
+	CHECK_EQ(fk.h2d, 0);
+	psd_kvw_gpu_stats(kvw_of(t->n), &st);
+	CHECK_U64(st.d2h, ==, 0);
+	CHECK_U64(st.h2d, ==, 0);
+
+	/* Answers the transport copies with the CPU: staged. */
+	atomic_store(&fkr.rx_direct, false);
+	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
+				    NULL, NULL, &id),
+		 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+	for (i = 0; i < len; i++)
+		CHECK_EQ(out[i], tk_pattern(key, i) ^ FK_DEV);
+	CHECK_EQ(atomic_load(&tk_rx_dev_count), len / part);
+	CHECK_EQ(fk.h2d, len / part);
+	tk_teardown(t);
+}
+
+/* GPUDirect off (PS_GPU_DIRECT=0, or auto with a failed probe, or a
+ * transport without it): ->send_dev() is never called, every chunk is
+ * staged through the copier. */
+static void test_gpu_direct_off_stages(void)
+{
+	static const struct {
+		const char *mode, *transport;
+		bool probe_on;
+	} tc[] = {
+		{ "auto", "rdma", false },
+		{ "0", "rdma", true },
+		{ "auto", "tcp", true },
+	};
+	const uint64_t part = 16384, len = 64 * 1024;
+	static uint8_t dev[64 * 1024], plain[64 * 1024];
+	uint64_t id, i;
+	size_t k;
+
+	for (i = 0; i < len; i++) {
+		plain[i] = (uint8_t)(i * 5 + 1);
+		dev[i] = plain[i] ^ FK_DEV;
+	}
+	for (k = 0; k < PSD_ARRAY_SIZE(tc); k++) {
+		struct tk_ctx *t = fk_setup_direct(part, tc[k].mode,
+						   tc[k].transport,
+						   tc[k].probe_on,
+						   PSD_GPU_STAGE);
+		struct tk_srv *fs = &t->srv[0];
+		uint64_t key = tk_key_on(0, 1, len / 4, 500 + k);
+		const void *pv = dev;
+
+		CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len,
+					    PSCHED_F32, 0, 0, NULL, NULL, &id),
+			 0);
+		CHECK_EQ(tk_wait(t, id), 0);
+		CHECK_EQ(tk_logged(fs), len / part);
+		for (i = 0; i < len / part; i++)
+			CHECK_U64(fs->sum[i], ==,
+				  fk_fnv(plain + fs->log[i].offset, part));
+		CHECK_EQ(fkr.n, 0);
+		CHECK_EQ(fk.d2h, len / part);
+		tk_teardown(t);
+	}
+}
+
+/* The transport cannot register the device memory: nothing was sent, so
+ * each chunk is staged and sent the ordinary way; the push succeeds. */
+static void test_gpu_direct_refused_falls_back(void)
+{
+	const uint64_t part = 16384, len = 64 * 1024;
+	struct tk_ctx *t = fk_setup_direct(part, "1", "rdma", true,
+					   PSD_GPU_DIRECT);
+	struct tk_srv *fs = &t->srv[0];
+	uint64_t key = tk_key_on(0, 1, len / 4, 600), id, i;
+	static uint8_t dev[64 * 1024], plain[64 * 1024];
+	const void *pv = dev;
+
+	for (i = 0; i < len; i++) {
+		plain[i] = (uint8_t)(i * 11 + 7);
+		dev[i] = plain[i] ^ FK_DEV;
+	}
+	atomic_store(&fkr.refuse, true);
+	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
+				    NULL, NULL, &id),
+		 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+	CHECK_EQ(tk_logged(fs), len / part);
+	for (i = 0; i < len / part; i++)
+		CHECK_U64(fs->sum[i], ==,
+			  fk_fnv(plain + fs->log[i].offset, part));
+	CHECK_EQ(fkr.n, len / part);
+	CHECK_EQ(fk.d2h, len / part);
+	tk_teardown(t);
+}
+
+/* PS_GPU_DIRECT=1 where it is not possible is refused, naming why. */
+static void test_gpu_direct_required(void)
+{
+	struct tk_ctx *t = fk_setup_direct(0, "1", "rdma", false, -EOPNOTSUPP);
+
+	CHECK(strstr(psched_errmsg(), "PS_GPU_DIRECT=1") != NULL);
+	CHECK(strstr(psched_errmsg(), "test probe says off") != NULL);
+	tk_teardown(t);
+}
+
 const struct test_case test_list[] = {
 	{ "gpu push and pull staged, copy ahead", test_gpu_push_pull_staged },
 	{ "gpu priority overtakes the copy ahead",
 	  test_gpu_priority_overtakes_copy_ahead },
 	{ "gpu chunk larger than the pool", test_gpu_chunk_too_big },
 	{ "gpu bad device", test_gpu_bad_device },
+	{ "gpu direct: the decision", test_gpu_direct_choose },
+	{ "gpu direct on: device pointers to the transport, no copies",
+	  test_gpu_direct_on },
+	{ "gpu direct off: staged", test_gpu_direct_off_stages },
+	{ "gpu direct refused by the transport: staged",
+	  test_gpu_direct_refused_falls_back },
+	{ "gpu direct required but impossible", test_gpu_direct_required },
 	{ NULL, NULL },
 };

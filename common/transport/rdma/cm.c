@@ -626,6 +626,7 @@ const struct psd_transport_ops psd_rdma_ops = {
 	.listen_close = rdmt_listen_close,
 	.connect = rdmt_connect_to,
 	.send = psd_rdmt_send,
+	.send_dev = psd_rdmt_send_dev,
 	.progress = psd_rdmt_progress,
 	.close = rdmt_close,
 	.fini = rdmt_fini,

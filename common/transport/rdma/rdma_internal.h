@@ -59,6 +59,16 @@
  * address while still cached would keep the old pages; PS_RDMA_MR_BUDGET=0
  * registers per message if an application does that.
  *
+ * GPUDirect RDMA (PS_GPU_DIRECT): ->send_dev() sends a payload in GPU
+ * memory always by RTS/CTS and RDMA writes from its registration (never
+ * EAGER or CONT, which the CPU would copy); a CTS asking for copies then
+ * drops the connection.  A receiver sets psd_conn.rx_direct for RTS
+ * messages only, so a consumer picks device memory only when the NIC
+ * writes it; if that cannot be registered, the payload is received by
+ * CONT copies into the scratch buffer instead (recv.c).  Device memory
+ * goes through the same registration cache (ibv_reg_mr works on it with
+ * nvidia_peermem loaded).
+ *
  * Knobs (PS_RDMA_*, --rdma-*) come from the node's struct psched_cfg
  * through the van (psd_van_knobs()); the first connection's van sets
  * them for the process's device.
@@ -302,6 +312,8 @@ void psd_rdmt_maybe_credit(struct rdmt_conn *rc);
 void psd_rdmt_wb_done(struct rdmt_conn *rc, unsigned wb);
 int psd_rdmt_send(struct psd_conn *c, const struct psd_hdr *h,
 		  const struct iovec *iov, int niov, unsigned timeout_ms);
+int psd_rdmt_send_dev(struct psd_conn *c, const struct psd_hdr *h,
+		      const struct iovec *iov, int niov, unsigned timeout_ms);
 
 /* recv.c */
 int psd_rdmt_post_recv(struct rdmt_conn *rc, unsigned slot);

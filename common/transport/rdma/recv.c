@@ -158,7 +158,8 @@ static int rdmt_repost(struct rdmt_conn *rc, unsigned slot)
 	return ret;
 }
 
-static int rdmt_rx_hdr(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
+static int rdmt_rx_hdr(struct rdmt_conn *rc, const uint8_t *p, uint32_t len,
+		       bool rts)
 {
 	const char *why;
 	int ret;
@@ -176,6 +177,7 @@ static int rdmt_rx_hdr(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 			rc->base.peer, why);
 		return ret;
 	}
+	rc->base.rx_direct = rts;
 	ret = psd_van_rx_header(&rc->base, &rc->rx_hdr, (void **)&rc->rx_dst);
 	if (ret < 0)
 		return ret;
@@ -213,7 +215,7 @@ static int rdmt_rx_rts(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 	struct rdmt_dev *d = rc->dev;
 	int ret;
 
-	ret = rdmt_rx_hdr(rc, p, len);
+	ret = rdmt_rx_hdr(rc, p, len, true);
 	if (ret)
 		return ret;
 	rc->rx_cookie = le32toh(w->cookie);
@@ -229,6 +231,12 @@ static int rdmt_rx_rts(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 		psd_rdmt_mr_reg_failed(d, (size_t)rc->rx_hdr.length, ret,
 				       rc->base.peer, rc->rx_hdr.key);
 		rc->rx_mr = NULL;
+		/* Device memory takes no CPU copies: into the scratch
+		 * buffer, whose address rx_msg passes on. */
+		if (rc->base.rx_dev &&
+		    !(rc->rx_dst = psd_conn_scratch(&rc->base,
+						    (size_t)rc->rx_hdr.length)))
+			return -ENOMEM;
 		rc->rx_state = RDMT_RX_COPY;
 		return rdmt_post_cts(rc, RDMT_CTS_COPY, 0, 0);
 	}
@@ -263,7 +271,7 @@ static int rdmt_rx_one(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	if (e->imm)
 		ret = rdmt_rx_imm(rc, e);
 	else if (w->op == RDMT_OP_EAGER && rc->rx_state == RDMT_RX_IDLE) {
-		ret = rdmt_rx_hdr(rc, p, e->len);
+		ret = rdmt_rx_hdr(rc, p, e->len, false);
 		if (!ret)
 			ret = rdmt_rx_part(rc, p + hl, e->len - hl);
 	} else if (w->op == RDMT_OP_CONT && rc->rx_state == RDMT_RX_COPY) {

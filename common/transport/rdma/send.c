@@ -283,9 +283,11 @@ static int rdmt_wait_tx_timeout(struct rdmt_conn *rc)
 }
 
 /* Large message: RTS, wait for CTS, write in place.  1: use the copy
- * path instead (registration failed here). */
+ * path instead (registration failed here).  @dev: the payload is GPU
+ * memory (GPUDirect), which the CPU must not read: no copy path, and a
+ * receiver that asks for copies gets the connection dropped. */
 static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
-			  const struct iovec *iov, int niov,
+			  const struct iovec *iov, int niov, bool dev,
 			  const struct timespec *dl)
 {
 	struct rdmt_dev *d = rc->dev;
@@ -298,6 +300,16 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 		if (iov[i].iov_len)
 			ret = psd_rdmt_mr_get(d, iov[i].iov_base,
 					      iov[i].iov_len, &mrs[i]);
+	if (ret && dev) {
+		atomic_fetch_add(&psd_rdmt_st_reg_fail, 1);
+		ret = psd_set_errmsg(-EOPNOTSUPP,
+				     "rdma: cannot register %llu bytes of "
+				     "device memory for key %llu with %s: %s",
+				     (unsigned long long)h->length,
+				     (unsigned long long)h->key, rc->base.peer,
+				     strerror(-ret));
+		goto out_put;
+	}
 	if (ret) {
 		psd_rdmt_mr_reg_failed(d, (size_t)h->length, ret, rc->base.peer,
 				       h->key);
@@ -340,6 +352,18 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 	}
 	if (rc->cts_status == RDMT_CTS_DISCARD)
 		goto out_unlock;
+	if (rc->cts_status == RDMT_CTS_COPY && dev) {
+		/* The receiver waits for copies this side cannot make. */
+		psd_rdmt_set_err(rc, -EIO);
+		ret = psd_set_errmsg(-EIO,
+				     "rdma: %s could not register its buffer "
+				     "for key %llu and asked for a copy, which "
+				     "a GPUDirect payload cannot have; "
+				     "connection dropped (raise its locked-"
+				     "memory limit, or PS_GPU_DIRECT=0)",
+				     rc->base.peer, (unsigned long long)h->key);
+		goto out_unlock;
+	}
 	if (rc->cts_status == RDMT_CTS_COPY) {
 		pthread_mutex_unlock(&d->lock);
 		atomic_fetch_add(&psd_rdmt_st_copy, 1);
@@ -394,9 +418,29 @@ int psd_rdmt_send(struct psd_conn *c, const struct psd_hdr *h,
 		atomic_fetch_add(&psd_rdmt_st_eager, 1);
 		return rdmt_send_copy(rc, h, iov, niov, true, &dl);
 	}
-	ret = rdmt_send_rndv(rc, h, iov, niov, &dl);
+	ret = rdmt_send_rndv(rc, h, iov, niov, false, &dl);
 	if (ret != 1)
 		return ret;
 	atomic_fetch_add(&psd_rdmt_st_copy, 1);
 	return rdmt_send_copy(rc, h, iov, niov, true, &dl);
+}
+
+/* GPUDirect: always RTS/CTS and RDMA writes from the device memory's
+ * registration, whatever the size (an eager SEND would copy it). */
+int psd_rdmt_send_dev(struct psd_conn *c, const struct psd_hdr *h,
+		      const struct iovec *iov, int niov, unsigned timeout_ms)
+{
+	struct rdmt_conn *rc = to_rdmt(c);
+	struct timespec dl;
+	uint64_t total = 0;
+	int i;
+
+	if (niov > RDMT_MAX_IOV || niov < 1)
+		return -EINVAL;
+	for (i = 0; i < niov; i++)
+		total += iov[i].iov_len;
+	if (total != h->length || !total)
+		return -EINVAL;
+	psd_deadline(&dl, timeout_ms);
+	return rdmt_send_rndv(rc, h, iov, niov, true, &dl);
 }
