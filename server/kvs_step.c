@@ -123,7 +123,8 @@ void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 void psd_kvs_sum_on(struct psd_kvs *s, uint8_t dtype, void *dst,
 		    const void *src, uint64_t len)
 {
-	if (s->gpu_sum && (dtype == PSCHED_F32 || dtype == PSCHED_F16)) {
+	if (s->gpu_sum && (dtype == PSCHED_F32 || dtype == PSCHED_F16 ||
+			   dtype == PSCHED_BF16)) {
 		if (!psd_gpu_sum_host(0, dtype, dst, src,
 				      (size_t)len / psched_dtype_size(dtype)))
 			return;

@@ -258,7 +258,7 @@ int psd_gpu_sum_host(int device, int dtype, void *dst, const void *src,
 
 	if (ret)
 		return ret;
-	if (dtype != PSCHED_F32 && dtype != PSCHED_F16 && dtype != PSD_GPU_BF16)
+	if (dtype != PSCHED_F32 && dtype != PSCHED_F16 && dtype != PSCHED_BF16)
 		return psd_set_errmsg(-EINVAL,
 				      "GPU sum: dtype %d is not float32, "
 				      "float16 or bfloat16",

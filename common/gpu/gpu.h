@@ -41,11 +41,10 @@ int psd_gpu_malloc(int device, size_t len, void **out);
 void psd_gpu_free(void *p);
 int psd_gpu_memcpy(void *dst, const void *src, size_t len, bool to_device);
 
-/* sum.cu: dst[i] += src[i] for @n elements of @dtype (F32, F16 or BF16
- * as raw bits, see PSD_GPU_BF16) in device memory of the current device;
- * waits for the kernel.  -EINVAL for another dtype, -ENODEV without
- * CUDA. */
-#define PSD_GPU_BF16 100
+/* sum.cu: dst[i] += src[i] for @n elements of @dtype (PSCHED_F32,
+ * PSCHED_F16 or PSCHED_BF16; the half types added in float32, rounded to
+ * nearest even) in device memory of the current device; waits for the
+ * kernel.  -EINVAL for another dtype, -ENODEV without CUDA. */
 int psd_gpu_sum_dev(int dtype, void *dst, const void *src, size_t n);
 /* The same on host arrays: copies in, sums on device @device, copies
  * back (the server's PS_SERVER_GPU_SUM path). */

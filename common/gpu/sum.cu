@@ -62,7 +62,7 @@ extern "C" int psd_gpu_sum_dev(int dtype, void *dst, const void *src, size_t n)
 		sum_f16<<<blocks, threads>>>((__half *)dst,
 					     (const __half *)src, n);
 		break;
-	case PSD_GPU_BF16:
+	case PSCHED_BF16:
 		sum_bf16<<<blocks, threads>>>((__nv_bfloat16 *)dst,
 					      (const __nv_bfloat16 *)src, n);
 		break;

@@ -128,7 +128,7 @@ static void test_sum_kernel_vs_cpu(void)
 		hb[i] = bf16_of((float)(i % 333) / 7.0f);
 		href[i] = bf16_of(f32_of_bf16(h[i]) + f32_of_bf16(hb[i]));
 	}
-	CHECK_EQ(psd_gpu_sum_host(0, PSD_GPU_BF16, h, hb, n), 0);
+	CHECK_EQ(psd_gpu_sum_host(0, PSCHED_BF16, h, hb, n), 0);
 	CHECK(memcmp(h, href, n * 2) == 0);
 
 	CHECK_EQ(psd_gpu_sum_host(0, PSCHED_F64, a, b, 4), -EINVAL);
