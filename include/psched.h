@@ -78,6 +78,8 @@ struct psched_cfg {
 	char transport[16];		/* PS_TRANSPORT: auto|tcp|rdma */
 	char server_mode[16];		/* PS_SERVER_MODE: sync|async */
 	uint64_t max_tensor_bytes;	/* PS_MAX_TENSOR_BYTES */
+	unsigned max_steps_ahead;	/* PS_MAX_STEPS_AHEAD (server) */
+	uint64_t max_parked_bytes;	/* PS_MAX_PARKED_BYTES, 0 = auto */
 	uint64_t partition_bytes;	/* PS_PARTITION_BYTES, 0 = none */
 	uint64_t credit_bytes;		/* PS_CREDIT_BYTES, 0 = unlimited */
 	char scheduling[16];		/* PS_SCHEDULING: priority|fifo */

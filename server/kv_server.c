@@ -22,7 +22,7 @@ static void kvs_conn_closed(struct psched_node *n, struct psd_conn *c)
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
 		psd_kvs_drop_entry_waits(n, e, c, 0, NULL, false);
 	if (kc) {
-		free(kc->hold);
+		psd_kvs_hold_free(s, kc->hold, kc->hold_len);
 		free(kc);
 		c->ctx = NULL;
 	}
@@ -145,6 +145,8 @@ int psd_kvs_attach(struct psched_node *n)
 		return -ENOMEM;
 	s->async = !strcmp(n->cfg.server_mode, "async");
 	s->nworker = n->num_worker;
+	s->max_ahead = n->cfg.max_steps_ahead;
+	s->max_parked = n->cfg.max_parked_bytes;
 	ret = psd_cfgtab_init(&s->cfgs, n->cfg.partition_bytes,
 			      n->cfg.credit_bytes);
 	if (ret) {

@@ -122,6 +122,7 @@ static void kvt_node_init(unsigned nworker, const char *mode, uint64_t part)
 	n->cfg.role = PSCHED_ROLE_SERVER;
 	snprintf(n->cfg.server_mode, sizeof(n->cfg.server_mode), "%s", mode);
 	n->cfg.partition_bytes = part;
+	n->cfg.max_steps_ahead = 64;
 	n->num_server = 1;
 	n->num_worker = nworker;
 	n->id = psd_server_id(0);
