@@ -184,10 +184,8 @@ static void kvw_on_request_error(struct psched_node *n, struct psd_conn *c,
 		return;
 	}
 	if (re->fatal) {
-		psd_err("%s: key %llu: %.300s", p->desc,
-			(unsigned long long)re->key, msg);
-		psd_node_set_fatal(n, status, "%s: key %llu: %.300s", p->desc,
-				   (unsigned long long)re->key, msg);
+		psd_err("%s: %.300s", p->desc, msg);
+		psd_node_set_fatal(n, status, "%s: %.300s", p->desc, msg);
 		return;
 	}
 	pthread_mutex_lock(&w->lock);
