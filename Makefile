@@ -107,7 +107,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 PREFIX   ?= /usr/local
 
 .PHONY: all deps test unit bench bench-sched bench-rdma run asan asan-build \
-        tsan install format format-check check clean help tests
+        tsan install format format-check check clean help tests fuzz soak
 .DEFAULT_GOAL := all
 # Test objects are not intermediates: keep them between runs.  (Not
 # ".SECONDARY:" with no targets: that made every object secondary, and a
@@ -226,6 +226,19 @@ tsan:
 run: all
 	$(Q)BUILD=$(BUILD) bash scripts/run-local.sh
 
+# libFuzzer harnesses (clang, ASan+UBSan, tree build-fuzz/) over the corpus
+# in tests/fuzz/corpus/, FUZZ_SECONDS in all (tests/fuzz/run.sh).  `make
+# test` runs them briefly (tests/integration/test_fuzz.sh).
+FUZZ_SECONDS ?= 120
+fuzz:
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh
+
+# Minutes of push/pull with the nodes' RSS sampled; RSS must stay flat
+# (tests/soak.sh, SOAK_SECONDS).  Not part of `make test`.
+SOAK_SECONDS ?= 300
+soak: all tests
+	$(Q)BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) bash tests/soak.sh
+
 bench: all
 	$(Q)BUILD=$(BUILD) bash bench/run-bench.sh
 
@@ -267,7 +280,7 @@ format-check:
 check: format-check all test asan tsan
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 help:
 	@echo "targets: all test bench bench-sched bench-rdma run asan asan-build tsan install format format-check check clean"

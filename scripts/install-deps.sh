@@ -7,7 +7,8 @@ pkgs=(gcc make pkg-config libc6-dev
       libprotobuf-c-dev protobuf-c-compiler libgsl-dev
       libibverbs-dev librdmacm-dev
       iproute2 procps python3 python3-numpy gnuplot-nox
-      python3-torch)
+      python3-torch
+      clang libclang-rt-14-dev)  # make fuzz: libFuzzer (tests/fuzz/)
 
 missing=()
 for p in "${pkgs[@]}"; do
