@@ -107,7 +107,8 @@ def main(root):
     write(k, "refused", b"\x01" + ctl_frame(rerr) + data(PULL_RESP, 1, 4096, 1, payload=False, status=-4100))
     write(k, "fatal", b"\x02" + ctl_frame(rfatal) + ctl_frame(ack))
     write(k, "split", b"\x02" + data(PUSH_ACK, 2, 262144, 1, span=131072, payload=False) +
-          data(PULL_RESP, 2, 262144, 1, offset=131072, span=131072, sender=1, slot=1))
+          data(PULL_RESP, 2, 262144, 1, offset=131072, span=131072, sender=1, slot=1,
+               payload=False, status=-4100))
 
     c = os.path.join(root, "sched")
     node_srv = f_varint(2, 1) + f_bytes(4, b"127.0.0.1") + f_varint(5, 4000)

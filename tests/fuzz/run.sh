@@ -44,7 +44,7 @@ for t in $TARGETS; do
 	echo "== fuzz_$t: $per s over $(ls "$corpus" | wc -l) corpus inputs"
 	log=$BF/fuzz/fuzz_$t.log
 	if (cd "$BF/fuzz" && ASAN_OPTIONS=detect_leaks=1 "./fuzz_$t" -max_total_time="$per" \
-		-max_len=4096 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
+		-max_len=20000 -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
 		"new/$t" "$OLDPWD/$corpus") >"$log" 2>&1; then
 		grep -E "^stat::number_of_executed_runs|^#[0-9]+.*DONE" "$log" | tail -2
 	else
