@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# slow (builds the library again with clang: the full suite only)
+# slow
+# (It builds the library again with clang: the full suite only.)
 # The libFuzzer harnesses (tests/fuzz/: the wire header decoder, a KV
 # server's and a KV worker's receive hooks, the scheduler's control
 # plane) over the corpus kept in tests/fuzz/corpus/, briefly: 24 s in all.
