@@ -101,7 +101,7 @@ void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len)
 	if (!buf)
 		return;
 	free(buf);
-	s->parked_bytes -= len < s->parked_bytes ? len : s->parked_bytes;
+	s->parked_bytes -= len;
 }
 
 /* Default: room for two steps' worth of everything this server stores,

@@ -15,6 +15,7 @@
  */
 #include "fuzz_util.h"
 #include "node.h"
+#include "../../server/kvs.h"
 #include "../../server/role.h"
 
 #define FZ_MAX_W      3
@@ -143,6 +144,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		node.role->conn_closed(&node, conns[r]);
 		psd_conn_put(conns[r]);
 	}
+	/* Every held early push was applied or freed with its connection:
+	 * none may stay counted against the budget. */
+	if (psd_kvs_of(&node)->parked_bytes)
+		abort();
 	node.role->detach(&node);
 	pthread_mutex_destroy(&node.lock);
 	pthread_cond_destroy(&node.cond);
