@@ -39,8 +39,17 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 	if (p->role != PSCHED_ROLE_WORKER || s->async)
 		return;
 	s->broken = err;
-	snprintf(s->broken_msg, sizeof(s->broken_msg),
-		 "%s died (%s): sync steps cannot complete", p->desc, why);
+	/* This server leaving (it lost the scheduler) drops every worker's
+	 * connection: that is no worker's death. */
+	pthread_mutex_lock(&n->lock);
+	if (n->fatal)
+		snprintf(s->broken_msg, sizeof(s->broken_msg),
+			 "this server is leaving the job: %s", n->fatal_msg);
+	else
+		snprintf(s->broken_msg, sizeof(s->broken_msg),
+			 "%s died (%s): sync steps cannot complete", p->desc,
+			 why);
+	pthread_mutex_unlock(&n->lock);
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
 		psd_kvs_drop_entry_waits(n, e, NULL, err, s->broken_msg, true);
 }
