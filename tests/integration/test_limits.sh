@@ -58,15 +58,17 @@ run_case() {
 PS_MAX_PARKED_BYTES=64M run_case flood 1 flood 4 "key 5 step 6 PS_MAX_PARKED_BYTES server"
 grep -q "no room to hold" "$TMP/server1.err" || die "flood: the server did not log the refusal"
 growth=$(((MAX_RSS_KB - BASE_RSS_KB) / 1024))
-# The key (value + merge, 32 MiB), 64 MiB held, one 16 MiB push being
-# received and allocator slack; without the budget: 192 MiB held.
-[ "$growth" -lt 150 ] || die "flood: server RSS grew by $growth MiB (budget 64 MiB)"
-echo "ok flood refused beyond PS_MAX_PARKED_BYTES=64M; server RSS grew by $growth MiB (< 150)"
+# Legitimately: the key (value + merge, 32 MiB), 64 MiB held, each
+# worker connection's 16 MiB receive buffer (32 MiB), ASan's shadow in a
+# sanitizer build: about 140 MiB.  Without the budget 176 MiB are held:
+# about 250 MiB.
+[ "$growth" -lt 190 ] || die "flood: server RSS grew by $growth MiB (budget 64 MiB)"
+echo "ok flood refused beyond PS_MAX_PARKED_BYTES=64M; server RSS grew by $growth MiB (< 190)"
 
 # 2. Steps ahead: 3 steps beyond the open one are held, the rest refused.
 PS_MAX_STEPS_AHEAD=3 run_case ahead 1 flood 3 "key 5 step 5 steps ahead PS_MAX_STEPS_AHEAD=3 server"
 growth=$(((MAX_RSS_KB - BASE_RSS_KB) / 1024))
-[ "$growth" -lt 150 ] || die "ahead: server RSS grew by $growth MiB"
+[ "$growth" -lt 190 ] || die "ahead: server RSS grew by $growth MiB"
 echo "ok flood refused beyond PS_MAX_STEPS_AHEAD=3; server RSS grew by $growth MiB"
 
 # 3. Over-size tensor: refused, and the same connection serves the next
