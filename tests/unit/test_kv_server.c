@@ -708,6 +708,11 @@ static void test_kv_server_early_push_limits(void)
 		kvt_expect(0, PSD_MSG_PUSH_ACK, expect[i]);
 	}
 	CHECK_U64(s->parked_bytes, ==, 2 * sizeof(v));
+	/* A push for step 1e9 is refused at its header, nothing held. */
+	h.step = 1000000000;
+	kvt_send(0, h, v);
+	kvt_expect(0, PSD_MSG_PUSH_ACK, -ERANGE);
+	CHECK_U64(s->parked_bytes, ==, 2 * sizeof(v));
 	for (h.step = 1; h.step <= 3; h.step++)
 		kvt_push_acked(1, h, 0, v);
 	for (i = 0; i < 4; i++)
