@@ -174,7 +174,8 @@ int psched_barrier(struct psched_node *node, unsigned group,
 
 /*
  * Completion callback of an asynchronous request; runs on the node's
- * receive thread: it must not block.  @err is 0 or the request's error.
+ * receive thread: it must not block.  @err is 0 or the request's error,
+ * and then psched_errmsg() in the callback says why.
  */
 typedef void psched_done_fn(int err, uint64_t req, void *arg);
 
@@ -190,7 +191,9 @@ typedef void psched_done_fn(int err, uint64_t req, void *arg);
  *
  * push: add @vals to this step's aggregate on the servers.  Each push of a
  * key by a worker is one step; in dist_sync mode the servers sum the W
- * workers' pushes of a step, then the sum becomes the stored value.
+ * workers' pushes of a step, then the sum becomes the stored value.  A
+ * push for a later step than the one the servers aggregate is held there
+ * (and completes at once) within limits (README "Limits and refusals").
  * pull: copy the stored value into @vals once it includes this worker's
  * latest push of the key.
  * pushpull: push @push_vals then pull the new aggregate into @pull_vals,

@@ -190,7 +190,8 @@ void psd_kvs_answer_chunk(struct psched_node *n, struct psd_kvs_entry *e,
 }
 
 /* Drop every wait of @c on @head (all of them when @c is NULL), replying
- * @err first to each request that is not a held push. */
+ * @err first to each but held pushes (answered when they were held; a
+ * held pushpull still owes its pull answer). */
 static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
 			   struct psd_conn *c, int err, const char *why)
 {
@@ -203,7 +204,7 @@ static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
 		if (c && w->conn != c)
 			continue;
 		psd_list_del(&w->link);
-		if (err && !w->buf)
+		if (err && !(w->buf && w->h.type == PSD_MSG_PUSH))
 			psd_kvs_reject(n, w->conn, &w->h, err, why);
 		kvs_wait_free(n, w);
 	}

@@ -78,7 +78,7 @@ static int kvs_conflict(struct psched_node *n, struct psd_conn *c,
 	if (!e->conflict)
 		e->conflict = strdup(why);
 	psd_kvs_reject(n, c, h, PSCHED_ESIZE, why);
-	psd_kvs_drop_entry_waits(n, e, NULL, PSCHED_ESIZE, why, true);
+	psd_kvs_drop_entry_waits(n, e, NULL, PSCHED_ESIZE, why, false);
 	if (h->type == PSD_MSG_INIT && e->conflict)
 		kvs_init_conflict_notify(n, e, h, wrank);
 	return PSCHED_ESIZE;
@@ -154,6 +154,11 @@ static int kvs_early_header(struct psched_node *n, struct psd_conn *c,
 	uint64_t ahead = h->step - (e->version + 1);
 	uint64_t limit = psd_kvs_parked_limit(s);
 
+	/* A worker died: the open step never completes, nor this one. */
+	if (s->broken) {
+		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+		return PSD_RX_DISCARD;
+	}
 	if (ahead > s->max_ahead) {
 		psd_kvs_rejectf(n, c, h, -ERANGE,
 				"push of key %llu for step %llu is %llu steps "

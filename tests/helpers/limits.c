@@ -21,6 +21,9 @@
  * ranks run exact pushpull steps on a fresh key.
  */
 #include <errno.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -102,42 +105,102 @@ static void exact_steps(struct psched_node *n, uint64_t key)
 	printf("limits rank %d: 5 exact steps after the refusals\n", rank);
 }
 
+/* Callback results of rank 0's flood, by step. */
+static struct {
+	pthread_mutex_t lock;
+	pthread_cond_t cond;
+	int err[13];
+	char msg[13][512];
+	bool done[13];
+	int ndone;
+} fl = { .lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER };
+
+static void flood_done(int err, uint64_t req, void *arg)
+{
+	int step = (int)(intptr_t)arg;
+
+	(void)req;
+	pthread_mutex_lock(&fl.lock);
+	fl.err[step] = err;
+	snprintf(fl.msg[step], sizeof(fl.msg[step]), "%s",
+		 err ? psched_errmsg() : "");
+	fl.done[step] = true;
+	fl.ndone++;
+	pthread_cond_broadcast(&fl.cond);
+	pthread_mutex_unlock(&fl.lock);
+}
+
+/* Wait (bounded) until @count flood pushes are answered. */
+static void flood_wait(int count)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += 60;
+	pthread_mutex_lock(&fl.lock);
+	while (fl.ndone < count)
+		if (pthread_cond_timedwait(&fl.cond, &fl.lock, &ts))
+			break;
+	CHECK(fl.ndone >= count, "only %d of %d flood pushes answered",
+	      fl.ndone, count);
+	pthread_mutex_unlock(&fl.lock);
+}
+
+/*
+ * Rank 0 pushes key 5 for steps 1..12 at once while rank 1 holds step 1
+ * back: step 1 applies, the next ones are held until a limit refuses the
+ * rest; every one is answered at once.  Then rank 1 pushes the held steps
+ * too.
+ */
 static void flood(struct psched_node *n, int want_held, const char *words)
 {
-	uint64_t len = 16 * MIB;
+	uint64_t len = 16 * MIB, key = 5, req;
 	float *v = calloc(1, len);
-	int step, held = 0, refused = 0, ret;
-	char first[512] = "";
+	const void *pv = v;
+	int step, held = 0, refused = 0, first = 0;
 
 	CHECK(v, "no memory");
 	if (rank == 0) {
-		/* Step 1 opens and waits for rank 1; 2..12 are early. */
+		for (step = 1; step <= 12; step++)
+			CHECK(!psched_push(n, &key, 1, &pv, &len, PSCHED_F32, 0,
+					   flood_done, (void *)(intptr_t)step,
+					   &req),
+			      "push: %s", psched_errmsg());
+		/* Step 1, the held pushes (on arrival) and the refusals are
+		 * all answered at once. */
+		flood_wait(12);
 		for (step = 1; step <= 12; step++) {
-			ret = push_wait(n, 5, v, len);
-			if (!ret) {
-				held += step > 1;
+			if (!fl.done[step])
 				continue;
-			}
-			CHECK(step > 1, "step 1 refused: %s", psched_errmsg());
-			if (!refused++)
-				snprintf(first, sizeof(first), "%s (step %d)",
-					 psched_errmsg(), step);
+			CHECK(step > 1 || !fl.err[1], "step 1 refused: %s",
+			      fl.msg[1]);
+			if (step > 1 && fl.err[step] && !refused++)
+				first = step;
 		}
-		printf("limits rank 0: flood: %d pushes held, %d refused; "
-		       "first refusal: %s\n",
-		       held, refused, first);
-		CHECK(held == want_held, "held %d pushes, expected %d", held,
-		      want_held);
-		CHECK(refused == 11 - want_held, "refused %d", refused);
-		check_words("flood refusal", first, words);
+		printf("limits rank 0: flood: %d pushes refused at once; first "
+		       "refusal (step %d): %s\n",
+		       refused, first, first ? fl.msg[first] : "");
+		CHECK(refused == 11 - want_held, "refused %d, expected %d",
+		      refused, 11 - want_held);
+		CHECK(first == 2 + want_held, "first refusal at step %d",
+		      first);
+		check_words("flood refusal", fl.msg[first], words);
 	}
 	CHECK(!psched_barrier(n, PSCHED_GROUP_WORKERS, 0), "barrier: %s",
 	      psched_errmsg());
-	/* Rank 1's step 1 completes it; the held steps apply as far as
-	 * rank 1's pushes go (none here). */
+	/* Rank 1 catches up: each of its steps lets one held push apply. */
 	if (rank == 1)
-		CHECK(!push_wait(n, 5, v, len), "rank 1 step 1: %s",
-		      psched_errmsg());
+		for (step = 1; step <= 1 + want_held; step++)
+			CHECK(!push_wait(n, 5, v, len), "rank 1 step %d: %s",
+			      step, psched_errmsg());
+	if (rank == 0) {
+		for (step = 2; step <= 1 + want_held; step++) {
+			CHECK(!fl.err[step], "held step %d failed: %s", step,
+			      fl.msg[step]);
+			held++;
+		}
+		printf("limits rank 0: flood: %d pushes held\n", held);
+	}
 	free(v);
 	exact_steps(n, 6);
 }

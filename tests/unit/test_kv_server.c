@@ -707,6 +707,7 @@ static void test_kv_server_early_push_limits(void)
 		kvt_send(0, h, v);
 		kvt_expect(0, PSD_MSG_PUSH_ACK, expect[i]);
 	}
+
 	CHECK_U64(s->parked_bytes, ==, 2 * sizeof(v));
 	/* A push for step 1e9 is refused at its header, nothing held. */
 	h.step = 1000000000;
