@@ -51,8 +51,7 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 			 why);
 	pthread_mutex_unlock(&n->lock);
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
-		psd_kvs_drop_entry_waits(n, e, NULL, err, s->broken_msg,
-					 false);
+		psd_kvs_drop_entry_waits(n, e, NULL, err, s->broken_msg, false);
 }
 
 static void kvs_entry_drop(void *val, void *arg)

@@ -68,8 +68,8 @@ struct psd_kvs_entry {
 struct psd_kvs_conn {
 	struct psd_kvs_entry *e;
 	int wrank;
-	bool direct; /* payload went straight into e->merge */
-	void *hold;  /* payload buffer of an early push, owned */
+	bool direct;	   /* payload went straight into e->merge */
+	void *hold;	   /* payload buffer of an early push, owned */
 	uint64_t hold_len; /* its bytes, counted in parked_bytes */
 };
 

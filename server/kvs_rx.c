@@ -299,7 +299,8 @@ static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
 	if (h->flags & PSD_F_HAS_VALUE)
 		memcpy(e->value + (h->offset - e->off), payload,
 		       (size_t)h->span);
-	if (kc && kc->wrank >= 0 && (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
+	if (kc && kc->wrank >= 0 &&
+	    (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
 		e->inited[kc->wrank] = true;
 	psd_kvs_reply_status(n, c, h, 0);
 }

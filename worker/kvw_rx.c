@@ -193,15 +193,15 @@ static void kvw_on_request_error(struct psched_node *n, struct psd_conn *c,
 	if (r && re->slot < r->nchunks &&
 	    r->slots[r->chunks[re->slot].slot].key == re->key &&
 	    r->chunks[re->slot].srank == p->rank)
-		psd_kvw_req_error(r, status,
-				  "%s refused %s of key %llu (step %llu): "
-				  "%.200s",
-				  p->desc, psd_msg_type_name(r->type),
-				  (unsigned long long)re->key,
-				  (unsigned long long)
-					  r->slots[r->chunks[re->slot].slot]
-						  .step,
-				  msg);
+		psd_kvw_req_error(
+			r, status,
+			"%s refused %s of key %llu (step %llu): "
+			"%.200s",
+			p->desc, psd_msg_type_name(r->type),
+			(unsigned long long)re->key,
+			(unsigned long long)r->slots[r->chunks[re->slot].slot]
+				.step,
+			msg);
 	pthread_mutex_unlock(&w->lock);
 }
 

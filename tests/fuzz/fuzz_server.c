@@ -93,8 +93,8 @@ static void fz_setup_node(uint8_t setup, unsigned *nw)
 		p->id = psd_worker_id(n, r);
 		p->role = PSCHED_ROLE_WORKER;
 		p->rank = (int)r;
-		snprintf(p->desc, sizeof(p->desc), "worker %d (rank %u)",
-			 p->id, r);
+		snprintf(p->desc, sizeof(p->desc), "worker %d (rank %u)", p->id,
+			 r);
 	}
 	n->role = &psd_kvs_role;
 	if (psd_kvs_attach(n))

@@ -42,8 +42,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		if (!h.total || h.offset > h.total ||
 		    h.span > h.total - h.offset)
 			abort();
-		if (h.total % es || h.offset % es || h.span % es ||
-		    h.part % es)
+		if (h.total % es || h.offset % es || h.span % es || h.part % es)
 			abort();
 		if (h.total > max && !psd_msg_is_request(h.type))
 			abort();

@@ -82,8 +82,8 @@ static void check_words(const char *what, const char *msg, const char *words)
 	snprintf(buf, sizeof(buf), "%s", words);
 	for (tok = strtok_r(buf, " ", &save); tok;
 	     tok = strtok_r(NULL, " ", &save))
-		CHECK(strstr(msg, tok), "%s: '%s' not in the message: %s",
-		      what, tok, msg);
+		CHECK(strstr(msg, tok), "%s: '%s' not in the message: %s", what,
+		      tok, msg);
 }
 
 /* The job goes on: exact sums on a fresh key over the same connections. */
