@@ -57,14 +57,40 @@ endif
 CPPFLAGS += $(PKG_CFLAGS)
 LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
 
-ifeq ($(CUDA),1)
-CPPFLAGS += -DPSCHED_HAVE_CUDA=1
+# CUDA (README "GPU tensors"): built into libpsched when nvcc is found in
+# CUDA_HOME (default /usr/local/cuda); CUDA=0 forces it off, CUDA=1 makes a
+# missing nvcc an error.  The runtime is linked statically (libcudart_static,
+# which loads the driver itself), so the library runs where there is no
+# GPU, driver or libcudart.so: device buffers are then refused.
+CUDA_HOME ?= /usr/local/cuda
+ifneq ($(CUDA),0)
+NVCC     := $(wildcard $(CUDA_HOME)/bin/nvcc)
+# nvcc compiles host code with g++ (scripts/install-deps.sh installs it).
+ifneq ($(NVCC),)
+ifeq ($(shell command -v g++ 2>/dev/null),)
+$(warning nvcc found but no g++ (its host compiler): building without CUDA)
+NVCC     :=
 endif
+endif
+endif
+ifeq ($(CUDA)$(NVCC),1)
+$(error CUDA=1 but no nvcc in CUDA_HOME=$(CUDA_HOME))
+endif
+ifneq ($(NVCC),)
+HAVE_CUDA := 1
+CPPFLAGS  += -DPSCHED_HAVE_CUDA=1 -isystem $(CUDA_HOME)/include
+CUDA_LIBS := -L$(CUDA_HOME)/lib64 -lcudart_static -ldl -lrt
+# sm_75 code plus its PTX, which newer GPUs compile when loaded.
+NVCC_ARCH ?= -arch=sm_75
+NVCCFLAGS := -std=c++17 -O2 $(NVCC_ARCH) -Xcompiler -fPIC,-fvisibility=hidden,-fno-exceptions,-fno-threadsafe-statics \
+             -D_GNU_SOURCE -DPSCHED_HAVE_CUDA=1 -Iinclude -Icommon
+endif
+LIBS     += $(CUDA_LIBS)
 
 # Objects depend on this file, rewritten only when the compile flags
 # change, so a flag change rebuilds everything it affects.
 FLAGS_STAMP := $(BUILD)/.flags
-FLAGS_NOW   := $(CC) $(CPPFLAGS) $(CFLAGS)
+FLAGS_NOW   := $(CC) $(CPPFLAGS) $(CFLAGS) $(NVCC) $(NVCCFLAGS)
 $(shell mkdir -p $(BUILD) && \
   [ "$$(cat $(FLAGS_STAMP) 2>/dev/null)" = '$(FLAGS_NOW)' ] || \
   printf '%s\n' '$(FLAGS_NOW)' >$(FLAGS_STAMP))
@@ -72,8 +98,8 @@ $(shell mkdir -p $(BUILD) && \
 PROTO_C  := $(BUILD)/gen/psched.pb-c.c
 PROTO_H  := $(BUILD)/gen/psched.pb-c.h
 
-LIB_DIRS := common common/transport common/transport/shm worker server scheduler \
-            app
+LIB_DIRS := common common/gpu common/transport common/transport/shm worker \
+            server scheduler app
 # The RDMA transport only where rdma-core is (stubs in transport.h else).
 ifeq ($(HAVE_RDMA),1)
 LIB_DIRS += common/transport/rdma
@@ -85,6 +111,11 @@ TUNER_OBJ := $(TUNER_SRC:%.c=$(BUILD)/obj/%.o)
 # links GSL; scheduler/tuner/ stays the only code that calls GSL.
 LIB_OBJ  := $(LIB_SRC:%.c=$(BUILD)/obj/%.o) $(BUILD)/obj/gen/psched.pb-c.o \
             $(TUNER_OBJ)
+# The GPU kernels (nvcc), only with CUDA.
+ifeq ($(HAVE_CUDA),1)
+CU_SRC   := $(wildcard common/gpu/*.cu)
+LIB_OBJ  += $(CU_SRC:%.cu=$(BUILD)/obj/%.cu.o)
+endif
 
 PROGRAMS := ps-scheduler ps-server ps-worker ps-bench
 PROG_BIN := $(PROGRAMS:%=$(BUILD)/bin/%)
@@ -142,6 +173,11 @@ $(BUILD)/obj/%.o: %.c $(FLAGS_STAMP) | $(PROTO_H)
 	@echo "  CC      $<"
 	$(Q)$(CC) $(CPPFLAGS) $(CFLAGS) -c $< -o $@
 
+$(BUILD)/obj/%.cu.o: %.cu $(FLAGS_STAMP) | $(PROTO_H)
+	@mkdir -p $(@D)
+	@echo "  NVCC    $<"
+	$(Q)$(NVCC) $(NVCCFLAGS) -MMD -MP -c $< -o $@
+
 $(STATIC_LIB): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	@echo "  AR      $@"
@@ -151,7 +187,7 @@ $(SHARED_REAL): $(LIB_OBJ)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) -shared $(LDFLAGS) -Wl,-soname,libpsched.so.$(SOVERSION) \
-	  -Wl,--no-undefined -o $@ $^ $(LIBS)
+	  -Wl,--no-undefined -Wl,--exclude-libs,ALL -o $@ $^ $(LIBS)
 
 $(SHARED_LIB): $(SHARED_REAL)
 	$(Q)ln -sf $(notdir $<) $@
@@ -164,7 +200,7 @@ PC_LINES = 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
   'Description: parameter-server communication library' \
   'Version: $(SOVERSION).1.0' 'Requires.private: $(PKGS)' \
   'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lpsched' \
-  'Libs.private: $(RDMA_LIBS) -lm -pthread'
+  'Libs.private: $(RDMA_LIBS) $(CUDA_LIBS) -lm -pthread'
 
 $(TUNER_LIB): $(TUNER_OBJ)
 	@mkdir -p $(@D)
@@ -268,7 +304,10 @@ install: all
 	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/psched/*.h $(DESTDIR)$(PREFIX)/include/psched/
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 bin/psched-launch $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 python/psched/*.py $(DESTDIR)$(PYDIR)/psched/
+	install -d $(DESTDIR)$(PYDIR)/psched/torch
+	install -m 644 python/psched/torch/*.py $(DESTDIR)$(PYDIR)/psched/torch/
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)

@@ -14,8 +14,10 @@
 
 #include "internal.h"
 #include "psched/kvstore.h"
+#include "kvstore_gpu.h"
 #include "map.h"
 #include "updater.h"
+#include "kvstore_states.h"
 
 enum kvstore_kind {
 	KVSTORE_LOCAL = 0,
@@ -51,6 +53,7 @@ struct kvstore_key {
 
 struct psched_kvstore {
 	enum kvstore_kind kind;
+	char type[32]; /* the name it was created with */
 	struct psched_node *node;
 	int rank;
 	int nworkers;
@@ -62,11 +65,7 @@ struct psched_kvstore {
 
 static const char *kvstore_dtype_name(unsigned dtype)
 {
-	static const char *const names[] = {
-		"raw", "float32", "float64", "int32", "int64", "float16",
-	};
-
-	return dtype < PSD_ARRAY_SIZE(names) ? names[dtype] : "?";
+	return psched_dtype_name((enum psched_dtype)dtype);
 }
 
 /* MXNet: larger = more urgent; the node API: smaller = sooner. */
@@ -244,9 +243,29 @@ int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 	return first;
 }
 
+int psched_kvstore_test(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys)
+{
+	struct kvstore_key *k;
+	size_t pos = 0;
+	unsigned i;
+	int ret = 1;
+
+	if (!kv || (!keys && nkeys))
+		return psd_set_errmsg(-EINVAL, "kvstore test: bad arguments");
+	pthread_mutex_lock(&kv->lock);
+	while (ret == 1 && (k = kvstore_iter(kv, keys, nkeys, &pos)))
+		for (i = 0; ret == 1 && i < k->nops; i++)
+			if (k->ops[i]->state == OP_WAITING)
+				ret = 0;
+			else if (k->ops[i]->state == OP_PENDING)
+				ret = psched_test(kv->node, k->ops[i]->req);
+	pthread_mutex_unlock(&kv->lock);
+	return ret;
+}
+
 static const char *const kvstore_call_names[] = { "push", "pull", "pushpull" };
 
-enum kvstore_call { CALL_PUSH = 0, CALL_PULL = 1, CALL_PUSHPULL = 2 };
 
 /* Lock held: check one key of a call against what init recorded. */
 static int kvstore_check_key(struct psched_kvstore *kv, enum kvstore_call call,
@@ -363,7 +382,7 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 			      const uint64_t *keys, size_t nkeys,
 			      const void *const *vals, void *const *outs,
 			      const uint64_t *sizes, enum psched_dtype dtype,
-			      int prio)
+			      int device, int prio)
 {
 	struct kvstore_op *op = calloc(1, sizeof(*op));
 	size_t i;
@@ -371,7 +390,11 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 
 	if (!op)
 		return psd_set_errmsg(-ENOMEM, "no memory for a request");
-	if (call == CALL_PUSH)
+	if (device >= 0)
+		ret = psd_kvstore_issue_device(kv->node, call, keys, nkeys, vals,
+					       outs, sizes, dtype, device, prio,
+					       &op->req);
+	else if (call == CALL_PUSH)
 		ret = psched_push(kv->node, keys, nkeys, vals, sizes, dtype,
 				  prio, NULL, NULL, &op->req);
 	else if (call == CALL_PULL)
@@ -399,11 +422,11 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 	return ret;
 }
 
-static int kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
-			const uint64_t *keys, size_t nkeys,
-			const void *const *vals, void *const *outs,
-			const uint64_t *lens, enum psched_dtype dtype,
-			int priority)
+int psd_kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
+		     const uint64_t *keys, size_t nkeys,
+		     const void *const *vals, void *const *outs,
+		     const uint64_t *lens, enum psched_dtype dtype, int device,
+		     int priority)
 {
 	uint64_t small[16], *sizes = small;
 	int ret;
@@ -418,11 +441,15 @@ static int kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
 	pthread_mutex_lock(&kv->lock);
 	ret = kvstore_check_call(kv, call, keys, nkeys, vals, outs, lens, dtype,
 				 sizes);
-	if (!ret && kv->kind == KVSTORE_LOCAL)
+	if (!ret && kv->kind == KVSTORE_LOCAL && device >= 0)
+		ret = psd_set_errmsg(-EINVAL, "%s: the local store takes host "
+					      "buffers only",
+				     kvstore_call_names[call]);
+	else if (!ret && kv->kind == KVSTORE_LOCAL)
 		kvstore_local_run(kv, call, keys, nkeys, vals, outs);
 	else if (!ret)
 		ret = kvstore_dist_issue(kv, call, keys, nkeys, vals, outs,
-					 sizes, dtype,
+					 sizes, dtype, device,
 					 kvstore_priority(priority));
 	pthread_mutex_unlock(&kv->lock);
 	if (sizes != small)
@@ -435,16 +462,16 @@ int psched_kvstore_push(struct psched_kvstore *kv, const uint64_t *keys,
 			const uint64_t *lens, enum psched_dtype dtype,
 			int priority)
 {
-	return kvstore_call(kv, CALL_PUSH, keys, nkeys, vals, NULL, lens, dtype,
-			    priority);
+	return psd_kvstore_call(kv, CALL_PUSH, keys, nkeys, vals, NULL, lens,
+				dtype, -1, priority);
 }
 
 int psched_kvstore_pull(struct psched_kvstore *kv, const uint64_t *keys,
 			size_t nkeys, void *const *outs, const uint64_t *lens,
 			enum psched_dtype dtype, int priority)
 {
-	return kvstore_call(kv, CALL_PULL, keys, nkeys, NULL, outs, lens, dtype,
-			    priority);
+	return psd_kvstore_call(kv, CALL_PULL, keys, nkeys, NULL, outs, lens,
+				dtype, -1, priority);
 }
 
 int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
@@ -452,8 +479,8 @@ int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
 			    void *const *outs, const uint64_t *lens,
 			    enum psched_dtype dtype, int priority)
 {
-	return kvstore_call(kv, CALL_PUSHPULL, keys, nkeys, vals, outs, lens,
-			    dtype, priority);
+	return psd_kvstore_call(kv, CALL_PUSHPULL, keys, nkeys, vals, outs,
+				lens, dtype, -1, priority);
 }
 
 /* Lock held: check @keys for init; nothing recorded yet. */
@@ -464,7 +491,7 @@ static int kvstore_check_init(struct psched_kvstore *kv, const uint64_t *keys,
 	size_t i;
 	int ret;
 
-	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16 ||
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_DTYPE_MAX ||
 	    (!vals && kv->kind == KVSTORE_LOCAL))
 		return psd_set_errmsg(-EINVAL, "init: no keys, lengths or "
 					       "values, or a bad dtype");
@@ -587,6 +614,26 @@ int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
 	return kvstore_configure(kv, NULL, opt);
 }
 
+struct psd_updater *psd_kvstore_local_upd(struct psched_kvstore *kv,
+					  pthread_mutex_t **lock)
+{
+	*lock = &kv->lock;
+	return kv->kind == KVSTORE_LOCAL ? &kv->upd : NULL;
+}
+
+bool psd_kvstore_local_range(void *arg, uint64_t key, uint8_t *dtype,
+			     uint64_t *total, uint64_t *off, uint64_t *len)
+{
+	struct kvstore_key *k = kvstore_find(arg, key);
+
+	if (!k)
+		return false;
+	*dtype = k->dtype;
+	*total = *len = k->nbytes;
+	*off = 0;
+	return true;
+}
+
 int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
 			       void *arg)
 {
@@ -610,6 +657,9 @@ static int kvstore_parse_type(const char *type, enum kvstore_kind *kind)
 	} types[] = {
 		{ "local", KVSTORE_LOCAL },
 		{ "device", KVSTORE_LOCAL },
+		{ "local_update_cpu", KVSTORE_LOCAL },
+		{ "local_allreduce_cpu", KVSTORE_LOCAL },
+		{ "local_allreduce_device", KVSTORE_LOCAL },
 		{ "dist_sync", KVSTORE_SYNC },
 		{ "dist", KVSTORE_SYNC },
 		{ "dist_device_sync", KVSTORE_SYNC },
@@ -675,6 +725,7 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 	if (!kv)
 		return psd_set_errmsg(-ENOMEM, "no memory for a KVStore");
 	kv->kind = kind;
+	snprintf(kv->type, sizeof(kv->type), "%s", type);
 	kv->nworkers = 1;
 	pthread_mutex_init(&kv->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -729,10 +780,7 @@ int psched_kvstore_destroy(struct psched_kvstore *kv)
 
 const char *psched_kvstore_type(const struct psched_kvstore *kv)
 {
-	static const char *const names[] = { "local", "dist_sync",
-					     "dist_async" };
-
-	return names[kv->kind];
+	return kv->type;
 }
 
 int psched_kvstore_rank(const struct psched_kvstore *kv)

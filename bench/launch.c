@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/random.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -356,9 +357,35 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	return 0;
 }
 
+/*
+ * The cluster ps-bench starts is a job like any other: its nodes prove
+ * a shared secret (README "Authentication").  Unless the caller gave one,
+ * draw a fresh one for this run; the children inherit it.
+ */
+static int launch_secret(void)
+{
+	unsigned char r[24];
+	char hex[2 * sizeof(r) + 1];
+	size_t i;
+
+	if (getenv("PS_JOB_TOKEN") || getenv("PS_JOB_TOKEN_FILE"))
+		return 0;
+	if (getrandom(r, sizeof(r), 0) != (ssize_t)sizeof(r)) {
+		fprintf(stderr, "ps-bench: no random bytes for the job "
+				"secret\n");
+		return -1;
+	}
+	for (i = 0; i < sizeof(r); i++)
+		snprintf(hex + 2 * i, 3, "%02x", r[i]);
+	return setenv("PS_JOB_TOKEN", hex, 1);
+}
+
 int bench_launch(const struct bopts *o, int argc, char **argv)
 {
 	char *slash;
+
+	if (launch_secret())
+		return 1;
 
 	signal(SIGPIPE, SIG_IGN); /* a worker that died is reported */
 	/* The other programs are found next to this one. */

@@ -82,6 +82,8 @@ static void node_free(struct psched_node *n)
 		n->role->detach(n);
 	pthread_cond_destroy(&n->cond);
 	pthread_mutex_destroy(&n->lock);
+	explicit_bzero(&n->secret, sizeof(n->secret));
+	explicit_bzero(n->cfg.job_token, sizeof(n->cfg.job_token));
 	free(n);
 }
 
@@ -121,6 +123,9 @@ int psd_node_create(const struct psched_cfg *cfg,
 	else if (cfg->verbose == 1)
 		psd_log_level = PSD_LOG_INFO;
 	psd_log_set_who(psched_role_name(cfg->role));
+	ret = psd_auth_secret_load(cfg, &n->secret);
+	if (ret)
+		goto err_free;
 	ret = node_pick_transport(n);
 	if (ret)
 		goto err_free;
@@ -184,6 +189,27 @@ unsigned psched_num_servers(const struct psched_node *n)
 enum psched_role psched_node_role(const struct psched_node *n)
 {
 	return n->cfg.role;
+}
+
+int psched_num_dead_nodes(struct psched_node *n, unsigned group)
+{
+	unsigned i;
+	int count = 0;
+
+	if (!n || !group || (group & ~PSCHED_GROUP_ALL))
+		return psd_set_errmsg(-EINVAL,
+				      "num_dead_nodes: bad group mask %#x "
+				      "(1 scheduler, 2 servers, 4 workers)",
+				      group);
+	pthread_mutex_lock(&n->lock);
+	for (i = 0; i < n->npeers; i++) {
+		const struct psd_peer *p = &n->peers[i];
+
+		if (p->dead && (group & (1u << p->role)))
+			count++;
+	}
+	pthread_mutex_unlock(&n->lock);
+	return count;
 }
 
 void psched_node_stats(const struct psched_node *n, struct psched_stats *out)

@@ -12,6 +12,7 @@
 
 #include <pthread.h>
 
+#include "auth.h"
 #include "van.h"
 
 /* Hellos a server keeps while its node table is still on the way. */
@@ -96,18 +97,19 @@ struct psched_node {
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
 	bool finalizing; /* worker said it is done, waits for shutdown */
+	bool sched_lost; /* scheduler closed us before authenticating */
 	/* Heartbeats come from their own thread, not the van loop: a node
 	 * busy summing or sending large tensors is alive. */
 	pthread_t hb_thread;
 	bool hb_started;
 	bool hb_stop;
 	pthread_cond_t hb_cond;
-	uint64_t token; /* job token from the node table */
-	/* Hellos that came before our own node table (van thread only). */
+	struct psd_auth_secret secret; /* the job's (auth.h) */
+	/* Authenticated hellos that came before our own node table (van
+	 * thread only). */
 	struct psd_early_hello {
 		struct psd_conn *conn; /* holds a reference */
 		int id;
-		uint64_t token;
 	} early[PSD_EARLY_HELLO_MAX];
 	unsigned nearly;
 
@@ -135,12 +137,11 @@ void psd_node_set_fatal(struct psched_node *n, int err, const char *fmt, ...)
 /* Send a control message to the scheduler. */
 int psd_node_send_sched(struct psched_node *n, const Psched__Control *msg);
 
-/* Hash of @cfg's job token (PS_JOB_TOKEN, --job-token; 0 when unset):
- * the shared secret of a job. */
-uint64_t psd_cfg_job_token(const struct psched_cfg *cfg);
-
 /* Node-side (server, worker) start and stop. */
 int psd_po_start(struct psched_node *n);
+/* Connect to the scheduler, register and authenticate (po_join.c), by
+ * @deadline (ms, psd_now_ms()). */
+int psd_po_join(struct psched_node *n, uint64_t deadline);
 void psd_po_stop(struct psched_node *n);
 int psd_po_finalize(struct psched_node *n);
 

@@ -1,31 +1,14 @@
 // SPDX-License-Identifier: MIT
 /*
- * Postoffice, node side (servers and workers): register with the
- * scheduler, receive the node table, open data connections, barriers,
- * heartbeats, failure notices and shutdown.
+ * Postoffice, node side (servers and workers): the node table, data
+ * connections and their authentication (auth.h), barriers, heartbeats,
+ * failure notices and shutdown.  Joining the scheduler: po_join.c.
  */
-#include <arpa/inet.h>
-#include <ifaddrs.h>
-#include <net/if.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include "node.h"
-
-uint64_t psd_cfg_job_token(const struct psched_cfg *cfg)
-{
-	const char *s = cfg->job_token;
-	uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-
-	if (!*s)
-		return 0;
-	for (; *s; s++)
-		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
-	return h ? h : 1;
-}
 
 struct psd_peer *psd_node_peer(struct psched_node *n, int id)
 {
@@ -102,7 +85,6 @@ static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 		n->npeers = (unsigned)max_id + 1;
 		n->id = t->your_id;
 		n->rank = peers[t->your_id].rank;
-		n->token = t->token;
 		n->have_table = true;
 		psd_rdma_set_local_id(n->id);
 		peers = NULL;
@@ -130,17 +112,14 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 		n->role->peer_failed(n, p, PSCHED_ENODEDEAD, f->reason);
 }
 
-/* Van thread: check a worker's hello and bind its connection. */
-static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id,
-			    uint64_t token)
+/* Van thread: bind an authenticated worker's connection to its id. */
+static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id)
 {
 	const char *why = NULL;
 	struct psd_peer *p = NULL;
 
-	if (token != n->token)
-		why = "hello with a wrong job token (PS_JOB_TOKEN)";
-	else if (!(p = psd_node_peer(n, id)) || p->id < 0 ||
-		 p->role != PSCHED_ROLE_WORKER)
+	if (!(p = psd_node_peer(n, id)) || p->id < 0 ||
+	    p->role != PSCHED_ROLE_WORKER)
 		why = "hello from an id that is no worker of this job";
 	else if (p->conn || p->dead)
 		why = "hello for a worker that is already connected";
@@ -182,30 +161,19 @@ static void po_on_goodbye(struct psched_node *n, struct psd_conn *c)
 }
 
 /*
- * Van thread: the first message on a data connection must be a hello
- * from a worker of this job (its id and the job token), and each worker
- * has one data connection.  Anything else costs the connection.  A worker
- * may get the node table, and say hello, before this server has its own
- * copy: such hellos wait here until the table comes.
+ * Van thread: a data connection starts with the worker's hello and the
+ * authentication handshake (po_auth_rx()); then the worker's id is
+ * bound to it, and each worker has one data connection.  Anything else
+ * costs the connection.  A worker may get the node table, and say hello,
+ * before this server has its own copy: such hellos wait here until the
+ * table comes.
  */
-static void po_on_hello(struct psched_node *n, struct psd_conn *c,
-			const Psched__Control *m)
+static void po_on_hello(struct psched_node *n, struct psd_conn *c, int id)
 {
 	struct psd_early_hello *e;
 
-	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0) {
-		po_on_goodbye(n, c);
-		return;
-	}
-	if (m->body_case != PSCHED__CONTROL__BODY_HELLO || c->peer_id >= 0) {
-		psd_err("dropping connection from %s: unexpected control "
-			"message on a data connection",
-			c->peer);
-		psd_conn_close(c);
-		return;
-	}
 	if (n->have_table) {
-		po_accept_hello(n, c, m->hello->id, m->hello->token);
+		po_accept_hello(n, c, id);
 		return;
 	}
 	if (n->nearly == PSD_EARLY_HELLO_MAX) {
@@ -217,9 +185,66 @@ static void po_on_hello(struct psched_node *n, struct psd_conn *c,
 	}
 	e = &n->early[n->nearly++];
 	e->conn = c;
-	e->id = m->hello->id;
-	e->token = m->hello->token;
+	e->id = id;
 	psd_conn_get(c);
+}
+
+/* Van thread: a control message on a data connection once the handshake
+ * is over. */
+static void po_on_data_control(struct psched_node *n, struct psd_conn *c,
+			       const Psched__Control *m)
+{
+	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0) {
+		po_on_goodbye(n, c);
+		return;
+	}
+	psd_err("dropping connection from %s: unexpected control message %d "
+		"on a data connection",
+		c->peer, (int)m->body_case);
+	psd_conn_close(c);
+}
+
+/*
+ * Van thread: a message on a connection not authenticated yet (auth.h).
+ * The scheduler and the servers a worker dialled answer our nonce with a
+ * Challenge; a worker that dialled this server sends Hello, then Proof.
+ */
+static void po_auth_rx(struct psched_node *n, struct psd_conn *c,
+		       const Psched__Control *m)
+{
+	bool sched = c == n->sched;
+	int ret;
+
+	if (sched || n->cfg.role == PSCHED_ROLE_WORKER) {
+		ret = psd_auth_answer(
+			&n->secret, c, n->id,
+			sched ? PSD_AUTH_REGISTER : PSD_AUTH_HELLO, m, c->peer);
+		if (ret) {
+			psd_node_set_fatal(n, ret, "%s", psched_errmsg());
+			psd_err("%s", psched_errmsg());
+			psd_conn_close(c);
+			return;
+		}
+		pthread_mutex_lock(&n->lock);
+		pthread_cond_broadcast(&n->cond);
+		pthread_mutex_unlock(&n->lock);
+		return;
+	}
+	if (m->body_case == PSCHED__CONTROL__BODY_HELLO)
+		ret = psd_auth_challenge(&n->secret, c, n->id, PSD_AUTH_HELLO,
+					 m->hello->id, m->hello->nonce.data,
+					 m->hello->nonce.len);
+	else
+		ret = psd_auth_finish(&n->secret, c, PSD_AUTH_HELLO, m);
+	if (ret) {
+		psd_err("dropping connection from %s: hello failed "
+			"authentication: %s",
+			c->peer, psched_errmsg());
+		psd_conn_close(c);
+		return;
+	}
+	if (atomic_load(&c->authed))
+		po_on_hello(n, c, c->auth_id);
 }
 
 /* Van thread: the table is here; take the hellos that came before it. */
@@ -231,7 +256,7 @@ static void po_early_hellos(struct psched_node *n)
 		struct psd_early_hello *e = &n->early[i];
 
 		if (!atomic_load(&e->conn->closed))
-			po_accept_hello(n, e->conn, e->id, e->token);
+			po_accept_hello(n, e->conn, e->id);
 		psd_conn_put(e->conn);
 	}
 	n->nearly = 0;
@@ -242,10 +267,14 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 {
 	struct psched_node *n = arg;
 
+	if (!atomic_load(&c->authed)) {
+		po_auth_rx(n, c, m);
+		return;
+	}
 	if (c != n->sched) {
 		if (!n->role || !n->role->rx_control ||
 		    !n->role->rx_control(n, c, m))
-			po_on_hello(n, c, m);
+			po_on_data_control(n, c, m);
 		return;
 	}
 	switch (m->body_case) {
@@ -314,6 +343,13 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 	if (c == n->sched) {
 		pthread_mutex_lock(&n->lock);
 		down = n->shutdown;
+		if (!atomic_load(&c->authed)) {
+			/* Before the handshake ended: psd_po_join() says why
+			 * or connects again. */
+			n->sched_lost = true;
+			pthread_cond_broadcast(&n->cond);
+			down = true;
+		}
 		pthread_mutex_unlock(&n->lock);
 		if (!down)
 			psd_node_set_fatal(n, PSCHED_ENODEDEAD,
@@ -400,96 +436,6 @@ static void po_heartbeat_stop(struct psched_node *n)
 	n->hb_started = false;
 }
 
-/* Our address as others should dial it. */
-static void po_pick_host(struct psched_node *n)
-{
-	struct sockaddr_in sin;
-	socklen_t len = sizeof(sin);
-	struct ifaddrs *ifa, *i;
-
-	if (n->cfg.node_host[0]) {
-		snprintf(n->host, sizeof(n->host), "%s", n->cfg.node_host);
-		return;
-	}
-	if (n->cfg.interface[0] && !getifaddrs(&ifa)) {
-		for (i = ifa; i; i = i->ifa_next) {
-			if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET ||
-			    strcmp(i->ifa_name, n->cfg.interface))
-				continue;
-			inet_ntop(AF_INET,
-				  &((struct sockaddr_in *)(void *)i->ifa_addr)
-					   ->sin_addr,
-				  n->host, sizeof(n->host));
-			break;
-		}
-		freeifaddrs(ifa);
-		if (n->host[0])
-			return;
-		psd_warn("interface %s has no IPv4 address; using the route "
-			 "to the scheduler",
-			 n->cfg.interface);
-	}
-	if (n->sched->fd >= 0 &&
-	    !getsockname(n->sched->fd, (struct sockaddr *)&sin, &len)) {
-		inet_ntop(AF_INET, &sin.sin_addr, n->host, sizeof(n->host));
-		return;
-	}
-	snprintf(n->host, sizeof(n->host), "127.0.0.1");
-}
-
-/* Connect to the scheduler (always TCP: the data transport is agreed
- * there), retrying while it is not up yet. */
-static int po_connect_sched(struct psched_node *n, uint64_t deadline)
-{
-	struct psd_addr a;
-	uint64_t now;
-	int ret;
-
-	snprintf(a.host, sizeof(a.host), "%s", n->cfg.root_uri);
-	a.port = n->cfg.root_port;
-	for (;;) {
-		now = psd_now_ms();
-		ret = psd_van_connect_via(
-			n->van, &psd_tcp_ops, &a,
-			deadline > now ? (unsigned)(deadline - now) : 1,
-			"scheduler", &n->sched);
-		if (!ret)
-			return 0;
-		if (psd_now_ms() + 100 >= deadline)
-			return psd_set_errmsg(
-				PSCHED_ERENDEZVOUS,
-				"%s: cannot reach the scheduler at %s:%u "
-				"within %u ms: %s (is ps-scheduler running "
-				"there? check DMLC_PS_ROOT_URI/PORT)",
-				psched_role_name(n->cfg.role), a.host, a.port,
-				n->cfg.connect_timeout_ms,
-				psched_strerror(ret));
-		usleep(100 * 1000);
-	}
-}
-
-static int po_register(struct psched_node *n)
-{
-	Psched__NodeInfo ni = PSCHED__NODE_INFO__INIT;
-	Psched__Register reg = PSCHED__REGISTER__INIT;
-	Psched__Control m = PSCHED__CONTROL__INIT;
-
-	ni.id = -1;
-	ni.rank = -1;
-	ni.role = (Psched__Role)n->cfg.role;
-	ni.host = n->host;
-	ni.port = n->listen_port;
-	reg.node = &ni;
-	reg.transport = (char *)(uintptr_t)n->ops->name;
-	reg.num_server = n->cfg.num_server;
-	reg.num_worker = n->cfg.num_worker;
-	reg.pid = getpid();
-	reg.token = psd_cfg_job_token(&n->cfg);
-	m.body_case = PSCHED__CONTROL__BODY_REG;
-	m.reg = &reg;
-	return psd_node_send_sched(n, &m);
-}
-
 /* Wait (n->lock held) until @cond_fn is true, the node fails, or the
  * deadline passes. */
 static int po_wait_locked(struct psched_node *n, bool (*cond_fn)(void *),
@@ -513,6 +459,55 @@ static bool po_have_table(void *arg)
 	return ((struct psched_node *)arg)->have_table;
 }
 
+/*
+ * Wait until every server answered our hello with a valid Challenge (the
+ * van thread then sent our proof), so no request goes to a node that has
+ * not proved it belongs to the job.
+ */
+static int po_wait_servers_authed(struct psched_node *n, uint64_t deadline)
+{
+	struct timespec ts;
+	struct psd_peer *p;
+	unsigned i;
+	int ret = 0;
+
+	pthread_mutex_lock(&n->lock);
+	for (i = 0; i < n->npeers && !ret; i++) {
+		p = &n->peers[i];
+		if (p->id < 0 || p->role != PSCHED_ROLE_SERVER)
+			continue;
+		while (!atomic_load(&p->conn->authed)) {
+			if (n->fatal) {
+				ret = psd_set_errmsg(n->fatal, "%s",
+						     n->fatal_msg);
+				break;
+			}
+			if (atomic_load(&p->conn->closed)) {
+				ret = psd_set_errmsg(
+					PSCHED_ERENDEZVOUS,
+					"%s closed the connection during the "
+					"authentication handshake (does it "
+					"have this job's PS_JOB_TOKEN? see "
+					"its log)",
+					p->desc);
+				break;
+			}
+			if (psd_now_ms() >= deadline) {
+				ret = psd_set_errmsg(
+					PSCHED_ERENDEZVOUS,
+					"%s did not answer our hello's "
+					"authentication within %u ms",
+					p->desc, n->cfg.connect_timeout_ms);
+				break;
+			}
+			psd_deadline(&ts, 50);
+			pthread_cond_timedwait(&n->cond, &n->lock, &ts);
+		}
+	}
+	pthread_mutex_unlock(&n->lock);
+	return ret;
+}
+
 static int po_connect_servers(struct psched_node *n, uint64_t deadline)
 {
 	Psched__Hello hello = PSCHED__HELLO__INIT;
@@ -523,7 +518,7 @@ static int po_connect_servers(struct psched_node *n, uint64_t deadline)
 	int ret;
 
 	hello.id = n->id;
-	hello.token = n->token;
+	hello.nonce.len = PSD_AUTH_NONCE_LEN;
 	m.body_case = PSCHED__CONTROL__BODY_HELLO;
 	m.hello = &hello;
 	for (i = 0; i < n->npeers; i++) {
@@ -540,12 +535,16 @@ static int po_connect_servers(struct psched_node *n, uint64_t deadline)
 					      p->desc, psched_strerror(ret));
 		p->conn->peer_id = p->id;
 		snprintf(p->conn->peer, sizeof(p->conn->peer), "%s", p->desc);
+		ret = psd_auth_start(p->conn, n->id);
+		if (ret)
+			return ret;
+		hello.nonce.data = p->conn->nonce_mine;
 		ret = psd_conn_send_control(p->conn, n->id, &m);
 		if (ret)
 			return psd_set_errmsg(ret, "hello to %s failed: %s",
 					      p->desc, psched_strerror(ret));
 	}
-	return 0;
+	return po_wait_servers_authed(n, deadline);
 }
 
 static const struct psd_van_cb po_van_cb = {
@@ -579,14 +578,9 @@ int psd_po_start(struct psched_node *n)
 	ret = psd_van_start(n->van);
 	if (ret)
 		return ret;
-	ret = po_connect_sched(n, deadline);
+	ret = psd_po_join(n, deadline);
 	if (ret)
 		return ret;
-	po_pick_host(n);
-	ret = po_register(n);
-	if (ret)
-		return psd_set_errmsg(ret, "register with the scheduler: %s",
-				      psched_strerror(ret));
 	ret = po_heartbeat_start(n);
 	if (ret)
 		return ret;

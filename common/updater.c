@@ -1,74 +1,32 @@
 // SPDX-License-Identifier: MIT
 /*
- * Updaters (common/updater.h): SGD with momentum and weight decay, the
- * custom-updater hook, and float16 arithmetic (computed in float32).
+ * Updaters (common/updater.h): the installed optimizer (rules in
+ * optim_rules.c) with its states per key and byte range, per-key
+ * multipliers, and the custom-updater hook.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "optim.h"
 #include "updater.h"
 
-/* Momentum of one key's byte range, in float32 (float16, float32 keys)
- * or float64 (float64 keys), one element per stored element. */
+/* The states of one key's byte range: nstate arrays (float64 for
+ * float64 keys, float32 else), the float32 master weights
+ * (multi_precision on a 16-bit key) and the update count of every
+ * element (Adam's t; 0 = the master copy is not made yet). */
 struct psd_upd_state {
 	struct psd_upd_state *next; /* other ranges or dtypes of the key */
 	uint64_t range_off;
 	uint64_t range_len;
 	uint8_t dtype;
-	void *mom;
+	uint64_t n;
+	unsigned nstate;
+	bool master;
+	void *arr[PSD_OPT_MAX_STATE + 1]; /* states, then master */
+	uint32_t *cnt;
 };
-
-void psched_optimizer_init(struct psched_optimizer *opt)
-{
-	memset(opt, 0, sizeof(*opt));
-	opt->name = "sgd";
-	opt->learning_rate = 0.01;
-	opt->rescale_grad = 1.0;
-}
-
-static bool upd_name_is_none(const char *name)
-{
-	return !name || !*name || !strcmp(name, "none");
-}
-
-int psched_optimizer_check(const struct psched_optimizer *o)
-{
-	if (!o)
-		return psd_set_errmsg(-EINVAL, "optimizer: NULL");
-	if (upd_name_is_none(o->name))
-		return 0;
-	if (strcmp(o->name, "sgd"))
-		return psd_set_errmsg(-EINVAL,
-				      "optimizer '%.32s' is not supported "
-				      "(supported: sgd)",
-				      o->name);
-	if (!isfinite(o->learning_rate) || o->learning_rate < 0)
-		return psd_set_errmsg(-EINVAL,
-				      "optimizer sgd: learning_rate %g is not "
-				      "a finite number >= 0",
-				      o->learning_rate);
-	if (!isfinite(o->momentum) || o->momentum < 0 || o->momentum >= 1)
-		return psd_set_errmsg(-EINVAL,
-				      "optimizer sgd: momentum %g is not in "
-				      "[0, 1)",
-				      o->momentum);
-	if (!isfinite(o->wd) || o->wd < 0)
-		return psd_set_errmsg(-EINVAL,
-				      "optimizer sgd: wd %g is not a finite "
-				      "number >= 0",
-				      o->wd);
-	if (!isfinite(o->rescale_grad) || o->rescale_grad <= 0)
-		return psd_set_errmsg(-EINVAL,
-				      "optimizer sgd: rescale_grad %g is not "
-				      "a finite number > 0",
-				      o->rescale_grad);
-	if (isnan(o->clip_gradient))
-		return psd_set_errmsg(-EINVAL,
-				      "optimizer sgd: clip_gradient is NaN");
-	return 0;
-}
 
 void psd_upd_init(struct psd_updater *u)
 {
@@ -76,19 +34,29 @@ void psd_upd_init(struct psd_updater *u)
 	pthread_mutex_init(&u->lock, NULL);
 	atomic_init(&u->kind, PSD_UPD_NONE);
 	psd_map_init(&u->states);
+	psd_map_init(&u->mults);
 }
 
 static void upd_state_free(void *val, void *arg)
 {
 	struct psd_upd_state *st = val;
 	struct psd_upd_state *next;
+	unsigned i;
 
 	(void)arg;
 	for (; st; st = next) {
 		next = st->next;
-		free(st->mom);
+		for (i = 0; i <= PSD_OPT_MAX_STATE; i++)
+			free(st->arr[i]);
+		free(st->cnt);
 		free(st);
 	}
+}
+
+static void upd_mult_free(void *val, void *arg)
+{
+	(void)arg;
+	free(val);
 }
 
 /* Lock held. */
@@ -100,46 +68,96 @@ static void upd_drop_states(struct psd_updater *u)
 void psd_upd_fini(struct psd_updater *u)
 {
 	upd_drop_states(u);
+	psd_map_clear(&u->mults, upd_mult_free, NULL);
 	psd_map_fini(&u->states);
+	psd_map_fini(&u->mults);
 	pthread_mutex_destroy(&u->lock);
 }
 
-static bool upd_same_opt(const struct psched_optimizer *a,
-			 const struct psched_optimizer *b)
+static bool upd_is_half(uint8_t dtype)
+{
+	return dtype == PSCHED_F16 || dtype == PSCHED_BF16;
+}
+
+static bool upd_float_dtype(uint8_t dtype)
+{
+	return dtype == PSCHED_F32 || dtype == PSCHED_F64 || upd_is_half(dtype);
+}
+
+/* The states of @a and @b have the same meaning and layout. */
+static bool upd_same_states(const struct psched_optimizer *a,
+			    const struct psched_optimizer *b)
 {
 	return !strcmp(a->name, b->name) &&
-	       a->learning_rate == b->learning_rate &&
-	       a->momentum == b->momentum && a->wd == b->wd &&
-	       a->rescale_grad == b->rescale_grad &&
-	       a->clip_gradient == b->clip_gradient;
+	       psd_opt_nstate(a) == psd_opt_nstate(b) &&
+	       !a->multi_precision == !b->multi_precision;
+}
+
+/* The multipliers of @opt as a map key -> double[2]. */
+static int upd_mults_build(const struct psched_optimizer *opt,
+			   struct psd_map *m)
+{
+	double *v;
+	size_t i;
+
+	for (i = 0; i < opt->nmult; i++) {
+		v = psd_map_get(m, opt->mult_keys[i]);
+		if (!v) {
+			v = malloc(2 * sizeof(*v));
+			if (!v || psd_map_put(m, opt->mult_keys[i], v)) {
+				free(v);
+				return psd_set_errmsg(-ENOMEM,
+						      "optimizer: no memory "
+						      "for %zu multipliers",
+						      opt->nmult);
+			}
+		}
+		v[0] = opt->lr_mult ? opt->lr_mult[i] : 1.0;
+		v[1] = opt->wd_mult ? opt->wd_mult[i] : 1.0;
+	}
+	return 0;
 }
 
 int psd_upd_set_optimizer(struct psd_updater *u,
 			  const struct psched_optimizer *opt)
 {
+	struct psd_map mults;
 	int ret;
 
-	if (!opt || upd_name_is_none(opt->name)) {
+	if (!opt || !opt->name || !*opt->name || !strcmp(opt->name, "none")) {
 		pthread_mutex_lock(&u->lock);
 		atomic_store(&u->kind, PSD_UPD_NONE);
 		upd_drop_states(u);
+		psd_map_clear(&u->mults, upd_mult_free, NULL);
 		pthread_mutex_unlock(&u->lock);
 		return 0;
 	}
 	ret = psched_optimizer_check(opt);
 	if (ret)
 		return ret;
-	pthread_mutex_lock(&u->lock);
-	if (atomic_load(&u->kind) == PSD_UPD_SGD &&
-	    upd_same_opt(&u->opt, opt)) {
-		pthread_mutex_unlock(&u->lock);
-		return 0;
+	psd_map_init(&mults);
+	ret = upd_mults_build(opt, &mults);
+	if (ret) {
+		psd_map_clear(&mults, upd_mult_free, NULL);
+		psd_map_fini(&mults);
+		return ret;
 	}
-	upd_drop_states(u);
+	pthread_mutex_lock(&u->lock);
+	if (atomic_load(&u->kind) != PSD_UPD_OPT ||
+	    !upd_same_states(&u->opt, opt))
+		upd_drop_states(u);
 	u->opt = *opt;
 	snprintf(u->name, sizeof(u->name), "%s", opt->name);
 	u->opt.name = u->name;
-	atomic_store(&u->kind, PSD_UPD_SGD);
+	u->opt.nmult = 0;
+	u->opt.mult_keys = NULL;
+	u->opt.lr_mult = NULL;
+	u->opt.wd_mult = NULL;
+	u->nstate = psd_opt_nstate(opt);
+	psd_map_clear(&u->mults, upd_mult_free, NULL);
+	psd_map_fini(&u->mults);
+	u->mults = mults;
+	atomic_store(&u->kind, PSD_UPD_OPT);
 	pthread_mutex_unlock(&u->lock);
 	return 0;
 }
@@ -154,135 +172,200 @@ void psd_upd_set_custom(struct psd_updater *u, psched_updater_fn *fn, void *arg)
 	pthread_mutex_unlock(&u->lock);
 }
 
-static size_t upd_mom_esize(uint8_t dtype)
-{
-	return dtype == PSCHED_F64 ? sizeof(double) : sizeof(float);
-}
-
-/* Lock held: the momentum of @key's range, made (zero) on first use. */
-static struct psd_upd_state *upd_state(struct psd_updater *u, uint64_t key,
-				       uint8_t dtype, uint64_t range_off,
-				       uint64_t range_len)
-{
-	unsigned es = psched_dtype_size((enum psched_dtype)dtype);
-	struct psd_upd_state *head = psd_map_get(&u->states, key);
-	struct psd_upd_state *st;
-
-	for (st = head; st; st = st->next)
-		if (st->range_off == range_off && st->range_len == range_len &&
-		    st->dtype == dtype)
-			return st;
-	st = calloc(1, sizeof(*st));
-	if (!st)
-		return NULL;
-	st->mom = calloc((size_t)(range_len / es), upd_mom_esize(dtype));
-	if (!st->mom && range_len)
-		goto err_free_st;
-	st->range_off = range_off;
-	st->range_len = range_len;
-	st->dtype = dtype;
-	if (head) {
-		/* The map keeps the head; the new state goes second. */
-		st->next = head->next;
-		head->next = st;
-	} else if (psd_map_put(&u->states, key, st)) {
-		goto err_free_mom;
-	}
-	return st;
-
-err_free_mom:
-	free(st->mom);
-err_free_st:
-	free(st);
-	return NULL;
-}
-
-/* The scalar rule of include/psched/kvstore.h, in float32. */
-static inline float sgd_step_f(const struct psched_optimizer *o, float w,
-			       float g, float *m)
-{
-	float lr = (float)o->learning_rate, wd = (float)o->wd;
-	float clip = (float)o->clip_gradient;
-
-	g *= (float)o->rescale_grad;
-	if (clip > 0)
-		g = g > clip ? clip : (g < -clip ? -clip : g);
-	if (!m)
-		return w - lr * (g + wd * w);
-	*m = (float)o->momentum * *m - lr * (g + wd * w);
-	return w + *m;
-}
-
-static inline double sgd_step_d(const struct psched_optimizer *o, double w,
-				double g, double *m)
-{
-	g *= o->rescale_grad;
-	if (o->clip_gradient > 0)
-		g = g > o->clip_gradient
-			    ? o->clip_gradient
-			    : (g < -o->clip_gradient ? -o->clip_gradient : g);
-	if (!m)
-		return w - o->learning_rate * (g + o->wd * w);
-	*m = o->momentum * *m - o->learning_rate * (g + o->wd * w);
-	return w + *m;
-}
-
-/* Lock held.  @mom: momentum of the first element, or NULL. */
-static void upd_sgd(const struct psched_optimizer *o, uint8_t dtype,
-		    void *stored, const void *merged, size_t n, void *mom)
-{
-	size_t i;
-
-	if (dtype == PSCHED_F32) {
-		float *w = stored, *m = mom;
-		const float *g = merged;
-
-		for (i = 0; i < n; i++)
-			w[i] = sgd_step_f(o, w[i], g[i], m ? &m[i] : NULL);
-	} else if (dtype == PSCHED_F64) {
-		double *w = stored, *m = mom;
-		const double *g = merged;
-
-		for (i = 0; i < n; i++)
-			w[i] = sgd_step_d(o, w[i], g[i], m ? &m[i] : NULL);
-	} else {
-		uint16_t *w = stored;
-		const uint16_t *g = merged;
-		float *m = mom;
-
-		for (i = 0; i < n; i++)
-			w[i] = psd_f32_to_f16(sgd_step_f(
-				o, psd_f16_to_f32(w[i]), psd_f16_to_f32(g[i]),
-				m ? &m[i] : NULL));
-	}
-}
-
-static bool upd_sgd_dtype(uint8_t dtype)
-{
-	return dtype == PSCHED_F32 || dtype == PSCHED_F64 ||
-	       dtype == PSCHED_F16;
-}
-
 bool psd_upd_covers(struct psd_updater *u, uint8_t dtype)
 {
 	switch (atomic_load(&u->kind)) {
 	case PSD_UPD_CUSTOM:
 		return true;
-	case PSD_UPD_SGD:
-		return upd_sgd_dtype(dtype);
+	case PSD_UPD_OPT:
+		return upd_float_dtype(dtype);
 	default:
 		return false;
 	}
+}
+
+static size_t upd_state_esize(uint8_t dtype)
+{
+	return dtype == PSCHED_F64 ? sizeof(double) : sizeof(float);
+}
+
+/* Lock held: does @dtype need a state record under the installed
+ * optimizer? */
+static bool upd_needs_state(const struct psd_updater *u, uint8_t dtype,
+			    bool *master)
+{
+	int kind = psd_opt_kind_of(u->opt.name);
+
+	*master = u->opt.multi_precision && upd_is_half(dtype);
+	return u->nstate || *master || kind == PSD_OPT_ADAM ||
+	       kind == PSD_OPT_ADAMW;
+}
+
+/* Lock held: a zeroed state for @key's range, linked in. */
+static struct psd_upd_state *upd_state_new(struct psd_updater *u, uint64_t key,
+					   uint8_t dtype, uint64_t range_off,
+					   uint64_t range_len, bool master)
+{
+	unsigned es = psched_dtype_size((enum psched_dtype)dtype);
+	struct psd_upd_state *head = psd_map_get(&u->states, key);
+	struct psd_upd_state *st = calloc(1, sizeof(*st));
+	size_t n = (size_t)(range_len / es);
+	unsigned i;
+
+	if (!st)
+		return NULL;
+	st->range_off = range_off;
+	st->range_len = range_len;
+	st->dtype = dtype;
+	st->n = n;
+	st->nstate = u->nstate;
+	st->master = master;
+	for (i = 0; i < st->nstate + master; i++) {
+		st->arr[i] = calloc(n ? n : 1, i < st->nstate
+						       ? upd_state_esize(dtype)
+						       : sizeof(float));
+		if (!st->arr[i])
+			goto err_free;
+	}
+	st->cnt = calloc(n ? n : 1, sizeof(*st->cnt));
+	if (!st->cnt)
+		goto err_free;
+	if (head) {
+		/* The map keeps the head; the new state goes second. */
+		st->next = head->next;
+		head->next = st;
+	} else if (psd_map_put(&u->states, key, st)) {
+		goto err_free;
+	}
+	return st;
+
+err_free:
+	upd_state_free(st, NULL);
+	return NULL;
+}
+
+/* Lock held: the state of @key's range, or NULL. */
+static struct psd_upd_state *upd_state_find(struct psd_updater *u, uint64_t key,
+					    uint8_t dtype, uint64_t range_off,
+					    uint64_t range_len)
+{
+	struct psd_upd_state *st;
+
+	for (st = psd_map_get(&u->states, key); st; st = st->next)
+		if (st->range_off == range_off && st->range_len == range_len &&
+		    st->dtype == dtype)
+			return st;
+	return NULL;
+}
+
+static double upd_load(uint8_t dtype, const void *p, size_t i)
+{
+	switch (dtype) {
+	case PSCHED_F64:
+		return ((const double *)p)[i];
+	case PSCHED_F16:
+		return psd_f16_to_f32(((const uint16_t *)p)[i]);
+	case PSCHED_BF16:
+		return psd_bf16_to_f32(((const uint16_t *)p)[i]);
+	default:
+		return ((const float *)p)[i];
+	}
+}
+
+static void upd_store(uint8_t dtype, void *p, size_t i, double v)
+{
+	switch (dtype) {
+	case PSCHED_F64:
+		((double *)p)[i] = v;
+		break;
+	case PSCHED_F16:
+		((uint16_t *)p)[i] = psd_f32_to_f16((float)v);
+		break;
+	case PSCHED_BF16:
+		((uint16_t *)p)[i] = psd_f32_to_bf16((float)v);
+		break;
+	default:
+		((float *)p)[i] = (float)v;
+		break;
+	}
+}
+
+/* Lock held: apply the optimizer to @n elements; state element @i0 is
+ * the first one's (@st NULL: no state kept). */
+static void upd_run(struct psd_updater *u, const struct psd_opt_params *p,
+		    uint8_t dtype, void *stored, const void *merged, size_t n,
+		    struct psd_upd_state *st, size_t i0)
+{
+	uint8_t sd = dtype == PSCHED_F64 ? PSCHED_F64 : PSCHED_F32;
+	double s[PSD_OPT_MAX_STATE] = { 0 };
+	double w, g;
+	uint32_t t;
+	size_t i, j;
+	unsigned k;
+
+	for (i = 0; i < n; i++) {
+		j = i0 + i;
+		w = upd_load(dtype, stored, i);
+		g = upd_load(dtype, merged, i);
+		t = 1;
+		if (st) {
+			if (st->master && st->cnt[j] == 0)
+				((float *)st->arr[st->nstate])[j] = (float)w;
+			if (st->master)
+				w = ((float *)st->arr[st->nstate])[j];
+			for (k = 0; k < st->nstate; k++)
+				s[k] = upd_load(sd, st->arr[k], j);
+			if (st->cnt[j] < UINT32_MAX)
+				st->cnt[j]++;
+			t = st->cnt[j];
+		}
+		psd_opt_step(p, &w, g, s, t);
+		if (st) {
+			for (k = 0; k < st->nstate; k++)
+				upd_store(sd, st->arr[k], j, s[k]);
+			if (st->master)
+				((float *)st->arr[st->nstate])[j] = (float)w;
+		}
+		upd_store(dtype, stored, i, w);
+	}
+	(void)u;
+}
+
+/* Lock held: run the optimizer on one piece of a key. */
+static void upd_apply_opt(struct psd_updater *u, uint64_t key, uint8_t dtype,
+			  uint64_t range_off, uint64_t range_len, uint64_t off,
+			  void *stored, const void *merged, uint64_t nbytes)
+{
+	unsigned es = psched_dtype_size((enum psched_dtype)dtype);
+	const double *mult = psd_map_get(&u->mults, key);
+	struct psd_upd_state *st = NULL;
+	struct psd_opt_params p;
+	bool master;
+
+	psd_opt_params_of(&u->opt, mult ? mult[0] : 1.0, mult ? mult[1] : 1.0,
+			  &p);
+	if (upd_needs_state(u, dtype, &master)) {
+		st = upd_state_find(u, key, dtype, range_off, range_len);
+		if (!st)
+			st = upd_state_new(u, key, dtype, range_off, range_len,
+					   master);
+		if (!st) {
+			psd_err("%s: no memory for the state of key %llu "
+				"(%llu bytes): step skipped",
+				u->name, (unsigned long long)key,
+				(unsigned long long)range_len);
+			return;
+		}
+	}
+	upd_run(u, &p, dtype, stored, merged, (size_t)(nbytes / es), st,
+		(size_t)((off - range_off) / es));
 }
 
 bool psd_upd_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 		   uint64_t range_off, uint64_t range_len, uint64_t off,
 		   void *stored, const void *merged, uint64_t nbytes)
 {
-	unsigned es = psched_dtype_size((enum psched_dtype)dtype);
-	struct psd_upd_state *st = NULL;
 	bool done = true;
-	char *mom = NULL;
 
 	if (!psd_upd_active(u))
 		return false;
@@ -292,25 +375,13 @@ bool psd_upd_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 		u->fn(key, (enum psched_dtype)dtype, off, stored, merged,
 		      nbytes, u->arg);
 		break;
-	case PSD_UPD_SGD:
-		if (!upd_sgd_dtype(dtype)) {
+	case PSD_UPD_OPT:
+		if (!upd_float_dtype(dtype)) {
 			done = false;
 			break;
 		}
-		if (u->opt.momentum > 0) {
-			st = upd_state(u, key, dtype, range_off, range_len);
-			if (!st) {
-				psd_err("sgd: no memory for the momentum of "
-					"key %llu (%llu bytes): step skipped",
-					(unsigned long long)key,
-					(unsigned long long)range_len);
-				break;
-			}
-			mom = (char *)st->mom +
-			      (off - range_off) / es * upd_mom_esize(dtype);
-		}
-		upd_sgd(&u->opt, dtype, stored, merged, (size_t)(nbytes / es),
-			mom);
+		upd_apply_opt(u, key, dtype, range_off, range_len, off, stored,
+			      merged, nbytes);
 		break;
 	default:
 		done = false;
@@ -320,76 +391,193 @@ bool psd_upd_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 	return done;
 }
 
-float psd_f16_to_f32(uint16_t h)
+/* Lock held: bytes of the records of every state. */
+static uint64_t upd_dump_size(struct psd_updater *u)
 {
-	uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
-	uint32_t exp = (h >> 10) & 0x1fu;
-	uint32_t man = h & 0x3ffu;
-	uint32_t x;
-	float f;
+	struct psd_upd_state *st;
+	size_t pos = 0;
+	uint64_t sz = 0;
 
-	if (exp == 0x1f) {
-		x = sign | 0x7f800000u | man << 13;
-	} else if (exp) {
-		x = sign | (exp + 112) << 23 | man << 13;
-	} else if (!man) {
-		x = sign;
-	} else {
-		/* Subnormal: shift the leading one into the implicit bit. */
-		exp = 113;
-		while (!(man & 0x400u)) {
-			man <<= 1;
-			exp--;
+	while ((st = psd_map_next(&u->states, &pos, NULL)))
+		for (; st; st = st->next)
+			sz += psd_opt_rec_size(
+				st->n, st->nstate, st->master,
+				(unsigned)upd_state_esize(st->dtype));
+	return sz;
+}
+
+int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
+			void *arg, uint8_t **buf, size_t *len, char name[16])
+{
+	uint64_t off, rlen;
+	uint8_t dtype;
+	struct psd_upd_state *st;
+	struct psd_opt_rec r;
+	uint64_t key, sz;
+	size_t pos = 0, es, k;
+	uint8_t *out, *w;
+
+	pthread_mutex_lock(&u->lock);
+	snprintf(name, 16, "%s",
+		 atomic_load(&u->kind) == PSD_UPD_OPT ? u->name : "");
+	sz = upd_dump_size(u);
+	out = malloc(sz ? (size_t)sz : 1);
+	if (!out) {
+		pthread_mutex_unlock(&u->lock);
+		return psd_set_errmsg(-ENOMEM,
+				      "no memory for %llu bytes of optimizer "
+				      "states",
+				      (unsigned long long)sz);
+	}
+	w = out;
+	while ((st = psd_map_next(&u->states, &pos, &key))) {
+		for (; st; st = st->next) {
+			es = upd_state_esize(st->dtype);
+			memset(&r, 0, sizeof(r));
+			r.key = key;
+			r.off = st->range_off;
+			r.len = st->range_len;
+			if (!range_of(arg, key, &dtype, &r.total, &off, &rlen))
+				r.total = 0; /* unknown: not checked on load */
+			r.dtype = st->dtype;
+			r.nstate = (uint8_t)st->nstate;
+			r.master = st->master;
+			r.esize = (uint8_t)es;
+			psd_opt_rec_put_hdr(w, &r);
+			w += PSD_OPT_REC_HDR;
+			for (k = 0; k < st->nstate + st->master; k++) {
+				size_t b =
+					(size_t)st->n *
+					(k < st->nstate ? es : sizeof(float));
+
+				memcpy(w, st->arr[k], b);
+				w += b;
+			}
+			memcpy(w, st->cnt, (size_t)st->n * sizeof(*st->cnt));
+			w += (size_t)st->n * sizeof(*st->cnt);
 		}
-		x = sign | exp << 23 | (man & 0x3ffu) << 13;
 	}
-	memcpy(&f, &x, sizeof(f));
-	return f;
+	pthread_mutex_unlock(&u->lock);
+	*buf = out;
+	*len = (size_t)sz;
+	return 0;
 }
 
-/* Drop @shift low bits of @v, rounding to nearest, ties to even. */
-static uint32_t f16_round_shift(uint32_t v, unsigned shift)
+/* Lock held: check one parsed record against this holder. */
+static int upd_check_rec(struct psd_updater *u, const struct psd_opt_rec *r,
+			 psd_upd_range_fn *range_of, void *arg, bool all_keys)
 {
-	uint32_t q = v >> shift;
-	uint32_t rem = v & ((1u << shift) - 1);
-	uint32_t half = 1u << (shift - 1);
+	uint64_t total, off, len;
+	uint8_t dtype;
+	bool master = u->opt.multi_precision && upd_is_half(r->dtype);
 
-	if (rem > half || (rem == half && (q & 1)))
-		q++;
-	return q;
+	if (!range_of(arg, r->key, &dtype, &total, &off, &len) && !all_keys)
+		return 0; /* another holder's key */
+	if (!range_of(arg, r->key, &dtype, &total, &off, &len))
+		return psd_set_errmsg(-EINVAL,
+				      "optimizer states: key %llu is not "
+				      "initialised here",
+				      (unsigned long long)r->key);
+	if (dtype != r->dtype || (r->total && total != r->total))
+		return psd_set_errmsg(-EINVAL,
+				      "optimizer states: key %llu was saved as "
+				      "%llu bytes of %s, but is %llu bytes of "
+				      "%s",
+				      (unsigned long long)r->key,
+				      (unsigned long long)r->total,
+				      psched_dtype_name(r->dtype),
+				      (unsigned long long)total,
+				      psched_dtype_name(dtype));
+	if (r->nstate != u->nstate || r->master != master ||
+	    r->esize != upd_state_esize(r->dtype))
+		return psd_set_errmsg(-EINVAL,
+				      "optimizer states: key %llu has %u state "
+				      "arrays%s, but %s keeps %u%s (another "
+				      "momentum, centered or multi_precision "
+				      "setting?)",
+				      (unsigned long long)r->key, r->nstate,
+				      r->master ? " and master weights" : "",
+				      u->name, u->nstate,
+				      master ? " and master weights" : "");
+	return 0;
 }
 
-uint16_t psd_f32_to_f16(float f)
+/* Lock held: copy the overlap of @r with this holder's range. */
+static int upd_load_rec(struct psd_updater *u, const struct psd_opt_rec *r,
+			psd_upd_range_fn *range_of, void *arg)
 {
-	uint32_t x, sign, exp, man;
-	int e;
+	unsigned es = psched_dtype_size((enum psched_dtype)r->dtype);
+	uint64_t total, off, len, lo, hi;
+	struct psd_upd_state *st;
+	size_t i0, j0, cnt, b;
+	uint8_t dtype;
+	unsigned k;
 
-	memcpy(&x, &f, sizeof(x));
-	sign = (x >> 16) & 0x8000u;
-	exp = (x >> 23) & 0xffu;
-	man = x & 0x7fffffu;
-	if (exp == 0xff) /* inf, or NaN kept quiet and non-zero */
-		return (uint16_t)(sign | 0x7c00u |
-				  (man ? 0x200u | man >> 13 : 0));
-	e = (int)exp - 127 + 15;
-	if (e >= 31)
-		return (uint16_t)(sign | 0x7c00u);
-	if (e <= 0) {
-		if (e < -10)
-			return (uint16_t)sign;
-		/* Subnormal half: value = man' * 2^-24. */
-		return (uint16_t)(sign | f16_round_shift(man | 0x800000u,
-							 (unsigned)(14 - e)));
+	if (!range_of(arg, r->key, &dtype, &total, &off, &len))
+		return 0;
+	lo = r->off > off ? r->off : off;
+	hi = r->off + r->len < off + len ? r->off + r->len : off + len;
+	if (lo >= hi)
+		return 0;
+	st = upd_state_find(u, r->key, r->dtype, off, len);
+	if (!st)
+		st = upd_state_new(u, r->key, r->dtype, off, len, r->master);
+	if (!st)
+		return psd_set_errmsg(-ENOMEM,
+				      "optimizer states: no memory for key "
+				      "%llu",
+				      (unsigned long long)r->key);
+	i0 = (size_t)((lo - off) / es);	   /* in the state */
+	j0 = (size_t)((lo - r->off) / es); /* in the record */
+	cnt = (size_t)((hi - lo) / es);
+	for (k = 0; k < st->nstate + st->master; k++) {
+		b = k < st->nstate ? r->esize : sizeof(float);
+		memcpy((uint8_t *)st->arr[k] + i0 * b, r->arr[k] + j0 * b,
+		       cnt * b);
 	}
-	/* A carry out of the mantissa bumps the exponent, up to inf. */
-	return (uint16_t)(sign | f16_round_shift((uint32_t)e << 23 | man, 13));
+	memcpy(st->cnt + i0, r->cnt + j0 * sizeof(uint32_t),
+	       cnt * sizeof(uint32_t));
+	return 0;
 }
 
-void psd_f16_add(uint16_t *dst, const uint16_t *src, size_t n)
+int psd_upd_states_load(struct psd_updater *u, const char *name,
+			const uint8_t *recs, size_t len,
+			psd_upd_range_fn *range_of, void *arg, bool all_keys)
 {
-	size_t i;
+	struct psd_opt_rec r;
+	size_t pos, used;
+	int ret = 0;
+	int pass;
 
-	for (i = 0; i < n; i++)
-		dst[i] = psd_f32_to_f16(psd_f16_to_f32(dst[i]) +
-					psd_f16_to_f32(src[i]));
+	pthread_mutex_lock(&u->lock);
+	if (atomic_load(&u->kind) != PSD_UPD_OPT || strcmp(name, u->name)) {
+		ret = psd_set_errmsg(
+			-EINVAL,
+			"optimizer states were saved under '%.16s' "
+			"but the optimizer here is '%s': set "
+			"that optimizer first",
+			name,
+			atomic_load(&u->kind) == PSD_UPD_OPT ? u->name
+							     : "none");
+		goto out_unlock;
+	}
+	/* Pass 0 checks every record; pass 1 replaces the states. */
+	for (pass = 0; pass < 2 && !ret; pass++) {
+		if (pass == 1)
+			upd_drop_states(u);
+		for (pos = 0; pos < len && !ret; pos += used) {
+			ret = psd_opt_rec_parse(recs + pos, len - pos, &r,
+						&used);
+			if (ret)
+				break;
+			if (pass == 0)
+				ret = upd_check_rec(u, &r, range_of, arg,
+						    all_keys);
+			else
+				ret = upd_load_rec(u, &r, range_of, arg);
+		}
+	}
+out_unlock:
+	pthread_mutex_unlock(&u->lock);
+	return ret;
 }

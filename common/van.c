@@ -3,8 +3,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "van.h"
@@ -25,7 +27,38 @@ struct psd_van {
 	pthread_mutex_t lock; /* guards conns */
 	struct psd_list conns;
 	atomic_uint_fast64_t tx_bytes, rx_bytes, tx_msgs, rx_msgs;
+	/* Pre-authentication limits (auth.h); the rest is van thread only. */
+	unsigned auth_timeout_ms;
+	unsigned preauth_max_frame;
+	unsigned max_pending;
+	atomic_uint npending; /* accepted, not yet authenticated */
+	bool lis_paused;      /* listener out of epoll */
+	uint64_t lis_resume_ms;
+	int spare_fd; /* given up on EMFILE to shed one connection */
+	struct van_ratelimit {
+		uint64_t next_ms;
+		unsigned suppressed;
+	} rl_accept, rl_pending, rl_deadline;
 };
+
+/* Milliseconds between two log lines of one kind of flood. */
+#define VAN_RL_MS 5000u
+/* How long accept pauses after EMFILE/ENFILE. */
+#define VAN_EMFILE_PAUSE 200u
+
+/* True when a line may be logged now; else count it as suppressed. */
+static bool van_rl_ok(struct van_ratelimit *rl, uint64_t now,
+		      unsigned *suppressed)
+{
+	if (now < rl->next_ms) {
+		rl->suppressed++;
+		return false;
+	}
+	rl->next_ms = now + VAN_RL_MS;
+	*suppressed = rl->suppressed;
+	rl->suppressed = 0;
+	return true;
+}
 
 /* The epoll cookie for the eventfd and the listener. */
 static char van_tag_wake;
@@ -46,6 +79,10 @@ int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 	van->max_tensor = o->max_tensor;
 	van->send_timeout_ms = o->send_timeout_ms;
 	psd_transport_knobs_init(&van->knobs, o->cfg);
+	van->auth_timeout_ms = o->cfg ? o->cfg->auth_timeout_ms : 5000;
+	van->preauth_max_frame = o->cfg ? o->cfg->preauth_max_frame : 4096;
+	van->max_pending = o->cfg ? o->cfg->max_pending_auth : 128;
+	van->spare_fd = -1;
 	van->lis.fd = -1;
 	pthread_mutex_init(&van->lock, NULL);
 	psd_list_init(&van->conns);
@@ -96,6 +133,7 @@ int psd_van_listen(struct psd_van *van, const struct psd_addr *addr,
 	}
 	van->listening = true;
 	*port = van->lis.port;
+	van->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	return 0;
 }
 
@@ -110,6 +148,8 @@ static struct psd_conn *van_conn_alloc(struct psd_van *van,
 	c->van = van;
 	c->fd = -1;
 	c->peer_id = -1;
+	c->born_ms = psd_now_ms();
+	atomic_init(&c->authed, false);
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->closed, false);
 	pthread_mutex_init(&c->send_lock, NULL);
@@ -129,6 +169,7 @@ void psd_conn_put(struct psd_conn *c)
 	c->ops->fini(c);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c->scratch);
+	free(c->auth_msg);
 	free(c);
 }
 
@@ -150,6 +191,10 @@ static int van_conn_add(struct psd_van *van, struct psd_conn *c)
 /* Van thread: forget @c for good. */
 static void van_conn_drop(struct psd_van *van, struct psd_conn *c, int err)
 {
+	if (c->accepted && !atomic_load(&c->authed)) {
+		c->accepted = false;
+		atomic_fetch_sub(&van->npending, 1);
+	}
 	atomic_store(&c->closed, true);
 	epoll_ctl(van->epfd, EPOLL_CTL_DEL, c->fd, NULL);
 	c->ops->close(c);
@@ -164,6 +209,16 @@ static void van_conn_drop(struct psd_van *van, struct psd_conn *c, int err)
 	if (van->cb.closed)
 		van->cb.closed(van->cb.arg, c, err);
 	psd_conn_put(c);
+}
+
+void psd_conn_set_authed(struct psd_conn *c)
+{
+	if (atomic_exchange(&c->authed, true))
+		return;
+	if (c->accepted) {
+		c->accepted = false;
+		atomic_fetch_sub(&c->van->npending, 1);
+	}
 }
 
 void psd_conn_close(struct psd_conn *c)
@@ -286,6 +341,22 @@ int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)
 	int ret;
 
 	*dst = NULL;
+	if (!atomic_load(&c->authed)) {
+		if (h->type != PSD_MSG_CONTROL) {
+			psd_err("dropping connection from %s: %s message "
+				"before authenticating",
+				c->peer, psd_msg_type_name(h->type));
+			return -EACCES;
+		}
+		if (h->length > van->preauth_max_frame) {
+			psd_err("dropping connection from %s: %llu-byte "
+				"control message before authenticating (at "
+				"most %u until then, PS_PREAUTH_MAX_FRAME)",
+				c->peer, (unsigned long long)h->length,
+				van->preauth_max_frame);
+			return -EACCES;
+		}
+	}
 	if (h->type != PSD_MSG_CONTROL && van->cb.rx_header) {
 		ret = van->cb.rx_header(van->cb.arg, c, h, dst);
 		if (ret == PSD_RX_DISCARD)
@@ -343,23 +414,99 @@ void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload)
 	psched__control__free_unpacked(msg, NULL);
 }
 
+/* Take the listener out of epoll until @resume_ms (and, for the pending
+ * cap, until fewer connections wait to authenticate). */
+static void van_listen_pause(struct psd_van *van, uint64_t resume_ms)
+{
+	if (!van->lis_paused)
+		epoll_ctl(van->epfd, EPOLL_CTL_DEL, van->lis.fd, NULL);
+	van->lis_paused = true;
+	van->lis_resume_ms = resume_ms;
+}
+
+static void van_listen_maybe_resume(struct psd_van *van, uint64_t now)
+{
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.ptr = &van_tag_listen };
+
+	if (!van->lis_paused || now < van->lis_resume_ms ||
+	    atomic_load(&van->npending) >= van->max_pending)
+		return;
+	if (epoll_ctl(van->epfd, EPOLL_CTL_ADD, van->lis.fd, &ev) &&
+	    errno != EEXIST) {
+		van->lis_resume_ms = now + VAN_EMFILE_PAUSE;
+		return;
+	}
+	van->lis_paused = false;
+}
+
+/*
+ * Out of descriptors: give up the spare one, accept the oldest pending
+ * connection and close it at once (so the kernel stops reporting the
+ * listener ready), take the spare back, and pause accepting for a while.
+ * Logged once per VAN_RL_MS, never a busy loop.
+ */
+static void van_accept_emfile(struct psd_van *van, int err)
+{
+	uint64_t now = psd_now_ms();
+	unsigned skipped;
+	int fd;
+
+	if (van->spare_fd >= 0) {
+		close(van->spare_fd);
+		fd = accept4(van->lis.fd, NULL, NULL, SOCK_CLOEXEC);
+		if (fd >= 0)
+			close(fd);
+		van->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	}
+	van_listen_pause(van, now + VAN_EMFILE_PAUSE);
+	if (van_rl_ok(&van->rl_accept, now, &skipped))
+		psd_err("accept on port %u failed: %s; closing new connections "
+			"and pausing accept for %u ms at a time (%u more "
+			"failures in the last %u s; raise ulimit -n)",
+			van->lis.port, psched_strerror(err), VAN_EMFILE_PAUSE,
+			skipped, VAN_RL_MS / 1000);
+}
+
 static void van_accept_all(struct psd_van *van)
 {
 	struct psd_conn *c;
+	unsigned skipped;
 	int ret;
 
 	for (;;) {
+		if (atomic_load(&van->npending) >= van->max_pending) {
+			van_listen_pause(van, 0);
+			if (van_rl_ok(&van->rl_pending, psd_now_ms(), &skipped))
+				psd_warn(
+					"%u connections on port %u are "
+					"authenticating (PS_MAX_PENDING_AUTH): "
+					"newer ones wait in the kernel's "
+					"backlog",
+					van->max_pending, van->lis.port);
+			return;
+		}
 		c = van_conn_alloc(van, van->ops);
 		if (!c)
 			return;
 		ret = van->ops->accept(&van->lis, c);
 		if (ret) {
 			psd_conn_put(c);
-			if (ret != -EAGAIN)
-				psd_warn("accept failed: %s",
-					 psched_strerror(ret));
+			if (ret == -EMFILE || ret == -ENFILE ||
+			    ret == -ENOBUFS || ret == -ENOMEM)
+				van_accept_emfile(van, ret);
+			else if (ret != -EAGAIN &&
+				 van_rl_ok(&van->rl_accept, psd_now_ms(),
+					   &skipped))
+				psd_warn("accept failed: %s (%u more in the "
+					 "last %u s)",
+					 psched_strerror(ret), skipped,
+					 VAN_RL_MS / 1000);
 			return;
 		}
+		c->accepted = true;
+		c->born_ms = psd_now_ms();
+		atomic_fetch_add(&van->npending, 1);
 		if (van_conn_add(van, c)) {
 			van_conn_drop(van, c, -EIO);
 			continue;
@@ -389,12 +536,47 @@ static void van_handle(struct psd_van *van, struct epoll_event *ev)
 		van_conn_drop(van, c, ret ? ret : -ECONNRESET);
 }
 
+/* Drop accepted connections that did not authenticate in time. */
+static void van_auth_deadlines(struct psd_van *van, uint64_t now)
+{
+	struct psd_conn *late[64];
+	struct psd_list *pos;
+	unsigned nlate = 0, i, skipped;
+
+	if (!atomic_load(&van->npending))
+		return;
+	pthread_mutex_lock(&van->lock);
+	psd_list_for_each (pos, &van->conns) {
+		struct psd_conn *c =
+			psd_container_of(pos, struct psd_conn, link);
+
+		if (nlate == PSD_ARRAY_SIZE(late))
+			break;
+		if (c->accepted && !atomic_load(&c->authed) &&
+		    now - c->born_ms > van->auth_timeout_ms) {
+			psd_conn_get(c);
+			late[nlate++] = c;
+		}
+	}
+	pthread_mutex_unlock(&van->lock);
+	for (i = 0; i < nlate; i++) {
+		if (van_rl_ok(&van->rl_deadline, now, &skipped))
+			psd_warn("dropping connection from %s: not "
+				 "authenticated within %u ms (PS_AUTH_TIMEOUT; "
+				 "%u more dropped in the last %u s)",
+				 late[i]->peer, van->auth_timeout_ms, skipped,
+				 VAN_RL_MS / 1000);
+		van_conn_drop(van, late[i], -EACCES);
+		psd_conn_put(late[i]);
+	}
+}
+
 static void *van_thread(void *arg)
 {
 	struct psd_van *van = arg;
 	struct epoll_event evs[64];
 	uint64_t next_tick = psd_now_ms() + van->cb.tick_ms;
-	uint64_t now;
+	uint64_t now, next_check = 0;
 	int n, i, wait;
 
 	while (!atomic_load(&van->stop)) {
@@ -402,9 +584,20 @@ static void *van_thread(void *arg)
 		wait = van->cb.tick_ms
 			       ? (int)(next_tick > now ? next_tick - now : 0)
 			       : 1000;
+		/* Pre-authentication deadlines and a paused listener are
+		 * looked at every 100 ms. */
+		if ((atomic_load(&van->npending) || van->lis_paused) &&
+		    wait > 100)
+			wait = 100;
 		n = epoll_wait(van->epfd, evs, PSD_ARRAY_SIZE(evs), wait);
 		for (i = 0; i < n; i++)
 			van_handle(van, &evs[i]);
+		now = psd_now_ms();
+		if (now >= next_check) {
+			next_check = now + 100;
+			van_auth_deadlines(van, now);
+		}
+		van_listen_maybe_resume(van, now);
 		if (van->cb.tick_ms && psd_now_ms() >= next_tick) {
 			next_tick = psd_now_ms() + van->cb.tick_ms;
 			if (van->cb.tick)
@@ -460,6 +653,8 @@ void psd_van_destroy(struct psd_van *van)
 	}
 	if (van->listening)
 		van->ops->listen_close(&van->lis);
+	if (van->spare_fd >= 0)
+		close(van->spare_fd);
 	close(van->evfd);
 	close(van->epfd);
 	pthread_mutex_destroy(&van->lock);

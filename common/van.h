@@ -69,6 +69,9 @@ bool psd_van_is_self(const struct psd_van *van);
 
 void psd_conn_get(struct psd_conn *c);
 void psd_conn_put(struct psd_conn *c);
+/* @c's peer proved it knows the job's secret (auth.h): lift the
+ * pre-authentication limits.  Van thread. */
+void psd_conn_set_authed(struct psd_conn *c);
 /* Ask the van to drop @c (any thread); the closed callback follows. */
 void psd_conn_close(struct psd_conn *c);
 /* Send header + payload (any thread; serialized per connection). */

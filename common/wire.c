@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #include <string.h>
 
+#include "compress.h"
 #include "internal.h"
 #include "wire.h"
 
@@ -74,6 +75,18 @@ static int hdr_check_length(const struct psd_hdr *h, const char **why)
 		return 0;
 	case PSD_MSG_PUSH:
 	case PSD_MSG_PUSHPULL:
+		if (h->flags & PSD_F_COMPRESSED) {
+			if (h->dtype != PSCHED_F32 ||
+			    (h->length !=
+				     psd_cmp_len(PSD_CMP_2BIT, h->span / 4) &&
+			     h->length !=
+				     psd_cmp_len(PSD_CMP_1BIT, h->span / 4))) {
+				*why = "compressed push of another dtype, or "
+				       "of a length that fits no codec";
+				return -EPROTO;
+			}
+			return 0;
+		}
 		if (h->length != h->span) {
 			*why = "push payload length differs from its span";
 			return -EPROTO;
@@ -161,8 +174,13 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "unknown message type";
 		return -EPROTO;
 	}
-	if (h->dtype > PSCHED_F16) {
+	if (h->dtype > PSCHED_DTYPE_MAX) {
 		*why = "unknown dtype";
+		return -EPROTO;
+	}
+	if ((h->flags & PSD_F_COMPRESSED) && h->type != PSD_MSG_PUSH &&
+	    h->type != PSD_MSG_PUSHPULL) {
+		*why = "compressed flag on a message that is no push";
 		return -EPROTO;
 	}
 	if (h->flags & ~PSD_F_ALL) {
@@ -186,6 +204,7 @@ unsigned psched_dtype_size(enum psched_dtype dtype)
 {
 	switch (dtype) {
 	case PSCHED_F16:
+	case PSCHED_BF16:
 		return 2;
 	case PSCHED_F32:
 	case PSCHED_I32:
@@ -196,4 +215,14 @@ unsigned psched_dtype_size(enum psched_dtype dtype)
 	default:
 		return 1;
 	}
+}
+
+const char *psched_dtype_name(enum psched_dtype dtype)
+{
+	static const char *const names[] = {
+		"raw",	 "float32", "float64",	"int32",
+		"int64", "float16", "bfloat16",
+	};
+
+	return (unsigned)dtype < PSD_ARRAY_SIZE(names) ? names[dtype] : "?";
 }

@@ -50,7 +50,10 @@ enum psd_msg_type {
 
 /* flags */
 #define PSD_F_HAS_VALUE 0x01u /* INIT: payload carries the initial value */
-#define PSD_F_ALL	0x01u
+/* PUSH, PUSHPULL of float32: the payload is compressed (common/
+ * compress.h), length psd_cmp_len() of span / 4 elements. */
+#define PSD_F_COMPRESSED 0x02u
+#define PSD_F_ALL	 0x03u
 
 struct psd_hdr {
 	uint8_t type;

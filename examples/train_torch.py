@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Data-parallel PyTorch training (CPU) through psched.
+"""Data-parallel PyTorch training (CPU) through psched.torch.
 
     python3 -m psched.launch -s 2 -w 2 -- python3 examples/train_torch.py --out dist.npz
     python3 examples/train_torch.py --reference --out ref.npz
@@ -7,16 +7,12 @@
 A small MLP, the same initial weights and the same fixed synthetic data
 set on every worker; each worker trains on its 1/W of every global batch.
 
-- Backward: an autograd hook on every parameter hands its gradient to the
-  KVStore the moment autograd produces it (pushpull, non-blocking), with
-  priority by layer order (MXNet convention, larger = more urgent: the
-  first layer is the most urgent, the next forward needs it first).
-- The servers sum the W gradients and apply SGD (momentum, weight decay,
-  rescale_grad = 1/W), and the new parameters are written straight into
-  each parameter's storage (no copies: the numpy view of the tensor).
-- Forward: a pre-hook on every layer waits for that layer's parameters
-  just before the layer runs, so layer 2's transfer overlaps layer 1's
-  compute.
+By default psched.torch.ServerOptimizer keeps the parameters on the
+servers and runs SGD there (momentum, weight decay, the gradients
+averaged): each gradient leaves from its autograd hook as backward makes
+it, front layers first, and each layer's forward waits for its new
+weights just before it runs.  --worker-side uses
+psched.torch.DistributedOptimizer around torch.optim.SGD instead.
 
 --reference trains the same model in one process on the whole batches
 with torch.optim.SGD; the parameters must agree.  Rank 0 (or the
@@ -72,76 +68,37 @@ def train_reference(a, x, y):
     return model, first, full_loss(model, x, y)
 
 
-class PSchedDataParallel:
-    """Hooks a model up to a KVStore: parameter i is key i; layer order
-    (module index) gives the priority."""
-
-    def __init__(self, model, kv):
-        self.kv = kv
-        self.params = []   # (key, parameter, layer)
-        self.held = {}     # key -> gradient tensor in flight
-        layers = [m for m in model.modules()
-                  if list(m.parameters(recurse=False))]
-        for layer, m in enumerate(layers):
-            keys = []
-            for p in m.parameters(recurse=False):
-                key = len(self.params)
-                self.params.append((key, p, layer))
-                keys.append(key)
-                p.register_hook(self._grad_hook(key, p, layer))
-            m.register_forward_pre_hook(self._wait_hook(keys))
-        keys = [k for k, _, _ in self.params]
-        kv.init(keys, [p.detach().numpy() for _, p, _ in self.params])
-        # Rank 0's values everywhere, straight into the parameters.
-        kv.pull(keys, out=[p.detach().numpy() for _, p, _ in self.params])
-
-    def _grad_hook(self, key, p, layer):
-        out = p.detach().numpy()  # the parameter's own storage
-
-        def hook(grad):
-            self.held[key] = grad  # alive and unchanged until done
-            self.kv.pushpull(key, grad.detach().numpy(), out=out,
-                             priority=-layer, block=False)
-        return hook
-
-    def _wait_hook(self, keys):
-        def hook(module, inputs):
-            self.kv.wait(keys)
-            for k in keys:
-                self.held.pop(k, None)
-        return hook
-
-    def finish(self):
-        self.kv.wait()
-        self.held.clear()
-
-
 def train_dist(a, x, y):
-    import psched
+    import psched.torch as pst
 
     torch.set_num_threads(1)
-    kv = psched.KVStore(a.kvstore)
-    rank, nw = kv.rank, kv.num_workers
+    pst.init(a.kvstore)
+    rank, nw = pst.rank(), pst.size()
     if a.batch % nw:
         sys.exit("--batch %d is not a multiple of %d workers" % (a.batch, nw))
     model = make_model()
     first = full_loss(model, x, y)
-    dp = PSchedDataParallel(model, kv)
-    kv.set_optimizer(psched.optimizer.SGD(
-        learning_rate=a.lr, momentum=a.momentum, wd=a.wd,
-        rescale_grad=1.0 / nw))
+    if a.worker_side:  # torch.optim.SGD on every worker, averaged grads
+        opt = pst.DistributedOptimizer(
+            torch.optim.SGD(model.parameters(), lr=a.lr,
+                            momentum=a.momentum, weight_decay=a.wd),
+            named_parameters=model.named_parameters())
+    else:              # SGD on the servers (rescale_grad = 1/workers)
+        opt = pst.ServerOptimizer(model, "sgd", learning_rate=a.lr,
+                                  momentum=a.momentum, wd=a.wd)
     share = a.batch // nw
     for step in range(a.steps):
         rows = batch_rows(step, a.batch)[rank * share:(rank + 1) * share]
+        opt.zero_grad()
         loss = nn.functional.cross_entropy(model(x[rows]), y[rows])
         loss.backward()
-        for p in model.parameters():
-            p.grad = None  # psched applied the update; nothing to keep
+        opt.step()
         if a.verbose:
             print("rank %d step %d loss %.5f" % (rank, step, float(loss)))
-    dp.finish()
+    if not a.worker_side:
+        opt.synchronize()  # the last step's weights, for full_loss
     last = full_loss(model, x, y)
-    kv.close()
+    pst.shutdown()
     return model, first, last, rank
 
 
@@ -155,6 +112,9 @@ def main():
     ap.add_argument("--kvstore", default="dist_sync")
     ap.add_argument("--reference", action="store_true",
                     help="train in this process with torch.optim.SGD")
+    ap.add_argument("--worker-side", action="store_true",
+                    help="DistributedOptimizer (torch.optim.SGD on the "
+                         "workers) instead of SGD on the servers")
     ap.add_argument("--verbose", action="store_true")
     ap.add_argument("--out", help="write parameters and losses (.npz)")
     a = ap.parse_args()

@@ -47,7 +47,9 @@ enum psched_dtype {
 	PSCHED_F64 = 2,
 	PSCHED_I32 = 3,
 	PSCHED_I64 = 4,
-	PSCHED_F16 = 5, /* IEEE half; servers add in float32 */
+	PSCHED_F16 = 5,	 /* IEEE half; servers add in float32 */
+	PSCHED_BF16 = 6, /* bfloat16; servers add in float32 */
+	PSCHED_DTYPE_MAX = PSCHED_BF16,
 };
 
 /* Barrier groups (bit mask). */
@@ -98,6 +100,12 @@ struct psched_cfg {
 	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
 	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
 	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
+	/* Authentication (README "Authentication"). */
+	char job_token_file[256];   /* PS_JOB_TOKEN_FILE: file holding it */
+	int allow_unauthenticated;  /* PS_ALLOW_UNAUTHENTICATED: 0 | 1 */
+	unsigned auth_timeout_ms;   /* PS_AUTH_TIMEOUT (s) to authenticate */
+	unsigned preauth_max_frame; /* PS_PREAUTH_MAX_FRAME: bytes until then */
+	unsigned max_pending_auth;  /* PS_MAX_PENDING_AUTH per listener */
 	uint64_t socket_buf_bytes; /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
 	/* RDMA transport knobs (README "RDMA"). */
 	char rdma_device[64];	  /* PS_RDMA_DEVICE, "" = any */
@@ -111,6 +119,11 @@ struct psched_cfg {
 	int rdma_spin_us;	  /* PS_RDMA_SPIN_US 0..1e6, -1 unset */
 	uint64_t rdma_mr_budget;  /* PS_RDMA_MR_BUDGET 0..2^50 */
 	int rdma_test_fail_reg;	  /* PS_RDMA_TEST_FAIL_REG (test hook) */
+	/* GPU tensors (README "GPU tensors"). */
+	uint64_t gpu_stage_bytes; /* PS_GPU_STAGE_BYTES: pinned slot size */
+	unsigned gpu_stage_bufs;  /* PS_GPU_STAGE_BUFS 1..64 slots */
+	unsigned gpu_streams;	  /* PS_GPU_STREAMS 1..16 */
+	int server_gpu_sum;	  /* PS_SERVER_GPU_SUM: 0 | 1 */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
@@ -230,6 +243,56 @@ int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
  */
 int psched_wait(struct psched_node *node, uint64_t req, unsigned timeout_ms);
 
+/*
+ * GPU tensors (README "GPU tensors").  The same requests as psched_push /
+ * psched_pull / psched_pushpull, with every value buffer in memory of CUDA
+ * device @device (cudaMalloc'd or managed, e.g. a torch tensor's
+ * data_ptr()).  The worker stages them through a pool of pinned host
+ * buffers (PS_GPU_STAGE_BYTES x PS_GPU_STAGE_BUFS) on PS_GPU_STREAMS CUDA
+ * streams, chunk by chunk, the copy of one chunk overlapping the network
+ * transfer of the one before; scheduling (priorities, credit) is the same
+ * as for host buffers.  Without CUDA in this build, a driver or device
+ * @device, these fail with -ENODEV and psched_errmsg() says which; a host
+ * pointer or memory of another device gets -EINVAL.  Host requests are
+ * never affected.
+ */
+int psched_push_device(struct psched_node *node, const uint64_t *keys,
+		       size_t nkeys, const void *const *vals,
+		       const uint64_t *lens, enum psched_dtype dtype,
+		       int device, int priority, psched_done_fn *cb, void *arg,
+		       uint64_t *req);
+int psched_pull_device(struct psched_node *node, const uint64_t *keys,
+		       size_t nkeys, void *const *vals, const uint64_t *lens,
+		       enum psched_dtype dtype, int device, int priority,
+		       psched_done_fn *cb, void *arg, uint64_t *req);
+int psched_pushpull_device(struct psched_node *node, const uint64_t *keys,
+			   size_t nkeys, const void *const *push_vals,
+			   void *const *pull_vals, const uint64_t *lens,
+			   enum psched_dtype dtype, int device, int priority,
+			   psched_done_fn *cb, void *arg, uint64_t *req);
+/*
+ * 0 if device buffers of CUDA device @device can be used here; else
+ * -ENODEV with psched_errmsg() saying why (built without CUDA, no driver,
+ * no such device).  Probes once per process (one log line).
+ */
+int psched_cuda_check(int device);
+/* 1 if this libpsched was built with CUDA, else 0. */
+int psched_cuda_built(void);
+
+/*
+ * Has request @req completed?  1 yes (psched_wait() then returns at once
+ * with its result), 0 not yet, -ENOENT if there is no such request to
+ * wait for.  Never blocks.
+ */
+int psched_test(struct psched_node *node, uint64_t req);
+
+/*
+ * How many nodes of @group (PSCHED_GROUP_* mask) this node has seen die
+ * (missed heartbeats past PS_HEARTBEAT_TIMEOUT, or a lost connection);
+ * -EINVAL for a bad mask.
+ */
+int psched_num_dead_nodes(struct psched_node *node, unsigned group);
+
 /* Message of the calling thread's last failed psched call ("" if none). */
 const char *psched_errmsg(void);
 /* Name of any code this library returns. */
@@ -237,6 +300,9 @@ const char *psched_strerror(int err);
 
 /* Size in bytes of one element of @dtype (1 for PSCHED_RAW). */
 unsigned psched_dtype_size(enum psched_dtype dtype);
+/* "raw", "float32", "float64", "int32", "int64", "float16", "bfloat16";
+ * "?" for a value outside the enum. */
+const char *psched_dtype_name(enum psched_dtype dtype);
 
 /* Bytes moved so far by this node (payload only), for tools. */
 struct psched_stats {

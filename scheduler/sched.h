@@ -68,7 +68,6 @@ struct psd_sched {
 	uint64_t shutdown_ms;
 	char transport[16];	  /* data transport of the job */
 	char transport_from[160]; /* who chose it, for mismatch errors */
-	uint64_t token;		  /* PS_JOB_TOKEN hash, else random */
 	struct sched_barrier barriers[PSCHED_GROUP_ALL + 1];
 	uint32_t last_epoch;
 	uint64_t last_apply_step;

@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "sched.h"
@@ -195,7 +194,6 @@ static void sched_send_table(struct psched_node *n)
 		infos[i].port = sn->port;
 		ptrs[i] = &infos[i];
 	}
-	t.token = s->token;
 	t.n_nodes = s->cap;
 	t.nodes = ptrs;
 	m.body_case = PSCHED__CONTROL__BODY_TABLE;
@@ -257,9 +255,6 @@ static const char *sched_check_reg(struct psched_node *n, struct psd_conn *c,
 			 n->num_worker);
 		return buf;
 	}
-	if (psd_cfg_job_token(&n->cfg) &&
-	    r->token != psd_cfg_job_token(&n->cfg))
-		return "wrong or missing PS_JOB_TOKEN";
 	if (!r->transport || !strcmp(r->transport, "auto") ||
 	    !psd_transport_find(r->transport)) {
 		snprintf(buf, len, "%s at %s registered without a transport",
@@ -342,6 +337,53 @@ static void sched_on_register(struct psched_node *n, struct psd_conn *c,
 	}
 }
 
+/*
+ * Van thread: the handshake before a registration counts (auth.h).  The
+ * Register is kept packed on the connection until the node's proof
+ * comes; only then is it looked at.
+ */
+static void sched_auth_rx(struct psched_node *n, struct psd_conn *c,
+			  const Psched__Control *m)
+{
+	Psched__Register *r;
+	size_t len;
+	int ret;
+
+	if (m->body_case == PSCHED__CONTROL__BODY_REG && !c->auth_step) {
+		len = psched__register__get_packed_size(m->reg);
+		c->auth_msg = malloc(len ? len : 1);
+		if (!c->auth_msg) {
+			psd_conn_close(c);
+			return;
+		}
+		c->auth_msg_len = psched__register__pack(m->reg, c->auth_msg);
+		ret = psd_auth_challenge(
+			&n->secret, c, 0, PSD_AUTH_REGISTER,
+			m->reg->node ? (int32_t)m->reg->node->role : -1,
+			m->reg->nonce.data, m->reg->nonce.len);
+	} else {
+		ret = psd_auth_finish(&n->secret, c, PSD_AUTH_REGISTER, m);
+	}
+	if (ret) {
+		psd_err("dropping connection from %s: registration failed "
+			"authentication: %s",
+			c->peer, psched_errmsg());
+		psd_conn_close(c);
+		return;
+	}
+	if (!atomic_load(&c->authed))
+		return;
+	r = psched__register__unpack(NULL, c->auth_msg_len, c->auth_msg);
+	free(c->auth_msg);
+	c->auth_msg = NULL;
+	if (!r) {
+		psd_conn_close(c);
+		return;
+	}
+	sched_on_register(n, c, r);
+	psched__register__free_unpacked(r, NULL);
+}
+
 static void sched_rx_control(void *arg, struct psd_conn *c,
 			     const Psched__Control *m)
 {
@@ -349,8 +391,12 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 	struct psd_sched *s = psd_sched_of(n);
 	struct sched_node *sn = c->ctx;
 
+	if (!atomic_load(&c->authed)) {
+		sched_auth_rx(n, c, m);
+		return;
+	}
 	if (m->body_case == PSCHED__CONTROL__BODY_REG) {
-		sched_on_register(n, c, m->reg);
+		sched_abort_node(c, "registered twice");
 		return;
 	}
 	if (!sn) {
@@ -546,10 +592,6 @@ static int sched_alloc(struct psched_node *n)
 			return ret;
 	}
 	s->start_ms = psd_now_ms();
-	s->token = psd_cfg_job_token(&n->cfg);
-	if (!s->token &&
-	    getrandom(&s->token, sizeof(s->token), 0) != sizeof(s->token))
-		s->token = psd_now_us() ^ ((uint64_t)getpid() << 32);
 	return 0;
 }
 

@@ -3,12 +3,17 @@
 # there already.  Uses sudo when not root.  PSCHED_NO_INSTALL=1 only checks.
 set -euo pipefail
 
-pkgs=(gcc make pkg-config libc6-dev
+# g++: nvcc's host compiler, for the CUDA parts when /usr/local/cuda is there.
+pkgs=(gcc g++ make pkg-config libc6-dev
       libprotobuf-c-dev protobuf-c-compiler libgsl-dev
       libibverbs-dev librdmacm-dev
-      iproute2 procps python3 python3-numpy gnuplot-nox
+      iproute2 procps python3 python3-numpy python3-yaml gnuplot-nox
+      openssh-server openssh-client
       python3-torch
       clang libclang-rt-14-dev)  # make fuzz: libFuzzer (tests/fuzz/)
+# With arguments: install just those (tests that need heavy optional
+# packages, e.g. Slurm, ask for them when they run).
+if [ $# -gt 0 ]; then pkgs=("$@"); fi
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "gpu/gpu.h"
 #include "kvs.h"
 #include "role.h"
 #include "command.h"
@@ -72,6 +73,8 @@ static void kvs_destroy(struct psched_node *n)
 	psd_map_clear(&s->entries, kvs_entry_drop, n);
 	psd_map_fini(&s->entries);
 	psd_cfgtab_fini(&s->cfgs);
+	psd_kvs_states_drop(s);
+	free(s->cmp_buf);
 	psd_upd_fini(&s->upd);
 	free(s);
 	n->role_state = NULL;
@@ -156,6 +159,22 @@ int psd_kvs_attach(struct psched_node *n)
 	s->nworker = n->num_worker;
 	s->max_ahead = n->cfg.max_steps_ahead;
 	s->max_parked = n->cfg.max_parked_bytes;
+	/* Optional GPU aggregation: refused at start when there is no GPU,
+	 * rather than a silent CPU fallback the user did not ask for. */
+	if (n->cfg.server_gpu_sum) {
+		char why[256];
+
+		ret = psd_gpu_check(0);
+		if (ret) {
+			free(s);
+			snprintf(why, sizeof(why), "%s", psched_errmsg());
+			return psd_set_errmsg(ret, "PS_SERVER_GPU_SUM=1 but %s",
+					      why);
+		}
+		s->gpu_sum = true;
+		psd_info("server: summing float32/float16 pushes on CUDA "
+			 "device 0");
+	}
 	ret = psd_cfgtab_init(&s->cfgs, n->cfg.partition_bytes,
 			      n->cfg.credit_bytes);
 	if (ret) {

@@ -11,6 +11,7 @@
  *   kvs_rx.c       incoming requests: header checks, push/pull/init
  *   kvs_reply.c    replies and the wait queues (pulls by priority)
  *   kv_server.c    role glue: attach, destroy, stats, config, command
+ *   kvs_states.c   optimizer state dump/load commands
  *
  * All state is touched only by the van thread, so there are no locks;
  * only the byte counters are read from other threads (stats).  Payloads
@@ -77,6 +78,9 @@ struct psd_kvs {
 	struct psd_map entries; /* key -> struct psd_kvs_entry */
 	bool async;
 	struct psd_updater upd; /* common/updater.c; none = default rule */
+	/* The application's controller (kvstore.h); under n->lock. */
+	psched_server_controller_fn *ctl;
+	void *ctl_arg;
 	unsigned nworker;
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];
@@ -87,9 +91,18 @@ struct psd_kvs {
 	uint64_t max_ahead;
 	uint64_t max_parked;
 	uint64_t parked_bytes; /* held payloads, van thread only */
+	/* Optimizer states in transfer (kvs_states.c): a dump's snapshot,
+	 * or the records of a load arriving piece by piece. */
+	float *cmp_buf; /* async: a compressed push dequantised */
+	uint64_t cmp_cap;
+	int xfer_op; /* Psched__OptStates__Op, 0: none */
+	uint8_t *xfer;
+	size_t xfer_len;
+	char xfer_name[16];
 	/* Read by psched_node_stats() from any thread. */
 	atomic_uint_fast64_t stored_bytes; /* tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* bytes allocated for them */
+	bool gpu_sum; /* PS_SERVER_GPU_SUM: float sums on CUDA device 0 */
 };
 
 static inline struct psd_kvs *psd_kvs_of(const struct psched_node *n)
@@ -123,6 +136,10 @@ int psd_kvs_chunk_index(const struct psd_kvs_entry *e, const struct psd_hdr *h,
 			uint64_t *idx);
 /* dst += src for @len bytes of @dtype (RAW: the last push wins). */
 void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len);
+/* psd_kvs_sum(), on the GPU when s->gpu_sum and @dtype is float32 or
+ * float16 (falls back to the CPU if the GPU fails, logged). */
+void psd_kvs_sum_on(struct psd_kvs *s, uint8_t dtype, void *dst,
+		    const void *src, uint64_t len);
 /* A sync push of the open step arrived (payload in @payload, or already in
  * the merge buffer when @direct): sum, ack or answer, maybe finish the
  * step.  @acked: the worker had its ack already (a held push). */
@@ -186,5 +203,13 @@ void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
  * back to the worker). */
 int psd_kvs_command(struct psched_node *n, int mode,
 		    const struct psched_optimizer *opt);
+
+/* kvs_states.c.  Van thread: a ServerCommand's OptStates; a dump's
+ * piece goes into @ack (pointing into the snapshot, valid until the next
+ * command).  0, or an error with psched_errmsg() set. */
+int psd_kvs_states_command(struct psched_node *n, const Psched__OptStates *st,
+			   Psched__CommandAck *ack);
+/* Free a transfer in progress. */
+void psd_kvs_states_drop(struct psd_kvs *s);
 
 #endif

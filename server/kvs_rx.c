@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "kvs.h"
 
 /* Request @h names a byte range this server does not hold. */
@@ -225,7 +226,8 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 		return PSD_RX_DISCARD;
 	}
 	/* One worker: nobody else writes this chunk, so land in place. */
-	if (s->nworker == 1 && e->counts[idx] == 0) {
+	if (s->nworker == 1 && e->counts[idx] == 0 &&
+	    !(h->flags & PSD_F_COMPRESSED)) {
 		*dst = e->merge + (h->offset - e->off);
 		kc->direct = true;
 	}
@@ -309,11 +311,33 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 			      struct psd_kvs_entry *e, const struct psd_hdr *h,
 			      const void *payload)
 {
+	struct psd_kvs *s = psd_kvs_of(n);
 	uint8_t *dst = e->value + (h->offset - e->off);
 
-	if (!psd_upd_apply(&psd_kvs_of(n)->upd, e->key, e->dtype, e->off,
-			   e->len, h->offset, dst, payload, h->span))
-		psd_kvs_sum(e->dtype, dst, payload, h->span);
+	if (h->flags & PSD_F_COMPRESSED) {
+		/* Dequantise into the scratch, then as an uncompressed push. */
+		if (s->cmp_cap < h->span) {
+			void *nb = realloc(s->cmp_buf, (size_t)h->span);
+
+			if (!nb) {
+				psd_kvs_reject(n, c, h, -ENOMEM,
+					       "no memory to dequantise");
+				return;
+			}
+			s->cmp_buf = nb;
+			s->cmp_cap = h->span;
+		}
+		if (psd_cmp_unpack(payload, h->length, s->cmp_buf,
+				   (size_t)(h->span / 4), 0)) {
+			psd_kvs_reject(n, c, h, -EPROTO,
+				       "malformed compressed chunk");
+			return;
+		}
+		payload = s->cmp_buf;
+	}
+	if (!psd_upd_apply(&s->upd, e->key, e->dtype, e->off, e->len, h->offset,
+			   dst, payload, h->span))
+		psd_kvs_sum_on(s, e->dtype, dst, payload, h->span);
 	e->version++;
 	if (h->type == PSD_MSG_PUSHPULL)
 		psd_kvs_reply_pull(n, c, e, h);

@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "kvs.h"
+#include "gpu/gpu.h"
 #include "partition.h"
 
 /* Every wait list is empty while no step is open. */
@@ -109,10 +111,28 @@ void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 	case PSCHED_F16:
 		psd_f16_add(dst, src, (size_t)len / 2);
 		break;
+	case PSCHED_BF16:
+		psd_bf16_add(dst, src, (size_t)len / 2);
+		break;
 	default:
 		memcpy(dst, src, (size_t)len);
 		break;
 	}
+}
+
+void psd_kvs_sum_on(struct psd_kvs *s, uint8_t dtype, void *dst,
+		    const void *src, uint64_t len)
+{
+	if (s->gpu_sum && (dtype == PSCHED_F32 || dtype == PSCHED_F16)) {
+		if (!psd_gpu_sum_host(0, dtype, dst, src,
+				      (size_t)len / psched_dtype_size(dtype)))
+			return;
+		psd_err("server: GPU sum failed (%s); summing on the CPU from "
+			"now on",
+			psched_errmsg());
+		s->gpu_sum = false;
+	}
+	psd_kvs_sum(dtype, dst, src, len);
 }
 
 static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e);
@@ -146,11 +166,16 @@ static int kvs_contribute(struct psd_kvs *s, struct psd_kvs_entry *e,
 	    e->wbytes[wrank] + h->span > e->len)
 		return -EPROTO;
 	dst = e->merge + (h->offset - e->off);
-	if (!direct) {
+	if (h->flags & PSD_F_COMPRESSED) {
+		/* Dequantised straight into the sum (never lands direct). */
+		if (psd_cmp_unpack(payload, h->length, (float *)(void *)dst,
+				   (size_t)(h->span / 4), e->counts[idx] != 0))
+			return -EPROTO;
+	} else if (!direct) {
 		if (e->counts[idx] == 0)
 			memcpy(dst, payload, (size_t)h->span);
 		else
-			psd_kvs_sum(e->dtype, dst, payload, h->span);
+			psd_kvs_sum_on(s, e->dtype, dst, payload, h->span);
 	}
 	e->wbytes[wrank] += h->span;
 	if (++e->counts[idx] == s->nworker)
@@ -209,8 +234,9 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 		ret = kvs_contribute(s, e, h, payload, wrank, direct, &idx);
 	if (ret) {
 		psd_kvs_reject(n, c, h, -EPROTO,
-			       "chunk does not fit the step's layout, or was "
-			       "pushed twice");
+			       "chunk does not fit the step's layout, was "
+			       "pushed twice, or is a malformed compressed "
+			       "chunk");
 		return;
 	}
 	kvs_push_answer(n, c, e, h, idx, acked);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "node.h"
+#include "optim.h"
 #include "psched/kvstore.h"
 #include "command.h"
 #include "kvw.h"
@@ -42,6 +43,11 @@ static void cmd_on_ack(struct psched_node *n, struct psd_conn *c,
 	    !cmd_of(n)->acked[p->rank]) {
 		cmd_of(n)->acked[p->rank] = true;
 		cmd_of(n)->acks++;
+		if (!status && cmd_of(n)->on_data)
+			cmd_of(n)->on_data(
+				cmd_of(n)->data_arg, (unsigned)p->rank,
+				ack->message ? ack->message : "",
+				ack->data.data, ack->data.len, ack->total);
 		if (status && !cmd_of(n)->status) {
 			cmd_of(n)->status = status;
 			snprintf(cmd_of(n)->msg, sizeof(cmd_of(n)->msg),
@@ -208,6 +214,12 @@ static int cmd_begin(struct psched_node *n, unsigned timeout_ms)
 int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
 		 unsigned timeout_ms)
 {
+	return psd_cmd_send_data(n, sc, timeout_ms, NULL, NULL);
+}
+
+int psd_cmd_send_data(struct psched_node *n, Psched__ServerCommand *sc,
+		      unsigned timeout_ms, psd_cmd_data_fn *fn, void *arg)
+{
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	int ret;
 
@@ -221,6 +233,8 @@ int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
 		return ret;
 	pthread_mutex_lock(&n->lock);
 	sc->seq = cmd_of(n)->seq;
+	cmd_of(n)->on_data = fn;
+	cmd_of(n)->data_arg = arg;
 	pthread_mutex_unlock(&n->lock);
 	m.body_case = PSCHED__CONTROL__BODY_COMMAND;
 	m.command = sc;
@@ -232,6 +246,7 @@ int psd_cmd_send(struct psched_node *n, Psched__ServerCommand *sc,
 		psd_set_errmsg(ret, "%s", cmd_of(n)->msg);
 	free(cmd_of(n)->acked);
 	cmd_of(n)->acked = NULL;
+	cmd_of(n)->on_data = NULL;
 	cmd_of(n)->busy = false;
 	pthread_cond_broadcast(&n->cond);
 	pthread_mutex_unlock(&n->lock);
@@ -256,13 +271,28 @@ int psched_servers_configure(struct psched_node *n, const char *mode,
 		ret = psched_optimizer_check(opt);
 		if (ret)
 			return ret;
-		po.name = (char *)(uintptr_t)(opt->name ? opt->name : "");
-		po.learning_rate = opt->learning_rate;
-		po.momentum = opt->momentum;
-		po.wd = opt->wd;
-		po.rescale_grad = opt->rescale_grad;
-		po.clip_gradient = opt->clip_gradient;
+		psd_opt_to_proto(opt, &po);
 		sc.optimizer = &po;
 	}
+	return psd_cmd_send(n, &sc, timeout_ms);
+}
+
+int psched_servers_command(struct psched_node *n, int head, const void *body,
+			   size_t len, unsigned timeout_ms)
+{
+	Psched__ServerCommand sc = PSCHED__SERVER_COMMAND__INIT;
+	Psched__UserCommand u = PSCHED__USER_COMMAND__INIT;
+
+	if (len && !body)
+		return psd_set_errmsg(-EINVAL, "server command: NULL body");
+	if (len > PSD_MAX_CONTROL - 1024)
+		return psd_set_errmsg(-EMSGSIZE,
+				      "server command of %zu bytes: at most "
+				      "%u bytes go in one control message",
+				      len, PSD_MAX_CONTROL - 1024);
+	u.head = head;
+	u.body.data = (uint8_t *)(uintptr_t)body;
+	u.body.len = len;
+	sc.user = &u;
 	return psd_cmd_send(n, &sc, timeout_ms);
 }

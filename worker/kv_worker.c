@@ -4,11 +4,14 @@
  * init, timeline, stats), autotuner metrics, and attaching the worker to
  * its node.  The design and the locking rules are in kvw.h.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "kvw.h"
+#include "psched/kvstore.h"
 #include "role.h"
 #include "command.h"
 
@@ -101,8 +104,9 @@ static void kvw_req_start_unlocks(struct psched_node *n, struct kvw_req *r)
 static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		     size_t nkeys, const void *const *push_vals,
 		     void *const *pull_vals, const uint64_t *lens,
-		     enum psched_dtype dtype, int priority, uint8_t flags,
-		     psched_done_fn *cb, void *arg, uint64_t *req)
+		     enum psched_dtype dtype, int device, int priority,
+		     uint8_t flags, psched_done_fn *cb, void *arg,
+		     uint64_t *req)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_req *r = NULL;
@@ -113,9 +117,24 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		return psd_set_errmsg(-EINVAL, "only workers push and pull");
 	if (!req && !cb)
 		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	/* Device values (kvw_gpu.c): -1 is host memory. */
+	if (device != -1 && keys && nkeys &&
+	    (ret = psd_kvw_gpu_prepare(n, device, nkeys, push_vals,
+				       pull_vals)))
+		return ret;
 	pthread_mutex_lock(&w->lock);
 	if (n->fatal) {
 		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
+		goto out_unlock;
+	}
+	/* Compression quantises the caller's values on this thread, which
+	 * cannot read device memory. */
+	if (device != -1 && push_vals && w->cmp_kind && dtype == PSCHED_F32) {
+		ret = psd_set_errmsg(-EOPNOTSUPP,
+				     "gradient compression takes host buffers "
+				     "only: push device %d's values without it, "
+				     "or copy them to the host",
+				     device);
 		goto out_unlock;
 	}
 	ret = psd_kvw_req_build(n, type, keys, nkeys, push_vals, pull_vals,
@@ -125,10 +144,12 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	ret = psd_kvw_req_register(w, r);
 	if (ret)
 		goto err_free;
+	r->on_gpu = device != -1;
+	r->gpu_dev = device;
 	r->cb = cb;
 	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
 	r->cb_arg = arg;
-	r->flags = flags;
+	r->flags = flags | (r->cmp ? PSD_F_COMPRESSED : 0);
 	r->priority = w->fifo ? 0 : priority;
 	r->pending = 1; /* held until issued */
 	if (req)
@@ -159,7 +180,7 @@ int psched_push(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	if (!vals)
 		return psd_set_errmsg(-EINVAL, "push without values");
 	return kvw_issue(n, PSD_MSG_PUSH, keys, nkeys, vals, NULL, lens, dtype,
-			 priority, 0, cb, arg, req);
+			 -1, priority, 0, cb, arg, req);
 }
 
 /* Unlocked (any application thread). */
@@ -171,7 +192,7 @@ int psched_pull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	if (!vals)
 		return psd_set_errmsg(-EINVAL, "pull without buffers");
 	return kvw_issue(n, PSD_MSG_PULL, keys, nkeys, NULL, vals, lens, dtype,
-			 priority, 0, cb, arg, req);
+			 -1, priority, 0, cb, arg, req);
 }
 
 /* Unlocked (any application thread). */
@@ -183,7 +204,52 @@ int psched_pushpull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	if (!push_vals || !pull_vals)
 		return psd_set_errmsg(-EINVAL, "pushpull without buffers");
 	return kvw_issue(n, PSD_MSG_PUSHPULL, keys, nkeys, push_vals, pull_vals,
-			 lens, dtype, priority, 0, cb, arg, req);
+			 lens, dtype, -1, priority, 0, cb, arg, req);
+}
+
+/* Unlocked (any application thread).  Device values: kvw_gpu.c. */
+int psched_push_device(struct psched_node *n, const uint64_t *keys,
+		       size_t nkeys, const void *const *vals,
+		       const uint64_t *lens, enum psched_dtype dtype,
+		       int device, int priority, psched_done_fn *cb, void *arg,
+		       uint64_t *req)
+{
+	if (!vals)
+		return psd_set_errmsg(-EINVAL, "push without values");
+	if (device < 0)
+		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
+					       "index", device);
+	return kvw_issue(n, PSD_MSG_PUSH, keys, nkeys, vals, NULL, lens, dtype,
+			 device, priority, 0, cb, arg, req);
+}
+
+int psched_pull_device(struct psched_node *n, const uint64_t *keys,
+		       size_t nkeys, void *const *vals, const uint64_t *lens,
+		       enum psched_dtype dtype, int device, int priority,
+		       psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	if (!vals)
+		return psd_set_errmsg(-EINVAL, "pull without buffers");
+	if (device < 0)
+		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
+					       "index", device);
+	return kvw_issue(n, PSD_MSG_PULL, keys, nkeys, NULL, vals, lens, dtype,
+			 device, priority, 0, cb, arg, req);
+}
+
+int psched_pushpull_device(struct psched_node *n, const uint64_t *keys,
+			   size_t nkeys, const void *const *push_vals,
+			   void *const *pull_vals, const uint64_t *lens,
+			   enum psched_dtype dtype, int device, int priority,
+			   psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	if (!push_vals || !pull_vals)
+		return psd_set_errmsg(-EINVAL, "pushpull without buffers");
+	if (device < 0)
+		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
+					       "index", device);
+	return kvw_issue(n, PSD_MSG_PUSHPULL, keys, nkeys, push_vals, pull_vals,
+			 lens, dtype, device, priority, 0, cb, arg, req);
 }
 
 /* Unlocked; blocks until the values are in and every worker got here. */
@@ -195,7 +261,7 @@ int psched_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 	int ret;
 
 	ret = kvw_issue(n, PSD_MSG_INIT, keys, nkeys, vals, NULL, lens, dtype,
-			0, n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL,
+			-1, 0, n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL,
 			NULL, &req);
 	if (ret)
 		return ret;
@@ -260,8 +326,11 @@ int psched_timeline_write(struct psched_node *n, const char *path)
 /* psd_map_clear() callback (kvw_destroy()). */
 static void kvw_key_free(void *key, void *arg)
 {
+	struct kvw_key *k = key;
+
 	(void)arg;
-	free(key);
+	free(k->residual);
+	free(k);
 }
 
 /* Unlocked; nothing else may use the worker any more.  Stop the sender
@@ -274,6 +343,7 @@ static void kvw_destroy(struct psched_node *n)
 	if (!w)
 		return;
 	psd_kvw_sender_stop(w);
+	psd_kvw_gpu_fini(w);
 	for (i = 0; i < w->cap; i++)
 		if (w->reqs[i])
 			psd_kvw_req_free(w->reqs[i]);
@@ -358,3 +428,42 @@ const struct psd_role_ops psd_kvw_role = {
 	.on_config = psd_kvw_config,
 	.detach = kvw_destroy,
 };
+
+int psched_node_set_gradient_compression(struct psched_node *n,
+					 const char *type, double threshold)
+{
+	struct psd_kvw *w = n ? kvw_of(n) : NULL;
+	int kind = psd_cmp_kind_of(type);
+	struct kvw_key *k;
+	size_t pos = 0;
+
+	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(
+			-EINVAL, "gradient compression: not a worker node");
+	if (kind < 0)
+		return psd_set_errmsg(
+			-EINVAL,
+			"gradient compression type '%.32s' is not "
+			"supported (2bit, 1bit, none)",
+			type);
+	if (!isfinite(threshold) || (kind == PSD_CMP_2BIT && threshold <= 0) ||
+	    fabs(threshold) > 3.0e38)
+		return psd_set_errmsg(-EINVAL,
+				      "gradient compression %s: threshold %g "
+				      "is not %s",
+				      type, threshold,
+				      kind == PSD_CMP_2BIT
+					      ? "a finite number > 0"
+					      : "a finite float");
+	pthread_mutex_lock(&w->lock);
+	if (kind != w->cmp_kind || (float)threshold != w->cmp_threshold) {
+		while ((k = psd_map_next(&w->keys, &pos, NULL))) {
+			free(k->residual);
+			k->residual = NULL;
+		}
+	}
+	w->cmp_kind = kind;
+	w->cmp_threshold = (float)threshold;
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}

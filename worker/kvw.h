@@ -61,7 +61,9 @@
 #include <pthread.h>
 
 #include "cfgtab.h"
+#include "gpu/stage.h"
 #include "chunkq.h"
+#include "command.h"
 #include "map.h"
 #include "node.h"
 #include "timeline.h"
@@ -77,6 +79,7 @@ struct kvw_key {
 	uint8_t dtype;
 	uint64_t step;	   /* pushes of this key so far */
 	uint64_t last_req; /* duplicate-key check within a request */
+	float *residual;   /* gradient compression: what was not sent yet */
 };
 
 struct kvw_srv {
@@ -92,6 +95,7 @@ struct kvw_slot {
 	const uint8_t *src; /* push source, NULL for pull */
 	uint32_t epoch;	    /* config the step is cut with */
 	uint64_t part;	    /* partition bytes of that config */
+	uint8_t *codes;	    /* compressed push: one code per element */
 };
 
 enum kvw_chunk_state {
@@ -113,6 +117,10 @@ struct kvw_chunk {
 	bool credited; /* its bytes count against the credit now */
 	uint64_t t_start;
 	uint64_t t_push; /* credit given back */
+	bool gpu_rx;	 /* a device pull answer is being received */
+	struct psd_stage_buf stg; /* pinned slots of that answer */
+	uint64_t coff;	 /* compressed push: payload at req->cbuf + coff */
+	uint64_t clen;
 };
 
 struct kvw_req {
@@ -127,6 +135,8 @@ struct kvw_req {
 	bool done;
 	bool cancelled;	      /* late answers are discarded */
 	bool parked;	      /* waiting for a config commit */
+	bool on_gpu;	      /* values in memory of CUDA device gpu_dev */
+	int gpu_dev;
 	uint64_t deadline_ms; /* callback requests: fail after this */
 	int err;
 	char msg[320];
@@ -136,6 +146,9 @@ struct kvw_req {
 	struct kvw_srv *srv; /* [num_server], indexed by server rank */
 	struct kvw_chunk *chunks;
 	size_t nchunks;
+	int cmp; /* compress kind of this push (common/compress.h) */
+	float cmp_threshold;
+	uint8_t *cbuf; /* compressed payloads of every chunk */
 	size_t nslots;
 	struct kvw_slot slots[];
 };
@@ -158,6 +171,8 @@ struct kvw_cmd {
 	bool *acked; /* [num_server] */
 	int status;
 	char msg[320];
+	psd_cmd_data_fn *on_data; /* NULL, or what a command's acks carry */
+	void *data_arg;
 };
 
 struct psd_kvw {
@@ -173,7 +188,9 @@ struct psd_kvw {
 	size_t cap;
 	uint64_t gen;
 	struct psd_map keys; /* key -> struct kvw_key */
-	uint64_t max_step;   /* highest step pushed of any key */
+	int cmp_kind;	     /* gradient compression of float32 pushes */
+	float cmp_threshold;
+	uint64_t max_step; /* highest step pushed of any key */
 
 	bool fifo;
 	struct psd_chunkq q;
@@ -191,6 +208,7 @@ struct psd_kvw {
 	struct psd_timeline tl;
 	struct kvw_metrics met; /* autotuner reports, see kvw_metrics_note */
 	struct kvw_cmd cmd;	/* under the node's lock, see above */
+	struct kvw_gpu *gpu;	/* device staging, made on first use */
 };
 
 static inline struct psd_kvw *kvw_of(const struct psched_node *n)
@@ -253,6 +271,47 @@ bool psd_kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r);
 /* Unlocked.  Start / stop the sender thread. */
 int psd_kvw_sender_start(struct psched_node *n);
 void psd_kvw_sender_stop(struct psd_kvw *w);
+
+/*
+ * kvw_gpu.c: device (CUDA) requests, staged through pinned host memory
+ * (common/gpu/stage.h).  Only the sender thread sends device chunks.
+ */
+/* Unlocked.  Check that @device is usable and every value is its memory;
+ * make the staging pool on first use.  0 or -ENODEV / -EINVAL. */
+int psd_kvw_gpu_prepare(struct psched_node *n, int device, size_t nkeys,
+			const void *const *push_vals, void *const *pull_vals);
+/* The device bytes of one push chunk, read under w->lock. */
+struct kvw_gpu_job {
+	bool on; /* a device push chunk */
+	int dev;
+	uint64_t tag; /* request id and chunk index */
+	const void *src;
+	size_t len;
+};
+/* Locked.  @ch's job (job->on false for a host chunk or no payload). */
+void psd_kvw_gpu_job(const struct kvw_chunk *ch, struct kvw_gpu_job *job);
+/* Unlocked (sender thread).  Stage @job's bytes, complete, into @b and
+ * start the copy of @next (if on) ahead, to overlap the send of @b.
+ * 0 or the error (psd_set_errmsg). */
+int psd_kvw_gpu_stage_push(struct psd_kvw *w, const struct kvw_gpu_job *job,
+			   const struct kvw_gpu_job *next,
+			   struct psd_stage_buf *b);
+void psd_kvw_gpu_unstage(struct psd_kvw *w, struct psd_stage_buf *b);
+/* Unlocked (van thread).  Pinned slots for a device pull answer of @len
+ * bytes, or NULL (then the connection's scratch buffer is used). */
+void *psd_kvw_gpu_rx_buf(struct psd_kvw *w, size_t len,
+			 struct psd_stage_buf *b);
+/* Unlocked (van thread).  Copy an answer to device memory. */
+int psd_kvw_gpu_to_device(struct psd_kvw *w, int device, void *dst,
+			  const void *src, size_t len);
+/* Unlocked; the worker is going away. */
+void psd_kvw_gpu_fini(struct psd_kvw *w);
+/* Unit test only: stage "device" @device of @n with copier @ops (its
+ * device memory is whatever @ops copies from), skipping the CUDA checks;
+ * before any device request.  And the pool's counters. */
+int psd_kvw_gpu_use_copier(struct psched_node *n, int device,
+			   const struct psd_copy_ops *ops, void *ctx);
+void psd_kvw_gpu_stats(struct psd_kvw *w, struct psd_stage_stats *out);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "compress.h"
 #include "kvw.h"
 #include "partition.h"
 #include "placement.h"
@@ -94,6 +95,67 @@ static struct kvw_req *kvw_req_alloc(struct psched_node *n, uint8_t type,
 	return r;
 }
 
+/* Locked.  Gradient compression: quantise every slot's push against its
+ * key's residual, in call order (the codes are packed per chunk once the
+ * request is cut).  The residuals are only touched once every slot has
+ * its memory. */
+static int kvw_req_quantize(struct psd_kvw *w, struct kvw_req *r)
+{
+	struct kvw_key *k;
+	size_t i, n;
+
+	for (i = 0; i < r->nslots; i++) {
+		k = psd_map_get(&w->keys, r->slots[i].key);
+		n = (size_t)(r->slots[i].total / 4);
+		if (!k->residual)
+			k->residual = calloc(n ? n : 1, sizeof(float));
+		r->slots[i].codes = malloc(n ? n : 1);
+		if (!k->residual || !r->slots[i].codes)
+			return psd_set_errmsg(
+				-ENOMEM,
+				"push of key %llu: no memory to "
+				"compress it",
+				(unsigned long long)r->slots[i].key);
+	}
+	for (i = 0; i < r->nslots; i++) {
+		k = psd_map_get(&w->keys, r->slots[i].key);
+		psd_cmp_quantize(w->cmp_kind, w->cmp_threshold,
+				 (const float *)(const void *)r->slots[i].src,
+				 k->residual, r->slots[i].codes,
+				 (size_t)(r->slots[i].total / 4));
+	}
+	r->cmp = w->cmp_kind;
+	r->cmp_threshold = w->cmp_threshold;
+	return 0;
+}
+
+/* Locked.  Pack each chunk's codes into r->cbuf. */
+static int kvw_req_pack(struct kvw_req *r)
+{
+	uint64_t total = 0;
+	size_t k;
+
+	free(r->cbuf);
+	for (k = 0; k < r->nchunks; k++) {
+		r->chunks[k].coff = total;
+		r->chunks[k].clen = psd_cmp_len(r->cmp, r->chunks[k].span / 4);
+		total += r->chunks[k].clen;
+	}
+	r->cbuf = malloc(total ? (size_t)total : 1);
+	if (!r->cbuf)
+		return psd_set_errmsg(-ENOMEM,
+				      "no memory for %llu compressed bytes",
+				      (unsigned long long)total);
+	for (k = 0; k < r->nchunks; k++) {
+		const struct kvw_chunk *ch = &r->chunks[k];
+
+		psd_cmp_pack(r->cmp, r->cmp_threshold,
+			     r->slots[ch->slot].codes + ch->off / 4,
+			     (size_t)(ch->span / 4), r->cbuf + ch->coff);
+	}
+	return 0;
+}
+
 /* Locked.  Validate the keys and build the request; steps are only
  * advanced once every key passed. */
 int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
@@ -107,7 +169,7 @@ int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	size_t i;
 	int ret;
 
-	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_F16)
+	if (!nkeys || !keys || !lens || (unsigned)dtype > PSCHED_DTYPE_MAX)
 		return psd_set_errmsg(-EINVAL,
 				      "%s: no keys, no lengths or a bad dtype",
 				      psd_msg_type_name(type));
@@ -126,6 +188,13 @@ int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		r->slots[i].dst = pull_vals ? pull_vals[i] : NULL;
 		r->slots[i].src = push_vals ? push_vals[i] : NULL;
 		r->slots[i].step = k->step;
+	}
+	if (kvw_is_push(type) && dtype == PSCHED_F32 && w->cmp_kind) {
+		ret = kvw_req_quantize(w, r);
+		if (ret) {
+			psd_kvw_req_free(r);
+			return ret;
+		}
 	}
 	for (i = 0; i < nkeys && kvw_is_push(type); i++) {
 		k = psd_map_get(&w->keys, keys[i]);
@@ -261,6 +330,16 @@ int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r)
 		return -ENOMEM;
 	r->nchunks = total;
 	kvw_req_cut(n, r);
+	if (r->cmp) {
+		ret = kvw_req_pack(r);
+		if (ret) {
+			free(r->chunks);
+			r->chunks = NULL;
+			r->nchunks = 0;
+			memset(r->srv, 0, n->num_server * sizeof(*r->srv));
+			return ret;
+		}
+	}
 	for (k = 0; k < r->nchunks; k++) {
 		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
 		if (ret) {

@@ -75,6 +75,11 @@ void psd_kvw_req_unregister(struct psd_kvw *w, struct kvw_req *r)
 
 void psd_kvw_req_free(struct kvw_req *r)
 {
+	size_t i;
+
+	for (i = 0; i < r->nslots; i++)
+		free(r->slots[i].codes);
+	free(r->cbuf);
 	free(r->chunks);
 	free(r->srv);
 	free(r);
@@ -286,6 +291,27 @@ void psd_kvw_expire_unlocks(struct psched_node *n)
 }
 
 /* Unlocked. */
+int psched_test(struct psched_node *n, uint64_t id)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_req *r;
+	int ret;
+
+	if (!w)
+		return psd_set_errmsg(-EINVAL, "only workers test requests");
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, id);
+	if (!r || r->cb)
+		ret = psd_set_errmsg(-ENOENT,
+				     "no request %llu to test (already "
+				     "waited, or it has a callback)",
+				     (unsigned long long)id);
+	else
+		ret = r->done ? 1 : 0;
+	pthread_mutex_unlock(&w->lock);
+	return ret;
+}
+
 int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 {
 	struct psd_kvw *w = kvw_of(n);

@@ -4,6 +4,7 @@
  * failure, all on the van thread (kvw.h explains the locking words).
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "command.h"
 #include "kvw.h"
@@ -17,6 +18,7 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 	struct kvw_chunk *ch;
 	struct kvw_slot *s;
 	struct kvw_req *r;
+	bool gpu = false;
 
 	if (!p || p->role != PSCHED_ROLE_SERVER ||
 	    (h->type != PSD_MSG_PUSH_ACK && h->type != PSD_MSG_PULL_RESP)) {
@@ -36,13 +38,22 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 		 */
 		if (s->dst && s->key == h->key && s->total == h->total &&
 		    ch->off == h->offset && ch->span == h->length &&
-		    ch->srank == p->rank && ch->state != KVW_CH_DONE) {
-			*dst = s->dst + h->offset;
+		    ch->srank == p->rank && ch->state != KVW_CH_DONE &&
+		    !ch->gpu_rx) {
 			r->busy++;
 			r->srv[p->rank].busy++;
+			if (r->on_gpu)
+				ch->gpu_rx = gpu = true;
+			else
+				*dst = s->dst + h->offset;
 		}
 	}
 	pthread_mutex_unlock(&w->lock);
+	/* A device answer: pinned slots, else the scratch buffer (*dst
+	 * NULL); kvw_rx_to_device() copies it over.  Only this thread
+	 * touches ch->stg while gpu_rx is set. */
+	if (gpu)
+		*dst = psd_kvw_gpu_rx_buf(w, h->length, &ch->stg);
 	/* Late or unknown answers land in the scratch buffer. */
 	return 0;
 }
@@ -70,6 +81,29 @@ static void kvw_rx_check(struct kvw_req *r, const struct kvw_chunk *ch,
 				  (unsigned long long)ch->span);
 }
 
+/* Locked on entry and return, dropped around the copy.  Device answer
+ * @payload of @ch to its device buffer; the request stays busy (so not
+ * freed) meanwhile. */
+static void kvw_rx_to_device_unlocks(struct psd_kvw *w, struct kvw_req *r,
+				     struct kvw_chunk *ch,
+				     const struct psd_hdr *h, void *payload)
+{
+	struct psd_stage_buf stg = ch->stg;
+	uint8_t *dst = r->slots[ch->slot].dst + h->offset;
+	int ret;
+
+	pthread_mutex_unlock(&w->lock);
+	ret = psd_kvw_gpu_to_device(w, r->gpu_dev, dst, payload, h->length);
+	psd_kvw_gpu_unstage(w, &stg);
+	pthread_mutex_lock(&w->lock);
+	memset(&ch->stg, 0, sizeof(ch->stg));
+	if (ret)
+		psd_kvw_req_error(r, ret, "pull of key %llu (step %llu): %s",
+				  (unsigned long long)h->key,
+				  (unsigned long long)r->slots[ch->slot].step,
+				  psched_errmsg());
+}
+
 /* Unlocked (van thread).  An answer is in, payload in place. */
 void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 		     const struct psd_hdr *h, void *payload)
@@ -90,8 +124,17 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 			  (unsigned long long)h->req, c->peer);
 		return;
 	}
-	if (h->length && r->slots[ch->slot].dst && r->srv[p->rank].busy &&
-	    payload == r->slots[ch->slot].dst + h->offset) {
+	if (h->length && ch->gpu_rx && r->srv[p->rank].busy) {
+		ch->gpu_rx = false;
+		if (!h->status && payload)
+			kvw_rx_to_device_unlocks(w, r, ch, h, payload);
+		else
+			psd_kvw_gpu_unstage(w, &ch->stg);
+		r->busy--;
+		r->srv[p->rank].busy--;
+	} else if (h->length && r->slots[ch->slot].dst &&
+		   r->srv[p->rank].busy &&
+		   payload == r->slots[ch->slot].dst + h->offset) {
 		r->busy--;
 		r->srv[p->rank].busy--;
 	}
@@ -127,8 +170,14 @@ static bool kvw_req_fail_server(struct psd_kvw *w, struct kvw_req *r,
 	r->busy -= r->srv[p->rank].busy;
 	r->srv[p->rank].busy = 0;
 	for (j = 0; j < r->nchunks; j++)
-		if (r->chunks[j].srank == p->rank)
+		if (r->chunks[j].srank == p->rank) {
+			/* A device answer cut off: its slots come back. */
+			if (r->chunks[j].gpu_rx) {
+				r->chunks[j].gpu_rx = false;
+				psd_kvw_gpu_unstage(w, &r->chunks[j].stg);
+			}
 			fire |= psd_kvw_chunk_settle(w, &r->chunks[j], true);
+		}
 	return fire;
 }
 

@@ -3,6 +3,8 @@
  * KV worker: the sender thread, the credit pump and the sending of one
  * chunk (kvw.h explains the locking words used here).
  */
+#include <stdio.h>
+
 #include "kvw.h"
 
 /* Locked.  The header of @ch on the wire. */
@@ -23,7 +25,9 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 		.total = s->total,
 		.offset = ch->off,
 		.span = ch->span,
-		.length = payload ? ch->span : 0,
+		.length = !payload ? 0
+			  : r->cmp ? ch->clen
+				   : ch->span,
 		.part = ch->part,
 		.step = s->step,
 		.req = r->id,
@@ -31,8 +35,10 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 		.epoch = s->epoch,
 		.priority = r->priority,
 	};
-	iov->iov_base = payload ? (void *)(uintptr_t)(s->src + ch->off) : NULL;
-	iov->iov_len = payload ? (size_t)ch->span : 0;
+	iov->iov_base = !payload ? NULL
+			: r->cmp ? (void *)(r->cbuf + ch->coff)
+				 : (void *)(uintptr_t)(s->src + ch->off);
+	iov->iov_len = (size_t)h->length;
 }
 
 /*
@@ -45,22 +51,41 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_req *r = ch->req;
 	struct psd_peer *p = psd_node_peer(n, psd_server_id(ch->srank));
+	struct kvw_gpu_job job, next = { 0 };
+	struct psd_stage_buf stg = { 0 };
+	struct psd_chunk_node *head;
 	struct psd_hdr h;
 	struct iovec iov;
 	bool fire = false;
-	int ret;
+	char why[256] = "";
+	int ret = 0;
 
 	kvw_chunk_hdr(n, ch, &h, &iov);
 	ch->state = KVW_CH_SENDING;
 	ch->credited = true;
 	ch->t_start = psd_now_us();
+	/* Device values go out of pinned slots (kvw_gpu.c); the chunk due
+	 * next, if on a device too, is copied meanwhile. */
+	psd_kvw_gpu_job(ch, &job);
+	if (job.on && (head = psd_chunkq_peek(&w->q)))
+		psd_kvw_gpu_job(psd_container_of(head, struct kvw_chunk, node),
+				&next);
 	/* The request cannot complete (and be freed by its callback or
 	 * waiter) while its caller memory is on its way out. */
 	r->sending++;
 	r->pending++;
 	pthread_mutex_unlock(&w->lock);
-	ret = p->dead || !p->conn ? PSCHED_ENODEDEAD
-				  : psd_conn_send(p->conn, &h, &iov, 1);
+	if (job.on && !p->dead && p->conn) {
+		ret = psd_kvw_gpu_stage_push(w, &job, &next, &stg);
+		iov.iov_base = stg.host;
+	}
+	if (!ret)
+		ret = p->dead || !p->conn ? PSCHED_ENODEDEAD
+					  : psd_conn_send(p->conn, &h, &iov, 1);
+	else
+		snprintf(why, sizeof(why), "%s", psched_errmsg());
+	if (stg.n)
+		psd_kvw_gpu_unstage(w, &stg);
 	pthread_mutex_lock(&w->lock);
 	r->sending--;
 	if (ch->state == KVW_CH_SENDING)
@@ -70,7 +95,7 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 			r, ret, "%s of key %llu (step %llu) to %s failed: %s",
 			psd_msg_type_name(r->type), (unsigned long long)h.key,
 			(unsigned long long)h.step, p->desc,
-			psched_strerror(ret));
+			why[0] ? why : psched_strerror(ret));
 		fire = psd_kvw_chunk_settle(w, ch, true);
 	}
 	if (psd_kvw_req_settle(w, r))
@@ -99,7 +124,7 @@ static void kvw_pump_unlocks(struct psched_node *n)
 /* Locked. */
 bool psd_kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r)
 {
-	return r->nchunks == 1 && psd_chunkq_len(&w->q) == 1 &&
+	return r->nchunks == 1 && !r->on_gpu && psd_chunkq_len(&w->q) == 1 &&
 	       r->chunks[0].span <= KVW_INLINE_MAX &&
 	       psd_credit_can_start(&w->credit, r->chunks[0].node.len);
 }

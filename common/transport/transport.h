@@ -81,6 +81,19 @@ struct psd_conn {
 	size_t scratch_cap;
 	struct psd_list link; /* van->conns, guarded by van->lock */
 	bool in_list;
+	/* Authentication (common/auth.h).  Until its owner calls
+	 * psd_conn_set_authed() the van takes only small control messages
+	 * on it and, if it was accepted, drops it after PS_AUTH_TIMEOUT. */
+	atomic_bool authed;
+	bool accepted;	   /* came through our listener */
+	uint64_t born_ms;  /* when it was accepted or opened */
+	uint8_t auth_step; /* owner's handshake progress (van thread) */
+	int auth_id;	   /* id the peer claims in its hello */
+	uint8_t nonce_mine[32];
+	uint8_t nonce_peer[32];
+	void *auth_msg; /* owner's message held until authed (freed
+			 * with the connection) */
+	size_t auth_msg_len;
 };
 
 struct psd_listener {

@@ -10,8 +10,10 @@
  *                servers sum the W workers' pushes of a step, then apply
  *                the updater; pulls see the result of the whole step;
  *   "dist_async" the servers apply every push at once.
- * ("device" is taken as "local", "dist", "dist_device_sync" and
- * "dist_sync_device" as "dist_sync", as MXNet scripts spell them.)
+ * ("device", "local_update_cpu", "local_allreduce_cpu" and
+ * "local_allreduce_device" are taken as "local", "dist",
+ * "dist_device_sync" and "dist_sync_device" as "dist_sync", as MXNet
+ * scripts spell them; psched_kvstore_type() returns the name given.)
  *
  * Keys are uint64_t; a key's dtype and size are fixed by init.  Priority
  * follows MXNet: larger = more urgent (the node API's smaller = sooner is
@@ -36,26 +38,83 @@ extern "C" {
 
 /*
  * An optimizer applied where values are aggregated (on the servers, or in
- * process for "local"), as MXNet's server-side updater:
- *   g = rescale_grad * merged, clipped to [-clip_gradient, clip_gradient]
- *       when clip_gradient > 0;
- *   momentum == 0: w -= learning_rate * (g + wd * w)
- *   else:          m = momentum * m - learning_rate * (g + wd * w); w += m
- * (m starts at 0 per key).  Applies to float keys (float16 in float32);
- * integer keys keep the default (the aggregate replaces the value).
- * @name: "sgd", or "" / NULL for the default (no optimizer).
+ * process for "local"), with MXNet's update rules and parameter names.
+ * Per element, with g the aggregate (the sum of the workers' pushes):
+ *
+ *   g  = rescale_grad * g, clipped to [-clip_gradient, clip_gradient] when
+ *        clip_gradient > 0; lr = learning_rate * lr_mult[key],
+ *        wd = wd * wd_mult[key] (multipliers default to 1)
+ *   sgd      momentum == 0: w -= lr * (g + wd * w)
+ *            else: m = momentum * m - lr * (g + wd * w); w += m
+ *   nag      g += wd * w; m = momentum * m + lr * g;
+ *            w -= momentum * m + lr * g
+ *   adam     g += wd * w; m = beta1 * m + (1 - beta1) * g;
+ *            v = beta2 * v + (1 - beta2) * g^2;
+ *            w -= c * lr * m / (sqrt(v) + epsilon)
+ *   adamw    (decoupled decay) m, v as adam on g without wd;
+ *            w -= lr * (c * m / (sqrt(v) + epsilon) + wd * w)
+ *            c = sqrt(1 - beta2^t) / (1 - beta1^t) (bias correction; t =
+ *            the element's update count, from 1), or 1 when correct_bias
+ *            is 0 (adamw only; adam always corrects)
+ *   rmsprop  g += wd * w; centered == 0: n = gamma1 * n + (1 - gamma1) *
+ *            g^2; w -= lr * g / sqrt(n + epsilon);
+ *            centered: n as above, a = gamma1 * a + (1 - gamma1) * g,
+ *            d = gamma2 * d - lr * g / sqrt(n - a^2 + epsilon); w += d;
+ *            then w is clipped to [-clip_weights, clip_weights] when
+ *            clip_weights > 0
+ *   adagrad  g += wd * w; h += g^2; w -= lr * g / (sqrt(h) + epsilon)
+ *   signum   g += wd * w; momentum > 0: m = momentum * m + (1 - momentum)
+ *            * g, w = (1 - lr * wd_lh) * w - lr * sign(m); else
+ *            w = (1 - lr * wd_lh) * w - lr * sign(g)
+ *
+ * States start at 0 per key.  Float keys only (float16 and bfloat16 in
+ * float32, float64 in float64); integer keys keep the default (the
+ * aggregate replaces the value).  multi_precision: float16/bfloat16 keys
+ * keep a float32 master copy of the weight that the rule updates (the
+ * stored weight is its rounding), as MXNet's mp_* updates.
+ * @name: "sgd", "nag", "adam", "adamw", "rmsprop", "adagrad", "signum",
+ * or "" / NULL for the default (no optimizer).  Fields an optimizer does
+ * not use are ignored.
  */
 struct psched_optimizer {
 	const char *name;
 	double learning_rate; /* >= 0 */
-	double momentum;      /* [0, 1) */
+	double momentum;      /* [0, 1): sgd, nag, signum */
 	double wd;	      /* >= 0 */
 	double rescale_grad;  /* > 0 */
 	double clip_gradient; /* <= 0: no clipping */
+	/* Fields below: since issue 13 (psched_optimizer_init() sets them). */
+	double beta1;	     /* [0, 1): adam, adamw */
+	double beta2;	     /* [0, 1): adam, adamw */
+	double epsilon;	     /* > 0: adam, adamw, rmsprop, adagrad */
+	double gamma1;	     /* [0, 1): rmsprop */
+	double gamma2;	     /* [0, 1): rmsprop (centered) */
+	double wd_lh;	     /* >= 0: signum */
+	double clip_weights; /* <= 0: none; rmsprop */
+	int centered;	     /* rmsprop */
+	int correct_bias;    /* adamw */
+	int multi_precision;
+	/* Per-key multipliers: key mult_keys[i] uses lr_mult[i] and
+	 * wd_mult[i] (either array may be NULL: 1).  Copied by the call that
+	 * takes the optimizer. */
+	size_t nmult;
+	const uint64_t *mult_keys;
+	const double *lr_mult; /* >= 0 */
+	const double *wd_mult; /* >= 0 */
 };
 
-/* MXNet's SGD defaults: "sgd", lr 0.01, momentum 0, wd 0, rescale 1. */
+/* MXNet's SGD defaults: "sgd", lr 0.01, momentum 0, wd 0, rescale 1, no
+ * clipping, and the defaults of every other optimizer's fields (beta1
+ * 0.9, beta2 0.999, epsilon 1e-8, gamma1 0.9, gamma2 0.9, wd_lh 0,
+ * correct_bias 1, no multipliers). */
 void psched_optimizer_init(struct psched_optimizer *opt);
+/*
+ * psched_optimizer_init(), then MXNet's defaults of optimizer @name
+ * (learning_rate 0.01 for sgd, nag, signum and adagrad, 0.001 for adam,
+ * adamw and rmsprop; momentum 0.9 for signum; epsilon 1e-6 for adagrad).
+ * -EINVAL (psched_errmsg() lists the names) for an unknown @name.
+ */
+int psched_optimizer_defaults(struct psched_optimizer *opt, const char *name);
 /* 0, or -EINVAL with psched_errmsg() naming the bad field. */
 int psched_optimizer_check(const struct psched_optimizer *opt);
 
@@ -99,6 +158,29 @@ int psched_servers_configure(struct psched_node *node, const char *mode,
 			     const struct psched_optimizer *opt,
 			     unsigned timeout_ms);
 
+/*
+ * Application commands to the servers (MXNet's _send_command_to_servers
+ * and its server controller).  A server's controller gets each command a
+ * worker sends: @head and @len bytes of @body, on the server's receive
+ * thread (@node is the server: it may call psched_server_set_updater()).
+ * It returns 0 or a negative errno; then @msg (@msglen bytes, "" on entry)
+ * may say why, and the worker's psched_servers_command() fails with that
+ * code, naming the server and the reason.
+ */
+typedef int psched_server_controller_fn(struct psched_node *node, int head,
+					const void *body, size_t len, char *msg,
+					size_t msglen, void *arg);
+/* Install @fn (NULL: none; commands are then refused) on server @node
+ * (-EINVAL if it is not a server), or with @node NULL for every server
+ * node of this process without its own; set that before
+ * psched_node_create() so that no command can arrive before it. */
+int psched_server_set_controller(struct psched_node *node,
+				 psched_server_controller_fn *fn, void *arg);
+/* Worker: send a command to every server's controller and wait (at most
+ * @timeout_ms, 0 = the request timeout) until each one took it. */
+int psched_servers_command(struct psched_node *node, int head, const void *body,
+			   size_t len, unsigned timeout_ms);
+
 struct psched_kvstore;
 
 /*
@@ -113,7 +195,7 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 /* Wait for outstanding requests, leave the job, free.  NULL is a no-op.
  * Returns 0 or the first error seen. */
 int psched_kvstore_destroy(struct psched_kvstore *kv);
-/* "local", "dist_sync" or "dist_async". */
+/* The type name @kv was created with (e.g. "device", "dist"). */
 const char *psched_kvstore_type(const struct psched_kvstore *kv);
 int psched_kvstore_rank(const struct psched_kvstore *kv);
 int psched_kvstore_num_workers(const struct psched_kvstore *kv);
@@ -157,11 +239,41 @@ int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
 			    enum psched_dtype dtype, int priority);
 
 /*
+ * The same with every buffer in memory of CUDA device @device (e.g. torch
+ * CUDA tensors' data_ptr()): staged by the worker through pinned host
+ * memory, never copied by the caller (psched.h, psched_push_device()).
+ * Dist stores only (-EINVAL for "local"); -ENODEV when this build, the
+ * machine or @device has no CUDA, with psched_errmsg() saying which.
+ */
+int psched_kvstore_push_device(struct psched_kvstore *kv, const uint64_t *keys,
+			       size_t nkeys, const void *const *vals,
+			       const uint64_t *lens, enum psched_dtype dtype,
+			       int device, int priority);
+int psched_kvstore_pull_device(struct psched_kvstore *kv, const uint64_t *keys,
+			       size_t nkeys, void *const *outs,
+			       const uint64_t *lens, enum psched_dtype dtype,
+			       int device, int priority);
+int psched_kvstore_pushpull_device(struct psched_kvstore *kv,
+				   const uint64_t *keys, size_t nkeys,
+				   const void *const *vals, void *const *outs,
+				   const uint64_t *lens,
+				   enum psched_dtype dtype, int device,
+				   int priority);
+
+/*
  * Wait for every request issued so far on @keys (all keys when @keys is
  * NULL).  Returns 0 or the first failed request's error (psched_errmsg()
  * names its key); each failure is reported once.
  */
 int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
+			size_t nkeys);
+
+/*
+ * Have the requests issued so far on @keys (all keys when NULL) completed?
+ * 1 yes (a psched_kvstore_wait() on them returns at once), 0 not yet, or
+ * a negative error.  Never blocks.
+ */
+int psched_kvstore_test(struct psched_kvstore *kv, const uint64_t *keys,
 			size_t nkeys);
 
 /* Wait until every worker reaches the barrier (no-op for "local"). */
@@ -182,12 +294,54 @@ int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
 			       void *arg);
 
 /*
+ * Save the optimizer states of every key (momentum, moments, update
+ * counts, float32 master weights: what the installed optimizer keeps)
+ * to file @path, or load them from it, in the format of
+ * docs/optimizers.md (magic, version, optimizer name, records of key
+ * byte ranges, CRC-32).  Dist stores fetch or send the states of every
+ * server (collective: rank 0 does the transfer, then the workers meet at
+ * a barrier; as with set_optimizer, rank 0 returns the transfer's error,
+ * the others the barrier's); records map by byte range, so a file loads
+ * into any server count or partition size.  Load needs the same optimizer
+ * (name and state layout) installed, and every key initialised with the
+ * file's dtype and size: else -EINVAL naming the key, and nothing is
+ * changed on the refusing server.  Call both between steps (no pushes
+ * outstanding).  -EIO/-errno for file errors, -EPROTO for a corrupt file.
+ */
+int psched_kvstore_save_optimizer_states(struct psched_kvstore *kv,
+					 const char *path);
+int psched_kvstore_load_optimizer_states(struct psched_kvstore *kv,
+					 const char *path);
+
+/*
+ * Gradient compression (MXNet's set_gradient_compression) of this
+ * worker's float32 pushes: @type "2bit" (threshold > 0: each element goes
+ * out as +threshold, -threshold or 0), "1bit" (+1 or -1, by which side of
+ * @threshold it is on), or "none" / NULL (off).  Error feedback: what an
+ * element did not send is kept in a per-key residual and added to its
+ * next push.  Servers dequantise before summing (common/compress.h has
+ * the wire format); other dtypes and pulls are not compressed.  Pushes
+ * issued before the call keep their form; a new type or threshold starts
+ * the residuals over.  -EINVAL naming the bad type or threshold.
+ * node: a worker node; kvstore: a dist store (every worker calls it;
+ * "local" has no transfers to compress: -EOPNOTSUPP).
+ */
+int psched_node_set_gradient_compression(struct psched_node *node,
+					 const char *type, double threshold);
+int psched_kvstore_set_gradient_compression(struct psched_kvstore *kv,
+					    const char *type, double threshold);
+
+/*
  * For launchers that run one script in every role (MXNet's dmlc-tracker
  * style): when the DMLC_ROLE environment says "server" or "scheduler",
  * run that node until the job shuts down and return 0 or its error;
  * otherwise return 1 at once (the caller is a worker).
  */
 int psched_kvstore_run_node_from_env(void);
+/* The same, a server running with @ctl as its controller (set before it
+ * serves); for the Python package's DMLC_ROLE=server path. */
+int psched_kvstore_run_server_from_env(psched_server_controller_fn *ctl,
+				       void *arg);
 
 #pragma GCC visibility pop
 

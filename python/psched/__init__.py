@@ -8,15 +8,44 @@
     kv.push(0, grad, priority=0)
     kv.pull(0, out=weights)
 
-Run a local job with ``python3 -m psched.launch -s 2 -w 2 -- python3 x.py``.
+PyTorch: ``import psched.torch`` (BytePS's torch API: DistributedOptimizer,
+ServerOptimizer, push_pull, broadcast_parameters...).
+
+Run a local job with ``python3 -m psched.launch -s 2 -w 2 -- python3 x.py``
+(or ``psched-launch``; ssh, Slurm and mpirun back ends too).
 The library is found through PSCHED_LIBRARY, next to this package, in
 the source tree's build/lib, or under the install prefix.
-"""
-from . import kvstore, optimizer
-from .kvstore import KVStore, PSchedError, create
 
-kv = kvstore
-opt = optimizer
+The KVStore needs numpy; it is imported on first use of one of its names,
+so ``psched.launch`` runs on a python3 without numpy.
+"""
+import importlib
+
+_LAZY = {
+    "kvstore": ("kvstore", None), "kv": ("kvstore", None),
+    "optimizer": ("optimizer", None), "opt": ("optimizer", None),
+    "KVStore": ("kvstore", "KVStore"),
+    "PSchedError": ("kvstore", "PSchedError"),
+    "create": ("kvstore", "create"),
+    "bfloat16": ("kvstore", "bfloat16"),
+    "from_bfloat16": ("kvstore", "from_bfloat16"),
+    "to_bfloat16": ("kvstore", "to_bfloat16"),
+}
+
+
+def __getattr__(name):
+    if name not in _LAZY:
+        raise AttributeError("module 'psched' has no attribute %r" % name)
+    mod, attr = _LAZY[name]
+    m = importlib.import_module("." + mod, __name__)
+    val = m if attr is None else getattr(m, attr)
+    globals()[name] = val
+    return val
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))
+
 
 __all__ = ["KVStore", "PSchedError", "create", "kv", "kvstore", "optimizer",
-           "opt"]
+           "opt", "bfloat16", "from_bfloat16", "to_bfloat16"]

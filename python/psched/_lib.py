@@ -10,7 +10,11 @@ c_u64_p = ctypes.POINTER(c_u64)
 c_void_pp = ctypes.POINTER(ctypes.c_void_p)
 
 # enum psched_dtype
-RAW, F32, F64, I32, I64, F16 = 0, 1, 2, 3, 4, 5
+RAW, F32, F64, I32, I64, F16, BF16 = 0, 1, 2, 3, 4, 5, 6
+
+# psched_dtype_name() of each code (the library's own names)
+DTYPE_NAMES = {RAW: "raw", F32: "float32", F64: "float64", I32: "int32",
+               I64: "int64", F16: "float16", BF16: "bfloat16"}
 
 # psched's own error codes (include/psched.h)
 E_BASE = 4096
@@ -31,6 +35,20 @@ class Optimizer(ctypes.Structure):
         ("wd", ctypes.c_double),
         ("rescale_grad", ctypes.c_double),
         ("clip_gradient", ctypes.c_double),
+        ("beta1", ctypes.c_double),
+        ("beta2", ctypes.c_double),
+        ("epsilon", ctypes.c_double),
+        ("gamma1", ctypes.c_double),
+        ("gamma2", ctypes.c_double),
+        ("wd_lh", ctypes.c_double),
+        ("clip_weights", ctypes.c_double),
+        ("centered", ctypes.c_int),
+        ("correct_bias", ctypes.c_int),
+        ("multi_precision", ctypes.c_int),
+        ("nmult", ctypes.c_size_t),
+        ("mult_keys", c_u64_p),
+        ("lr_mult", ctypes.POINTER(ctypes.c_double)),
+        ("wd_mult", ctypes.POINTER(ctypes.c_double)),
     ]
 
 
@@ -40,6 +58,13 @@ class Optimizer(ctypes.Structure):
 UPDATER_FN = ctypes.CFUNCTYPE(None, c_u64, ctypes.c_int, c_u64,
                               ctypes.c_void_p, ctypes.c_void_p, c_u64,
                               ctypes.c_void_p)
+
+# typedef int psched_server_controller_fn(struct psched_node *node, int head,
+#     const void *body, size_t len, char *msg, size_t msglen, void *arg);
+CONTROLLER_FN = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int,
+                                 ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_void_p)
 
 
 def candidates():
@@ -83,18 +108,48 @@ def _declare(lib):
         "psched_kvstore_pushpull": [vp, c_u64_p, ctypes.c_size_t, c_void_pp,
                                     c_void_pp, c_u64_p, ctypes.c_int,
                                     ctypes.c_int],
+        # GPU tensors: the same with buffers on CUDA device N (kvstore.py
+        # KVStore.issue_device, README "GPU tensors").
+        "psched_kvstore_push_device": [vp, c_u64_p, ctypes.c_size_t,
+                                       c_void_pp, c_u64_p, ctypes.c_int,
+                                       ctypes.c_int, ctypes.c_int],
+        "psched_kvstore_pull_device": [vp, c_u64_p, ctypes.c_size_t,
+                                       c_void_pp, c_u64_p, ctypes.c_int,
+                                       ctypes.c_int, ctypes.c_int],
+        "psched_kvstore_pushpull_device": [vp, c_u64_p, ctypes.c_size_t,
+                                           c_void_pp, c_void_pp, c_u64_p,
+                                           ctypes.c_int, ctypes.c_int,
+                                           ctypes.c_int],
+        "psched_cuda_check": [ctypes.c_int],
+        "psched_cuda_built": [],
         "psched_kvstore_wait": [vp, c_u64_p, ctypes.c_size_t],
+        "psched_kvstore_test": [vp, c_u64_p, ctypes.c_size_t],
+        "psched_num_dead_nodes": [vp, ctypes.c_uint],
         "psched_kvstore_barrier": [vp],
         "psched_kvstore_set_optimizer": [vp, ctypes.POINTER(Optimizer)],
         "psched_kvstore_set_updater": [vp, UPDATER_FN, vp],
         "psched_kvstore_run_node_from_env": [],
+        "psched_kvstore_run_server_from_env": [CONTROLLER_FN, vp],
+        "psched_servers_command": [vp, ctypes.c_int, vp, ctypes.c_size_t,
+                                   ctypes.c_uint],
+        "psched_server_set_updater": [vp, UPDATER_FN, vp],
         "psched_optimizer_check": [ctypes.POINTER(Optimizer)],
+        "psched_optimizer_defaults": [ctypes.POINTER(Optimizer),
+                                      ctypes.c_char_p],
+        "psched_kvstore_save_optimizer_states": [vp, ctypes.c_char_p],
+        "psched_kvstore_load_optimizer_states": [vp, ctypes.c_char_p],
+        "psched_kvstore_set_gradient_compression": [vp, ctypes.c_char_p,
+                                                    ctypes.c_double],
     }
     for name, args in sigs.items():
         f = getattr(lib, name)
         f.restype, f.argtypes = ctypes.c_int, args
     f = lib.psched_kvstore_type
     f.restype, f.argtypes = ctypes.c_char_p, [vp]
+    f = lib.psched_kvstore_node
+    f.restype, f.argtypes = vp, [vp]
+    f = lib.psched_dtype_name
+    f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int]
 
 
 def load():

@@ -18,14 +18,26 @@ written in place.
 """
 import ctypes
 import os
+import pickle
 import sys
+import traceback
 
 import numpy as np
 
 from . import _lib
 from .optimizer import Optimizer as _PyOptimizer
 
-__all__ = ["KVStore", "PSchedError", "create"]
+__all__ = ["KVStore", "PSchedError", "create", "cuda_check"]
+
+
+def cuda_check(device=0):
+    """None when buffers on CUDA device @device can be used, else the
+    reason (built without CUDA, no driver, no such device)."""
+    lib = _lib.load()
+    if lib.psched_cuda_check(int(device)) == 0:
+        return None
+    m = lib.psched_errmsg()
+    return m.decode(errors="replace") if m else "no CUDA device"
 
 
 class PSchedError(RuntimeError):
@@ -37,15 +49,47 @@ class PSchedError(RuntimeError):
         self.code = code
 
 
+class _PSchedValueError(PSchedError, ValueError):
+    """A bad argument where MXNet raises ValueError (either catches it)."""
+
+
+# numpy has no bfloat16: psched's is a 2-byte structured dtype with one
+# field named "bfloat16", so an array of it is never mistaken for uint16
+# data.  Make one from bits with ``bits.view(psched.bfloat16)`` (uint16 or
+# int16 bits, little-endian), or from floats with to_bfloat16(); read it
+# with from_bfloat16().  CPU torch.bfloat16 tensors map to it by sharing
+# their memory.
+bfloat16 = np.dtype([("bfloat16", "<u2")])
+
 _DTYPES = {
     np.dtype(np.float32): _lib.F32,
     np.dtype(np.float64): _lib.F64,
     np.dtype(np.float16): _lib.F16,
     np.dtype(np.int32): _lib.I32,
     np.dtype(np.int64): _lib.I64,
+    bfloat16: _lib.BF16,
 }
 
+
+def to_bfloat16(a):
+    """float array -> bfloat16 array (round to nearest even, NaN kept),
+    as the library rounds."""
+    x = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+    nan = (x & 0x7f800000) == 0x7f800000
+    nan &= (x & 0x7fffff) != 0
+    r = ((x + 0x7fff + ((x >> 16) & 1)) >> 16).astype(np.uint16)
+    r[nan] = ((x[nan] >> 16) | 0x40).astype(np.uint16)
+    return r.view(bfloat16)
+
+
+def from_bfloat16(a):
+    """bfloat16 array -> float32 array (exact)."""
+    bits = np.ascontiguousarray(a).view(np.uint16).astype(np.uint32)
+    return (bits << 16).view(np.float32)
+
+
 _KEY_LIMIT = 1 << 63
+
 
 
 def _ckey(key):
@@ -64,8 +108,8 @@ def _ckey(key):
         for b in key.encode("utf-8"):
             h = ((h ^ b) * 0x100000001b3) & 0xffffffffffffffff
         return h | _KEY_LIMIT
-    raise PSchedError("key %r: keys are int or str, not %s"
-                      % (key, type(key).__name__), -22)
+    raise PSchedError("unexpected type for keys: %s (key %r: keys are int "
+                      "or str)" % (type(key), key), -22)
 
 
 def _as_array(v, what):
@@ -73,7 +117,18 @@ def _as_array(v, what):
     if isinstance(v, np.ndarray):
         return v
     if hasattr(v, "detach") and hasattr(v, "numpy"):
-        return v.detach().numpy()  # shares the tensor's memory
+        if getattr(v, "device", None) is not None and v.device.type != "cpu":
+            raise PSchedError("%s: a %s tensor: the KVStore takes CPU "
+                              "memory (copy it with .cpu(), or use "
+                              "psched.torch, which stages it)"
+                              % (what, v.device.type), -22)
+        if str(getattr(v, "dtype", "")) == "torch.bfloat16":
+            import torch  # only torch makes bfloat16 tensors
+            return v.detach().view(torch.int16).numpy().view(bfloat16)
+        try:
+            return v.detach().numpy()  # shares the tensor's memory
+        except (TypeError, RuntimeError) as e:
+            raise PSchedError("%s: %s" % (what, e), -22) from None
     if isinstance(v, (list, tuple)):
         raise PSchedError("%s: expected an array, got a nested %s"
                           % (what, type(v).__name__), -22)
@@ -85,7 +140,7 @@ def _code_of(dtype, what):
     if code is None:
         raise PSchedError(
             "%s: dtype %s is not supported (float32, float64, float16, "
-            "int32, int64)" % (what, np.dtype(dtype).name), -22)
+            "bfloat16, int32, int64)" % (what, np.dtype(dtype).name), -22)
     return code
 
 
@@ -119,7 +174,11 @@ class KVStore:
                 "server", "scheduler"):
             # dmlc-tracker style: the same script runs in every role;
             # a server or scheduler serves, then exits (as MXNet does).
-            ret = lib.psched_kvstore_run_node_from_env()
+            if os.environ["DMLC_ROLE"] == "server":
+                ret = lib.psched_kvstore_run_server_from_env(
+                    _SERVER_CONTROLLER, None)
+            else:
+                ret = lib.psched_kvstore_run_node_from_env()
             if ret < 0:
                 sys.stderr.write("psched: %s\n" % self._msg())
             sys.exit(0 if ret == 0 else 1)
@@ -179,6 +238,10 @@ class KVStore:
                     "%s: %d keys need a list of %d values"
                     % (what, len(key), len(key)), -22)
             pairs = list(zip(key, value))
+            if len({isinstance(k, str) for k in key}) > 1:
+                # MXNet's check and message (its _ctype_key_value)
+                raise PSchedError("%s: inconsistent types of keys detected."
+                                  % what, -22)
         else:
             pairs = [(key, value)]
         out = []
@@ -262,9 +325,13 @@ class KVStore:
                 a = np.ascontiguousarray(arrs[0])
             else:  # one value per device: sum them here first
                 acc = np.float32 if arrs[0].dtype == np.float16 else None
-                with np.errstate(over="ignore"):  # float16 may overflow
-                    a = np.sum(np.stack(arrs), axis=0, dtype=acc).astype(
-                        arrs[0].dtype)
+                if arrs[0].dtype == bfloat16:  # sum in float32, round
+                    a = to_bfloat16(np.sum(np.stack(
+                        [from_bfloat16(x) for x in arrs]), axis=0))
+                else:
+                    with np.errstate(over="ignore"):  # float16 overflows
+                        a = np.sum(np.stack(arrs), axis=0,
+                                   dtype=acc).astype(arrs[0].dtype)
             items.append((ck, _code_of(a.dtype, w), k, a))
         return items
 
@@ -359,6 +426,49 @@ class KVStore:
         if block:
             self.wait([e[1] for e in pe])
 
+    def issue_device(self, op, keys, ptrs, nbytes, dtype, device,
+                     out_ptrs=None, priority=0):
+        """Push, pull or pushpull buffers given by address, on CUDA device
+        @device (e.g. torch: ``t.data_ptr()``, ``t.numel() *
+        t.element_size()``, ``t.device.index``); nothing is copied in
+        Python, the worker stages them through pinned memory.
+
+        @op: "push", "pull" or "pushpull"; @keys, @ptrs, @nbytes: lists of
+        one entry per key (keys initialised with init() before); @dtype: a
+        numpy dtype or its name ("float32", "float16", ...); @out_ptrs:
+        the pull buffers of a pushpull (None: into @ptrs).  Asynchronous:
+        the buffers must stay alive and unchanged (push) or untouched
+        (pull) until wait() covering the keys returns; the caller keeps
+        them alive.  Raises PSchedError (code -19, ENODEV, with the reason)
+        when there is no CUDA build, driver or device."""
+        fns = {"push": self._lib.psched_kvstore_push_device,
+               "pull": self._lib.psched_kvstore_pull_device,
+               "pushpull": self._lib.psched_kvstore_pushpull_device}
+        if op not in fns:
+            raise PSchedError("issue_device: op %r is not push, pull or "
+                              "pushpull" % (op,), -22)
+        n = len(keys)
+        if len(ptrs) != n or len(nbytes) != n or \
+                (out_ptrs is not None and len(out_ptrs) != n):
+            raise PSchedError("issue_device: keys, ptrs, nbytes (and "
+                              "out_ptrs) differ in length", -22)
+        code = _code_of(np.dtype(dtype), op)
+        cks = [_ckey(k) for k in keys]
+        for ck, k in zip(cks, keys):
+            self._names.setdefault(ck, k)
+        ckeys = (_lib.c_u64 * n)(*cks)
+        bufs = (ctypes.c_void_p * n)(*[int(p) for p in ptrs])
+        lens = (_lib.c_u64 * n)(*[int(b) for b in nbytes])
+        if op == "pushpull":
+            obufs = (ctypes.c_void_p * n)(
+                *[int(p) for p in (ptrs if out_ptrs is None else out_ptrs)])
+            ret = fns[op](self._live(), ckeys, n, bufs, obufs, lens, code,
+                          int(device), int(priority))
+        else:
+            ret = fns[op](self._live(), ckeys, n, bufs, lens, code,
+                          int(device), int(priority))
+        self._check(ret, {ck: k for ck, k in zip(cks, keys)})
+
     def wait(self, keys=None):
         """Wait for every request issued on @keys (all when None); raise
         the first failure.  Then pulled values are in their arrays."""
@@ -381,6 +491,57 @@ class KVStore:
     def wait_all(self):
         self.wait(None)
 
+    def _poll(self, keys=None):
+        """True when every request issued on @keys (all when None) has
+        completed, so that wait() on them returns at once; never blocks."""
+        if keys is None:
+            ret = self._lib.psched_kvstore_test(self._live(), None, 0)
+        else:
+            ks = keys if isinstance(keys, (list, tuple)) else [keys]
+            arr = (_lib.c_u64 * len(ks))(*[_ckey(k) for k in ks])
+            ret = self._lib.psched_kvstore_test(self._live(), arr, len(ks))
+        if ret < 0:
+            self._check(ret)
+        return ret == 1
+
+    def broadcast(self, key, value, out, priority=0):
+        """MXNet's broadcast: store rank 0's @value under @key (init,
+        collective) and pull it into @out on every worker.  A key is
+        broadcast once: a second broadcast (or init) of it is an error."""
+        self.init(key, value)
+        self.pull(key, out=out, priority=priority)
+
+    OPTIMIZER = "optimizer"
+
+    def is_capable(self, capability):
+        """Whether this store supports @capability; only ``'optimizer'``
+        (set_optimizer) is known, as in MXNet, and it is supported by
+        every type here."""
+        if isinstance(capability, str) and \
+                capability.lower() == KVStore.OPTIMIZER:
+            return True
+        raise _PSchedValueError("Unknown capability: {}".format(capability),
+                                -22)
+
+    def num_dead_node(self, node_id, timeout_sec=60):
+        """How many nodes of group @node_id (1 scheduler, 2 servers, 4
+        workers, or a sum of them) this worker has seen die.  A node is
+        dead once it missed heartbeats for PS_HEARTBEAT_TIMEOUT (the
+        node's setting; @timeout_sec is accepted for MXNet's signature)
+        or dropped its connection.  Always 0 for a local store."""
+        if isinstance(node_id, bool) or not isinstance(node_id, int) or \
+                not 0 < node_id <= 7:
+            raise _PSchedValueError(
+                "num_dead_node: node_id %r is not a group (1 scheduler, "
+                "2 servers, 4 workers, or a sum of them)" % (node_id,), -22)
+        node = self._lib.psched_kvstore_node(self._live())
+        if not node:
+            return 0
+        ret = self._lib.psched_num_dead_nodes(node, node_id)
+        if ret < 0:
+            self._check(ret)
+        return ret
+
     # -- job ------------------------------------------------------------
 
     def barrier(self):
@@ -399,10 +560,22 @@ class KVStore:
             self._live(), ctypes.byref(o)))
 
     def _set_updater(self, updater):
-        """``local`` only: ``updater(key, merged, stored)`` folds @merged
-        into @stored in place (MXNet's custom updater).  None removes it.
-        Dist stores run their updater on the servers (C:
-        psched_server_set_updater)."""
+        """``updater(key, merged, stored)`` folds @merged into @stored in
+        place (MXNet's custom updater); None removes it.
+
+        ``local``: it runs in this process.  Dist stores (collective): it
+        runs on the servers, which must be started from this same script
+        (``DMLC_ROLE=server``, MXNet's pattern): the updater goes to them
+        by pickle, i.e. by its module and name, so it must be a module-
+        level function defined before the script creates its KVStore.  On
+        a server, @stored and @merged are flat arrays of the byte range of
+        the key that server holds (elementwise updaters see no
+        difference); str keys initialised before this call are passed by
+        name, later ones by their 64-bit hash.  An exception in it is
+        printed on the server's stderr and leaves @stored unchanged."""
+        if self.type not in _LOCAL_TYPES:
+            self._set_server_updater(updater)
+            return
         if updater is None:
             fn = _lib.UPDATER_FN()
         else:
@@ -410,6 +583,30 @@ class KVStore:
         self._check(self._lib.psched_kvstore_set_updater(self._live(), fn,
                                                          None))
         self._updater = fn
+
+    def _set_server_updater(self, updater):
+        names = {ck: pk for ck, pk in self._names.items()
+                 if isinstance(pk, str)}
+        try:
+            body = pickle.dumps((updater, names))
+        except Exception as e:
+            raise PSchedError(
+                "_set_updater: the servers get the updater by pickle (as "
+                "MXNet sends its optimizer), so it must be a module-level "
+                "function of the script the servers run: %s: %s"
+                % (type(e).__name__, e), -22) from None
+        err = None
+        if self.rank == 0:
+            node = self._lib.psched_kvstore_node(self._live())
+            ret = self._lib.psched_servers_command(node, _CMD_UPDATER, body,
+                                                   len(body), 0)
+            if ret:
+                err = PSchedError(self._msg() or
+                                  self._lib.psched_strerror(ret).decode(),
+                                  ret)
+        self.barrier()  # nobody pushes before the servers have it
+        if err is not None:
+            raise err
 
     def _make_updater(self, updater):
         def call(ckey, dtype, offset, stored, merged, nbytes, arg):
@@ -435,16 +632,65 @@ class KVStore:
             raise PSchedError("custom updater raised %s: %s"
                               % (type(e).__name__, e), -22) from e
 
+    def _send_command_to_servers(self, head, body):
+        """MXNet's: send (@head, @body) to every server's controller (a
+        server started from this script, DMLC_ROLE=server).  Head 0 is the
+        updater command of _set_updater; other heads are refused there."""
+        if self.type in _LOCAL_TYPES:
+            raise PSchedError("_send_command_to_servers: a %s store has no "
+                              "servers" % self.type, -22)
+        if isinstance(body, str):
+            body = body.encode()
+        node = self._lib.psched_kvstore_node(self._live())
+        ret = self._lib.psched_servers_command(node, int(head), bytes(body),
+                                               len(body), 0)
+        self._check(ret)
+
     def set_gradient_compression(self, compression_params):
-        raise NotImplementedError("psched does not compress gradients")
+        """MXNet's gradient compression of this worker's float32 pushes:
+        ``{'type': '2bit', 'threshold': 0.5}`` (each element sent as
+        +threshold, -threshold or 0), ``{'type': '1bit', 'threshold':
+        0.0}`` (+1 or -1), ``{'type': 'none'}``; what is not sent stays
+        in a residual added to the next push (error feedback).  Every
+        worker calls it (dist stores only)."""
+        if not isinstance(compression_params, dict):
+            raise PSchedError("set_gradient_compression: compression_params "
+                              "must be a dict such as {'type': '2bit', "
+                              "'threshold': 0.5}", -22)
+        extra = set(compression_params) - {"type", "threshold"}
+        if extra:
+            raise PSchedError("set_gradient_compression: unknown "
+                              "parameter%s %s (known: type, threshold)"
+                              % ("s" if len(extra) > 1 else "",
+                                 ", ".join(sorted(map(repr, extra)))), -22)
+        ctype = compression_params.get("type", "none")
+        if not isinstance(ctype, str):
+            raise PSchedError("set_gradient_compression: type must be a "
+                              "str ('2bit', '1bit', 'none')", -22)
+        th = compression_params.get("threshold",
+                                    0.5 if ctype == "2bit" else 0.0)
+        try:
+            th = float(th)
+        except (TypeError, ValueError):
+            raise PSchedError("set_gradient_compression: threshold %r is "
+                              "not a number" % (th,), -22) from None
+        self._check(self._lib.psched_kvstore_set_gradient_compression(
+            self._live(), ctype.encode(), th))
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
-        raise NotImplementedError("optimizer states live on the servers "
-                                  "and are not saved")
+        """Write the optimizer's states (of every server, for dist
+        stores) to file @fname (format: docs/optimizers.md).
+        Collective for dist stores.  @dump_optimizer is accepted for
+        MXNet's signature; the file always names the optimizer."""
+        self._check(self._lib.psched_kvstore_save_optimizer_states(
+            self._live(), os.fsencode(fname)))
 
     def load_optimizer_states(self, fname):
-        raise NotImplementedError("optimizer states live on the servers "
-                                  "and are not loaded")
+        """Restore states saved by save_optimizer_states (the same
+        optimizer must be set; any server count or partition size).
+        Collective for dist stores."""
+        self._check(self._lib.psched_kvstore_load_optimizer_states(
+            self._live(), os.fsencode(fname)))
 
     def close(self):
         """Wait for outstanding requests, leave the job (workers: the
@@ -467,3 +713,59 @@ class KVStore:
             self.close()
         except Exception:
             pass
+
+
+# -- servers started from the workers' script (DMLC_ROLE=server) ---------
+
+_LOCAL_TYPES = ("local", "device", "local_update_cpu", "local_allreduce_cpu",
+                "local_allreduce_device")
+_CMD_UPDATER = 0  # MXNet's kController head
+_NP_OF_CODE = {_lib.F32: np.dtype(np.float32), _lib.F64: np.dtype(np.float64),
+               _lib.F16: np.dtype(np.float16), _lib.I32: np.dtype(np.int32),
+               _lib.I64: np.dtype(np.int64), _lib.BF16: bfloat16,
+               _lib.RAW: np.dtype(np.uint8)}
+_server = {"updater": None, "errors": 0}
+
+
+def _server_updater(fn, names):
+    def call(ckey, dtype, offset, stored, merged, nbytes, arg):
+        try:
+            dt = _NP_OF_CODE.get(dtype, np.dtype(np.uint8))
+            st = np.ctypeslib.as_array(
+                (ctypes.c_byte * nbytes).from_address(stored)).view(dt)
+            mg = np.ctypeslib.as_array(
+                (ctypes.c_byte * nbytes).from_address(merged)).view(dt)
+            mg.flags.writeable = False
+            fn(names.get(ckey, ckey), mg, st)
+        except BaseException:
+            _server["errors"] += 1
+            if _server["errors"] <= 5:
+                sys.stderr.write("psched server: the updater failed on key "
+                                 "%r (value left unchanged):\n%s"
+                                 % (names.get(ckey, ckey),
+                                    traceback.format_exc()))
+    return call
+
+
+def _server_control(node, head, body, length, msg, msglen, arg):
+    """A server's controller (van thread): install the workers' updater."""
+    try:
+        if head != _CMD_UPDATER:
+            raise ValueError("unknown command head %d (0 = updater)" % head)
+        fn, names = pickle.loads(ctypes.string_at(body, length))
+        cb = _lib.UPDATER_FN() if fn is None else \
+            _lib.UPDATER_FN(_server_updater(fn, names))
+        ret = _lib.load().psched_server_set_updater(node, cb, None)
+        if ret == 0:
+            _server["updater"] = cb  # alive while installed
+        return ret
+    except BaseException as e:
+        why = ("%s: %s" % (type(e).__name__, e)).encode(errors="replace")
+        why = why[:max(0, msglen - 1)] + b"\0"
+        ctypes.memmove(msg, why, len(why))
+        sys.stderr.write("psched server: refusing command %d: %s\n"
+                         % (head, why[:-1].decode(errors="replace")))
+        return -22
+
+
+_SERVER_CONTROLLER = _lib.CONTROLLER_FN(_server_control)

@@ -96,16 +96,16 @@ static void garbage(struct psched_node *n)
 	Psched__ServerCommand sc = PSCHED__SERVER_COMMAND__INIT;
 	Psched__Optimizer po = PSCHED__OPTIMIZER__INIT;
 	char longname[200];
-	char adam[] = "adam";
+	char ftrl[] = "ftrl";
 	char sgd[] = "sgd";
 
 	sc.mode = (Psched__ServerMode)7;
 	expect_refused(n, &sc, "unknown server mode 7");
 	sc.mode = PSCHED__SERVER_MODE__MODE_UNCHANGED;
 	sc.optimizer = &po;
-	po.name = adam;
+	po.name = ftrl;
 	po.rescale_grad = 1;
-	expect_refused(n, &sc, "'adam' is not supported");
+	expect_refused(n, &sc, "'ftrl' is not supported");
 	po.name = sgd;
 	po.learning_rate = NAN;
 	expect_refused(n, &sc, "learning_rate nan");

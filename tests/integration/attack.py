@@ -1,25 +1,55 @@
 #!/usr/bin/env python3
-"""Bad peers against a live psched cluster (tests/integration/test_bad_input.sh).
+"""Bad peers against a live psched cluster.
 
 Each case opens its own connection, misbehaves, and checks that the node
-closes it (and, in the shell test, that it logged why).  Refusals of
+closes it (the shell tests check that it logged why).  Refusals of
 well-formed requests from real workers (wrong size, unknown key) are
 tested by tests/helpers/misuse.c.
-Usage: PS_JOB_TOKEN=... attack.py SCHED_PORT WORKER_ID REAL_KEY REAL_TOTAL SERVER_PORT...
-With the job token the attacker can even pass for a worker that is already
-connected; the server must refuse that too.
+
+Usage:
+  attack.py SCHED_PORT WORKER_ID REAL_KEY REAL_TOTAL SERVER_PORT...
+      bad input against every node (test_bad_input.sh).  With the job's
+      secret (PS_JOB_TOKEN) the attacker can even authenticate and pass
+      for a worker that is already connected; the server refuses that too.
+  attack.py hijack SCHED_PORT SERVER_PORT...
+      a stranger without the secret (issue 17): registers as a worker,
+      says hello to each server and pushes 1e6 into key 0 step 1; every
+      attempt must be refused before anything is taken (test_auth.sh).
+  attack.py replay SCHED_PORT SERVER_PORT
+      record a whole handshake made with the secret, then replay it on a
+      new connection: refused (test_auth.sh).
+  attack.py fake-scheduler PORTFILE SCHED_PORT
+      a scheduler that does not know the secret: it listens (port written
+      to PORTFILE) and answers a node's Register with a Challenge it
+      recorded from the real scheduler at SCHED_PORT; the node must refuse.
+  attack.py slowloris PORT MIN MAX
+      send a valid header one byte per second; the node must drop the
+      connection after MIN..MAX seconds (its PS_AUTH_TIMEOUT, slack).
+  attack.py hold PORT N SECONDS [LENGTH]
+      hold N unauthenticated connections for SECONDS, each having sent a
+      control header claiming LENGTH bytes (default 3000) and part of it;
+      prints how many the node closed.
 """
+import hashlib
+import hmac
 import os
 import random
+import resource
+import select
 import socket
 import struct
 import sys
+import time
 
 HDR = struct.Struct("<IBBBBiiQQQQQQQQIIiI")  # 96 bytes, common/wire.h
 assert HDR.size == 96
 MAGIC = 0x31445350
 CONTROL, PUSH, PULL, PUSHPULL, PUSH_ACK, PULL_RESP, INIT = range(1, 8)
 F32 = 1
+ROLE_SERVER, ROLE_WORKER = 1, 2
+AUTH_REGISTER, AUTH_HELLO = 1, 2
+# Control body field numbers (proto/psched.proto).
+C_REG, C_TABLE, C_HELLO, C_ABORT, C_CHALLENGE, C_PROOF = 1, 2, 3, 7, 13, 14
 failures = []
 
 
@@ -30,6 +60,8 @@ def hdr(type_, key=0, total=0, offset=0, span=0, length=0, step=0,
                     key, total, offset, span, length, part, step, req,
                     slot, 0, 0, reserved)
 
+
+# ---- protobuf, just what the handshake needs ---------------------------
 
 def varint(n):
     out = b""
@@ -42,19 +74,84 @@ def varint(n):
             return out + bytes([b])
 
 
-def hello(worker_id, token):
-    # Control{hello = 3: Hello{id = 1, token = 2}}
-    inner = b"\x08" + varint(worker_id) + b"\x10" + varint(token)
-    body = b"\x1a" + varint(len(inner)) + inner
+def f_varint(num, v):
+    return varint(num << 3) + varint(v & 0xFFFFFFFFFFFFFFFF)
+
+
+def f_bytes(num, b):
+    return varint(num << 3 | 2) + varint(len(b)) + b
+
+
+def parse(buf):
+    """Top-level fields of a protobuf message: {number: value}."""
+    out, i = {}, 0
+    while i < len(buf):
+        key, i = read_varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = read_varint(buf, i)
+        elif wt == 2:
+            n, i = read_varint(buf, i)
+            v, i = buf[i:i + n], i + n
+        else:
+            raise ValueError("wire type %d" % wt)
+        out[num] = v
+    return out
+
+
+def read_varint(buf, i):
+    shift = v = 0
+    while True:
+        b = buf[i]
+        i += 1
+        v |= (b & 0x7F) << shift
+        shift += 7
+        if not b & 0x80:
+            return v, i
+
+
+def control(field, body):
+    return f_bytes(field, body)
+
+
+def frame(body):
     return hdr(CONTROL, length=len(body)) + body
 
 
-def fnv1a(text):
-    h = 0xcbf29ce484222325
-    for b in text.encode():
-        h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
-    return h or 1
+def register_msg(nonce, role=ROLE_WORKER, num_server=1, num_worker=1):
+    node = f_varint(1, (1 << 64) - 1) + f_varint(2, role) + \
+        f_bytes(4, b"127.0.0.1") + f_varint(5, 1)
+    reg = f_bytes(1, node) + f_bytes(2, b"tcp") + f_varint(3, num_server) + \
+        f_varint(4, num_worker) + f_varint(5, os.getpid())
+    if nonce is not None:
+        reg += f_bytes(7, nonce)
+    return frame(control(C_REG, reg))
 
+
+def hello_msg(worker_id, nonce):
+    body = f_varint(1, worker_id)
+    if nonce is not None:
+        body += f_bytes(3, nonce)
+    return frame(control(C_HELLO, body))
+
+
+def proof_msg(proof):
+    return frame(control(C_PROOF, f_bytes(1, proof)))
+
+
+def proof(secret, responder, kind, ident, n_i, n_r):
+    """HMAC-SHA256 of the handshake (common/auth.h), as psched does it."""
+    head = (b"R" if responder else b"I") + bytes([kind]) + \
+        struct.pack("<I", ident & 0xFFFFFFFF)
+    return hmac.new(secret, b"psched-auth-1" + head + n_i + n_r,
+                    hashlib.sha256).digest()
+
+
+def secret():
+    return os.environ["PS_JOB_TOKEN"].encode()
+
+
+# ---- sockets -----------------------------------------------------------
 
 def connect(port):
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
@@ -62,8 +159,28 @@ def connect(port):
     return s
 
 
-def closed_by_peer(s):
+def recv_exact(s, n):
+    out = b""
+    while len(out) < n:
+        d = s.recv(n - len(out))
+        if not d:
+            raise ConnectionResetError("EOF")
+        out += d
+    return out
+
+
+def recv_control(s):
+    """The next control message: (field number, parsed body)."""
+    h = HDR.unpack(recv_exact(s, 96))
+    assert h[0] == MAGIC and h[2] == CONTROL, h
+    top = parse(recv_exact(s, h[11]))
+    (field, body), = top.items()
+    return field, parse(body)
+
+
+def closed_by_peer(s, timeout=10):
     """True if the node closes the connection (EOF or reset) in time."""
+    s.settimeout(timeout)
     try:
         while True:
             d = s.recv(65536)
@@ -73,6 +190,12 @@ def closed_by_peer(s):
         return True
     except socket.timeout:
         return False
+
+
+def check(name, ok):
+    print(("ok   " if ok else "FAIL ") + name, flush=True)
+    if not ok:
+        failures.append(name)
 
 
 def expect_closed(name, port, payload, die=False):
@@ -86,10 +209,25 @@ def expect_closed(name, port, payload, die=False):
         pass
     ok = closed_by_peer(s)
     s.close()
-    print(("ok   " if ok else "FAIL ") + name)
-    if not ok:
-        failures.append(name)
+    check(name, ok)
 
+
+def handshake(port, first, kind, ident, key, n_i):
+    """Send @first (carrying n_i), take the Challenge, check the node's
+    proof under @key, answer with ours.  Returns (socket, transcript,
+    node_proof_ok)."""
+    s = connect(port)
+    s.sendall(first)
+    field, ch = recv_control(s)
+    assert field == C_CHALLENGE, "expected a Challenge, got field %d" % field
+    n_r = ch[1]
+    ok = hmac.compare_digest(ch[2], proof(key, True, kind, ident, n_i, n_r))
+    mine = proof_msg(proof(key, False, kind, ident, n_i, n_r))
+    s.sendall(mine)
+    return s, [first, mine], ok
+
+
+# ---- bad input (test_bad_input.sh) -------------------------------------
 
 def attack_common(tag, port):
     rnd = random.Random(port)
@@ -99,12 +237,14 @@ def attack_common(tag, port):
     expect_closed(tag + " header claiming 2^40 bytes", port,
                   hdr(PUSH, key=1, total=1 << 40, span=1 << 40, length=1 << 40, step=1))
     expect_closed(tag + " control claiming 2^40 bytes", port, hdr(CONTROL, length=1 << 40))
+    expect_closed(tag + " control of 64 KiB before authenticating", port,
+                  hdr(CONTROL, length=65536) + b"\x00" * 100)
     expect_closed(tag + " garbage protobuf", port,
                   hdr(CONTROL, length=24) + bytes(rnd.getrandbits(8) | 0x80 for _ in range(24)))
     expect_closed(tag + " reserved bytes set", port, hdr(CONTROL, reserved=5))
 
 
-def attack_server(port, worker_id, key, total, token):
+def attack_server(port, worker_id, key, total):
     tag = "server:%d" % port
     attack_common(tag, port)
     expect_closed(tag + " push before hello", port,
@@ -114,15 +254,24 @@ def attack_server(port, worker_id, key, total, token):
     # connection, after its hello, may configure a server.
     cmd = b"\x08\x01\x10\x02"
     body = b"\xa2\x01" + varint(len(cmd)) + cmd
-    expect_closed(tag + " server command before hello", port,
-                  hdr(CONTROL, length=len(body)) + body)
-    body = b"\xaa\x01\x02\x08\x01"
-    expect_closed(tag + " command ack sent to a server", port,
-                  hdr(CONTROL, length=len(body)) + body)
-    expect_closed(tag + " hello with a wrong job token", port, hello(worker_id, token + 1))
-    expect_closed(tag + " hello from a non-worker id", port, hello(1, token))
-    expect_closed(tag + " hello for a worker already connected", port, hello(worker_id, token))
-    # A peer that dies mid-message (after a refused hello: framing only).
+    expect_closed(tag + " server command before hello", port, frame(body))
+    expect_closed(tag + " command ack sent to a server", port, frame(b"\xaa\x01\x02\x08\x01"))
+    expect_closed(tag + " hello without a nonce (the old token hello)", port,
+                  hello_msg(worker_id, None))
+    n_i = os.urandom(32)
+    s, _, _ = handshake(port, hello_msg(worker_id, n_i), AUTH_HELLO, worker_id,
+                        b"not the job's secret", n_i)
+    check(tag + " hello with a wrong secret", closed_by_peer(s))
+    s.close()
+    for name, ident in (("hello from a non-worker id", 1),
+                        ("hello for a worker already connected", worker_id)):
+        n_i = os.urandom(32)
+        s, _, ok = handshake(port, hello_msg(ident, n_i), AUTH_HELLO, ident,
+                             secret(), n_i)
+        check(tag + " server proves the secret to " + name, ok)
+        check(tag + " " + name, closed_by_peer(s))
+        s.close()
+    # A peer that dies mid-message (before authenticating: framing only).
     expect_closed(tag + " peer dies mid-payload", port,
                   hdr(PUSH, key=key, total=total, offset=0, span=4096, length=4096,
                       step=1 << 40, req=14) + b"\x01" * 1000, die=True)
@@ -135,22 +284,195 @@ def attack_scheduler(port):
                   hdr(PULL, key=1, total=4, span=4))
     expect_closed(tag + " heartbeat before registering", port,
                   hdr(CONTROL, length=2) + b"\x2a\x00")
-    # Register{node{role=WORKER}, transport "tcp", 1 server, 1 worker}
-    # with a wrong token: the scheduler answers Abort and closes.
-    node = b"\x10\x02"
-    reg = (b"\x0a" + varint(len(node)) + node + b"\x12\x03tcp" +
-           b"\x18\x02\x20\x02\x30" + varint(12345))
-    body = b"\x0a" + varint(len(reg)) + reg
-    expect_closed(tag + " register with a wrong job token", port,
-                  hdr(CONTROL, length=len(body)) + body)
+    expect_closed(tag + " register without a nonce (the old token register)",
+                  port, register_msg(None, num_server=2, num_worker=2))
+    n_i = os.urandom(32)
+    s, _, _ = handshake(port, register_msg(n_i, num_server=2, num_worker=2),
+                        AUTH_REGISTER, ROLE_WORKER, b"wrong", n_i)
+    check(tag + " register with a wrong secret", closed_by_peer(s))
+    s.close()
+
+
+def bad_input(argv):
+    sched, worker_id, key, total = (int(a) for a in argv[:4])
+    for p in argv[4:]:
+        attack_server(int(p), worker_id, key, total)
+    attack_scheduler(sched)
+
+
+# ---- issue 17's hijack, replay -----------------------------------------
+
+def got_nothing_but_close(s, name):
+    """After a failed proof: the node sends nothing (no node table, no
+    answer) and closes."""
+    s.settimeout(10)
+    data = b""
+    try:
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    except (ConnectionResetError, BrokenPipeError):
+        pass
+    except socket.timeout:
+        check(name + ": connection closed", False)
+        return
+    check(name + ": nothing sent after the challenge (%d bytes)" % len(data),
+          not data)
+
+
+def hijack(argv):
+    sched, servers = int(argv[0]), [int(p) for p in argv[1:]]
+    stranger = b"a stranger's guess"
+    # 1. Register as a worker: the Challenge comes, our proof is wrong,
+    #    no node table follows.
+    n_i = os.urandom(32)
+    s, _, ok = handshake(sched, register_msg(n_i), AUTH_REGISTER, ROLE_WORKER,
+                         stranger, n_i)
+    check("scheduler's challenge proves nothing to a stranger", not ok)
+    got_nothing_but_close(s, "stranger registering as a worker")
+    s.close()
+    # 1b. No proof at all, straight to a barrier / heartbeat.
+    s = connect(sched)
+    s.sendall(register_msg(os.urandom(32)))
+    recv_control(s)
+    s.sendall(frame(control(4, f_varint(1, 7) + f_varint(2, 1))))
+    got_nothing_but_close(s, "stranger skipping the proof")
+    s.close()
+    for port in servers:
+        # 2. Hello as worker id 2 (1 server: workers are 2..), then push
+        #    1e6 into key 0 step 1 without waiting for anything.
+        n_i = os.urandom(32)
+        push = hdr(PUSH, key=0, total=4, span=4, length=4, step=1, sender=2) + \
+            struct.pack("<f", 1e6)
+        s = connect(port)
+        s.sendall(hello_msg(2, n_i) + push)
+        check("server:%d hello + push 1e6 without the secret: closed" % port,
+              closed_by_peer(s))
+        s.close()
+        # 3. The same with a proof made with a guessed secret.
+        s, _, ok = handshake(port, hello_msg(2, n_i), AUTH_HELLO, 2, stranger, n_i)
+        try:
+            s.sendall(push)
+        except OSError:
+            pass
+        got_nothing_but_close(s, "server:%d hello with a guessed secret + push" % port)
+        s.close()
+
+
+def replay(argv):
+    sched, server = int(argv[0]), int(argv[1])
+    key = secret()
+    # Record a complete handshake with the secret (what a sniffer on the
+    # path would see), then replay our side of it on a new connection.
+    for port, first_of, kind, ident in (
+            (server, lambda n: hello_msg(2, n), AUTH_HELLO, 2),
+            (sched, lambda n: register_msg(n, num_server=1, num_worker=1),
+             AUTH_REGISTER, ROLE_WORKER)):
+        n_i = os.urandom(32)
+        s, transcript, ok = handshake(port, first_of(n_i), kind, ident, key, n_i)
+        check("port %d: the recorded handshake was valid" % port, ok)
+        s.close()
+        s = connect(port)
+        s.sendall(transcript[0])
+        field, ch = recv_control(s)
+        check("port %d: a fresh nonce in the replay's challenge" % port,
+              field == C_CHALLENGE and ch[1] != b"")
+        s.sendall(transcript[1])
+        got_nothing_but_close(s, "port %d: replayed handshake" % port)
+        s.close()
+
+
+def fake_scheduler(argv):
+    portfile, real = argv[0], int(argv[1])
+    # Record a Challenge the real scheduler made (for a nonce of ours).
+    r = connect(real)
+    r.sendall(register_msg(os.urandom(32), role=ROLE_SERVER))
+    raw = recv_exact(r, 96)
+    raw += recv_exact(r, HDR.unpack(raw)[11])
+    r.close()
+    check("recorded a real Challenge", parse(raw[96:]).get(C_CHALLENGE) is not None)
+    # Play the scheduler: take a node's Register, answer with the record.
+    lis = socket.socket()
+    lis.bind(("127.0.0.1", 0))
+    lis.listen(4)
+    with open(portfile + ".tmp", "w") as f:
+        f.write(str(lis.getsockname()[1]))
+    os.rename(portfile + ".tmp", portfile)
+    lis.settimeout(30)
+    c, _ = lis.accept()
+    c.settimeout(10)
+    field, _ = recv_control(c)
+    check("fake scheduler got a Register", field == C_REG)
+    c.sendall(raw)
+    got_nothing_but_close(c, "node given a replayed challenge")
+
+
+def slowloris(argv):
+    port, lo, hi = int(argv[0]), float(argv[1]), float(argv[2])
+    s = connect(port)
+    data = hdr(CONTROL, length=100)
+    t0 = time.monotonic()
+    dropped = False
+    for b in data:
+        try:
+            s.send(bytes([b]))
+            r, _, _ = select.select([s], [], [], 1.0)
+            if r and not s.recv(1):
+                dropped = True
+                break
+        except OSError:
+            dropped = True
+            break
+        if time.monotonic() - t0 > hi:
+            break
+    took = time.monotonic() - t0
+    check("1 byte/s sender dropped after %.1f s (want %.1f..%.1f s)" %
+          (took, lo, hi), dropped and lo <= took <= hi)
+
+
+def hold(argv):
+    port, n, secs = int(argv[0]), int(argv[1]), float(argv[2])
+    length = int(argv[3]) if len(argv) > 3 else 3000
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < n + 64:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, n + 64), hard))
+    socks = []
+    for _ in range(n):
+        s = socket.socket()
+        s.setblocking(False)
+        s.connect_ex(("127.0.0.1", port))
+        socks.append(s)
+    time.sleep(0.5)
+    part = hdr(CONTROL, length=length) + b"\x08" * min(length - 1, 60000)
+    for s in socks:
+        try:
+            s.send(part)
+        except OSError:
+            pass
+    print("holding %d connections" % n, flush=True)
+    time.sleep(secs)
+    closed = 0
+    for s in socks:
+        try:
+            d = s.recv(1)
+            closed += d == b""
+        except BlockingIOError:
+            pass
+        except OSError:
+            closed += 1
+        s.close()
+    print("closed_by_node=%d" % closed, flush=True)
 
 
 def main():
-    sched, worker_id, key, total = (int(a) for a in sys.argv[1:5])
-    token = fnv1a(os.environ["PS_JOB_TOKEN"])
-    for p in sys.argv[5:]:
-        attack_server(int(p), worker_id, key, total, token)
-    attack_scheduler(sched)
+    cmds = {"hijack": hijack, "replay": replay, "fake-scheduler": fake_scheduler,
+            "slowloris": slowloris, "hold": hold}
+    if sys.argv[1] in cmds:
+        cmds[sys.argv[1]](sys.argv[2:])
+    else:
+        bad_input(sys.argv[1:])
     if failures:
         print("%d checks failed: %s" % (len(failures), ", ".join(failures)))
         sys.exit(1)

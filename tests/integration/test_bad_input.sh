@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Bad peers against a running 2x2 cluster: garbage, truncated frames, a
-# header claiming 2^40 bytes, garbage protobuf, data before hello, an
+# header claiming 2^40 bytes, garbage protobuf, data before hello, hellos
+# and registrations that fail authentication or carry the old token, an
 # unknown key, a wrong-size push, a peer dying mid-message, sent to both
 # servers and the scheduler.  Each gets a clear error (logged by the node,
 # and an error status where a reply is possible) and costs only its own
@@ -32,12 +33,14 @@ done
 grep -q verified "$TMP/worker1.out" && grep -q verified "$TMP/worker2.out" || die "workers did not verify"
 cat "$TMP"/server*.err "$TMP"/sched.err >"$TMP/all.err"
 # (A request over PS_MAX_TENSOR_BYTES is well framed now: refused on its
-# own from a worker, test_limits.sh; before hello it is a push before hello.)
+# own from a worker, test_limits.sh; before hello it is a push before
+# authenticating.)
 for msg in "malformed header: bad magic" "not a valid psched.Control protobuf" \
-	"before hello" "hello with a wrong job token" "already connected" \
-	"no worker of this job" \
-	"control message larger than 1 MiB" "message 5 before registering" \
-	"wrong or missing PS_JOB_TOKEN"; do
+	"push message before authenticating" "hello failed authentication: its proof does not match" \
+	"already connected" "no worker of this job" \
+	"control message larger than 1 MiB" "65536-byte control message before authenticating" \
+	"message 5 before authenticating" "message 20 before authenticating" \
+	"without a 32-byte nonce" "registration failed authentication: its proof does not match"; do
 	grep -q "$msg" "$TMP/all.err" || die "no log line with '$msg'"
 done
 echo "ok cluster exact after the attack: $(cat "$TMP/worker1.out")"

@@ -40,7 +40,7 @@ class TestLocal(unittest.TestCase):
         self.assertEqual(self.kv.type, "local")
         self.assertEqual(self.kv.rank, 0)
         self.assertEqual(self.kv.num_workers, 1)
-        self.assertEqual(psched.kv.create("device").type, "local")
+        self.assertEqual(psched.kv.create("device").type, "device")
 
     def test_init_pull_every_dtype(self):
         for i, dt in enumerate(DTYPES):
@@ -175,8 +175,8 @@ class TestLocal(unittest.TestCase):
             kv.push(1.5, np.zeros(3))
         with self.assertRaisesRegex(PSchedError, "appears twice"):
             kv.push([1, 1], [np.zeros((2, 3), np.float32)] * 2)
-        with self.assertRaisesRegex(PSchedError, "adam.*not supported"):
-            kv.set_optimizer(type("Adam", (), {"learning_rate": 0.1})())
+        with self.assertRaisesRegex(PSchedError, "ftrl.*not supported"):
+            kv.set_optimizer(type("Ftrl", (), {"learning_rate": 0.1})())
         with self.assertRaisesRegex(PSchedError, "learning_rate -1"):
             kv.set_optimizer(psched.optimizer.SGD(learning_rate=-1))
         with self.assertRaisesRegex(PSchedError, "unknown KVStore type"):
@@ -278,7 +278,9 @@ class TestDist(DistCase):
         np.testing.assert_array_equal(v, want)
 
     def test_e_lists_strings_priorities_big(self):
-        keys = ["emb", 31, "fc.weight", 33]
+        # One call takes keys of one type (MXNet: "inconsistent types of
+        # keys detected."); str keys here, int keys elsewhere.
+        keys = ["emb", "31", "fc.weight", "33"]
         vals = [np.ones(3, np.float32), np.ones((2, 2), np.float64),
                 np.ones(600000, np.float32), np.ones(5, np.int32)]
         KV.init(keys, vals)
@@ -334,7 +336,8 @@ class TestDist(DistCase):
             KV.init(50, np.zeros((2, 3), np.float32))
         with self.assertRaisesRegex(PSchedError, "momentum 1 is not in"):
             KV.set_optimizer(psched.optimizer.SGD(momentum=1.0))
-        with self.assertRaisesRegex(PSchedError, "updates on the servers"):
+        # Dist updaters go to the servers by pickle: a lambda cannot.
+        with self.assertRaisesRegex(PSchedError, "module-level function"):
             KV._set_updater(lambda k, m, s: None)
         self.healthy()
         KV.push(50, np.ones((2, 3), np.float32))

@@ -75,6 +75,7 @@ static void check_node_info(const Psched__NodeInfo *got,
 struct reg_msg {
 	char host[32];
 	char transport[8];
+	uint8_t nonce[32];
 	Psched__NodeInfo ni;
 	Psched__Register reg;
 	Psched__Control m;
@@ -102,7 +103,9 @@ static void reg_msg_init(struct reg_msg *r)
 	r->reg.num_server = 8;
 	r->reg.num_worker = 4096;
 	r->reg.pid = INT32_MAX;
-	r->reg.token = UINT64_MAX;
+	memset(r->nonce, 0xab, sizeof(r->nonce));
+	r->reg.nonce.data = r->nonce;
+	r->reg.nonce.len = sizeof(r->nonce);
 	r->m.body_case = PSCHED__CONTROL__BODY_REG;
 	r->m.reg = &r->reg;
 }
@@ -122,17 +125,18 @@ static void test_proto_register(void)
 	CHECK_EQ(out->reg->num_server, 8);
 	CHECK_EQ(out->reg->num_worker, 4096);
 	CHECK_EQ(out->reg->pid, INT32_MAX);
-	CHECK_U64(out->reg->token, ==, UINT64_MAX);
+	CHECK_EQ(out->reg->nonce.len, 32);
+	CHECK(memcmp(out->reg->nonce.data, r.nonce, 32) == 0);
 	psched__control__free_unpacked(out, NULL);
 
-	/* Negative pid, server role, zero token. */
+	/* Negative pid, server role, no nonce. */
 	r.reg.pid = -12345;
-	r.reg.token = 0;
+	r.reg.nonce.len = 0;
 	r.ni.role = PSCHED__ROLE__SERVER;
 	r.ni.id = INT32_MIN;
 	out = round_trip(&r.m);
 	CHECK_EQ(out->reg->pid, -12345);
-	CHECK_U64(out->reg->token, ==, 0);
+	CHECK_EQ(out->reg->nonce.len, 0);
 	CHECK_EQ(out->reg->node->role, PSCHED__ROLE__SERVER);
 	CHECK_EQ(out->reg->node->id, INT32_MIN);
 	psched__control__free_unpacked(out, NULL);
@@ -160,13 +164,11 @@ static void test_proto_node_table(void)
 	t.your_id = 3;
 	t.n_nodes = 3;
 	t.nodes = nodes;
-	t.token = 0x0123456789abcdefull;
 	m.body_case = PSCHED__CONTROL__BODY_TABLE;
 	m.table = &t;
 	out = round_trip(&m);
 	CHECK(out->table != NULL);
 	CHECK_EQ(out->table->your_id, 3);
-	CHECK_U64(out->table->token, ==, 0x0123456789abcdefull);
 	CHECK_EQ(out->table->n_nodes, 3);
 	for (i = 0; i < 3; i++)
 		check_node_info(out->table->nodes[i], &ni[i]);
@@ -182,13 +184,70 @@ static void test_proto_hello(void)
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	Psched__Control *out;
 
+	uint8_t nonce[32];
+
+	memset(nonce, 0x5a, sizeof(nonce));
 	h.id = 42;
-	h.token = 0xfeedfacecafebeefull;
+	h.nonce.data = nonce;
+	h.nonce.len = sizeof(nonce);
 	m.body_case = PSCHED__CONTROL__BODY_HELLO;
 	m.hello = &h;
 	out = round_trip(&m);
 	CHECK_EQ(out->hello->id, 42);
-	CHECK_U64(out->hello->token, ==, 0xfeedfacecafebeefull);
+	CHECK_EQ(out->hello->nonce.len, 32);
+	CHECK(memcmp(out->hello->nonce.data, nonce, 32) == 0);
+	psched__control__free_unpacked(out, NULL);
+}
+
+/* The handshake's Challenge and Proof (common/auth.h). */
+static void test_proto_challenge_proof(void)
+{
+	Psched__Challenge ch = PSCHED__CHALLENGE__INIT;
+	Psched__Proof pr = PSCHED__PROOF__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+	uint8_t nonce[32], proof[32];
+	Psched__Control *out;
+	unsigned i;
+
+	for (i = 0; i < 32; i++) {
+		nonce[i] = (uint8_t)i;
+		proof[i] = (uint8_t)(255 - i);
+	}
+	ch.nonce.data = nonce;
+	ch.nonce.len = 32;
+	ch.proof.data = proof;
+	ch.proof.len = 32;
+	m.body_case = PSCHED__CONTROL__BODY_CHALLENGE;
+	m.challenge = &ch;
+	out = round_trip(&m);
+	CHECK_EQ(out->body_case, PSCHED__CONTROL__BODY_CHALLENGE);
+	CHECK_EQ(out->challenge->nonce.len, 32);
+	CHECK_EQ(out->challenge->proof.len, 32);
+	CHECK(memcmp(out->challenge->nonce.data, nonce, 32) == 0);
+	CHECK(memcmp(out->challenge->proof.data, proof, 32) == 0);
+	psched__control__free_unpacked(out, NULL);
+
+	pr.proof.data = proof;
+	pr.proof.len = 32;
+	m.body_case = PSCHED__CONTROL__BODY_PROOF;
+	m.proof = &pr;
+	out = round_trip(&m);
+	CHECK_EQ(out->body_case, PSCHED__CONTROL__BODY_PROOF);
+	CHECK(memcmp(out->proof->proof.data, proof, 32) == 0);
+	psched__control__free_unpacked(out, NULL);
+}
+
+/* A hello from before authentication (id and the token in field 2) still
+ * decodes, with no nonce: the server refuses it for that. */
+static void test_proto_old_hello(void)
+{
+	static const uint8_t old[] = { 0x1a, 0x04, 0x08, 0x03, 0x10, 0x07 };
+	Psched__Control *out = psched__control__unpack(NULL, sizeof(old), old);
+
+	CHECK(out != NULL);
+	CHECK_EQ(out->body_case, PSCHED__CONTROL__BODY_HELLO);
+	CHECK_EQ(out->hello->id, 3);
+	CHECK_EQ(out->hello->nonce.len, 0);
 	psched__control__free_unpacked(out, NULL);
 }
 
@@ -346,14 +405,17 @@ static void test_proto_metrics(void)
 /* The exact bytes of a small message: tag/length framing as proto3. */
 static void test_proto_hello_bytes(void)
 {
-	static const uint8_t want[] = { 0x1a, 0x04, 0x08, 0x01, 0x10, 0x02 };
+	static const uint8_t want[] = { 0x1a, 0x06, 0x08, 0x01,
+					0x1a, 0x02, 0x01, 0x02 };
+	static uint8_t nonce[2] = { 1, 2 };
 	Psched__Hello h = PSCHED__HELLO__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	uint8_t *buf;
 	size_t len;
 
 	h.id = 1;
-	h.token = 2;
+	h.nonce.data = nonce;
+	h.nonce.len = sizeof(nonce);
 	m.body_case = PSCHED__CONTROL__BODY_HELLO;
 	m.hello = &h;
 	buf = pack(&m, &len);
@@ -516,7 +578,8 @@ static void test_proto_truncated_register_reframed(void)
 		CHECK(reg->num_server == 0 || reg->num_server == 8);
 		CHECK(reg->num_worker == 0 || reg->num_worker == 4096);
 		CHECK(reg->pid == 0 || reg->pid == INT32_MAX);
-		CHECK(reg->token == 0 || reg->token == UINT64_MAX);
+		CHECK(reg->nonce.len == 0 ||
+		      (reg->nonce.len == 32 && reg->nonce.data[31] == 0xab));
 		psched__control__free_unpacked(out, NULL);
 	}
 	free(inner);
@@ -590,6 +653,8 @@ const struct test_case test_list[] = {
 	{ "proto_register", test_proto_register },
 	{ "proto_node_table", test_proto_node_table },
 	{ "proto_hello", test_proto_hello },
+	{ "proto_challenge_proof", test_proto_challenge_proof },
+	{ "proto_old_hello", test_proto_old_hello },
 	{ "proto_barrier", test_proto_barrier },
 	{ "proto_heartbeat", test_proto_heartbeat },
 	{ "proto_node_failure", test_proto_node_failure },

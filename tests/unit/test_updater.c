@@ -108,9 +108,9 @@ static void test_updater_optimizer_check(void)
 	o.clip_gradient = NAN;
 	CHECK_EQ(psched_optimizer_check(&o), -EINVAL);
 	o.clip_gradient = 0;
-	o.name = "rmsprop";
+	o.name = "ftrl";
 	CHECK_EQ(psched_optimizer_check(&o), -EINVAL);
-	CHECK(strstr(psched_errmsg(), "'rmsprop' is not supported"));
+	CHECK(strstr(psched_errmsg(), "'ftrl' is not supported"));
 	o.name = NULL; /* none */
 	CHECK_EQ(psched_optimizer_check(&o), 0);
 	CHECK_EQ(psched_optimizer_check(NULL), -EINVAL);
@@ -157,10 +157,14 @@ static void test_updater_sgd_f64_momentum_per_range(void)
 	}
 	for (i = 0; i < 8; i++)
 		CHECK_NEAR(w[i], rw[i], 1e-14);
-	/* The same optimizer again keeps the momentum; a new one drops it. */
+	/* The same optimizer again, or a new learning rate (a schedule),
+	 * keeps the momentum; another optimizer drops it. */
 	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
 	CHECK_U64(psd_map_count(&u.states), ==, 1);
 	o.learning_rate = 0.2;
+	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
+	CHECK_U64(psd_map_count(&u.states), ==, 1);
+	o.name = "nag";
 	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
 	CHECK_U64(psd_map_count(&u.states), ==, 0);
 	psd_upd_fini(&u);

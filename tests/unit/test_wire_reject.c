@@ -74,10 +74,10 @@ static void test_wire_reject_bad_dtype(void)
 {
 	struct psd_hdr h = base_push();
 
-	h.dtype = PSCHED_F16; /* the largest valid one is fine */
+	h.dtype = PSCHED_DTYPE_MAX; /* the largest valid one is fine */
 	h.part = 0;
 	expect_accept(&h, MAX_TENSOR);
-	h.dtype = PSCHED_F16 + 1;
+	h.dtype = PSCHED_DTYPE_MAX + 1;
 	expect_reject(&h, MAX_TENSOR);
 	h.dtype = 0xff;
 	expect_reject(&h, MAX_TENSOR);
@@ -455,7 +455,7 @@ static void test_wire_fuzz_decode(void)
 		accepted++;
 		CHECK_INT(h.type, >=, 1);
 		CHECK_INT(h.type, <=, PSD_MSG_TYPE_MAX);
-		CHECK_INT(h.dtype, <=, PSCHED_F16);
+		CHECK_INT(h.dtype, <=, PSCHED_DTYPE_MAX);
 		CHECK_INT(h.status, <=, 0);
 		memset(re, 0, sizeof(re));
 		psd_hdr_encode(&h, re);

@@ -1,0 +1,70 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The C KVStore with buffers in CUDA device memory (psched/kvstore.h):
+ * the same checks and request tracking as host buffers (kvstore.c), sent
+ * with psched_push_device() and friends.
+ */
+#include "internal.h"
+#include "kvstore_gpu.h"
+
+int psd_kvstore_issue_device(struct psched_node *node, enum kvstore_call call,
+			     const uint64_t *keys, size_t nkeys,
+			     const void *const *vals, void *const *outs,
+			     const uint64_t *sizes, enum psched_dtype dtype,
+			     int device, int prio, uint64_t *req)
+{
+	if (call == CALL_PUSH)
+		return psched_push_device(node, keys, nkeys, vals, sizes, dtype,
+					  device, prio, NULL, NULL, req);
+	if (call == CALL_PULL)
+		return psched_pull_device(node, keys, nkeys, outs, sizes, dtype,
+					  device, prio, NULL, NULL, req);
+	return psched_pushpull_device(node, keys, nkeys, vals, outs, sizes,
+				      dtype, device, prio, NULL, NULL, req);
+}
+
+static int kvstore_device_ok(int device)
+{
+	return device < 0 ? psd_set_errmsg(-EINVAL,
+					   "CUDA device %d: not a device index",
+					   device)
+			  : 0;
+}
+
+int psched_kvstore_push_device(struct psched_kvstore *kv, const uint64_t *keys,
+			       size_t nkeys, const void *const *vals,
+			       const uint64_t *lens, enum psched_dtype dtype,
+			       int device, int priority)
+{
+	int ret = kvstore_device_ok(device);
+
+	return ret ? ret
+		   : psd_kvstore_call(kv, CALL_PUSH, keys, nkeys, vals, NULL,
+				      lens, dtype, device, priority);
+}
+
+int psched_kvstore_pull_device(struct psched_kvstore *kv, const uint64_t *keys,
+			       size_t nkeys, void *const *outs,
+			       const uint64_t *lens, enum psched_dtype dtype,
+			       int device, int priority)
+{
+	int ret = kvstore_device_ok(device);
+
+	return ret ? ret
+		   : psd_kvstore_call(kv, CALL_PULL, keys, nkeys, NULL, outs,
+				      lens, dtype, device, priority);
+}
+
+int psched_kvstore_pushpull_device(struct psched_kvstore *kv,
+				   const uint64_t *keys, size_t nkeys,
+				   const void *const *vals, void *const *outs,
+				   const uint64_t *lens,
+				   enum psched_dtype dtype, int device,
+				   int priority)
+{
+	int ret = kvstore_device_ok(device);
+
+	return ret ? ret
+		   : psd_kvstore_call(kv, CALL_PUSHPULL, keys, nkeys, vals,
+				      outs, lens, dtype, device, priority);
+}
