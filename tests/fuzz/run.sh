@@ -19,7 +19,8 @@ command -v "$CC_FUZZ" >/dev/null || { echo "fuzz: $CC_FUZZ not installed (script
 
 SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer"
 # clang's warnings differ from gcc's; the gcc build is the one that gates.
-make --no-print-directory -j"${FUZZ_JOBS:-2}" BUILD="$BF" CC="$CC_FUZZ" OPT="-O1 -g" \
+# No CUDA here: the harnesses never reach a device.
+make --no-print-directory -j"${FUZZ_JOBS:-2}" BUILD="$BF" CC="$CC_FUZZ" CUDA=0 OPT="-O1 -g" \
 	EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-error -Wno-unknown-warning-option" \
 	EXTRA_LDFLAGS="$SAN" "$BF/lib/libpsched.a" >&2
 LIBS="$(pkg-config --libs libprotobuf-c gsl) -lm -pthread"
