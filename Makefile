@@ -32,7 +32,7 @@ HAVE_PKG := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 # On a fresh machine install the Debian packages before anything is read
 # from pkg-config or the headers (goals that build nothing skip this).
 # Installing from a recipe instead would leave this make's flags empty.
-NO_DEPS_GOALS := clean help format format-check
+NO_DEPS_GOALS := clean help format format-check test-fresh
 ifneq ($(HAVE_PKG),1)
 ifneq ($(filter-out $(NO_DEPS_GOALS),$(or $(MAKECMDGOALS),all)),)
 DEPS_RC  := $(shell bash scripts/install-deps.sh >&2; echo $$?)
@@ -54,7 +54,7 @@ ifeq ($(HAVE_RDMA),1)
 CPPFLAGS  += -DPSCHED_HAVE_RDMA=1
 RDMA_LIBS := -lrdmacm -libverbs
 endif
-CPPFLAGS += $(PKG_CFLAGS)
+CPPFLAGS += $(PKG_CFLAGS) -DPSCHED_VERSION='"$(shell cat VERSION)"'
 LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
 
 # CUDA (README "GPU tensors"): built into libpsched when nvcc is found in
@@ -130,15 +130,20 @@ STATIC_LIB := $(BUILD)/lib/libpsched.a
 # link-time name, a symlink.  Bump SOVERSION on an ABI break (struct
 # psched_cfg's layout is part of the ABI).
 SOVERSION  := 0
+# The release: VERSION is its only source (C: psched_version(), every
+# program's --version, Python psched.__version__, psched.pc, the .debs).
+VERSION    := $(shell cat VERSION)
 SHARED_LIB := $(BUILD)/lib/libpsched.so
 SHARED_REAL := $(SHARED_LIB).$(SOVERSION)
 TUNER_LIB  := $(BUILD)/lib/libpsched_tuner.a
 DEPS_STAMP := $(BUILD)/.deps-ok
 
 PREFIX   ?= /usr/local
+LIBDIR   ?= $(PREFIX)/lib
 
 .PHONY: all deps test unit bench bench-sched bench-rdma run asan asan-build \
-        tsan install format format-check check clean help tests fuzz soak
+        tsan install deb test-fresh format format-check check clean help tests \
+        fuzz soak
 .DEFAULT_GOAL := all
 # Test objects are not intermediates: keep them between runs.  (Not
 # ".SECONDARY:" with no targets: that made every object secondary, and a
@@ -195,10 +200,10 @@ $(SHARED_LIB): $(SHARED_REAL)
 # pkg-config file of the installed tree, written by `make install` for its
 # PREFIX.  rdma-core ships no .pc files on Debian 12, so its libraries are
 # listed by name.
-PC_LINES = 'prefix=$(PREFIX)' 'libdir=$${prefix}/lib' \
+PC_LINES = 'prefix=$(PREFIX)' 'libdir=$(LIBDIR)' \
   'includedir=$${prefix}/include' '' 'Name: psched' \
   'Description: parameter-server communication library' \
-  'Version: $(SOVERSION).1.0' 'Requires.private: $(PKGS)' \
+  'Version: $(VERSION)' 'Requires.private: $(PKGS)' \
   'Cflags: -I$${includedir}' 'Libs: -L$${libdir} -lpsched' \
   'Libs.private: $(RDMA_LIBS) $(CUDA_LIBS) -lm -pthread'
 
@@ -284,6 +289,12 @@ bench: all
 bench-sched: all
 	$(Q)BUILD=$(BUILD) bash bench/sched-bench.sh $(BENCH_SCHED_ARGS)
 
+# Online tuning vs default, best static, one-shot BO under a changing link
+# (root; docs/autotune-bench.md).  BENCH_AUTOTUNE_ARGS=--smoke: short.
+.PHONY: bench-autotune
+bench-autotune: all
+	$(Q)BUILD=$(BUILD) bash bench/autotune-bench.sh $(BENCH_AUTOTUNE_ARGS)
+
 # Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for
 # PREFIX /usr/local and /usr; the package finds libpsched.so two levels up.
 PYDIR    ?= $(PREFIX)/lib/python3/dist-packages
@@ -294,21 +305,33 @@ bench-rdma: all
 	$(Q)BUILD=$(BUILD) bash bench/run-bench-rdma.sh
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include/psched \
+	install -d $(DESTDIR)$(LIBDIR) $(DESTDIR)$(PREFIX)/include/psched \
 	  $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PYDIR)/psched \
-	  $(DESTDIR)$(PREFIX)/lib/pkgconfig
-	install -m 644 $(STATIC_LIB) $(DESTDIR)$(PREFIX)/lib/
-	install -m 755 $(SHARED_REAL) $(DESTDIR)$(PREFIX)/lib/
-	ln -sf libpsched.so.$(SOVERSION) $(DESTDIR)$(PREFIX)/lib/libpsched.so
-	printf '%s\n' $(PC_LINES) >$(DESTDIR)$(PREFIX)/lib/pkgconfig/psched.pc
+	  $(DESTDIR)$(LIBDIR)/pkgconfig $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 644 $(STATIC_LIB) $(DESTDIR)$(LIBDIR)/
+	install -m 755 $(SHARED_REAL) $(DESTDIR)$(LIBDIR)/
+	ln -sf libpsched.so.$(SOVERSION) $(DESTDIR)$(LIBDIR)/libpsched.so
+	printf '%s\n' $(PC_LINES) >$(DESTDIR)$(LIBDIR)/pkgconfig/psched.pc
 	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/psched/*.h $(DESTDIR)$(PREFIX)/include/psched/
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 bin/psched-launch $(DESTDIR)$(PREFIX)/bin/
+	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -m 644 python/psched/*.py $(DESTDIR)$(PYDIR)/psched/
 	install -d $(DESTDIR)$(PYDIR)/psched/torch
 	install -m 644 python/psched/torch/*.py $(DESTDIR)$(PYDIR)/psched/torch/
+	printf '__version__ = "%s"\n' '$(VERSION)' >$(DESTDIR)$(PYDIR)/psched/_version.py
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
+
+# Debian packages (dpkg-deb) in $(BUILD)/deb: libpsched0, libpsched-dev,
+# psched-tools, python3-psched (scripts/mkdeb.sh).
+deb: all
+	$(Q)BUILD=$(BUILD) VERSION=$(VERSION) bash scripts/mkdeb.sh
+
+# The README's two commands in a fresh Debian 12 chroot (debootstrap;
+# root, downloads, long; not part of make test).  scripts/test-fresh.sh.
+test-fresh:
+	$(Q)bash scripts/test-fresh.sh
 
 FORMAT_SRC = $(shell git ls-files '*.c' '*.h' 2>/dev/null)
 format:
@@ -322,6 +345,6 @@ clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
 help:
-	@echo "targets: all test bench bench-sched bench-rdma run asan asan-build tsan install format format-check check clean"
+	@echo "targets: all test bench bench-sched bench-rdma run asan asan-build tsan fuzz soak install deb test-fresh format format-check check clean"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -409,6 +409,11 @@ int main(int argc, char **argv)
 	struct psched_cfg cfg;
 	int ret;
 
+	for (ret = 1; ret < argc && strcmp(argv[ret], "--"); ret++)
+		if (!strcmp(argv[ret], "--version")) {
+			printf("ps-bench %s\n", psched_version());
+			return 0;
+		}
 	psched_cfg_init(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (!ret)

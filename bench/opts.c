@@ -221,7 +221,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 
 void bench_usage(void)
 {
-	printf("usage: ps-bench [options] [cluster options]\n"
+	printf("usage: ps-bench [options] [cluster options] | --version\n"
 	       "Starts a local cluster (1 scheduler, S servers, W workers) on "
 	       "loopback, or joins\none when DMLC_ROLE is set, and measures "
 	       "push/pull throughput and latency.\n"

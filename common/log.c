@@ -28,13 +28,19 @@ void psd_log_emit(int lvl, const char *file, int line, const char *fmt, ...)
 {
 	int saved = errno;
 	char buf[1024];
+	char when[32];
 	struct timespec ts;
+	struct tm tm;
 	va_list ap;
 	int n;
 
+	/* ISO 8601 UTC with microseconds: logs of several hosts sort and
+	 * compare as they are. */
 	clock_gettime(CLOCK_REALTIME, &ts);
+	gmtime_r(&ts.tv_sec, &tm);
+	strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
 	pthread_mutex_lock(&log_who_lock);
-	n = snprintf(buf, sizeof(buf), "[%ld.%06ld %s %s] ", (long)ts.tv_sec,
+	n = snprintf(buf, sizeof(buf), "[%s.%06ldZ %s %s] ", when,
 		     ts.tv_nsec / 1000, log_who,
 		     lvl_names[lvl < 0 ? 0 : (lvl > 3 ? 3 : lvl)]);
 	pthread_mutex_unlock(&log_who_lock);
@@ -65,6 +71,11 @@ int psd_set_errmsg(int err, const char *fmt, ...)
 	psd_set_errmsgv(err, fmt, ap);
 	va_end(ap);
 	return err;
+}
+
+const char *psched_version(void)
+{
+	return PSCHED_VERSION;
 }
 
 const char *psched_errmsg(void)

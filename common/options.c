@@ -292,6 +292,14 @@ static const struct opt opts[] = {
 	  0,
 	  "0",
 	  "scheduler: seed of the tuner's random design" },
+	{ "autotune-conditions",
+	  { "PS_AUTOTUNE_CONDITIONS" },
+	  OPT_BOOL,
+	  OFF(autotune_conditions),
+	  0,
+	  "0",
+	  "scheduler: the workers' measured link bandwidth, compute time "
+	  "and the worker count are inputs of the tuner's model (1|0)" },
 	{ "job-token",
 	  { "PS_JOB_TOKEN" },
 	  OPT_STR,
@@ -812,7 +820,42 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 	return cfg_check(cfg, "command line");
 }
 
-void psched_cfg_usage(FILE *out)
+/* Which programs read an option, for --help: a bit per enum psched_role.
+ * Options not named here apply to every role. */
+#define R_S (1u << PSCHED_ROLE_SCHEDULER)
+#define R_V (1u << PSCHED_ROLE_SERVER)
+#define R_W (1u << PSCHED_ROLE_WORKER)
+
+static unsigned opt_roles(const struct opt *o)
+{
+	static const struct {
+		const char *flag; /* a trailing '*' matches a prefix */
+		unsigned roles;
+	} only[] = {
+		{ "role", 0 }, /* each program has its role */
+		{ "node-host", R_V | R_W },
+		{ "interface", R_V | R_W },
+		{ "port", R_V | R_W },
+		{ "server-mode", R_V },
+		{ "scheduling", R_W },
+		{ "config-*", R_S },
+		{ "autotune*", R_S },
+		{ "socket-buf-bytes", R_V | R_W },
+		{ "rdma-*", R_V | R_W },
+	};
+	size_t i, len;
+
+	for (i = 0; i < PSD_ARRAY_SIZE(only); i++) {
+		len = strlen(only[i].flag);
+		if (only[i].flag[len - 1] == '*'
+			    ? !strncmp(o->flag, only[i].flag, len - 1)
+			    : !strcmp(o->flag, only[i].flag))
+			return only[i].roles;
+	}
+	return R_S | R_V | R_W;
+}
+
+static void cfg_usage(FILE *out, unsigned roles)
 {
 	char env[64];
 	size_t i;
@@ -820,6 +863,8 @@ void psched_cfg_usage(FILE *out)
 	fprintf(out, "Cluster options (flag, environment variable, default):"
 		     "\n");
 	for (i = 0; i < PSD_ARRAY_SIZE(opts); i++) {
+		if (roles && !(opt_roles(&opts[i]) & roles))
+			continue;
 		snprintf(env, sizeof(env), "%s%s%s", opts[i].env[0],
 			 opts[i].env[1] ? ", " : "",
 			 opts[i].env[1] ? opts[i].env[1] : "");
@@ -829,4 +874,14 @@ void psched_cfg_usage(FILE *out)
 			opts[i].help);
 	}
 	fprintf(out, "  Flags win over the environment.\n");
+}
+
+void psched_cfg_usage(FILE *out)
+{
+	cfg_usage(out, 0);
+}
+
+void psched_cfg_usage_role(FILE *out, enum psched_role role)
+{
+	cfg_usage(out, role <= PSCHED_ROLE_WORKER ? 1u << role : 0);
 }

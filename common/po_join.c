@@ -57,13 +57,25 @@ static void po_pick_host(struct psched_node *n)
 static int po_connect_sched(struct psched_node *n, uint64_t deadline)
 {
 	struct psd_addr a;
-	uint64_t now;
+	uint64_t now, start = psd_now_ms();
+	bool said = false;
 	int ret;
 
 	snprintf(a.host, sizeof(a.host), "%s", n->cfg.root_uri);
 	a.port = n->cfg.root_port;
 	for (;;) {
 		now = psd_now_ms();
+		/* Say once, early, what this node waits for: a node started
+		 * before its scheduler (or pointed at the wrong one) is
+		 * otherwise silent until the timeout. */
+		if (!said && now - start >= 1000) {
+			psd_warn("%s: waiting for the scheduler at %s:%u "
+				 "(DMLC_PS_ROOT_URI/PORT), up to %g s "
+				 "(PS_CONNECT_TIMEOUT)",
+				 psched_role_name(n->cfg.role), a.host, a.port,
+				 n->cfg.connect_timeout_ms / 1000.0);
+			said = true;
+		}
 		ret = psd_van_connect_via(
 			n->van, &psd_tcp_ops, &a,
 			deadline > now ? (unsigned)(deadline - now) : 1,

@@ -31,6 +31,7 @@ struct psd_van {
 	unsigned auth_timeout_ms;
 	unsigned preauth_max_frame;
 	unsigned max_pending;
+	bool trusted; /* psd_van_opts.trusted */
 	atomic_uint npending; /* accepted, not yet authenticated */
 	bool lis_paused;      /* listener out of epoll */
 	uint64_t lis_resume_ms;
@@ -82,6 +83,7 @@ int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 	van->auth_timeout_ms = o->cfg ? o->cfg->auth_timeout_ms : 5000;
 	van->preauth_max_frame = o->cfg ? o->cfg->preauth_max_frame : 4096;
 	van->max_pending = o->cfg ? o->cfg->max_pending_auth : 128;
+	van->trusted = o->trusted;
 	van->spare_fd = -1;
 	van->lis.fd = -1;
 	pthread_mutex_init(&van->lock, NULL);
@@ -149,7 +151,7 @@ static struct psd_conn *van_conn_alloc(struct psd_van *van,
 	c->fd = -1;
 	c->peer_id = -1;
 	c->born_ms = psd_now_ms();
-	atomic_init(&c->authed, false);
+	atomic_init(&c->authed, van->trusted);
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->closed, false);
 	pthread_mutex_init(&c->send_lock, NULL);
@@ -504,9 +506,11 @@ static void van_accept_all(struct psd_van *van)
 					 VAN_RL_MS / 1000);
 			return;
 		}
-		c->accepted = true;
 		c->born_ms = psd_now_ms();
-		atomic_fetch_add(&van->npending, 1);
+		if (!atomic_load(&c->authed)) { /* trusted vans: born so */
+			c->accepted = true;
+			atomic_fetch_add(&van->npending, 1);
+		}
 		if (van_conn_add(van, c)) {
 			van_conn_drop(van, c, -EIO);
 			continue;

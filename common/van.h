@@ -42,6 +42,10 @@ struct psd_van_opts {
 	/* Transport knobs (socket buffers, PS_RDMA_*) are taken from here;
 	 * NULL: the defaults.  Only read during psd_van_create(). */
 	const struct psched_cfg *cfg;
+	/* Every connection counts as authenticated from birth: only for
+	 * vans with no postoffice to run the handshake (the transport
+	 * tests), so no message can arrive before psd_conn_set_authed(). */
+	bool trusted;
 };
 
 int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,

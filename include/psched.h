@@ -99,6 +99,7 @@ struct psched_cfg {
 	uint64_t autotune_partition_min;      /* PS_AUTOTUNE_PARTITION_MIN */
 	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
 	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
+	int autotune_conditions;	      /* PS_AUTOTUNE_CONDITIONS */
 	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
 	/* Authentication (README "Authentication"). */
 	char job_token_file[256];   /* PS_JOB_TOKEN_FILE: file holding it */
@@ -147,6 +148,12 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 int psched_parse_bytes(const char *s, uint64_t *out);
 /* Print every option, its variable and its default to @out. */
 void psched_cfg_usage(FILE *out);
+/* The same for the options a program of @role reads (no --role: such a
+ * program has its role). */
+void psched_cfg_usage_role(FILE *out, enum psched_role role);
+/* The library's release, "MAJOR.MINOR.PATCH" (the source tree's VERSION
+ * file); the SONAME (libpsched.so.0) changes only with the ABI. */
+const char *psched_version(void);
 /* "scheduler", "server", "worker". */
 const char *psched_role_name(enum psched_role role);
 

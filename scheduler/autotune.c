@@ -22,6 +22,8 @@ struct at_worker {
 	uint64_t from;	  /* first step of its latest window */
 	uint64_t step;	  /* last step of its latest window */
 	double step_time; /* mean step time of that window, seconds */
+	double link_bps;  /* its measured link bandwidth, 0 = unknown */
+	double compute_s; /* its compute time per step, 0 = unknown */
 };
 
 struct psd_autotune {
@@ -52,6 +54,7 @@ static void at_fill_opts(const struct psched_cfg *cfg, struct psd_tuner_opts *o)
 	o->noise = cfg->autotune_gp_noise;
 	o->retune_threshold = cfg->autotune_retune_threshold;
 	o->seed = cfg->autotune_seed;
+	o->conditions = cfg->autotune_conditions;
 	/* The scheduler commits at 1 + the highest step any worker pushed,
 	 * at least one past the report that asked for the switch. */
 	o->apply_delay = 1;
@@ -149,6 +152,7 @@ static void at_show(struct psd_autotune *at)
 /* Report the window every live worker has completed, if it is new. */
 static void at_try_report(struct psd_autotune *at)
 {
+	struct psd_tuner_cond cond = { .link_bytes_per_s = HUGE_VAL };
 	uint64_t step = UINT64_MAX;
 	double slowest = 0.0;
 	bool changed = false;
@@ -168,11 +172,19 @@ static void at_try_report(struct psd_autotune *at)
 			step = w->step;
 		if (w->step_time > slowest)
 			slowest = w->step_time;
+		/* conditions: the slowest link, the longest compute */
+		cond.link_bytes_per_s =
+			fmin(cond.link_bytes_per_s, w->link_bps);
+		cond.compute_s = fmax(cond.compute_s, w->compute_s);
 		n++;
 	}
 	if (!n || step <= at->last_step)
 		return;
 	at->last_step = step;
+	cond.workers = n;
+	/* unknown (0) on some worker: the tuner keeps the last ones */
+	if (cond.link_bytes_per_s > 0.0 && cond.compute_s > 0.0)
+		(void)psd_tuner_set_conditions(at->t, &cond);
 	ret = psd_tuner_report(at->t, step, 1.0 / slowest, &at->cur, &changed);
 	if (ret)
 		psd_warn("autotune: report of step %" PRIu64 " (%.4g steps/s) "
@@ -186,7 +198,7 @@ static void at_try_report(struct psd_autotune *at)
 }
 
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
-			  double step_time_s)
+			  double step_time_s, double link_bps, double compute_s)
 {
 	struct at_worker *w;
 
@@ -206,6 +218,8 @@ void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 	w->from = w->seen ? w->step + 1 : 0;
 	w->step = step;
 	w->step_time = step_time_s;
+	w->link_bps = isfinite(link_bps) && link_bps > 0.0 ? link_bps : 0.0;
+	w->compute_s = isfinite(compute_s) && compute_s > 0.0 ? compute_s : 0.0;
 	w->seen = true;
 	at_try_report(at);
 }

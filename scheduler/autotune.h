@@ -34,7 +34,8 @@ void psd_autotune_destroy(struct psd_autotune *at);
  * new config (psd_autotune_wanted()).
  */
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
-			  double step_time_s);
+			  double step_time_s, double link_bps,
+			  double compute_s);
 
 /* @slot holds a worker (once the cluster is complete). */
 void psd_autotune_worker_add(struct psd_autotune *at, unsigned slot);

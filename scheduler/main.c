@@ -8,11 +8,11 @@
 
 static void usage(void)
 {
-	printf("usage: ps-scheduler [options]\n"
+	printf("usage: ps-scheduler [options] | --version\n"
 	       "Runs the scheduler of a psched job (one per job).  With a root "
 	       "port of 0 it picks a free port.\nOnce listening it prints "
 	       "'PS_ROOT_PORT=<port>' on stdout.\n\n");
-	psched_cfg_usage(stdout);
+	psched_cfg_usage_role(stdout, PSCHED_ROLE_SCHEDULER);
 }
 
 int main(int argc, char **argv)
@@ -21,6 +21,11 @@ int main(int argc, char **argv)
 	struct psched_node *node;
 	int ret;
 
+	for (ret = 1; ret < argc && strcmp(argv[ret], "--"); ret++)
+		if (!strcmp(argv[ret], "--version")) {
+			printf("ps-scheduler %s\n", psched_version());
+			return 0;
+		}
 	psched_cfg_init(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (!ret)

@@ -8,10 +8,10 @@
 
 static void usage(void)
 {
-	printf("usage: ps-server [options]\n"
+	printf("usage: ps-server [options] | --version\n"
 	       "Runs one server of a psched job until the scheduler shuts the "
 	       "job down.\n\n");
-	psched_cfg_usage(stdout);
+	psched_cfg_usage_role(stdout, PSCHED_ROLE_SERVER);
 }
 
 int main(int argc, char **argv)
@@ -20,6 +20,11 @@ int main(int argc, char **argv)
 	struct psched_node *node;
 	int ret;
 
+	for (ret = 1; ret < argc && strcmp(argv[ret], "--"); ret++)
+		if (!strcmp(argv[ret], "--version")) {
+			printf("ps-server %s\n", psched_version());
+			return 0;
+		}
 	psched_cfg_init(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (!ret)

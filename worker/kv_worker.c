@@ -24,6 +24,26 @@
  */
 #define KVW_METRICS_MIN_US 20000
 
+/* Locked: link bandwidth and compute time per step since the last
+ * report (0 when not measurable: nothing in flight, or all waiting). */
+static void kvw_metrics_conditions(struct kvw_metrics *km, uint64_t now,
+				   uint64_t steps, Psched__Metrics *mt)
+{
+	uint64_t bytes = km->bytes_pushed + km->bytes_pulled;
+	uint64_t busy = km->busy_us + (km->inflight ? now - km->busy_since : 0);
+	uint64_t span = now - km->last_us;
+	uint64_t waited = km->wait_us - km->last_wait;
+
+	if (busy > km->last_busy)
+		mt->link_bytes_per_s = (double)(bytes - km->last_bytes) * 1e6 /
+				       (double)(busy - km->last_busy);
+	if (span > waited && steps)
+		mt->compute_s = (double)(span - waited) / 1e6 / (double)steps;
+	km->last_bytes = bytes;
+	km->last_busy = busy;
+	km->last_wait = km->wait_us;
+}
+
 static void kvw_metrics_note(struct psched_node *n, uint8_t type,
 			     const uint64_t *lens, size_t nkeys)
 {
@@ -53,6 +73,8 @@ static void kvw_metrics_note(struct psched_node *n, uint8_t type,
 				 (double)(w->max_step - km->last_step);
 		mt.bytes_pushed = km->bytes_pushed;
 		mt.bytes_pulled = km->bytes_pulled;
+		kvw_metrics_conditions(km, now, w->max_step - km->last_step,
+				       &mt);
 		mt.epoch = w->credit_epoch;
 		km->last_us = now;
 		km->last_step = w->max_step;

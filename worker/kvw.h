@@ -133,6 +133,7 @@ struct kvw_req {
 	unsigned busy;	  /* receives in progress into caller memory */
 	unsigned sending; /* chunks being sent by some thread now */
 	bool done;
+	bool inflight;	      /* counted in kvw_metrics.inflight */
 	bool cancelled;	      /* late answers are discarded */
 	bool parked;	      /* waiting for a config commit */
 	bool on_gpu;	      /* values in memory of CUDA device gpu_dev */
@@ -159,6 +160,16 @@ struct kvw_metrics {
 	uint64_t bytes_pulled;
 	uint64_t last_step; /* max_step when the last report went out */
 	uint64_t last_us;   /* and when; 0: nothing pushed yet */
+	/* runtime conditions (docs/tuner.md): link bandwidth = bytes over
+	 * the time some request was in flight; compute = step time minus
+	 * the time the application was blocked in psched_wait() */
+	unsigned inflight;   /* registered requests not done */
+	uint64_t busy_since; /* when inflight went 0 -> 1 */
+	uint64_t busy_us;    /* closed busy periods, total */
+	uint64_t wait_us;    /* blocked in psched_wait(), total */
+	uint64_t last_bytes; /* at the last report: pushed + pulled */
+	uint64_t last_busy;  /* busy_us + open period */
+	uint64_t last_wait;  /* wait_us */
 };
 
 /* The one outstanding ServerCommand of this worker (worker/command.c).
@@ -234,6 +245,8 @@ void psd_kvw_req_error(struct kvw_req *r, int err, const char *fmt, ...)
 /* Locked.  Release one hold of @r; true if it just completed and its
  * callback must run (psd_kvw_req_run_cb(), after unlocking). */
 bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r);
+/* Locked: a request starts or stops counting as in flight (metrics). */
+void psd_kvw_busy(struct psd_kvw *w, struct kvw_req *r, bool on);
 /* Locked.  Wake the sender if the head of the queue may start. */
 void psd_kvw_kick(struct psd_kvw *w);
 /* Locked.  The server has @ch's bytes: its credit comes back. */

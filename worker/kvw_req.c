@@ -59,7 +59,23 @@ int psd_kvw_req_register(struct psd_kvw *w, struct kvw_req *r)
 	i = w->free_idx[--w->nfree];
 	r->id = (++w->gen << KVW_IDX_BITS) | i;
 	w->reqs[i] = r;
+	psd_kvw_busy(w, r, true);
 	return 0;
+}
+
+void psd_kvw_busy(struct psd_kvw *w, struct kvw_req *r, bool on)
+{
+	struct kvw_metrics *km = &w->met;
+	uint64_t now;
+
+	if (r->inflight == on)
+		return;
+	r->inflight = on;
+	now = psd_now_us();
+	if (on && !km->inflight++)
+		km->busy_since = now;
+	else if (!on && !--km->inflight)
+		km->busy_us += now - km->busy_since;
 }
 
 /* Locked. */
@@ -67,6 +83,7 @@ void psd_kvw_req_unregister(struct psd_kvw *w, struct kvw_req *r)
 {
 	size_t idx = (size_t)(r->id & KVW_IDX_MASK);
 
+	psd_kvw_busy(w, r, false);
 	if (idx < w->cap && w->reqs[idx] == r) {
 		w->reqs[idx] = NULL;
 		w->free_idx[w->nfree++] = (uint32_t)idx;
@@ -107,6 +124,7 @@ bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r)
 	if (r->pending || r->done)
 		return false;
 	r->done = true;
+	psd_kvw_busy(w, r, false);
 	pthread_cond_broadcast(&w->cond);
 	return r->cb != NULL;
 }
@@ -317,6 +335,7 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 	struct psd_kvw *w = kvw_of(n);
 	struct timespec ts;
 	struct kvw_req *r;
+	uint64_t t0 = psd_now_us();
 	int ret = 0;
 
 	if (!w)
@@ -336,6 +355,7 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 	}
 	while (!r->done && !ret)
 		ret = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	w->met.wait_us += psd_now_us() - t0;
 	if (!r->done)
 		psd_kvw_req_timed_out(n, r, timeout_ms);
 	psd_kvw_req_cancel_unlocks(n, r);

@@ -34,6 +34,7 @@ struct wopts {
 	bool batch_given;
 	unsigned warmup;
 	const char *timeline;
+	const char *progress; /* replay: one line per step */
 	bool spin;
 };
 
@@ -53,13 +54,29 @@ static uint64_t mix(uint64_t x)
 	return x ^ (x >> 31);
 }
 
-/* Random value of worker @r: a multiple of 2^-8 below 2^11 in size, so
- * sums of up to 8 workers are exact in float32 in any order. */
+/* Bits of the random values: 20 up to 8 workers, fewer above so that
+ * the sum of every worker's value still fits float32's 24 bits. */
+static unsigned val_bits = 20;
+
+static void set_val_bits(unsigned nw)
+{
+	unsigned lg = 0;
+
+	while ((1u << lg) < nw)
+		lg++;
+	val_bits = lg <= 3 ? 20 : (lg < 19 ? 23 - lg : 4);
+}
+
+/* Random value of worker @r: a multiple of 2^-8 below 2^(val_bits-9) in
+ * size, so the sum over the job's workers is exact in float32 in any
+ * order. */
 static float gen_f32(uint64_t base, unsigned r, uint64_t j)
 {
 	uint64_t h = mix(base ^ mix(r * 0x1000193ull + j));
 
-	return (float)((int64_t)(h % (1u << 20)) - (1 << 19)) / 256.0f;
+	return (float)((int64_t)(h % (1u << val_bits)) -
+		       (1 << (val_bits - 1))) /
+	       256.0f;
 }
 
 static uint64_t key_base(const struct wopts *o, uint64_t key, uint64_t step)
@@ -415,6 +432,9 @@ static void replay_print(struct psched_node *node, const struct wopts *o,
 	if (o->batch_given)
 		printf(" batch=%u images_per_s=%.1f", o->batch,
 		       sps * o->batch * nw);
+	printf(" comm_steps=%llu vote_absorbed=%llu",
+	       (unsigned long long)r->comm_steps,
+	       (unsigned long long)r->vote_absorbed);
 	printf(" compute_ms=%.1f wait_ms=%.1f bytes_per_step=%llu keys=%u "
 	       "verified=%llu\n",
 	       r->compute_s * 1e3, r->wait_s * 1e3,
@@ -440,7 +460,17 @@ static int replay_main(struct psched_node *node, const struct wopts *o,
 
 	if (o->timeline && timeline_start(node, o->timeline))
 		return 2;
+	if (o->progress) {
+		ro.progress = fopen(o->progress, "w");
+		if (!ro.progress) {
+			fprintf(stderr, "ps-worker: --progress %s: %s\n",
+				o->progress, strerror(errno));
+			return 2;
+		}
+	}
 	ret = psd_replay_run(node, &ro, &res);
+	if (ro.progress)
+		fclose(ro.progress);
 	if (ret)
 		fprintf(stderr, "ps-worker rank %d: replay %s: %s\n",
 			psched_node_rank(node), prof->name, res.msg);
@@ -460,7 +490,7 @@ static void usage(void)
 	       "       ps-worker --model M [--gpu-tflops X] [--batch N] "
 	       "[--steps N | --seconds S]\n"
 	       "                 [--warmup N] [--timeline FILE] [--spin] "
-	       "[--seed N] [cluster options]\n\n"
+	       "[--seed N] [cluster options]\n       ps-worker --version\n\n"
 	       "Check mode (no --model): every step pushes random values for "
 	       "every key and\nchecks the pulled aggregate exactly (sizes not "
 	       "a multiple of 4 are raw bytes:\nnot summed).\n"
@@ -493,13 +523,17 @@ static void usage(void)
 	       "  --steps N      timed steps, 0 = use --seconds [10]\n"
 	       "  --seconds S    time this long (at least 2 steps) when "
 	       "--steps is 0\n"
-	       "  --warmup N     untimed steps first [1]\n"
+	       "  --warmup N     untimed steps first (0 runs as 1) [1]\n"
 	       "  --timeline F   write the per-chunk timeline as Chrome trace "
 	       "JSON to F\n"
 	       "                 (%%r in F is replaced by the worker's rank)\n"
-	       "  --spin         busy-wait the compute instead of sleeping\n\n",
+	       "  --spin         busy-wait the compute instead of sleeping\n"
+	       "  --progress F   append \"seconds,step\" to F after every "
+	       "step (time since the\n"
+	       "                 replay began; for plots of steps/s over "
+	       "time)\n\n",
 	       psd_profile_names());
-	psched_cfg_usage(stdout);
+	psched_cfg_usage_role(stdout, PSCHED_ROLE_WORKER);
 }
 
 static int parse_num(const char *flag, const char *s, double min, double max,
@@ -543,6 +577,9 @@ static int parse_opt(int c, const char *name, struct wopts *o)
 		return 0;
 	case 'p':
 		o->spin = true;
+		return 0;
+	case 'P':
+		o->progress = optarg;
 		return 0;
 	case 'g':
 		if (parse_num(name, optarg, 1e-6, 1e6, &v))
@@ -593,6 +630,7 @@ static int parse_own(int argc, char **argv, struct wopts *o)
 		{ "warmup", required_argument, NULL, 'w' },
 		{ "timeline", required_argument, NULL, 'l' },
 		{ "spin", no_argument, NULL, 'p' },
+		{ "progress", required_argument, NULL, 'P' },
 		{ NULL, 0, NULL, 0 },
 	};
 	int c, idx = 0;
@@ -630,6 +668,11 @@ int main(int argc, char **argv)
 	struct psched_node *node;
 	int ret;
 
+	for (ret = 1; ret < argc && strcmp(argv[ret], "--"); ret++)
+		if (!strcmp(argv[ret], "--version")) {
+			printf("ps-worker %s\n", psched_version());
+			return 0;
+		}
 	psched_cfg_init(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (!ret)
@@ -656,6 +699,7 @@ int main(int argc, char **argv)
 		psd_profile_destroy(prof);
 		return 1;
 	}
+	set_val_bits(psched_num_workers(node));
 	ret = prof ? replay_main(node, &o, prof) : check_loop(node, &o);
 	if (psched_node_destroy(node) && !ret) {
 		fprintf(stderr, "ps-worker: shutdown: %s\n", psched_errmsg());

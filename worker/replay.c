@@ -48,11 +48,16 @@ struct rp {
 	unsigned nw;
 	uint64_t vclock_ns;
 	double wait_s;
+	uint64_t pull_waits;	/* layer pulls waited for in forwards */
+	uint64_t vote_absorbed; /* see psd_replay_result.vote_absorbed */
 	/* --seconds: the stop vote (key n), summed over the workers */
 	uint64_t vote_key;
 	uint64_t vote_len;
 	float vote_out;
 	float vote_in;
+	uint64_t vote_req;
+	uint64_t vote_step; /* step the vote in flight was cast after */
+	bool vote_inflight;
 };
 
 static uint64_t rp_now_ns(void)
@@ -293,6 +298,7 @@ static int rp_step(struct rp *st, uint64_t step)
 	int ret;
 
 	for (i = 0; i < st->n; i++) {
+		st->pull_waits += st->l[i].inflight;
 		ret = rp_wait(st, &st->l[i]);
 		if (ret)
 			return ret;
@@ -321,6 +327,12 @@ static int rp_drain(struct rp *st, int ret)
 		if (r && !ret)
 			ret = r;
 	}
+	if (st->vote_inflight) {
+		r = psched_wait(st->node, st->vote_req, st->o->timeout_ms);
+		st->vote_inflight = false;
+		if (r && !ret)
+			ret = r;
+	}
 	return ret;
 }
 
@@ -345,27 +357,36 @@ static int rp_check_opts(const struct psd_replay_opts *o,
 
 /*
  * --seconds: every worker must run the same number of steps (a push no
- * other worker matches never completes), so after each step the workers
- * vote: each pushes 1 if its own clock says stop, and all stop once the
- * sum is > 0.  The vote is the most urgent request (priority -1) and is
- * waited for where the forward would wait for layer 0 anyway.
+ * other worker matches never completes), so the workers vote: after step
+ * s each pushes 1 if its own clock says stop (priority -1, the most
+ * urgent request), and all stop after step s + 1 once the sum is > 0.
+ * The vote of step s is waited for only after the backward of step s + 1,
+ * when the forward of s + 1 has already waited for every pull of step s:
+ * so the vote wait can never hold (absorb) a step's gradient
+ * communication, which would leave that communication out of the forward
+ * waits that the timed window counts (under FIFO the vote queues behind
+ * the step's gradients).
  */
-static int rp_vote(struct rp *st, uint64_t step, bool stop, bool *all_stop)
+static int rp_vote_wait(struct rp *st, bool *all_stop)
 {
-	const void *pv = &st->vote_out;
-	void *qv = &st->vote_in;
-	uint64_t req, t0 = rp_now_ns();
+	uint64_t t0 = rp_now_ns();
+	size_t i;
 	int ret;
 
-	st->vote_out = stop ? 1.0f : 0.0f;
-	ret = psched_pushpull(st->node, &st->vote_key, 1, &pv, &qv,
-			      &st->vote_len, PSCHED_F32, -1, NULL, NULL, &req);
-	if (!ret)
-		ret = psched_wait(st->node, req, st->o->timeout_ms);
+	*all_stop = false;
+	if (!st->vote_inflight)
+		return 0;
+	for (i = 0; i < st->n; i++)
+		if (st->l[i].inflight && st->l[i].step <= st->vote_step) {
+			st->vote_absorbed++;
+			break;
+		}
+	ret = psched_wait(st->node, st->vote_req, st->o->timeout_ms);
+	st->vote_inflight = false;
 	if (ret) {
 		rp_fail(st, "stop vote (key %llu) after step %llu: %s",
 			(unsigned long long)st->vote_key,
-			(unsigned long long)step, psched_errmsg());
+			(unsigned long long)st->vote_step, psched_errmsg());
 		return ret;
 	}
 	st->wait_s += (double)(rp_now_ns() - t0) * 1e-9;
@@ -373,39 +394,90 @@ static int rp_vote(struct rp *st, uint64_t step, bool stop, bool *all_stop)
 	return 0;
 }
 
+static int rp_vote_cast(struct rp *st, uint64_t step, bool stop)
+{
+	const void *pv = &st->vote_out;
+	void *qv = &st->vote_in;
+	int ret;
+
+	st->vote_out = stop ? 1.0f : 0.0f;
+	ret = psched_pushpull(st->node, &st->vote_key, 1, &pv, &qv,
+			      &st->vote_len, PSCHED_F32, -1, NULL, NULL,
+			      &st->vote_req);
+	if (ret) {
+		rp_fail(st, "stop vote (key %llu) after step %llu: %s",
+			(unsigned long long)st->vote_key,
+			(unsigned long long)step, psched_errmsg());
+		return ret;
+	}
+	st->vote_step = step;
+	st->vote_inflight = true;
+	return 0;
+}
+
+/*
+ * The timed window runs from the end of the backward of the last warmup
+ * step (at least step 1) to the end of the backward of the last step.
+ * Each step in it holds one forward, blocked on the previous step's
+ * pulls, and one backward: N timed steps contain exactly N steps'
+ * communication waits (the last step's pulls are drained after the
+ * window, the first timed step waits for the last warmup step's).
+ */
 static int rp_loop(struct rp *st)
 {
 	const struct psd_replay_opts *o = st->o;
-	uint64_t step, t0 = 0, t_end = 0, last;
+	unsigned first = o->warmup ? o->warmup : 1;
+	uint64_t step, t0 = 0, t_end = 0, last, pulls0 = 0, absorbed0 = 0,
+		       start;
 	double wait0 = 0, wait_end = 0;
-	bool stop = false;
+	bool stop = false, all_stop;
 	int ret = 0;
 
-	last = o->steps ? o->warmup + o->steps : UINT64_MAX;
+	last = o->steps ? (uint64_t)first + o->steps : UINT64_MAX;
 	st->vclock_ns = rp_now_ns();
+	start = st->vclock_ns;
 	for (step = 1; step <= last && !ret && !stop; step++) {
-		if (step == o->warmup + 1) {
-			t0 = rp_now_ns();
-			wait0 = st->wait_s;
-		}
 		ret = rp_step(st, step);
-		/* Timed steps end where the next forward would begin: each
-		 * holds one forward (blocked on the previous step's pulls)
-		 * and one backward. */
-		t_end = rp_now_ns();
-		wait_end = st->wait_s;
-		/* By time: at least two timed steps, so that one slow step
-		 * is not the whole measurement. */
-		if (!ret && !o->steps)
-			ret = rp_vote(st, step,
-				      step >= o->warmup + 2 &&
-					      (double)(t_end - t0) * 1e-9 >=
-						      o->seconds,
-				      &stop);
+		if (ret)
+			break;
+		if (o->progress) {
+			fprintf(o->progress, "%.3f,%llu\n",
+				(double)(rp_now_ns() - start) * 1e-9,
+				(unsigned long long)step);
+			fflush(o->progress);
+		}
+		if (step <= first) {
+			t0 = t_end = rp_now_ns();
+			wait0 = wait_end = st->wait_s;
+			pulls0 = st->pull_waits;
+			absorbed0 = st->vote_absorbed;
+		} else {
+			t_end = rp_now_ns();
+			wait_end = st->wait_s;
+		}
+		if (o->steps)
+			continue;
+		/* vote step - 1's verdict, then cast this step's vote: at
+		 * least two timed steps, so that one slow step is not the
+		 * whole measurement */
+		ret = rp_vote_wait(st, &all_stop);
+		if (!ret && all_stop)
+			stop = true;
+		else if (!ret)
+			ret = rp_vote_cast(st, step,
+					   step >= (uint64_t)first + 1 &&
+						   (double)(t_end - t0) *
+								   1e-9 >=
+							   o->seconds);
 	}
 	if (!ret) {
-		st->res->steps = step - 1 - o->warmup;
+		st->res->steps = step - 1 - first;
 		st->res->seconds = (double)(t_end - t0) * 1e-9;
+		st->res->comm_steps =
+			st->res->keys
+				? (st->pull_waits - pulls0) / st->res->keys
+				: 0;
+		st->res->vote_absorbed = st->vote_absorbed - absorbed0;
 	}
 	if (st->res->steps)
 		st->res->wait_s = (wait_end - wait0) / (double)st->res->steps;

@@ -13,7 +13,11 @@
  * with priority i, so front layers, needed first by the next forward, are
  * sent first (smaller = sooner).  Layers without parameters have no key.
  * Timed by seconds, key nlayers (one float, priority -1) carries a vote
- * after each step so that all workers stop after the same step.
+ * after each step so that all workers stop after the same step; the vote
+ * of step s is waited for one step later, so it never holds a step's
+ * communication.  --warmup 0 runs as 1: the first timed step must have a
+ * previous step's pulls to wait for, or N timed steps would contain only
+ * N - 1 steps' communication.
  *
  * Correctness check: all values start at 0 (rank 0 inits every key to
  * zeros).  In each step a worker writes small integers, derived from the
@@ -30,6 +34,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "psched.h"
 #include "profile.h"
@@ -45,17 +50,22 @@ struct psd_replay_opts {
 	unsigned batch;	     /* FLOPs profiles: samples per step, > 0 */
 	unsigned steps;	     /* timed steps; 0 = run for @seconds */
 	double seconds;	     /* when @steps is 0; at least 2 timed steps */
-	unsigned warmup;     /* untimed steps before the timed ones */
+	unsigned warmup;     /* untimed steps first (0 runs as 1) */
 	uint64_t seed;	     /* must be equal on every worker */
 	unsigned timeout_ms; /* per wait; 0 = the node's request timeout */
 	bool spin;	     /* busy-wait instead of sleeping */
+	FILE *progress;	     /* NULL, or "seconds,step" after each step */
 };
 
 struct psd_replay_result {
-	uint64_t steps;		 /* timed steps */
-	double seconds;		 /* wall time of the timed steps */
-	double compute_s;	 /* profile compute per step (fwd + bwd) */
-	double wait_s;		 /* per timed step: forward blocked on pulls */
+	uint64_t steps;	  /* timed steps */
+	double seconds;	  /* wall time of the timed steps */
+	double compute_s; /* profile compute per step (fwd + bwd) */
+	double wait_s;	  /* per timed step: forward blocked on pulls */
+	/* honest timing: both must equal @steps and 0 (see replay.c) */
+	uint64_t comm_steps;	 /* steps' pulls waited in the timed window */
+	uint64_t vote_absorbed;	 /* stop votes waited with a pull of their
+				  * step still unwaited, in the window */
 	uint64_t bytes_per_step; /* gradient bytes pushed per step */
 	unsigned keys;		 /* layers with parameters */
 	uint64_t checked;	 /* pulled layer values verified */

@@ -21,6 +21,31 @@ so ``psched.launch`` runs on a python3 without numpy.
 """
 import importlib
 
+
+def _find_version():
+    """The VERSION file's version: written to _version.py by make install
+    and the Debian package, read from the source tree's VERSION, or the
+    installed distribution's (pip install . from pyproject.toml)."""
+    try:
+        from ._version import __version__ as v
+        return v
+    except ImportError:
+        pass
+    from pathlib import Path
+    try:
+        return (Path(__file__).resolve().parents[2] /
+                "VERSION").read_text().strip()
+    except OSError:
+        pass
+    try:
+        from importlib.metadata import version
+        return version("psched")
+    except Exception:
+        return "0+unknown"
+
+
+__version__ = _find_version()
+
 _LAZY = {
     "kvstore": ("kvstore", None), "kv": ("kvstore", None),
     "optimizer": ("optimizer", None), "opt": ("optimizer", None),
@@ -47,5 +72,6 @@ def __dir__():
     return sorted(list(globals()) + list(_LAZY))
 
 
-__all__ = ["KVStore", "PSchedError", "create", "kv", "kvstore", "optimizer",
-           "opt", "bfloat16", "from_bfloat16", "to_bfloat16"]
+__all__ = ["__version__", "KVStore", "PSchedError", "create", "kv",
+           "kvstore", "optimizer", "opt", "bfloat16", "from_bfloat16",
+           "to_bfloat16"]

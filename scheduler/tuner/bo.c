@@ -32,7 +32,9 @@ struct psd_bo {
 	unsigned int redesign;	      /* design points still owed */
 	unsigned int fits;	      /* GP refits so far (seeds each) */
 	bool dirty;		      /* data changed since the last fit */
-	double incumbent; /* max posterior mean, freshest observations */
+	double incumbent;  /* max posterior mean, freshest observations */
+	unsigned int nctx; /* trailing inputs fixed (context) */
+	double ctx[PSD_GP_MAX_DIM]; /* their values */
 };
 
 /* Screen candidate: a point and its acquisition value. */
@@ -54,6 +56,8 @@ void psd_bo_opts_default(struct psd_bo_opts *o, unsigned int dim)
 	o->fit_starts = 2;
 	o->len_prior = 0.3;
 	o->len_prior_sd = 1.0;
+	o->noise_prior = 0.05;
+	o->noise_prior_sd = 1.5;
 }
 
 static bool bo_opts_are_valid(const struct psd_bo_opts *o)
@@ -65,7 +69,10 @@ static bool bo_opts_are_valid(const struct psd_bo_opts *o)
 	       o->n_refine <= BO_MAX_REFINE && o->n_refine <= o->n_screen &&
 	       isfinite(o->noise_sd) && o->noise_sd >= 0.0 &&
 	       isfinite(o->len_prior) && o->len_prior >= 0.0 &&
-	       (o->len_prior == 0.0 || o->len_prior_sd > 0.0);
+	       (o->len_prior == 0.0 || o->len_prior_sd > 0.0) &&
+	       isfinite(o->noise_prior) && o->noise_prior >= 0.0 &&
+	       (o->noise_prior == 0.0 || o->noise_prior_sd > 0.0) &&
+	       isfinite(o->noise_floor_sd) && o->noise_floor_sd >= 0.0;
 }
 
 int psd_bo_create(const struct psd_bo_opts *o, struct psd_bo **out)
@@ -148,6 +155,39 @@ int psd_bo_set_noise_sd(struct psd_bo *bo, double noise_sd)
 	return 0;
 }
 
+int psd_bo_set_context(struct psd_bo *bo, const double *ctx, unsigned int n)
+{
+	unsigned int j;
+
+	if (n >= bo->o.dim)
+		return -EINVAL;
+	for (j = 0; j < n; j++)
+		if (!(ctx[j] >= 0.0 && ctx[j] <= 1.0))
+			return -EINVAL;
+	for (j = 0; j < n; j++)
+		if (n != bo->nctx || ctx[j] != bo->ctx[j])
+			bo->dirty = true; /* the incumbent moves */
+	bo->nctx = n;
+	memcpy(bo->ctx, ctx, sizeof(*ctx) * n);
+	return 0;
+}
+
+/* Put the context into the trailing inputs of @x. */
+static void bo_fix_context(const struct psd_bo *bo, double *x)
+{
+	memcpy(x + bo->o.dim - bo->nctx, bo->ctx, sizeof(*x) * bo->nctx);
+}
+
+int psd_bo_set_noise_floor(struct psd_bo *bo, double floor_sd)
+{
+	if (!isfinite(floor_sd) || floor_sd < 0.0)
+		return -EINVAL;
+	if (floor_sd != bo->o.noise_floor_sd)
+		bo->dirty = true;
+	bo->o.noise_floor_sd = floor_sd;
+	return 0;
+}
+
 void psd_bo_redesign(struct psd_bo *bo, unsigned int n)
 {
 	bo->redesign = n;
@@ -193,6 +233,9 @@ static int bo_refit(struct psd_bo *bo)
 	fo.noise_sd = bo->o.noise_sd;
 	fo.len_prior = bo->o.len_prior;
 	fo.len_prior_sd = bo->o.len_prior_sd;
+	fo.noise_prior = bo->o.noise_prior;
+	fo.noise_prior_sd = bo->o.noise_prior_sd;
+	fo.noise_floor_sd = bo->o.noise_floor_sd;
 	fo.seed = bo->o.seed * 1000003u + bo->fits++;
 	ret = psd_gp_fit(bo->gp, &fo);
 	if (ret)
@@ -203,9 +246,13 @@ static int bo_refit(struct psd_bo *bo)
 	/* the incumbent comes from the freshest observations only */
 	bo->incumbent = -HUGE_VAL;
 	for (i = 0; i < n; i++) {
+		double x[PSD_GP_MAX_DIM];
+
 		if (psd_gp_weight(bo->gp, i) > wmin)
 			continue;
-		ret = psd_gp_predict(bo->gp, psd_gp_x(bo->gp, i), &mean, &var);
+		memcpy(x, psd_gp_x(bo->gp, i), sizeof(*x) * bo->o.dim);
+		bo_fix_context(bo, x);
+		ret = psd_gp_predict(bo->gp, x, &mean, &var);
 		if (ret)
 			return ret;
 		bo->incumbent = fmax(bo->incumbent, mean);
@@ -270,6 +317,7 @@ static int bo_screen(struct psd_bo *bo, struct bo_cand *top)
 		gsl_qrng_get(bo->screen, c.x);
 		for (j = 0; j < dim; j++)
 			c.x[j] = fmod(c.x[j] + shift[j], 1.0);
+		bo_fix_context(bo, c.x);
 		ret = bo_acq(bo, c.x, &c.v);
 		if (ret)
 			return ret;
@@ -290,7 +338,7 @@ static int bo_refine(struct psd_bo *bo, struct bo_cand *c)
 
 	for (it = 0; it < BO_REFINE_ITERS && step >= BO_STEP_MIN; it++) {
 		moved = false;
-		for (j = 0; j < 2 * bo->o.dim; j++) {
+		for (j = 0; j < 2 * (bo->o.dim - bo->nctx); j++) {
 			t = *c;
 			t.x[j / 2] += (j & 1) ? -step : step;
 			t.x[j / 2] = fmin(fmax(t.x[j / 2], 0.0), 1.0);
@@ -315,6 +363,7 @@ static void bo_design_point(struct psd_bo *bo, double *x)
 	gsl_qrng_get(bo->design, x);
 	for (j = 0; j < bo->o.dim; j++)
 		x[j] = fmod(x[j] + bo->shift[j], 1.0);
+	bo_fix_context(bo, x);
 	bo->designed++;
 }
 

@@ -36,6 +36,11 @@ struct psd_bo_opts {
 	double noise_sd;  /* > 0: GP noise fixed (output units); 0: learned */
 	double len_prior; /* length-scale prior median, 0: none (0.3) */
 	double len_prior_sd; /* its sd in ln units (1.0) */
+	/* learned noise: log-normal prior on its standardized variance,
+	 * median (0.05; 0: none) and sd in ln units (1.5) */
+	double noise_prior;
+	double noise_prior_sd;
+	double noise_floor_sd; /* learned noise sd >= this (output units) */
 	uint64_t seed;
 };
 
@@ -65,6 +70,18 @@ int psd_bo_observe(struct psd_bo *bo, const double *x, double y, double weight);
 int psd_bo_age(struct psd_bo *bo, double factor);
 /* Change the fixed GP noise sd (output units; 0 = learn). */
 int psd_bo_set_noise_sd(struct psd_bo *bo, double noise_sd);
+/* Floor of the learned noise sd (output units; 0 = none), e.g. measured
+ * from repeated samples of one config.  Returns 0 or -EINVAL. */
+int psd_bo_set_noise_floor(struct psd_bo *bo, double floor_sd);
+
+/*
+ * Contextual optimization: the last @n inputs (n < dim) are conditions
+ * the caller does not choose (e.g. the link rate).  Suggestions keep them
+ * at @ctx and search only the other inputs; the EI incumbent is the best
+ * posterior mean of the observed inputs moved to @ctx.  @n = 0 ends it.
+ * Returns 0 or -EINVAL (n >= dim, a value outside [0,1]).
+ */
+int psd_bo_set_context(struct psd_bo *bo, const double *ctx, unsigned int n);
 
 /*
  * Make the next @n suggestions design points again (new points of the

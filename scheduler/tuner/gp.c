@@ -47,6 +47,8 @@ struct gp_fit_ctx {
 	double fixed_noise; /* > 0: standardized noise variance held fixed */
 	double len_prior;   /* > 0: median of the length-scale prior */
 	double len_prior_sd;
+	double noise_prior; /* > 0: median of the noise-variance prior */
+	double noise_prior_sd;
 };
 
 int psd_gp_gsl_status(int status)
@@ -509,7 +511,8 @@ static void gp_hyper_to_theta(const struct gp_fit_ctx *c,
 			gp_to_theta(h->noise_var, b->noise_lo, b->noise_hi));
 }
 
-/* Negative log prior of the length scales (0 without a prior). */
+/* Negative log priors of the length scales and of a learned noise (0
+ * without priors). */
 static double gp_neg_log_prior(const struct gp_fit_ctx *c,
 			       const struct psd_gp_hyper *h)
 {
@@ -517,8 +520,12 @@ static double gp_neg_log_prior(const struct gp_fit_ctx *c,
 	double z;
 	unsigned int j;
 
+	if (c->noise_prior > 0.0 && !(c->fixed_noise > 0.0)) {
+		z = log(h->noise_var / c->noise_prior) / c->noise_prior_sd;
+		sum += 0.5 * z * z;
+	}
 	if (c->len_prior <= 0.0)
-		return 0.0;
+		return sum;
 	for (j = 0; j < c->gp->dim; j++) {
 		z = log(h->len[j] / c->len_prior) / c->len_prior_sd;
 		sum += 0.5 * z * z;
@@ -643,7 +650,8 @@ static double gp_fit_starts(struct gp_fit_ctx *c, struct gp_fit_work *w,
 
 int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 {
-	struct gp_fit_ctx c = { .gp = gp, .b = &o->bounds };
+	struct psd_gp_bounds b = o->bounds;
+	struct gp_fit_ctx c = { .gp = gp, .b = &b };
 	struct gp_fit_work w;
 	struct psd_gp_hyper h;
 	size_t np;
@@ -651,10 +659,15 @@ int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 
 	if (!gp_bounds_are_valid(&o->bounds) || !isfinite(o->noise_sd) ||
 	    o->noise_sd < 0.0 || !isfinite(o->len_prior) ||
-	    (o->len_prior > 0.0 && !(o->len_prior_sd > 0.0)))
+	    (o->len_prior > 0.0 && !(o->len_prior_sd > 0.0)) ||
+	    !isfinite(o->noise_prior) || o->noise_prior < 0.0 ||
+	    (o->noise_prior > 0.0 && !(o->noise_prior_sd > 0.0)) ||
+	    !isfinite(o->noise_floor_sd) || o->noise_floor_sd < 0.0)
 		return -EINVAL;
 	c.len_prior = o->len_prior;
 	c.len_prior_sd = o->len_prior_sd;
+	c.noise_prior = o->noise_prior;
+	c.noise_prior_sd = o->noise_prior_sd;
 	if (gp->n == 0)
 		return 0;
 	/* Every trial overwrites the factorization. */
@@ -663,6 +676,10 @@ int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 	if (o->noise_sd > 0.0)
 		c.fixed_noise = fmin(
 			fmax(pow(o->noise_sd / gp->ysd, 2.0), 1e-12), 1e12);
+	if (o->noise_floor_sd > 0.0)
+		b.noise_lo = fmin(
+			fmax(b.noise_lo, pow(o->noise_floor_sd / gp->ysd, 2.0)),
+			b.noise_hi);
 	np = gp->dim + 1 + (c.fixed_noise > 0.0 ? 0 : 1);
 	ret = gp_fit_work_alloc(&w, np, o->seed);
 	if (ret)

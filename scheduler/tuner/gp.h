@@ -55,11 +55,24 @@ struct psd_gp_fit_opts {
 	 */
 	double len_prior;
 	double len_prior_sd;
+	/*
+	 * > 0: log-normal prior on the (standardized) noise variance, median
+	 * noise_prior, sd noise_prior_sd in ln units: keeps a learned noise
+	 * off its lower bound, where the GP would pass exactly through
+	 * noisy points.  Ignored when noise_sd fixes the noise.
+	 */
+	double noise_prior;
+	double noise_prior_sd;
+	/*
+	 * > 0: the learned noise sd (output units) is at least this: a
+	 * floor measured from repeated samples of the same input.
+	 */
+	double noise_floor_sd;
 	uint64_t seed; /* random starts are drawn from this */
 };
 
 /* Default bounds, 3 random starts, 200 iterations, learned noise, no
- * prior. */
+ * priors, no noise floor. */
 void psd_gp_fit_opts_default(struct psd_gp_fit_opts *o);
 
 /*

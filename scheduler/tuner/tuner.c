@@ -10,13 +10,16 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bo.h"
-#include "tuner.h"
+#include "tuner_int.h"
 
 #define TUNER_REF_MAX	16 /* samples averaged into the locked reference */
 #define TUNER_OBS_LIMIT 64 /* at a new search, keep only the newest... */
 #define TUNER_OBS_KEEP	40 /* ...this many observations */
 #define TUNER_MULT_MAX	1024
+/* locked samples in a row under moved conditions that reopen the search
+ * (one could be a measuring blip); one is enough when the score moved
+ * beyond retune_threshold too */
+#define TUNER_COND_SAMPLES 2
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -24,54 +27,6 @@
 static const char *const tuner_csv_header =
 	"sample,step,epoch,partition_bytes,credit_bytes,score_steps_per_s,"
 	"predicted_mean,predicted_sd,phase\n";
-
-/* One sample the GP has seen. */
-struct tuner_obs {
-	uint64_t part;
-	uint64_t credit;
-	double score;
-	double weight;	     /* GP noise multiplier; grows on every retune */
-	unsigned int search; /* which search it belongs to */
-};
-
-struct psd_tuner {
-	struct psd_tuner_opts o;
-	enum psd_tuner_phase phase;
-	struct psd_bo *bo;
-	unsigned int dim; /* tuned knobs: 1 or 2 */
-	bool tune_part;
-	bool tune_credit;
-	unsigned int lp_min; /* log2 of the partition range searched */
-	unsigned int lp_max;
-
-	struct psd_tuner_config cur;
-	double pred_mean; /* GP prediction for cur when proposed, or NaN */
-	double pred_sd;
-
-	double *win; /* scores of the sample being collected */
-	double *sorted;
-	unsigned int nwin;
-	unsigned int discard; /* samples still to discard */
-	uint64_t samples;     /* samples completed, discarded ones too */
-	double last_score;
-	uint64_t last_step; /* of the last report */
-
-	unsigned int search; /* current search number */
-	unsigned int search_samples;
-	struct tuner_obs *obs;
-	unsigned int nobs;
-	unsigned int obs_cap;
-
-	bool locked_once;
-	struct psd_tuner_config best;
-	double ref; /* reference score of the locked config */
-	unsigned int ref_n;
-	double *dev; /* consecutive locked samples beyond the threshold */
-	unsigned int ndev;
-
-	FILE *log;
-	bool own_log;
-};
 
 void psd_tuner_opts_default(struct psd_tuner_opts *o)
 {
@@ -174,8 +129,8 @@ void psd_tuner_round(const struct psd_tuner *t, const double *x,
 }
 
 /* Unit-box coordinates of a config (the inverse of psd_tuner_round). */
-static void tuner_to_x(const struct psd_tuner *t, uint64_t part,
-		       uint64_t credit, double *x)
+void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
+		    double *x)
 {
 	unsigned int k = 0;
 
@@ -183,8 +138,10 @@ static void tuner_to_x(const struct psd_tuner *t, uint64_t part,
 		x[k++] = tuner_clamp01(((double)tuner_log2(part) - t->lp_min) /
 				       (t->lp_max - t->lp_min));
 	if (t->tune_credit)
-		x[k] = tuner_clamp01(log2((double)credit / (double)part) /
-				     log2(t->o.credit_mult_max));
+		x[k++] = tuner_clamp01(log2((double)credit / (double)part) /
+				       log2(t->o.credit_mult_max));
+	if (t->o.conditions)
+		memcpy(x + k, t->cond, sizeof(t->cond));
 }
 
 /* Sample budget of the current search: the first one, or a retune. */
@@ -267,10 +224,20 @@ static int tuner_bo_create(struct psd_tuner *t, uint64_t seed,
 {
 	struct psd_bo_opts bo;
 
-	psd_bo_opts_default(&bo, t->dim);
+	int ret;
+
+	psd_bo_opts_default(&bo, t->xdim);
+	bo.n_init = 2 * t->dim + 1; /* the conditions are not designed */
 	bo.xi = t->o.xi;
 	bo.seed = seed;
-	return psd_bo_create(&bo, out);
+	ret = psd_bo_create(&bo, out);
+	if (!ret && t->o.conditions)
+		ret = psd_bo_set_context(*out, t->cond, TUNER_NCOND);
+	if (ret) {
+		psd_bo_destroy(*out);
+		*out = NULL;
+	}
+	return ret;
 }
 
 static int tuner_open_log(struct psd_tuner *t, const char *path)
@@ -306,6 +273,8 @@ int psd_tuner_create(const struct psd_tuner_opts *o, struct psd_tuner **out)
 	if (ret)
 		goto err_free;
 	tuner_setup_initial(t);
+	t->xdim = t->dim + (o->conditions ? TUNER_NCOND : 0);
+	psd_tuner_cond_init(t);
 	t->win = calloc(o->steps_per_sample, sizeof(*t->win));
 	t->sorted = calloc(o->steps_per_sample, sizeof(*t->sorted));
 	t->dev = calloc(o->retune_windows, sizeof(*t->dev));
@@ -379,7 +348,7 @@ static void tuner_apply(struct psd_tuner *t, uint64_t step, uint64_t part,
 static int tuner_observe(struct psd_tuner *t, double score)
 {
 	struct tuner_obs *obs;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 	int ret;
 
 	if (t->nobs == t->obs_cap) {
@@ -389,7 +358,7 @@ static int tuner_observe(struct psd_tuner *t, double score)
 		t->obs = obs;
 		t->obs_cap = t->obs_cap * 2 + 16;
 	}
-	tuner_to_x(t, t->cur.partition_bytes, t->cur.credit_bytes, x);
+	psd_tuner_to_x(t, t->cur.partition_bytes, t->cur.credit_bytes, x);
 	ret = psd_bo_observe(t->bo, x, score, 1.0);
 	if (ret)
 		return ret;
@@ -400,76 +369,39 @@ static int tuner_observe(struct psd_tuner *t, double score)
 		.weight = 1.0,
 		.search = t->search,
 	};
+	memcpy(t->obs[t->nobs - 1].cond, t->cond, sizeof(t->cond));
 	t->search_samples++;
 	return 0;
 }
 
 /*
- * The observation of the current search with the highest posterior mean
- * (the raw score if the GP fails).  Returns its index, or -1 if the
- * search has none.
+ * Lock in the best config of the current search and log it: the highest
+ * posterior mean among configs measured at least twice, or, if none was,
+ * among all.
  */
-static int tuner_best_obs(struct psd_tuner *t, double *mean, double *sd)
-{
-	double x[2];
-	double m;
-	double s;
-	int best = -1;
-	unsigned int i;
-
-	for (i = 0; i < t->nobs; i++) {
-		if (t->obs[i].search != t->search)
-			continue;
-		tuner_to_x(t, t->obs[i].part, t->obs[i].credit, x);
-		if (psd_bo_predict(t->bo, x, &m, &s)) {
-			m = t->obs[i].score;
-			s = NAN;
-		}
-		if (best < 0 || m > *mean) {
-			best = (int)i;
-			*mean = m;
-			*sd = s;
-		}
-	}
-	return best;
-}
-
-/* Mean score of the current search's samples of @part/@credit. */
-static double tuner_config_mean(const struct psd_tuner *t, uint64_t part,
-				uint64_t credit, unsigned int *n)
-{
-	double sum = 0.0;
-	unsigned int i;
-
-	*n = 0;
-	for (i = 0; i < t->nobs; i++) {
-		if (t->obs[i].search != t->search || t->obs[i].part != part ||
-		    t->obs[i].credit != credit)
-			continue;
-		sum += t->obs[i].score;
-		(*n)++;
-	}
-	return *n ? sum / *n : NAN;
-}
-
-/* Lock in the best config of the current search and log it. */
 static int tuner_lock(struct psd_tuner *t, uint64_t step)
 {
 	const struct tuner_obs *b;
 	double mean = NAN;
 	double sd = NAN;
+	unsigned int n;
 	int i;
 
-	i = tuner_best_obs(t, &mean, &sd);
+	i = psd_tuner_pick_best(t, 2, &mean, &sd, &n);
+	if (i < 0)
+		i = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
 	if (i < 0)
 		return -EAGAIN;
 	b = &t->obs[i];
 	tuner_apply(t, step, b->part, b->credit, mean, sd);
-	t->ref = tuner_config_mean(t, b->part, b->credit, &t->ref_n);
+	t->ref = psd_tuner_config_mean(t, b->part, b->credit, &t->ref_n);
 	t->best = t->cur;
 	t->locked_once = true;
 	t->phase = PSD_TUNER_LOCKED;
 	t->ndev = 0;
+	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
+	t->cond_moved = false;
+	t->cond_moves = 0;
 	tuner_log_row(t, step, &t->best, t->ref, mean, sd, "chosen");
 	return 0;
 }
@@ -493,7 +425,21 @@ static void tuner_update_noise(struct psd_tuner *t)
 		psd_bo_set_noise_sd(t->bo, t->o.noise * sum / n);
 }
 
-/* After a sample in a search: lock in, or propose the next config. */
+/* Run the incumbent (observation @i) again. */
+static int tuner_remeasure(struct psd_tuner *t, uint64_t step, int i,
+			   double mean, double sd)
+{
+	tuner_apply(t, step, t->obs[i].part, t->obs[i].credit, mean, sd);
+	return 0;
+}
+
+/*
+ * After a sample in a search: lock in, re-measure the incumbent, or
+ * propose the next config.  A lock-in needs its config measured twice:
+ * when the search would lock (low expected improvement) or is down to
+ * its last sample while the incumbent has one sample, the incumbent runs
+ * again instead.
+ */
 static int tuner_next(struct psd_tuner *t, uint64_t step)
 {
 	struct psd_bo_suggestion s;
@@ -501,23 +447,31 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	uint64_t credit;
 	double mean = NAN;
 	double sd = NAN;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
+	unsigned int n = 0;
+	int inc;
 	int ret;
 
 	if (t->search_samples >= tuner_max_samples(t))
 		return tuner_lock(t, step);
+	ret = psd_tuner_update_noise_floor(t);
+	if (ret)
+		return ret;
 	tuner_update_noise(t);
+	inc = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
+	if (inc >= 0 && n < 2 && t->search_samples + 1 >= tuner_max_samples(t))
+		return tuner_remeasure(t, step, inc, mean, sd);
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
 		return ret;
-	if (!s.from_design && t->search_samples >= 2 * t->dim + 1 &&
-	    tuner_best_obs(t, &mean, &sd) >= 0 &&
+	if (!s.from_design && t->search_samples >= 2 * t->dim + 1 && inc >= 0 &&
 	    s.acq < t->o.ei_threshold * fabs(mean))
-		return tuner_lock(t, step);
+		return n >= 2 ? tuner_lock(t, step)
+			      : tuner_remeasure(t, step, inc, mean, sd);
 	psd_tuner_round(t, s.x, &part, &credit);
 	mean = sd = NAN;
 	if (!s.from_design) {
-		tuner_to_x(t, part, credit, x);
+		psd_tuner_to_x(t, part, credit, x);
 		ret = psd_bo_predict(t->bo, x, &mean, &sd);
 		if (ret)
 			return ret;
@@ -532,7 +486,7 @@ static int tuner_trim(struct psd_tuner *t)
 	unsigned int drop = t->nobs - TUNER_OBS_KEEP;
 	const struct tuner_obs *ob;
 	struct psd_bo *bo;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 	unsigned int i;
 	int ret;
 
@@ -541,7 +495,9 @@ static int tuner_trim(struct psd_tuner *t)
 		return ret;
 	for (i = drop; i < t->nobs; i++) {
 		ob = &t->obs[i];
-		tuner_to_x(t, ob->part, ob->credit, x);
+		psd_tuner_to_x(t, ob->part, ob->credit, x);
+		if (t->o.conditions)
+			memcpy(x + t->dim, ob->cond, sizeof(ob->cond));
 		ret = psd_bo_observe(bo, x, ob->score, ob->weight);
 		if (ret) {
 			psd_bo_destroy(bo);
@@ -555,16 +511,22 @@ static int tuner_trim(struct psd_tuner *t)
 	return 0;
 }
 
-/* Open a new search (phase retune), down-weighting what came before. */
-static int tuner_begin_search(struct psd_tuner *t)
+/*
+ * Open a new search (phase retune).  @aged: the world changed in a way
+ * the model cannot see, so what came before is down-weighted and a few
+ * design points come first; otherwise (a condition the model takes as
+ * input moved) the old samples keep their weight and the model leads.
+ */
+static int tuner_begin_search(struct psd_tuner *t, bool aged,
+			      unsigned int design)
 {
 	unsigned int i;
 	int ret;
 
-	for (i = 0; i < t->nobs; i++)
+	for (i = 0; aged && i < t->nobs; i++)
 		t->obs[i].weight = fmin(t->obs[i].weight * t->o.age_factor,
 					PSD_GP_WEIGHT_MAX);
-	ret = psd_bo_age(t->bo, t->o.age_factor);
+	ret = aged ? psd_bo_age(t->bo, t->o.age_factor) : 0;
 	if (ret)
 		return ret;
 	if (t->nobs > TUNER_OBS_LIMIT) {
@@ -573,7 +535,7 @@ static int tuner_begin_search(struct psd_tuner *t)
 			return ret;
 	}
 	/* fresh, spread-out samples before the GP is trusted again */
-	psd_bo_redesign(t->bo, 2 * t->dim);
+	psd_bo_redesign(t->bo, design);
 	t->search++;
 	t->search_samples = 0;
 	t->phase = PSD_TUNER_RETUNE;
@@ -584,10 +546,21 @@ static int tuner_begin_search(struct psd_tuner *t)
 /* A sample while locked: reopen the search after a lasting change. */
 static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 {
+	bool drift = fabs(score - t->ref) > t->o.retune_threshold * t->ref;
 	unsigned int i;
 	int ret;
 
-	if (fabs(score - t->ref) <= t->o.retune_threshold * t->ref) {
+	t->cond_moves = t->cond_moved ? t->cond_moves + 1 : 0;
+	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift)) {
+		/* the model knows the new conditions: search from there */
+		t->cond_moves = 0;
+		ret = tuner_begin_search(
+			t, false, psd_tuner_cond_is_novel(t) ? t->dim : 0);
+		if (!ret)
+			ret = tuner_observe(t, score);
+		return ret ? ret : tuner_next(t, step);
+	}
+	if (!drift) {
 		t->ndev = 0;
 		if (t->ref_n < TUNER_REF_MAX) {
 			t->ref = (t->ref * t->ref_n + score) / (t->ref_n + 1);
@@ -598,7 +571,7 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	t->dev[t->ndev++] = score;
 	if (t->ndev < t->o.retune_windows)
 		return 0;
-	ret = tuner_begin_search(t);
+	ret = tuner_begin_search(t, true, 2 * t->dim);
 	if (ret) {
 		t->ndev = 0;
 		return ret;
@@ -684,11 +657,11 @@ int psd_tuner_finish(struct psd_tuner *t)
 {
 	double mean = NAN;
 	double sd = NAN;
-	double x[2];
+	double x[PSD_GP_MAX_DIM];
 
 	if (!t->locked_once)
 		return tuner_lock(t, t->last_step);
-	tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
+	psd_tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
 	if (psd_bo_predict(t->bo, x, &mean, &sd)) {
 		mean = NAN;
 		sd = NAN;
@@ -704,7 +677,7 @@ int psd_tuner_workers_changed(struct psd_tuner *t)
 		return 0; /* still discarding anyway */
 	if (!t->discard)
 		t->discard = 1;
-	return tuner_begin_search(t);
+	return tuner_begin_search(t, true, 2 * t->dim);
 }
 
 enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)
@@ -768,9 +741,14 @@ int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
 		     c->credit_bytes / c->partition_bytes, t->last_score);
 	if (t->locked_once && n >= 0 && (size_t)n < len) {
 		tuner_fmt_bytes(t->best.partition_bytes, best, sizeof(best));
-		snprintf(buf + n, len - (size_t)n,
-			 ", best %.4g at %s/%" PRIu64 "x", t->ref, best,
-			 t->best.credit_bytes / t->best.partition_bytes);
+		n += snprintf(buf + n, len - (size_t)n,
+			      ", best %.4g at %s/%" PRIu64 "x", t->ref, best,
+			      t->best.credit_bytes / t->best.partition_bytes);
 	}
+	if (t->raw.workers && n >= 0 && (size_t)n < len)
+		snprintf(buf + n, len - (size_t)n,
+			 ", link %.4g MB/s, compute %.4g ms, %u workers",
+			 t->raw.link_bytes_per_s / 1e6, t->raw.compute_s * 1e3,
+			 t->raw.workers);
 	return 0;
 }

@@ -39,6 +39,17 @@ struct psd_tuner_config {
 	uint64_t apply_from_step; /* first step run with this config */
 };
 
+/*
+ * Runtime conditions (AutoByte's metrics), as the workers measure them.
+ * With psd_tuner_opts.conditions they are inputs of the GP next to the
+ * knobs, so what was learned under one condition carries over to another.
+ */
+struct psd_tuner_cond {
+	double link_bytes_per_s; /* link bandwidth per worker, > 0 */
+	double compute_s;	 /* compute time per step, > 0 */
+	unsigned int workers;	 /* live workers, >= 1 */
+};
+
 /* Defaults (psd_tuner_opts_default) in parentheses. */
 struct psd_tuner_opts {
 	/* search space: powers of two, multiples of PSD_TUNER_PART_ALIGN */
@@ -68,6 +79,15 @@ struct psd_tuner_opts {
 	unsigned int retune_windows; /* consecutive samples beyond it (3) */
 	double age_factor; /* old samples' noise multiplier per retune (1000) */
 	uint64_t seed;	   /* (0) */
+	/*
+	 * Conditions are GP inputs (psd_tuner_set_conditions) (false).  A
+	 * locked tuner then reopens the search as soon as a condition
+	 * moves (bandwidth or compute by 1.4x, or the worker count), keeps
+	 * every old sample at full weight (they are tagged with their
+	 * conditions) and starts from the model's prediction for the new
+	 * conditions instead of a new random design.
+	 */
+	bool conditions;
 
 	/* optional CSV log (docs/tuner.md); log_path wins if both are set */
 	FILE *log;	      /* written and flushed, never closed */
@@ -98,6 +118,15 @@ void psd_tuner_destroy(struct psd_tuner *t);
  */
 int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		     struct psd_tuner_config *next, bool *changed);
+
+/*
+ * The conditions from now on (see struct psd_tuner_cond); a sample is
+ * tagged with the conditions set when it completes.  Returns 0, or
+ * -EINVAL for a value that is not finite and > 0 (the conditions are
+ * then unchanged).  Without opts.conditions it only validates.
+ */
+int psd_tuner_set_conditions(struct psd_tuner *t,
+			     const struct psd_tuner_cond *c);
 
 /*
  * The job ends: log the chosen config as the CSV's last row (phase

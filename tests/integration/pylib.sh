@@ -18,3 +18,13 @@ if ldd "$PSLIB" | grep -q libasan; then
 	export ASAN_OPTIONS=detect_leaks=0
 	PY_SANITIZED=1
 fi
+
+# have_torch: python3-torch importable, installed first if missing (it is
+# heavy, so only the tests that use it ask: scripts/install-deps.sh --for
+# torch).  PSCHED_NO_INSTALL=1 only checks.
+have_torch() {
+	"$PYTHON" -c 'import torch' 2>/dev/null && return 0
+	bash "$(dirname "${BASH_SOURCE[0]}")/../../scripts/install-deps.sh" --for torch >&2 ||
+		echo "install-deps --for torch failed (see above)" >&2
+	"$PYTHON" -c 'import torch' 2>/dev/null
+}

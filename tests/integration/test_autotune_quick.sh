@@ -5,7 +5,8 @@
 # the two-phase switch and locks one in.  The CSV log must have its
 # header, one numbered row per sample with the config that ran it, at
 # least one config committed besides the first, and a last row marking
-# the chosen config; the progress line must appear on stderr.
+# the chosen config; the progress line must appear on stderr, with the
+# conditions the workers measured (--autotune-conditions).
 . "$(dirname "$0")/lib.sh"
 
 CSV=$TMP/tune.csv
@@ -30,7 +31,7 @@ bad "use one" --config-cycle 4K:4K
 start_scheduler 1 2 --autotune --autotune-warmup-samples 1 \
 	--autotune-steps-per-sample 3 --autotune-max-samples 6 \
 	--autotune-partition-min 16K --autotune-partition-max 1M \
-	--autotune-log-file "$CSV"
+	--autotune-log-file "$CSV" --autotune-conditions
 
 start_servers 1
 # --steps, not --seconds: with --seconds each worker stops on its own
@@ -94,5 +95,11 @@ commits=$(grep -c "config epoch [0-9]*: partition" "$TMP/sched.err")
 [ "$commits" -ge 2 ] || die "only $commits config switches committed"
 grep -q "tuner explore: sample" "$TMP/sched.err" || die "no progress line"
 grep -q "autotune: chosen config" "$TMP/sched.err" || die "no chosen line"
+# --autotune-conditions: the workers' metrics carried a link bandwidth and
+# a compute time, and the scheduler counted both workers
+cond=$(grep -o "link [0-9.e+]* MB/s, compute [0-9.e+-]* ms, [0-9]* workers" "$TMP/sched.err" | tail -n 1)
+echo "$cond" | awk '{ exit !($2 > 0 && $5 > 0 && $7 == 2) }' ||
+	die "no measured conditions in the progress lines: '$cond'"
+echo "ok conditions reported: $cond"
 echo "ok $commits configs committed, sums exact: $(cat "$TMP/worker1.out")"
 exit 0

@@ -16,7 +16,7 @@ assert len(blocks) == 2, "found %d README examples, want 2" % len(blocks)
 for name, b in zip(("torch_ex.py", "mx_ex.py"), blocks):
     open("%s/%s" % (sys.argv[2], name), "w").write(b)
 PY
-if "$PYTHON" -c 'import torch' 2>/dev/null && [ -z "${PY_SANITIZED:-}" ]; then
+if [ -z "${PY_SANITIZED:-}" ] && have_torch; then
 	timeout $((180 * MULT)) "$PYTHON" -m psched.launch -s 1 -w 2 -- "$PYTHON" "$TMP/torch_ex.py" >"$TMP/torch.out" 2>&1 ||
 		{ cat "$TMP/torch.out"; die "the README's PyTorch example failed"; }
 	cat "$TMP/torch.out"

@@ -89,16 +89,41 @@ for path in sys.argv[1:]:
     print("%s: %d events, categories %s" % (path, len(ev), sorted(c for c in cats if c)))
 EOF
 
+# honest timing: the timed window holds exactly one step's communication
+# wait per timed step (comm_steps = steps) and no stop vote was waited
+# while a gradient of its step was still unwaited (vote_absorbed = 0;
+# under FIFO such a vote queues behind the gradients and its wait would
+# hide that step's communication from the count)
+check_honest() { # label worker-out
+	local line n c a
+	line=$(grep 'replay model=' "$2") || die "$1: no replay line in $2"
+	n=$(echo "$line" | sed -n 's/.* steps=\([0-9]*\) .*/\1/p')
+	c=$(echo "$line" | sed -n 's/.* comm_steps=\([0-9]*\) .*/\1/p')
+	a=$(echo "$line" | sed -n 's/.* vote_absorbed=\([0-9]*\) .*/\1/p')
+	[ -n "$n" ] && [ "$c" = "$n" ] && [ "$a" = 0 ] ||
+		die "$1: timed window not honest: steps=$n comm_steps=$c vote_absorbed=$a in '$line'"
+}
+check_honest "fifo 1x2 (steps)" "$TMP/worker1.out"
+
 # timed by seconds: the workers must agree on the step count (a worker
-# that runs one step more than the other would wait forever)
-run 1 2 --model "$PROFILE" --steps 0 --seconds 0.5
-for i in 1 2; do
-	[ "${RCS[$((i - 1))]}" = 0 ] || die "--seconds: worker $i exited ${RCS[$((i - 1))]}"
+# that runs one step more than the other would wait forever); under FIFO
+# and priority, and with --warmup 0 (runs as 1)
+for sched in fifo priority; do
+	PS_SCHEDULING=$sched run 1 2 --model "$PROFILE" --steps 0 --seconds 0.5
+	for i in 1 2; do
+		[ "${RCS[$((i - 1))]}" = 0 ] || die "--seconds $sched: worker $i exited ${RCS[$((i - 1))]}"
+		check_honest "--seconds $sched worker $i" "$TMP/worker$i.out"
+	done
+	n1=$(sed -n 's/.* steps=\([0-9]*\) .*/\1/p' "$TMP/worker1.out")
+	n2=$(sed -n 's/.* steps=\([0-9]*\) .*/\1/p' "$TMP/worker2.out")
+	[ -n "$n1" ] && [ "$n1" -ge 2 ] && [ "$n1" = "$n2" ] || die "--seconds $sched: workers ran $n1 and $n2 steps"
+	echo "ok --seconds $sched: both workers ran $n1 steps, each with its communication in the window"
 done
-n1=$(sed -n 's/.* steps=\([0-9]*\) .*/\1/p' "$TMP/worker1.out")
-n2=$(sed -n 's/.* steps=\([0-9]*\) .*/\1/p' "$TMP/worker2.out")
-[ -n "$n1" ] && [ "$n1" -ge 2 ] && [ "$n1" = "$n2" ] || die "--seconds: workers ran $n1 and $n2 steps"
-echo "ok --seconds: both workers ran $n1 steps"
+PS_SCHEDULING=fifo run 1 2 --model "$PROFILE" --steps 3 --warmup 0
+check_honest "--warmup 0" "$TMP/worker1.out"
+grep -q " steps=3 " "$TMP/worker1.out" || die "--warmup 0: not 3 timed steps: $(cat "$TMP/worker1.out")"
+grep -q "verified=$((4 * NKEYS))$" "$TMP/worker1.out" || die "--warmup 0 did not run as 1: $(cat "$TMP/worker1.out")"
+echo "ok --warmup 0 runs one untimed step"
 
 # a worker with another seed: both must see a wrong sum
 start_scheduler 1 2

@@ -11,7 +11,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pylib.sh"
 [ -z "${PY_SANITIZED:-}" ] || { echo "sanitizer build: torch is not run under ASan (the numpy tests are)"; exit 77; }
-"$PYTHON" -c 'import torch' 2>/dev/null || { echo "python3-torch is not installed (apt-get install python3-torch)"; exit 77; }
+have_torch || { echo "python3-torch is not installed and could not be (scripts/install-deps.sh --for torch)"; exit 77; }
 PS_JOB_TIMEOUT=$((300 * MULT)) timeout $((900 * MULT)) "$PYTHON" tests/python/test_torch.py >"$TMP/torch.log" 2>&1
 rc=$?
 tail -n 40 "$TMP/torch.log"

@@ -9,7 +9,7 @@
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pylib.sh"
 [ -z "${PY_SANITIZED:-}" ] || { echo "sanitizer build: torch is not run under ASan (the numpy example is)"; exit 77; }
-"$PYTHON" -c 'import torch' 2>/dev/null || { echo "python3-torch is not installed (apt-get install python3-torch)"; exit 77; }
+have_torch || { echo "python3-torch is not installed and could not be (scripts/install-deps.sh --for torch)"; exit 77; }
 ex=examples/train_torch.py
 "$PYTHON" $ex --reference --steps 40 --out "$TMP/ref.npz" || die "reference run failed"
 timeout $((180 * MULT)) "$PYTHON" -m psched.launch -s 2 -w 2 -- \

@@ -288,7 +288,8 @@ static inline void tt_node_init(struct tt_node *n, bool listen)
 				   .max_tensor = 1ull << 30,
 				   .send_timeout_ms =
 					   (unsigned)test_timeout_ms(20000),
-				   .cfg = tt_config() };
+				   .cfg = tt_config(),
+				   .trusted = true };
 	struct psd_van_cb cb = { .arg = n,
 				 .accepted = tt_accepted,
 				 .rx_header = tt_rx_header,

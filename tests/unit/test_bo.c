@@ -253,7 +253,48 @@ static void test_bo_rejects_bad_input(void)
 	psd_bo_destroy(NULL);
 }
 
+/*
+ * Context (issue 16): the last input is a condition the BO does not
+ * choose.  Suggestions keep it at the context, design points too, and the
+ * search over the free input finds the peak of the slice at that context.
+ */
+static void test_bo_context_is_held(void)
+{
+	struct psd_bo_suggestion sg;
+	struct psd_bo_opts o;
+	struct psd_bo *bo;
+	double ctx = 0.8;
+	double bad = 1.5;
+	double x[2];
+	unsigned int i;
+
+	psd_bo_opts_default(&o, 2);
+	o.n_init = 3;
+	o.seed = 3;
+	CHECK_EQ(psd_bo_create(&o, &bo), 0);
+	CHECK_EQ(psd_bo_set_context(bo, &bad, 1), -EINVAL);
+	CHECK_EQ(psd_bo_set_context(bo, &ctx, 2), -EINVAL); /* nothing free */
+	CHECK_EQ(psd_bo_set_context(bo, &ctx, 1), 0);
+	for (i = 0; i < 14; i++) {
+		CHECK_EQ(psd_bo_suggest(bo, &sg), 0);
+		CHECK_NEAR(sg.x[1], ctx, 0.0);
+		x[0] = sg.x[0];
+		x[1] = sg.x[1];
+		/* peak at x0 = context */
+		CHECK_EQ(psd_bo_observe(bo, x,
+					10.0 - 20.0 * (x[0] - x[1]) *
+							(x[0] - x[1]),
+					1.0),
+			 0);
+	}
+	CHECK_EQ(psd_bo_suggest(bo, &sg), 0);
+	printf("# context 0.8: suggestion x0 %.3f\n", sg.x[0]);
+	CHECK_NEAR(sg.x[0], ctx, 0.1);
+	psd_bo_destroy(bo);
+}
+
 const struct test_case test_list[] = {
+	{ "bo_context_is_held", test_bo_context_is_held },
 	{ "bo_expected_improvement_formula",
 	  test_bo_expected_improvement_formula },
 	{ "bo_deterministic_given_seed", test_bo_deterministic_given_seed },

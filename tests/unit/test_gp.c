@@ -13,6 +13,8 @@
 #include <gsl/gsl_eigen.h>
 #include <gsl/gsl_errno.h>
 #include <gsl/gsl_matrix.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
 
 #include "../harness.h"
 #include "../../scheduler/tuner/gp.h"
@@ -288,6 +290,87 @@ static void test_gp_fit_respects_bounds(void)
 	psd_gp_destroy(gp);
 }
 
+/* ---- the noise term on noisy data (issue 16) ---- */
+
+#define NOISY_FITS 40
+#define AT_BOUND   1e-5 /* noise_var below this: at the 1e-6 bound */
+
+/*
+ * A tuner-like data set: 10 samples of a smooth peak over [0,1]^2 with
+ * 10 % multiplicative noise.  Returns the fitted standardized noise
+ * variance.
+ */
+static double gp_noisy_fit(unsigned long seed, double noise_prior,
+			   double floor_sd)
+{
+	gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+	struct psd_gp *gp = gp_new(2, 0.3, 1.0, 0.01);
+	struct psd_gp_fit_opts fo;
+	struct psd_gp_hyper h;
+	double x[2];
+	double y;
+	unsigned int i;
+
+	gsl_rng_set(r, seed);
+	for (i = 0; i < 10; i++) {
+		x[0] = gsl_rng_uniform(r);
+		x[1] = gsl_rng_uniform(r);
+		y = 20.0 + 100.0 * exp(-(x[0] - 0.6) * (x[0] - 0.6) / 0.08 -
+				       (x[1] - 0.4) * (x[1] - 0.4) / 0.18);
+		y *= 1.0 + gsl_ran_gaussian(r, 0.10);
+		CHECK_EQ(psd_gp_add(gp, x, y, 1.0), 0);
+	}
+	psd_gp_fit_opts_default(&fo);
+	fo.len_prior = 0.3; /* as the tuner's BO */
+	fo.len_prior_sd = 1.0;
+	fo.starts = 2;
+	fo.noise_prior = noise_prior;
+	fo.noise_prior_sd = 1.5;
+	fo.noise_floor_sd = floor_sd;
+	fo.seed = seed;
+	CHECK_EQ(psd_gp_fit(gp, &fo), 0);
+	psd_gp_hyper_get(gp, &h);
+	if (floor_sd > 0.0) {
+		double ymean;
+		double ysd;
+
+		psd_gp_output_scale(gp, &ymean, &ysd);
+		/* the learned noise sd, in output units, is above the floor */
+		CHECK(sqrt(h.noise_var) * ysd >= floor_sd * (1.0 - 1e-9));
+	}
+	psd_gp_destroy(gp);
+	gsl_rng_free(r);
+	return h.noise_var;
+}
+
+/* Without a prior the noise term falls to its bound on part of the fits
+ * (the GP then interpolates the noise); the prior keeps every fit off. */
+static void test_gp_noise_prior_keeps_noise_off_bound(void)
+{
+	unsigned int bare = 0;
+	unsigned int prior = 0;
+	unsigned long s;
+
+	for (s = 1; s <= NOISY_FITS; s++) {
+		bare += gp_noisy_fit(s, 0.0, 0.0) < AT_BOUND;
+		prior += gp_noisy_fit(s, 0.05, 0.0) < AT_BOUND;
+	}
+	printf("# noise at its bound: %u of %d fits without a prior, %u "
+	       "with\n",
+	       bare, NOISY_FITS, prior);
+	CHECK(bare > 0); /* the problem the prior is for */
+	CHECK_EQ(prior, 0);
+}
+
+/* A measured floor holds whatever the likelihood prefers. */
+static void test_gp_noise_floor_holds(void)
+{
+	unsigned long s;
+
+	for (s = 1; s <= 10; s++)
+		CHECK(gp_noisy_fit(s, 0.0, 6.0) > AT_BOUND);
+}
+
 /* ---- comparison with tests/ref/gp_ref.py ---- */
 
 struct ref_case {
@@ -479,5 +562,8 @@ const struct test_case test_list[] = {
 	{ "gp_fit_increases_log_marginal", test_gp_fit_increases_log_marginal },
 	{ "gp_fit_respects_bounds", test_gp_fit_respects_bounds },
 	{ "gp_matches_numpy_reference", test_gp_matches_numpy_reference },
+	{ "gp_noise_prior_keeps_noise_off_bound",
+	  test_gp_noise_prior_keeps_noise_off_bound },
+	{ "gp_noise_floor_holds", test_gp_noise_floor_holds },
 	{ NULL, NULL },
 };

@@ -452,6 +452,63 @@ static void test_options_usage_lists_everything(void)
 	free(text);
 }
 
+static char *usage_text(int role) /* -1: every option */
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *f = open_memstream(&text, &size);
+
+	if (!f)
+		return NULL;
+	if (role < 0)
+		psched_cfg_usage(f);
+	else
+		psched_cfg_usage_role(f, (enum psched_role)role);
+	fclose(f);
+	return text;
+}
+
+/* Each program's --help lists its role's options: every option is listed
+ * for some role (--role only in the full list), and the role-specific
+ * ones only where they apply. */
+static void test_options_usage_per_role(void)
+{
+	char *all = usage_text(-1), *r[3], *line, *save = NULL, flag[64];
+	int i, found;
+
+	CHECK(all != NULL);
+	for (i = 0; i < 3; i++) {
+		r[i] = usage_text(i);
+		CHECK(r[i] != NULL);
+		CHECK(strstr(r[i], "  --root-port ") != NULL);
+		CHECK(strstr(r[i], "  --role ") == NULL);
+	}
+	for (line = strtok_r(all, "\n", &save); line;
+	     line = strtok_r(NULL, "\n", &save)) {
+		if (sscanf(line, "  --%63s", flag) != 1)
+			continue;
+		found = 0;
+		for (i = 0; i < 3; i++) {
+			char pat[80];
+
+			snprintf(pat, sizeof(pat), "  --%s ", flag);
+			found += strstr(r[i], pat) != NULL;
+		}
+		if (!found && strcmp(flag, "role"))
+			test_fail_at(__FILE__, __LINE__,
+				     "--%s is in no program's --help", flag);
+	}
+	CHECK(strstr(r[PSCHED_ROLE_SCHEDULER], "  --autotune ") != NULL);
+	CHECK(strstr(r[PSCHED_ROLE_SERVER], "  --autotune ") == NULL);
+	CHECK(strstr(r[PSCHED_ROLE_WORKER], "  --config-cycle ") == NULL);
+	CHECK(strstr(r[PSCHED_ROLE_SERVER], "  --server-mode ") != NULL);
+	CHECK(strstr(r[PSCHED_ROLE_SCHEDULER], "  --rdma-device ") == NULL);
+	CHECK(strstr(r[PSCHED_ROLE_WORKER], "  --rdma-device ") != NULL);
+	for (i = 0; i < 3; i++)
+		free(r[i]);
+	free(all);
+}
+
 /* ---- autotune knobs ------------------------------------------------ */
 
 static void test_options_autotune_env(void)
@@ -557,6 +614,7 @@ const struct test_case test_list[] = {
 	{ "options_flags_missing_value", test_options_flags_missing_value },
 	{ "options_usage_lists_everything",
 	  test_options_usage_lists_everything },
+	{ "options_usage_per_role", test_options_usage_per_role },
 	{ "options_autotune_env", test_options_autotune_env },
 	{ "options_autotune_flag", test_options_autotune_flag },
 	{ NULL, NULL },

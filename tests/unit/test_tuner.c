@@ -16,6 +16,7 @@
 
 #include "../harness.h"
 #include "../../scheduler/tuner/tuner.h"
+#include "../../scheduler/tuner/tuner_int.h"
 
 #define KIB	      (UINT64_C(1) << 10)
 #define MIB	      (UINT64_C(1) << 20)
@@ -734,6 +735,119 @@ static void test_tuner_retune_budget(void)
 	sim_fini(&s);
 }
 
+/*
+ * Issue 16: the lock-in goes to a config measured at least twice in its
+ * search (a single lucky sample cannot win), and the replicates give the
+ * GP a noise floor: the learned noise stays off its 1e-6 bound.
+ */
+static void test_tuner_locks_on_replicated_config(void)
+{
+	struct psd_tuner_config best;
+	struct psd_tuner_opts o;
+	struct psd_gp_hyper h;
+	struct sim s;
+	unsigned int n;
+	unsigned int df;
+	uint64_t seed;
+
+	for (seed = 1; seed <= 6; seed++) {
+		sim_opts(&o, seed);
+		o.max_samples = 12;
+		sim_init(&s, &o, seed);
+		s.noise = 0.10;
+		sim_run_until(&s, PSD_TUNER_LOCKED);
+		CHECK_EQ(psd_tuner_best(s.t, &best, NULL), 0);
+		psd_tuner_config_mean(s.t, best.partition_bytes,
+				      best.credit_bytes, &n);
+		CHECK_U64(n, >=, 2);
+		psd_gp_hyper_get(psd_bo_gp(s.t->bo), &h);
+		printf("# seed %llu: locked config measured %u times, "
+		       "replicate noise %.3f, GP noise var %.3g, quality "
+		       "%.3f\n",
+		       (unsigned long long)seed, n,
+		       psd_tuner_replicate_noise(s.t, &df), h.noise_var,
+		       sim_locked_quality(&s));
+		CHECK(h.noise_var > 1e-4);
+		sim_fini(&s);
+	}
+}
+
+/* Replicates: the pooled relative sd of configs sampled more than once. */
+static void test_tuner_replicate_noise_estimate(void)
+{
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int df;
+	double rel;
+	unsigned int i;
+
+	sim_opts(&o, 3);
+	o.steps_per_sample = 1;
+	o.warmup_samples = 0;
+	o.max_samples = 40;
+	o.ei_threshold = 0; /* never locks early */
+	sim_init(&s, &o, 3);
+	s.noise = 0.10;
+	/* the initial config runs until the design moves on: 1 sample */
+	CHECK_EQ(psd_tuner_replicate_noise(s.t, &df), 0.0);
+	CHECK_EQ(df, 0);
+	for (i = 0; i < 40; i++)
+		sim_step(&s);
+	rel = psd_tuner_replicate_noise(s.t, &df);
+	printf("# %u replicate degrees of freedom, relative sd %.3f (true "
+	       "0.10)\n",
+	       df, rel);
+	if (df >= 2) {
+		CHECK(rel > 0.02);
+		CHECK(rel < 0.30);
+	}
+	sim_fini(&s);
+}
+
+/*
+ * Conditions (issue 16): bad values are refused; a locked tuner reopens
+ * its search when a condition moves, keeps the old samples at full
+ * weight (no ageing), and stays locked when it does not move.
+ */
+static void test_tuner_condition_move_reopens_without_ageing(void)
+{
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_cond bad = c;
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int i;
+
+	sim_opts(&o, 9);
+	o.conditions = true;
+	sim_init(&s, &o, 9);
+	bad.link_bytes_per_s = NAN;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+	bad = c;
+	bad.workers = 0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	/* a 1.2x wobble is no move */
+	c.link_bytes_per_s *= 1.2;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	for (i = 0; i < 5 * o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	/* the link drops 5x (the surface does not know: no drift, so the
+	 * move must hold 2 samples) */
+	c.link_bytes_per_s /= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	for (i = 0; i < o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	for (i = 0; i < o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	for (i = 0; i < s.t->nobs; i++)
+		CHECK_NEAR(s.t->obs[i].weight, 1.0, 0.0);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
 	{ "tuner_rounding_rules", test_tuner_rounding_rules },
 	{ "tuner_rejects_bad_options", test_tuner_rejects_bad_options },
@@ -758,5 +872,11 @@ const struct test_case test_list[] = {
 	  test_tuner_level_shift_relocks_good_config },
 	{ "tuner_finish_logs_chosen_last", test_tuner_finish_logs_chosen_last },
 	{ "tuner_retune_budget", test_tuner_retune_budget },
+	{ "tuner_locks_on_replicated_config",
+	  test_tuner_locks_on_replicated_config },
+	{ "tuner_replicate_noise_estimate",
+	  test_tuner_replicate_noise_estimate },
+	{ "tuner_condition_move_reopens_without_ageing",
+	  test_tuner_condition_move_reopens_without_ageing },
 	{ NULL, NULL },
 };

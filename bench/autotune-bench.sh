@@ -1,0 +1,378 @@
+#!/usr/bin/env bash
+# `make bench-autotune`: does online tuning pay when conditions change?
+# A replayed model (ps-worker --model) runs on a cluster in network
+# namespaces while the link rate follows a schedule (default 5 -> 1 ->
+# 3 Gbit/s, then 3 Gbit/s with background traffic), under four arms, in
+# the same sitting and interleaved round by round:
+#
+#   default  the library's default config (no partition/credit set)
+#   static   the best config of a small grid measured at the first rate
+#   oneshot  --autotune that never reopens its search (tune once, lock
+#            forever: ByteScheduler's way)
+#   online   --autotune --autotune-conditions (psched: reopens when the
+#            score or the measured conditions move)
+#
+# Output (--out, default docs): autotune-bench.csv (one row per run:
+# total timed steps), autotune-bench.md.table (medians, ratios),
+# autotune-bench-steps.csv (steps/s over time, round 1) and
+# autotune-bench.png (that, with the phases and the online arm's config
+# switches marked).  See docs/autotune-bench.md.
+#
+# Topology: one namespace per node (scheduler, server, 2 workers, and a
+# traffic node) joined by veth links to a bridge in a switch namespace;
+# tbf shapes both directions of every link.  This kernel has no netem,
+# so the links have a rate but no added delay; the background traffic
+# (a python3 TCP blaster from the traffic node to the server's node)
+# competes with the workers' pushes on the server's link.  All names
+# carry this script's pid; everything is removed on exit.  Needs root.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${BUILD:-build}
+BIN=$(pwd)/$BUILD/bin
+
+MODELS="vgg16 resnet50"
+RATES="5 1 3"
+BG=1         # one more phase at the last rate with background traffic
+PHASE_S=60   # seconds per phase
+ROUNDS=3
+GRID_PARTS="256K 1M 4M 16M"
+GRID_CREDITS="1 4 16"
+GRID_S=8
+TFLOPS=1.25
+BATCH=32
+MTU=9000
+OUT=docs
+TAG=autotune-bench
+ARMS="default static oneshot online"
+SPS=2        # --autotune-steps-per-sample
+MAXS=12      # --autotune-max-samples
+RETUNE=6     # --autotune-retune-max-samples
+
+usage() {
+	cat <<EOF
+usage: bench/autotune-bench.sh [options]
+  --smoke            a short run: resnet50, 12 s phases, 1 round, 2x2 grid
+  --models "M ..."   models [$MODELS]
+  --rates "R ..."    rate schedule, Gbit/s [$RATES]
+  --no-background    no background-traffic phase
+  --phase S          seconds per phase [$PHASE_S]
+  --rounds N         interleaved rounds (medians) [$ROUNDS]
+  --grid-seconds S   seconds per grid point [$GRID_S]
+  --arms "A ..."     arms [$ARMS]
+  --out DIR          [docs]
+EOF
+}
+
+while [ $# -gt 0 ]; do
+	case $1 in
+	--smoke) MODELS=resnet50; PHASE_S=12; ROUNDS=1; GRID_PARTS="1M 4M"
+		 GRID_CREDITS="1 4"; GRID_S=3 ;;
+	--models) MODELS=$2; shift ;;
+	--rates) RATES=$2; shift ;;
+	--no-background) BG=0 ;;
+	--phase) PHASE_S=$2; shift ;;
+	--rounds) ROUNDS=$2; shift ;;
+	--grid-seconds) GRID_S=$2; shift ;;
+	--arms) ARMS=$2; shift ;;
+	--out) OUT=$2; shift ;;
+	-h | --help) usage; exit 0 ;;
+	*) echo "autotune-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
+	esac
+	shift
+done
+
+bytes() { # 4K -> 4096
+	case $1 in
+	*K) echo $((${1%K} * 1024)) ;;
+	*M) echo $((${1%M} * 1024 * 1024)) ;;
+	*) echo "$1" ;;
+	esac
+}
+
+# --- namespaces -------------------------------------------------------
+
+ID=pat$$
+SW=$ID-sw
+NODES=() # 0 scheduler, 1 server, 2-3 workers, 4 traffic
+RUN_PIDS=()
+TMP=$(mktemp -d /tmp/psched-autotune-bench.XXXXXX)
+
+kill_nodes() {
+	local p
+	for p in "${RUN_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	for p in "${RUN_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	RUN_PIDS=()
+}
+
+cleanup() {
+	local ns p
+	kill_nodes
+	for ns in "${NODES[@]}"; do
+		for p in $(ip netns pids "$ns" 2>/dev/null); do
+			kill -9 "$p" 2>/dev/null || true
+		done
+	done
+	for ns in "${NODES[@]}" "$SW"; do
+		ip netns del "$ns" 2>/dev/null || true
+	done
+	if [ "${KEEP_TMP:-0}" = 1 ]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# shape NS DEV RATE: tbf, burst of 1 ms of traffic (>= 64 KiB), 20 ms queue
+shape() {
+	local burst
+	burst=$(awk -v r="$3" 'BEGIN { b = r * 1e9 / 8 / 1000; if (b < 65536) b = 65536; printf "%d", b }')
+	tc -n "$1" qdisc replace dev "$2" root tbf rate "${3}gbit" \
+		burst "$burst" latency 20ms
+}
+
+set_rate() { # every link, both directions
+	local i
+	for ((i = 0; i < ${#NODES[@]}; i++)); do
+		shape "$SW" "p$i" "$1"
+		shape "${NODES[$i]}" eth0 "$1"
+	done
+}
+
+topology() {
+	local n=$1 i ns
+	ip netns add "$SW" || return 1
+	ip -n "$SW" link set lo up
+	ip -n "$SW" link add br0 type bridge
+	ip -n "$SW" link set br0 up
+	for ((i = 0; i < n; i++)); do
+		ns=$ID-n$i
+		ip netns add "$ns" || return 1
+		NODES+=("$ns")
+		ip -n "$ns" link set lo up
+		ip -n "$SW" link add "p$i" type veth peer name eth0 netns "$ns" || return 1
+		ip -n "$SW" link set "p$i" master br0 mtu "$MTU" up
+		ip -n "$ns" link set eth0 mtu "$MTU" up
+		ip -n "$ns" addr add "10.78.0.$((i + 1))/24" dev eth0
+	done
+}
+
+# Background traffic: a sink on the server's node, one blasting sender on
+# the traffic node (TCP: it backs off like any other flow).
+BG_PIDS=()
+bg_start() {
+	ip netns exec "${NODES[1]}" python3 -c '
+import socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.78.0.2", 5999)); s.listen(4)
+while True:
+    c, _ = s.accept()
+    while c.recv(1 << 20):
+        pass
+' >/dev/null 2>&1 &
+	BG_PIDS+=($!)
+	RUN_PIDS+=($!)
+	sleep 0.3
+	ip netns exec "${NODES[4]}" python3 -c '
+import socket, time
+for _ in range(50):
+    try:
+        c = socket.create_connection(("10.78.0.2", 5999)); break
+    except OSError:
+        time.sleep(0.1)
+buf = b"x" * (1 << 20)
+while True:
+    c.sendall(buf)
+' >/dev/null 2>&1 &
+	BG_PIDS+=($!)
+	RUN_PIDS+=($!)
+}
+bg_stop() {
+	local p
+	for p in "${BG_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+	for p in "${BG_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
+	BG_PIDS=()
+}
+
+timeout_wait() { # PID SECONDS -> exit status, or 124 after killing it
+	local pid=$1 i
+	for ((i = 0; i < $2 * 10; i++)); do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			wait "$pid"
+			return $?
+		fi
+		sleep 0.1
+	done
+	kill -9 "$pid" 2>/dev/null || true
+	wait "$pid" 2>/dev/null || true
+	return 124
+}
+
+# run MODEL SECONDS SCHEDULE-RATES BG PART CREDIT SCHED-ARGS...: one job;
+# the rate follows the schedule (one phase per rate, PHASE_S each, from
+# the first step on), BG=1 adds a phase with traffic.  Sets STEPS (timed
+# steps, or nan) and leaves the logs in $TMP/{sched,worker*}.{out,err},
+# the progress files in $TMP/prog*.csv.
+run() {
+	local model=$1 secs=$2 rates=$3 bg=$4 part=$5 credit=$6
+	shift 6
+	local env port="" i p rc status=ok limit r
+	env=(DMLC_PS_ROOT_URI=10.78.0.1 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=2
+	     PS_CONNECT_TIMEOUT=30 PS_REQUEST_TIMEOUT=300 PS_HEARTBEAT_TIMEOUT=60)
+	[ -n "$part" ] && env+=(PS_PARTITION_BYTES="$part")
+	[ -n "$credit" ] && env+=(PS_CREDIT_BYTES="$credit")
+	rm -f "$TMP"/*.out "$TMP"/*.err "$TMP"/prog*.csv
+	set_rate "${rates%% *}"
+	ip netns exec "${NODES[0]}" env "${env[@]}" DMLC_NODE_HOST=10.78.0.1 \
+		PS_VERBOSE=1 "$BIN/ps-scheduler" --root-port 0 "$@" >"$TMP/sched.out" 2>"$TMP/sched.err" &
+	RUN_PIDS+=($!)
+	for i in $(seq 1 200); do
+		port=$(sed -n 's/^PS_ROOT_PORT=//p' "$TMP/sched.out" 2>/dev/null || true)
+		[ -n "$port" ] && break
+		sleep 0.05
+	done
+	[ -n "$port" ] || { kill_nodes; STEPS=nan; return; }
+	env+=(DMLC_PS_ROOT_PORT="$port")
+	ip netns exec "${NODES[1]}" env "${env[@]}" DMLC_NODE_HOST=10.78.0.2 \
+		"$BIN/ps-server" >"$TMP/server.out" 2>"$TMP/server.err" &
+	RUN_PIDS+=($!)
+	local wpids=()
+	for i in 1 2; do
+		ip netns exec "${NODES[$((1 + i))]}" env "${env[@]}" \
+			DMLC_NODE_HOST="10.78.0.$((2 + i))" "$BIN/ps-worker" \
+			--model "$model" --gpu-tflops "$TFLOPS" --batch "$BATCH" \
+			--steps 0 --seconds "$secs" --warmup 1 \
+			--progress "$TMP/prog$i.csv" \
+			>"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
+		wpids+=($!)
+		RUN_PIDS+=($!)
+	done
+	# the schedule starts with the first step
+	for i in $(seq 1 1200); do
+		[ -s "$TMP/prog1.csv" ] && break
+		kill -0 "${wpids[0]}" 2>/dev/null || break
+		sleep 0.05
+	done
+	date +%s.%N >"$TMP/t0"
+	local rest=""
+	[[ "$rates" == *" "* ]] && rest=${rates#* }
+	for r in $rest; do
+		sleep "$PHASE_S"
+		set_rate "$r"
+	done
+	if [ "$bg" = 1 ]; then
+		sleep "$PHASE_S"
+		bg_start
+	fi
+	limit=$((120 + 2 * ${secs%.*}))
+	for p in "${wpids[@]}"; do
+		rc=0
+		timeout_wait "$p" "$limit" || rc=$?
+		[ "$rc" = 0 ] || status=fail$rc
+	done
+	bg_stop
+	kill_nodes
+	if [ "$status" != ok ]; then
+		tail -n 3 "$TMP"/worker*.err | sed 's/^/    /' >&2
+		STEPS=nan
+		return
+	fi
+	STEPS=$(sed -n 's/.* steps=\([0-9]*\) .*/\1/p' "$TMP/worker1.out")
+	[ -n "$STEPS" ] || STEPS=nan
+}
+
+[ "$(id -u)" = 0 ] || { echo "autotune-bench: needs root (network namespaces, tc)" >&2; exit 77; }
+for t in ip tc awk python3; do
+	command -v "$t" >/dev/null || { echo "autotune-bench: needs $t" >&2; exit 77; }
+done
+[ -x "$BIN/ps-worker" ] || { echo "autotune-bench: build first (make)" >&2; exit 2; }
+if ! topology 5 2>"$TMP/topology.err"; then
+	echo "autotune-bench: cannot build the namespaces: $(cat "$TMP/topology.err")" >&2
+	exit 77
+fi
+
+mkdir -p "$OUT"
+CSV=$OUT/$TAG.csv
+STEPCSV=$OUT/$TAG-steps.csv
+echo "model,arm,round,steps,partition_bytes,credit_bytes" >"$CSV"
+echo "model,arm,t_s,steps_per_s" >"$STEPCSV"
+: >"$TMP/switches.csv"
+nphases=$(echo $RATES | wc -w)
+[ "$BG" = 1 ] && nphases=$((nphases + 1))
+TOTAL=$((nphases * PHASE_S))
+echo "autotune-bench: rates $RATES Gbit/s$([ "$BG" = 1 ] && echo " + background traffic"), ${PHASE_S}s per phase (${TOTAL}s per run), $ROUNDS round(s), arms: $ARMS" >&2
+start=$(date +%s)
+
+# steps/s over time from a progress file, 2 s bins, relative to $TMP/t0
+rate_series() { # MODEL ARM
+	local t0
+	t0=$(cat "$TMP/t0")
+	awk -F, -v m="$1" -v a="$2" -v t0="$t0" -v first="$(head -n 1 "$TMP/prog1.csv" | cut -d, -f1)" '
+		{ b = int(($1 - first) / 2); n[b]++; if (b > max) max = b }
+		END { for (i = 0; i <= max; i++) printf "%s,%s,%d,%.4f\n", m, a, 2 * i + 1, n[i] / 2 }' \
+		"$TMP/prog1.csv" >>"$STEPCSV"
+}
+
+# config switches of the online arm: time of the step each took effect
+switches() { # MODEL ARM
+	local s
+	{ grep -o "config epoch [0-9]*: partition [0-9]* bytes, credit [0-9]* bytes, from step [0-9]*" \
+		"$TMP/sched.err" || true; } | awk '{ print $5, $8, $12 }' | while read -r p c s; do
+		awk -F, -v s="$s" -v m="$1" -v a="$2" -v p="$p" -v c="$c" \
+			'NR == 1 { f = $1 } $2 == s { printf "%s,%s,%.1f,%s,%s\n", m, a, $1 - f, p, c; exit }' \
+			"$TMP/prog1.csv"
+	done >>"$TMP/switches.csv"
+}
+
+for model in $MODELS; do
+	echo "== $model" >&2
+	# the static arm's config: the best of a small grid at the first rate
+	best="" bestv=0
+	if [[ " $ARMS " == *" static "* ]]; then
+		first=${RATES%% *}
+		for part in $GRID_PARTS; do
+			for cn in $GRID_CREDITS; do
+				pb=$(bytes "$part")
+				run "$model" "$GRID_S" "$first" 0 "$pb" $((pb * cn))
+				echo "  grid $part x $cn at $first Gbit/s: $STEPS steps in ${GRID_S}s" >&2
+				if [ "$STEPS" != nan ] && [ "$STEPS" -gt "$bestv" ]; then
+					bestv=$STEPS best="$pb $((pb * cn))"
+				fi
+			done
+		done
+		echo "  static config: ${best:-none}" >&2
+	fi
+	for ((round = 1; round <= ROUNDS; round++)); do
+		for arm in $ARMS; do
+			part="" credit="" args=()
+			case $arm in
+			default) ;;
+			static) [ -n "$best" ] || continue
+				part=${best% *} credit=${best#* } ;;
+			oneshot) args=(--autotune --autotune-warmup-samples 1
+				       --autotune-steps-per-sample "$SPS"
+				       --autotune-max-samples "$MAXS"
+				       --autotune-retune-threshold 1000) ;;
+			online) args=(--autotune --autotune-conditions
+				      --autotune-warmup-samples 1
+				      --autotune-steps-per-sample "$SPS"
+				      --autotune-max-samples "$MAXS"
+				      --autotune-retune-max-samples "$RETUNE"
+				      --autotune-retune-threshold 0.15) ;;
+			esac
+			run "$model" "$TOTAL" "$RATES" "$BG" "$part" "$credit" "${args[@]}"
+			echo "  round $round $arm: $STEPS steps" >&2
+			echo "$model,$arm,$round,$STEPS,$part,$credit" >>"$CSV"
+			if [ "$round" = 1 ] && [ "$STEPS" != nan ]; then
+				rate_series "$model" "$arm"
+				[ "$arm" = online ] || [ "$arm" = oneshot ] && switches "$model" "$arm"
+			fi
+		done
+	done
+done
+cp "$TMP/switches.csv" "$OUT/$TAG-switches.csv"
+echo "autotune-bench: measured in $(($(date +%s) - start)) s" >&2
+python3 bench/autotune-report.py --table "$CSV" | tee "$OUT/$TAG.md.table"
+if command -v gnuplot >/dev/null; then
+	python3 bench/autotune-report.py --plot "$STEPCSV" "$OUT/$TAG-switches.csv" \
+		"$OUT/$TAG.png" "$PHASE_S" "$RATES" "$BG" "$TMP"
+	echo "plot: $OUT/$TAG.png"
+fi
+echo "csv: $CSV"

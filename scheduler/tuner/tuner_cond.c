@@ -1,0 +1,82 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Runtime conditions as GP inputs (AutoByte's metrics): link bandwidth
+ * per worker, compute time per step, worker count, each mapped to [0,1]
+ * on a log scale.  A locked tuner reopens its search when one moves
+ * enough to matter (tuner.c, tuner_watch).
+ */
+#include <errno.h>
+#include <math.h>
+#include <string.h>
+
+#include "tuner_int.h"
+
+/* log2 ranges mapped to [0,1] */
+#define COND_BW_LO   20.0  /* 1 MiB/s */
+#define COND_BW_HI   37.0  /* 128 GiB/s */
+#define COND_COMP_LO -14.0 /* 61 us */
+#define COND_COMP_HI 4.0   /* 16 s */
+#define COND_W_HI    10.0  /* 1024 workers */
+/* A move of more than this (log2: 1.4x) reopens a locked search. */
+#define COND_MOVE log2(1.4)
+
+static double cond_unit(double l2, double lo, double hi)
+{
+	double u = (l2 - lo) / (hi - lo);
+
+	return u < 0.0 ? 0.0 : (u > 1.0 ? 1.0 : u);
+}
+
+void psd_tuner_cond_init(struct psd_tuner *t)
+{
+	unsigned int j;
+
+	for (j = 0; j < TUNER_NCOND; j++)
+		t->cond[j] = t->lock_cond[j] = 0.5;
+}
+
+static const double cond_span[TUNER_NCOND] = { COND_BW_HI - COND_BW_LO,
+					       COND_COMP_HI - COND_COMP_LO,
+					       COND_W_HI };
+
+bool psd_tuner_cond_is_novel(const struct psd_tuner *t)
+{
+	unsigned int i;
+	unsigned int j;
+
+	for (i = 0; i < t->nobs; i++) {
+		for (j = 0; j < TUNER_NCOND; j++)
+			if (fabs(t->obs[i].cond[j] - t->cond[j]) *
+				    cond_span[j] >
+			    COND_MOVE)
+				break;
+		if (j == TUNER_NCOND)
+			return false;
+	}
+	return true;
+}
+
+int psd_tuner_set_conditions(struct psd_tuner *t,
+			     const struct psd_tuner_cond *c)
+{
+	double u[TUNER_NCOND];
+	unsigned int j;
+
+	if (!c || !isfinite(c->link_bytes_per_s) ||
+	    !(c->link_bytes_per_s > 0.0) || !isfinite(c->compute_s) ||
+	    !(c->compute_s > 0.0) || !c->workers)
+		return -EINVAL;
+	if (!t->o.conditions)
+		return 0;
+	u[0] = cond_unit(log2(c->link_bytes_per_s), COND_BW_LO, COND_BW_HI);
+	u[1] = cond_unit(log2(c->compute_s), COND_COMP_LO, COND_COMP_HI);
+	u[2] = cond_unit(log2((double)c->workers), 0.0, COND_W_HI);
+	t->cond_moved = false;
+	for (j = 0; j < TUNER_NCOND; j++)
+		if (fabs(u[j] - t->lock_cond[j]) * cond_span[j] >
+		    COND_MOVE - 1e-9)
+			t->cond_moved = true;
+	memcpy(t->cond, u, sizeof(u));
+	t->raw = *c;
+	return psd_bo_set_context(t->bo, t->cond, TUNER_NCOND);
+}

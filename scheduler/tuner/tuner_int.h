@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Internals of the tuner (tuner.c: state machine; tuner_pick.c: which
+ * config to lock in or re-measure, and the noise floor from repeated
+ * samples).  Only scheduler/tuner/ includes this.
+ */
+#ifndef PSCHED_TUNER_TUNER_INT_H
+#define PSCHED_TUNER_TUNER_INT_H
+
+#include "bo.h"
+#include "tuner.h"
+
+#define TUNER_NCOND 3 /* link bandwidth, compute time, workers */
+
+/* One sample the GP has seen. */
+struct tuner_obs {
+	uint64_t part;
+	uint64_t credit;
+	double score;
+	double weight;	     /* GP noise multiplier; grows on every retune */
+	unsigned int search; /* which search it belongs to */
+	double cond[TUNER_NCOND]; /* conditions (unit box) when measured */
+};
+
+struct psd_tuner {
+	struct psd_tuner_opts o;
+	enum psd_tuner_phase phase;
+	struct psd_bo *bo;
+	unsigned int dim;  /* tuned knobs: 1 or 2 */
+	unsigned int xdim; /* GP inputs: dim, + TUNER_NCOND with conditions */
+	double cond[TUNER_NCOND];      /* current conditions, unit box */
+	double lock_cond[TUNER_NCOND]; /* conditions at the last lock-in */
+	bool cond_moved; /* the last conditions set are off the lock-in's */
+	unsigned int
+		cond_moves; /* consecutive locked samples with cond_moved */
+	struct psd_tuner_cond raw; /* last conditions set; workers 0: none */
+	bool tune_part;
+	bool tune_credit;
+	unsigned int lp_min; /* log2 of the partition range searched */
+	unsigned int lp_max;
+
+	struct psd_tuner_config cur;
+	double pred_mean; /* GP prediction for cur when proposed, or NaN */
+	double pred_sd;
+
+	double *win; /* scores of the sample being collected */
+	double *sorted;
+	unsigned int nwin;
+	unsigned int discard; /* samples still to discard */
+	uint64_t samples;     /* samples completed, discarded ones too */
+	double last_score;
+	uint64_t last_step; /* of the last report */
+
+	unsigned int search; /* current search number */
+	unsigned int search_samples;
+	struct tuner_obs *obs;
+	unsigned int nobs;
+	unsigned int obs_cap;
+
+	bool locked_once;
+	struct psd_tuner_config best;
+	double ref; /* reference score of the locked config */
+	unsigned int ref_n;
+	double *dev; /* consecutive locked samples beyond the threshold */
+	unsigned int ndev;
+
+	FILE *log;
+	bool own_log;
+};
+
+/* GP input of a config under the current conditions: unit-box knobs
+ * (the inverse of psd_tuner_round), then the conditions if they are
+ * inputs. */
+void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
+		    double *x);
+
+/*
+ * The config of the current search with the highest posterior mean among
+ * those measured at least @min_n times (the raw mean if the GP fails).
+ * Returns the index of one of its observations, or -1 if none qualifies;
+ * *@n gets how often it was measured.
+ */
+int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
+			double *sd, unsigned int *n);
+/* Mean score of the current search's samples of @part/@credit. */
+double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
+			     uint64_t credit, unsigned int *n);
+/*
+ * Relative sd of one sample, pooled over the configs of the current search
+ * measured more than once; 0 with fewer than TUNER_FLOOR_DF degrees of
+ * freedom.  *@df gets the degrees of freedom.
+ */
+double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df);
+/* Conditions (tuner_cond.c): mid-box until the first report. */
+void psd_tuner_cond_init(struct psd_tuner *t);
+/* No sample was measured near the current conditions. */
+bool psd_tuner_cond_is_novel(const struct psd_tuner *t);
+
+/* Hand the replicate noise to the GP as a floor of its learned noise. */
+int psd_tuner_update_noise_floor(struct psd_tuner *t);
+
+#endif

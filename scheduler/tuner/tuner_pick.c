@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Which config the tuner trusts: the lock-in goes to the config with the
+ * highest posterior mean among those measured at least twice (one lucky
+ * sample cannot win), and samples repeated on one config give a floor
+ * for the GP's learned noise, so the model cannot pass exactly through
+ * noisy samples.
+ */
+#include <math.h>
+
+#include "tuner_int.h"
+
+#define TUNER_FLOOR_DF	 2   /* replicate degrees of freedom for a floor */
+#define TUNER_FLOOR_FRAC 0.7 /* floor = this x the replicate sd */
+
+double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
+			     uint64_t credit, unsigned int *n)
+{
+	double sum = 0.0;
+	unsigned int i;
+
+	*n = 0;
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].search != t->search || t->obs[i].part != part ||
+		    t->obs[i].credit != credit)
+			continue;
+		sum += t->obs[i].score;
+		(*n)++;
+	}
+	return *n ? sum / *n : NAN;
+}
+
+/* Whether observation @i is the first of its config in this search. */
+static bool tuner_first_of_config(const struct psd_tuner *t, unsigned int i)
+{
+	unsigned int j;
+
+	for (j = 0; j < i; j++)
+		if (t->obs[j].search == t->search &&
+		    t->obs[j].part == t->obs[i].part &&
+		    t->obs[j].credit == t->obs[i].credit)
+			return false;
+	return true;
+}
+
+int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
+			double *sd, unsigned int *n)
+{
+	double x[PSD_GP_MAX_DIM];
+	double m;
+	double s;
+	int best = -1;
+	unsigned int i;
+	unsigned int k;
+
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].search != t->search ||
+		    !tuner_first_of_config(t, i))
+			continue;
+		m = psd_tuner_config_mean(t, t->obs[i].part, t->obs[i].credit,
+					  &k);
+		if (k < min_n)
+			continue;
+		psd_tuner_to_x(t, t->obs[i].part, t->obs[i].credit, x);
+		if (psd_bo_predict(t->bo, x, &m, &s))
+			s = NAN; /* m stays the raw mean */
+		if (best < 0 || m > *mean) {
+			best = (int)i;
+			*mean = m;
+			*sd = s;
+			*n = k;
+		}
+	}
+	return best;
+}
+
+double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df)
+{
+	double ss = 0.0;
+	double mean;
+	double d;
+	unsigned int i;
+	unsigned int j;
+	unsigned int n;
+
+	*df = 0;
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].search != t->search ||
+		    !tuner_first_of_config(t, i))
+			continue;
+		mean = psd_tuner_config_mean(t, t->obs[i].part,
+					     t->obs[i].credit, &n);
+		if (n < 2)
+			continue;
+		for (j = i; j < t->nobs; j++) {
+			if (t->obs[j].search != t->search ||
+			    t->obs[j].part != t->obs[i].part ||
+			    t->obs[j].credit != t->obs[i].credit)
+				continue;
+			d = t->obs[j].score / mean - 1.0;
+			ss += d * d;
+		}
+		*df += n - 1;
+	}
+	return *df >= TUNER_FLOOR_DF ? sqrt(ss / *df) : 0.0;
+}
+
+int psd_tuner_update_noise_floor(struct psd_tuner *t)
+{
+	double rel;
+	double sum = 0.0;
+	unsigned int df;
+	unsigned int n = 0;
+	unsigned int i;
+
+	if (t->o.noise > 0.0)
+		return 0; /* noise fixed by the caller */
+	rel = psd_tuner_replicate_noise(t, &df);
+	for (i = 0; i < t->nobs; i++) {
+		if (t->obs[i].search == t->search) {
+			sum += t->obs[i].score;
+			n++;
+		}
+	}
+	if (!n)
+		return 0;
+	return psd_bo_set_noise_floor(t->bo, TUNER_FLOOR_FRAC * rel * sum / n);
+}
