@@ -142,7 +142,8 @@ PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 
 .PHONY: all deps test unit bench bench-sched bench-rdma run asan asan-build \
-        tsan install deb test-fresh format format-check check clean help tests
+        tsan install deb test-fresh format format-check check clean help tests \
+        fuzz soak
 .DEFAULT_GOAL := all
 # Test objects are not intermediates: keep them between runs.  (Not
 # ".SECONDARY:" with no targets: that made every object secondary, and a
@@ -266,6 +267,19 @@ tsan:
 run: all
 	$(Q)BUILD=$(BUILD) bash scripts/run-local.sh
 
+# libFuzzer harnesses (clang, ASan+UBSan, tree build-fuzz/) over the corpus
+# in tests/fuzz/corpus/, FUZZ_SECONDS in all (tests/fuzz/run.sh).  `make
+# test` runs them briefly (tests/integration/test_fuzz.sh).
+FUZZ_SECONDS ?= 120
+fuzz:
+	$(Q)FUZZ_SECONDS=$(FUZZ_SECONDS) bash tests/fuzz/run.sh
+
+# Minutes of push/pull with the nodes' RSS sampled; RSS must stay flat
+# (tests/soak.sh, SOAK_SECONDS).  Not part of `make test`.
+SOAK_SECONDS ?= 300
+soak: all tests
+	$(Q)BUILD=$(BUILD) SOAK_SECONDS=$(SOAK_SECONDS) bash tests/soak.sh
+
 bench: all
 	$(Q)BUILD=$(BUILD) bash bench/run-bench.sh
 
@@ -328,9 +342,9 @@ format-check:
 check: format-check all test asan tsan
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan build-fuzz
 
 help:
-	@echo "targets: all test bench bench-sched bench-rdma run asan asan-build tsan install deb test-fresh format format-check check clean"
+	@echo "targets: all test bench bench-sched bench-rdma run asan asan-build tsan fuzz soak install deb test-fresh format format-check check clean"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

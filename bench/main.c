@@ -72,13 +72,16 @@ static void on_done(int err, uint64_t req, void *arg)
 }
 
 /*
- * Workers of a pushpull run must stop at the same iteration: one that goes
- * on alone waits forever for the others' pushes of its step.  So each
+ * Workers of a pushpull or push run must stop at the same iteration: in a
+ * pushpull run one that goes on alone waits forever for the others' pushes
+ * of its step; in a push run its pushes are held by the servers for steps
+ * the others never push, and beyond PS_MAX_STEPS_AHEAD or
+ * PS_MAX_PARKED_BYTES refused.  So each
  * iteration also pushpulls a one-float "time is up" flag; all workers see
  * the same sum for it and stop after the same iteration.
  */
 struct bstop {
-	uint64_t key; /* 0: no flag (one worker, or push/pull mode) */
+	uint64_t key; /* 0: no flag (one worker, or pull mode) */
 	float up;     /* pushed: 1 once this worker's window is over */
 	float sum;    /* pulled: workers whose window is over */
 	struct kctx ctx;
@@ -287,7 +290,7 @@ static int bench_size_init(struct psched_node *node, const struct bopts *o,
 	for (i = 0; i < k->nk && !ret; i++)
 		ret = psched_init(node, &k->keys[i], 1, NULL, &k->size,
 				  o->dtype, 0);
-	if (!ret && o->mode == MODE_PUSHPULL && psched_num_workers(node) > 1) {
+	if (!ret && o->mode != MODE_PULL && psched_num_workers(node) > 1) {
 		uint64_t flen = sizeof(float);
 
 		st->key = (uint64_t)si << 32 | 0xffffffffu;

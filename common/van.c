@@ -387,6 +387,18 @@ int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)
 		if (ret)
 			return ret;
 	}
+	/* psd_hdr_decode() lets requests over the limit through for the
+	 * role to refuse (and discard); one it did not refuse goes no
+	 * further. */
+	if (h->type != PSD_MSG_CONTROL && h->total > van->max_tensor) {
+		psd_err("dropping connection from %s: %s of key %llu is %llu "
+			"bytes, above PS_MAX_TENSOR_BYTES %llu",
+			c->peer, psd_msg_type_name(h->type),
+			(unsigned long long)h->key,
+			(unsigned long long)h->total,
+			(unsigned long long)van->max_tensor);
+		return -EPROTO;
+	}
 	if (!*dst && h->length) {
 		*dst = psd_conn_scratch(c, (size_t)h->length);
 		if (!*dst) {

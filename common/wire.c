@@ -121,7 +121,11 @@ static int hdr_check_range(const struct psd_hdr *h, uint64_t max_tensor,
 
 	if (h->type == PSD_MSG_CONTROL)
 		return 0;
-	if (h->total == 0 || h->total > max_tensor) {
+	/* A request over the limit is framed well: the receiver refuses that
+	 * one request and reads its payload into nothing (psd_van_rx_header),
+	 * so the connection goes on. */
+	if (h->total == 0 ||
+	    (h->total > max_tensor && !psd_msg_is_request(h->type))) {
 		*why = "tensor size is zero or above PS_MAX_TENSOR_BYTES";
 		return -EPROTO;
 	}

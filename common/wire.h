@@ -79,8 +79,10 @@ void psd_hdr_encode(const struct psd_hdr *h, uint8_t *buf);
 /*
  * Parse and validate @buf against the framing rules: magic, version, known
  * type/dtype/flags, zero reserved bytes, payload length consistent with the
- * type, offset+span within total without overflow, total at most
- * @max_tensor, element alignment.  Returns 0 or -EPROTO with a reason in
+ * type, offset+span within total without overflow, element alignment,
+ * total at most @max_tensor except in requests (push, pull, pushpull,
+ * init), which psd_van_rx_header() refuses one by one.  Returns 0 or -EPROTO
+ * with a reason in
  * *@why (static string).
  */
 int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,

@@ -80,6 +80,8 @@ struct psched_cfg {
 	char transport[16];		/* PS_TRANSPORT: auto|tcp|rdma */
 	char server_mode[16];		/* PS_SERVER_MODE: sync|async */
 	uint64_t max_tensor_bytes;	/* PS_MAX_TENSOR_BYTES */
+	unsigned max_steps_ahead;	/* PS_MAX_STEPS_AHEAD (server) */
+	uint64_t max_parked_bytes;	/* PS_MAX_PARKED_BYTES, 0 = auto */
 	uint64_t partition_bytes;	/* PS_PARTITION_BYTES, 0 = none */
 	uint64_t credit_bytes;		/* PS_CREDIT_BYTES, 0 = unlimited */
 	char scheduling[16];		/* PS_SCHEDULING: priority|fifo */
@@ -193,7 +195,8 @@ int psched_barrier(struct psched_node *node, unsigned group,
 
 /*
  * Completion callback of an asynchronous request; runs on the node's
- * receive thread: it must not block.  @err is 0 or the request's error.
+ * receive thread: it must not block.  @err is 0 or the request's error,
+ * and then psched_errmsg() in the callback says why.
  */
 typedef void psched_done_fn(int err, uint64_t req, void *arg);
 
@@ -209,7 +212,9 @@ typedef void psched_done_fn(int err, uint64_t req, void *arg);
  *
  * push: add @vals to this step's aggregate on the servers.  Each push of a
  * key by a worker is one step; in dist_sync mode the servers sum the W
- * workers' pushes of a step, then the sum becomes the stored value.
+ * workers' pushes of a step, then the sum becomes the stored value.  A
+ * push for a later step than the one the servers aggregate is held there
+ * (and completes at once) within limits (README "Limits and refusals").
  * pull: copy the stored value into @vals once it includes this worker's
  * latest push of the key.
  * pushpull: push @push_vals then pull the new aggregate into @pull_vals,

@@ -23,7 +23,7 @@ static void kvs_conn_closed(struct psched_node *n, struct psd_conn *c)
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
 		psd_kvs_drop_entry_waits(n, e, c, 0, NULL, false);
 	if (kc) {
-		free(kc->hold);
+		psd_kvs_hold_free(s, kc->hold, kc->hold_len);
 		free(kc);
 		c->ctx = NULL;
 	}
@@ -40,10 +40,19 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 	if (p->role != PSCHED_ROLE_WORKER || s->async)
 		return;
 	s->broken = err;
-	snprintf(s->broken_msg, sizeof(s->broken_msg),
-		 "%s died (%s): sync steps cannot complete", p->desc, why);
+	/* This server leaving (it lost the scheduler) drops every worker's
+	 * connection: that is no worker's death. */
+	pthread_mutex_lock(&n->lock);
+	if (n->fatal)
+		snprintf(s->broken_msg, sizeof(s->broken_msg),
+			 "this server is leaving the job: %s", n->fatal_msg);
+	else
+		snprintf(s->broken_msg, sizeof(s->broken_msg),
+			 "%s died (%s): sync steps cannot complete", p->desc,
+			 why);
+	pthread_mutex_unlock(&n->lock);
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
-		psd_kvs_drop_entry_waits(n, e, NULL, err, s->broken_msg, true);
+		psd_kvs_drop_entry_waits(n, e, NULL, err, s->broken_msg, false);
 }
 
 static void kvs_entry_drop(void *val, void *arg)
@@ -148,6 +157,8 @@ int psd_kvs_attach(struct psched_node *n)
 		return -ENOMEM;
 	s->async = !strcmp(n->cfg.server_mode, "async");
 	s->nworker = n->num_worker;
+	s->max_ahead = n->cfg.max_steps_ahead;
+	s->max_parked = n->cfg.max_parked_bytes;
 	/* Optional GPU aggregation: refused at start when there is no GPU,
 	 * rather than a silent CPU fallback the user did not ask for. */
 	if (n->cfg.server_gpu_sum) {

@@ -58,14 +58,20 @@ struct psd_kvs_entry {
 	uint64_t *wbytes;      /* bytes per worker rank */
 	struct psd_list pulls; /* struct psd_kvs_wait, want > version */
 	struct psd_list held;  /* pushes for later steps, arrival order */
+	int creator;	       /* node id of the worker that created it */
+	bool *inited;	       /* [nworker]: init of this key answered */
+	/* Two workers used different lengths (or dtypes): every request
+	 * on the key is refused with this reason from then on. */
+	char *conflict;
 };
 
 /* What the header hook decided for the message now being received. */
 struct psd_kvs_conn {
 	struct psd_kvs_entry *e;
 	int wrank;
-	bool direct; /* payload went straight into e->merge */
-	void *hold;  /* payload buffer of an early push, owned */
+	bool direct;	   /* payload went straight into e->merge */
+	void *hold;	   /* payload buffer of an early push, owned */
+	uint64_t hold_len; /* its bytes, counted in parked_bytes */
 };
 
 struct psd_kvs {
@@ -79,6 +85,12 @@ struct psd_kvs {
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];
 	struct psd_cfgtab cfgs; /* config epochs, to check chunk layouts */
+	/* Early pushes: at most max_ahead steps beyond a key's open step,
+	 * and at most max_parked bytes of them held (0: the default, see
+	 * psd_kvs_parked_limit()). */
+	uint64_t max_ahead;
+	uint64_t max_parked;
+	uint64_t parked_bytes; /* held payloads, van thread only */
 	/* Optimizer states in transfer (kvs_states.c): a dump's snapshot,
 	 * or the records of a load arriving piece by piece. */
 	float *cmp_buf; /* async: a compressed push dequantised */
@@ -108,6 +120,11 @@ void psd_kvs_entry_free(struct psd_kvs *s, struct psd_kvs_entry *e);
 /* Some key has steps applied, open or held: the sync/async mode is in
  * use. */
 bool psd_kvs_has_steps(const struct psd_kvs *s);
+
+/* Free a held early-push payload of @len bytes and uncount it. */
+void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len);
+/* Bytes of early pushes this server may hold now. */
+uint64_t psd_kvs_parked_limit(const struct psd_kvs *s);
 
 /* kvs_step.c */
 /* Open step version + 1 with the layout of partition @part (or check that
@@ -146,9 +163,18 @@ void psd_kvs_reply_pull(struct psched_node *n, struct psd_conn *c,
 void psd_kvs_reply_chunk(struct psched_node *n, struct psd_conn *c,
 			 const struct psd_kvs_entry *e,
 			 const struct psd_hdr *req);
-/* Log why @h is refused and answer it with @err; returns @err. */
+/* Log why @h is refused, send the worker that reason (RequestError) and
+ * answer it with @err; returns @err. */
 int psd_kvs_reject(struct psched_node *n, struct psd_conn *c,
 		   const struct psd_hdr *h, int err, const char *why);
+int psd_kvs_rejectf(struct psched_node *n, struct psd_conn *c,
+		    const struct psd_hdr *h, int err, const char *fmt, ...)
+	__attribute__((format(printf, 5, 6)));
+/* Send a RequestError about request @req to @c (no status answer);
+ * @fatal: the worker cannot go on (see proto/psched.proto). */
+void psd_kvs_send_error(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *req, int err, const char *why,
+			bool fatal);
 /* Queue @h on @list until version @want (or its chunk) exists; @buf, if
  * not NULL, is a held payload the wait owns on 0. */
 int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,

@@ -5,6 +5,8 @@
  * pushpulls waiting for their chunk, and dropping waits when a worker
  * leaves or dies.
  */
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "kvs.h"
@@ -80,6 +82,24 @@ void psd_kvs_reply_chunk(struct psched_node *n, struct psd_conn *c,
 		       e->version + 1);
 }
 
+void psd_kvs_send_error(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *req, int err, const char *why,
+			bool fatal)
+{
+	Psched__RequestError re = PSCHED__REQUEST_ERROR__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+
+	re.req = req->req;
+	re.slot = req->slot;
+	re.key = req->key;
+	re.status = err;
+	re.message = (char *)(uintptr_t)why;
+	re.fatal = fatal;
+	m.body_case = PSCHED__CONTROL__BODY_REQUEST_ERROR;
+	m.request_error = &re;
+	psd_conn_send_control(c, n->id, &m);
+}
+
 int psd_kvs_reject(struct psched_node *n, struct psd_conn *c,
 		   const struct psd_hdr *h, int err, const char *why)
 {
@@ -88,8 +108,23 @@ int psd_kvs_reject(struct psched_node *n, struct psd_conn *c,
 		psd_msg_type_name(h->type), (unsigned long long)h->key,
 		(unsigned long long)h->offset, (unsigned long long)h->span,
 		(unsigned long long)h->step, c->peer, why);
+	/* The words first, on the same connection: the worker holds them
+	 * for the request the status answer then fails. */
+	psd_kvs_send_error(n, c, h, err, why, false);
 	psd_kvs_reply_status(n, c, h, err);
 	return err;
+}
+
+int psd_kvs_rejectf(struct psched_node *n, struct psd_conn *c,
+		    const struct psd_hdr *h, int err, const char *fmt, ...)
+{
+	char why[384];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof(why), fmt, ap);
+	va_end(ap);
+	return psd_kvs_reject(n, c, h, err, why);
 }
 
 int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
@@ -108,10 +143,10 @@ int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
 	return 0;
 }
 
-static void kvs_wait_free(struct psd_kvs_wait *w)
+static void kvs_wait_free(struct psched_node *n, struct psd_kvs_wait *w)
 {
 	psd_conn_put(w->conn);
-	free(w->buf);
+	psd_kvs_hold_free(psd_kvs_of(n), w->buf, w->h.length);
 	free(w);
 }
 
@@ -135,7 +170,7 @@ void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e)
 			return;
 		psd_list_del(&best->link);
 		psd_kvs_reply_pull(n, best->conn, e, &best->h);
-		kvs_wait_free(best);
+		kvs_wait_free(n, best);
 	}
 }
 
@@ -150,12 +185,13 @@ void psd_kvs_answer_chunk(struct psched_node *n, struct psd_kvs_entry *e,
 
 		psd_list_del(&w->link);
 		psd_kvs_reply_chunk(n, w->conn, e, &w->h);
-		kvs_wait_free(w);
+		kvs_wait_free(n, w);
 	}
 }
 
 /* Drop every wait of @c on @head (all of them when @c is NULL), replying
- * @err first to each request that is not a held push. */
+ * @err first to each but held pushes (answered when they were held; a
+ * held pushpull still owes its pull answer). */
 static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
 			   struct psd_conn *c, int err, const char *why)
 {
@@ -168,9 +204,9 @@ static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
 		if (c && w->conn != c)
 			continue;
 		psd_list_del(&w->link);
-		if (err && !w->buf)
+		if (err && !(w->buf && w->h.type == PSD_MSG_PUSH))
 			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		kvs_wait_free(w);
+		kvs_wait_free(n, w);
 	}
 }
 

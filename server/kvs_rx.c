@@ -5,6 +5,7 @@
  * and the payload's destination is chosen then (in place, scratch, or a
  * buffer held until its step opens).  Then init, pull, push, pushpull.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,8 +27,67 @@ static struct psd_kvs_conn *kvs_conn_ctx(struct psd_conn *c)
 	return c->ctx;
 }
 
+static const char *kvs_node_desc(struct psched_node *n, int id)
+{
+	struct psd_peer *p = psd_node_peer(n, id);
+
+	return p ? p->desc : "an unknown node";
+}
+
+/* Tell every other worker whose init of @e was answered that the key's
+ * init conflicts: they are past their init (in the barrier that follows
+ * it, or beyond) and would otherwise wait for a worker that failed. */
+static void kvs_init_conflict_notify(struct psched_node *n,
+				     struct psd_kvs_entry *e,
+				     const struct psd_hdr *h, int wrank)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_peer *p;
+	unsigned r;
+
+	for (r = 0; r < s->nworker; r++) {
+		if (!e->inited[r] || (int)r == wrank)
+			continue;
+		p = psd_node_peer(n, psd_worker_id(n, r));
+		if (p && p->conn && !p->dead)
+			psd_kvs_send_error(n, p->conn, h, PSCHED_ESIZE,
+					   e->conflict, true);
+	}
+}
+
+/*
+ * Two workers disagree on the length or dtype of a key: refuse @h, keep
+ * the reason on the entry (every later request on the key is refused with
+ * it), and fail what waits on the key's open step now, since that step
+ * cannot complete.  At init, also fail every worker whose init of the key
+ * was answered.
+ */
+static int kvs_conflict(struct psched_node *n, struct psd_conn *c,
+			struct psd_kvs_entry *e, const struct psd_hdr *h,
+			int wrank)
+{
+	char why[384];
+
+	snprintf(why, sizeof(why),
+		 "key %llu: %s %s it as %llu bytes of dtype %u, but %s "
+		 "created it on this server as %llu bytes of dtype %u",
+		 (unsigned long long)h->key, kvs_node_desc(n, c->peer_id),
+		 h->type == PSD_MSG_INIT ? "initialised" : "used",
+		 (unsigned long long)h->total, h->dtype,
+		 kvs_node_desc(n, e->creator), (unsigned long long)e->total,
+		 e->dtype);
+	if (!e->conflict)
+		e->conflict = strdup(why);
+	psd_kvs_reject(n, c, h, PSCHED_ESIZE, why);
+	psd_kvs_drop_entry_waits(n, e, NULL, PSCHED_ESIZE, why, false);
+	if (h->type == PSD_MSG_INIT && e->conflict)
+		kvs_init_conflict_notify(n, e, h, wrank);
+	return PSCHED_ESIZE;
+}
+
 static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
-			   const struct psd_hdr *h, struct psd_kvs_entry **ep)
+			   const struct psd_hdr *h, int wrank,
+			   struct psd_kvs_entry **ep)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_entry *e = psd_kvs_entry_find(s, h->key);
@@ -43,10 +103,12 @@ static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
 			return psd_kvs_reject(n, c, h, ret,
 					      "cannot allocate the key's "
 					      "storage");
+		e->creator = c->peer_id;
 	}
 	if (e->total != h->total || e->dtype != h->dtype)
-		return psd_kvs_reject(n, c, h, PSCHED_ESIZE,
-				      "size or dtype differs from the key's");
+		return kvs_conflict(n, c, e, h, wrank);
+	if (e->conflict)
+		return psd_kvs_reject(n, c, h, PSCHED_ESIZE, e->conflict);
 	if (h->type == PSD_MSG_INIT && !(h->flags & PSD_F_HAS_VALUE)) {
 		*ep = e;
 		return 0;
@@ -81,6 +143,61 @@ static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
 	return true;
 }
 
+/* A push of a step after the open one: hold its payload until its step
+ * opens, within the server's limits (PS_MAX_STEPS_AHEAD, and
+ * PS_MAX_PARKED_BYTES for all keys together). */
+static int kvs_early_header(struct psched_node *n, struct psd_conn *c,
+			    struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			    void **dst)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_entry *e = kc->e;
+	uint64_t ahead = h->step - (e->version + 1);
+	uint64_t limit = psd_kvs_parked_limit(s);
+
+	/* A worker died: the open step never completes, nor this one. */
+	if (s->broken) {
+		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+		return PSD_RX_DISCARD;
+	}
+	if (ahead > s->max_ahead) {
+		psd_kvs_rejectf(n, c, h, -ERANGE,
+				"push of key %llu for step %llu is %llu steps "
+				"ahead of the key's open step %llu on this "
+				"server (PS_MAX_STEPS_AHEAD=%llu)",
+				(unsigned long long)h->key,
+				(unsigned long long)h->step,
+				(unsigned long long)ahead,
+				(unsigned long long)(e->version + 1),
+				(unsigned long long)s->max_ahead);
+		return PSD_RX_DISCARD;
+	}
+	if (h->length > limit || s->parked_bytes > limit - h->length) {
+		psd_kvs_rejectf(n, c, h, -ENOBUFS,
+				"push of key %llu for step %llu (open step "
+				"%llu): no room to hold %llu more bytes, %llu "
+				"bytes of early pushes are held already "
+				"(PS_MAX_PARKED_BYTES=%llu)",
+				(unsigned long long)h->key,
+				(unsigned long long)h->step,
+				(unsigned long long)(e->version + 1),
+				(unsigned long long)h->length,
+				(unsigned long long)s->parked_bytes,
+				(unsigned long long)limit);
+		return PSD_RX_DISCARD;
+	}
+	kc->hold = malloc((size_t)h->length);
+	if (!kc->hold) {
+		psd_kvs_reject(n, c, h, -ENOMEM,
+			       "no memory to hold an early push");
+		return PSD_RX_DISCARD;
+	}
+	kc->hold_len = h->length;
+	s->parked_bytes += h->length;
+	*dst = kc->hold;
+	return 0;
+}
+
 /* Where the payload of a sync push goes, decided before it is read. */
 static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
@@ -100,16 +217,8 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
 		return PSD_RX_DISCARD;
 	}
-	if (h->step > e->version + 1) {
-		kc->hold = malloc((size_t)h->length);
-		if (!kc->hold) {
-			psd_kvs_reject(n, c, h, -ENOMEM,
-				       "no memory to hold an early push");
-			return PSD_RX_DISCARD;
-		}
-		*dst = kc->hold;
-		return 0;
-	}
+	if (h->step > e->version + 1)
+		return kvs_early_header(n, c, kc, h, dst);
 	if (psd_kvs_step_open(s, e, h->part) ||
 	    psd_kvs_chunk_index(e, h, &idx)) {
 		psd_kvs_reject(n, c, h, -EPROTO,
@@ -144,7 +253,16 @@ int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
 		return -ENOMEM;
 	memset(kc, 0, sizeof(*kc));
 	kc->wrank = p->rank;
-	ret = kvs_check_entry(n, c, h, &kc->e);
+	if (h->total > psd_van_max_tensor(c)) {
+		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
+				"key %llu: %s sent a tensor of %llu bytes, "
+				"above this server's PS_MAX_TENSOR_BYTES %llu",
+				(unsigned long long)h->key, p->desc,
+				(unsigned long long)h->total,
+				(unsigned long long)psd_van_max_tensor(c));
+		return PSD_RX_DISCARD;
+	}
+	ret = kvs_check_entry(n, c, h, kc->wrank, &kc->e);
 	if (ret)
 		return h->length ? PSD_RX_DISCARD : 0; /* already answered */
 	if (h->type != PSD_MSG_PUSH && h->type != PSD_MSG_PUSHPULL)
@@ -178,9 +296,14 @@ static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
 			struct psd_kvs_entry *e, const struct psd_hdr *h,
 			const void *payload)
 {
+	struct psd_kvs_conn *kc = c->ctx;
+
 	if (h->flags & PSD_F_HAS_VALUE)
 		memcpy(e->value + (h->offset - e->off), payload,
 		       (size_t)h->span);
+	if (kc && kc->wrank >= 0 &&
+	    (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
+		e->inited[kc->wrank] = true;
 	psd_kvs_reply_status(n, c, h, 0);
 }
 
@@ -230,7 +353,7 @@ static void kvs_on_early_push(struct psched_node *n, struct psd_conn *c,
 
 	kc->hold = NULL;
 	if (psd_kvs_queue_wait(c, &kc->e->held, h, h->step, buf)) {
-		free(buf);
+		psd_kvs_hold_free(psd_kvs_of(n), buf, h->length);
 		psd_kvs_reply_status(n, c, h, -ENOMEM);
 		return;
 	}

@@ -276,7 +276,7 @@ static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e)
 			psd_kvs_push_apply(n, w->conn, e, &w->h, w->buf,
 					   p->rank, false, true);
 		psd_conn_put(w->conn);
-		free(w->buf);
+		psd_kvs_hold_free(psd_kvs_of(n), w->buf, w->h.length);
 		free(w);
 	}
 }

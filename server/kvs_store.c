@@ -31,6 +31,8 @@ static void kvs_entry_release(struct psd_kvs_entry *e)
 	free(e->counts);
 	free(e->cwait);
 	free(e->wbytes);
+	free(e->inited);
+	free(e->conflict);
 	free(e);
 }
 
@@ -61,11 +63,12 @@ int psd_kvs_entry_create(struct psched_node *n, const struct psd_hdr *h,
 	psd_list_init(&e->pulls);
 	psd_list_init(&e->held);
 	e->wbytes = calloc(s->nworker, sizeof(*e->wbytes));
+	e->inited = calloc(s->nworker, sizeof(*e->inited));
 	if (e->len) {
 		e->value = calloc(1, e->len);
 		e->merge = malloc(e->len);
 	}
-	if (!e->wbytes || (e->len && (!e->value || !e->merge))) {
+	if (!e->wbytes || !e->inited || (e->len && (!e->value || !e->merge))) {
 		ret = -ENOMEM;
 		goto err_release;
 	}
@@ -91,4 +94,23 @@ bool psd_kvs_has_steps(const struct psd_kvs *s)
 		if (e->version || e->open || !psd_list_empty(&e->held))
 			return true;
 	return false;
+}
+
+void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len)
+{
+	if (!buf)
+		return;
+	free(buf);
+	s->parked_bytes -= len;
+}
+
+/* Default: room for two steps' worth of everything this server stores,
+ * and never less than 256 MiB. */
+uint64_t psd_kvs_parked_limit(const struct psd_kvs *s)
+{
+	uint64_t two = 2 * (uint64_t)atomic_load(&s->stored_bytes);
+
+	if (s->max_parked)
+		return s->max_parked;
+	return two > (256ull << 20) ? two : 256ull << 20;
 }

@@ -354,6 +354,9 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 		     const struct psd_hdr *h, void *payload);
 void psd_kvw_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 			 const char *why);
+/* RequestError (a server's reason for refusing), else command acks. */
+bool psd_kvw_rx_control(struct psched_node *n, struct psd_conn *c,
+			const Psched__Control *m);
 
 /*
  * kvw_detached.c, for the unit test only.  A worker node of @cfg (role

@@ -200,6 +200,8 @@ bool psd_kvw_chunk_settle(struct psd_kvw *w, struct kvw_chunk *ch, bool failed)
 /* Unlocked.  Callback requests free themselves once done and idle. */
 void psd_kvw_req_run_cb(struct psd_kvw *w, struct kvw_req *r)
 {
+	if (r->err)
+		psd_set_errmsg(r->err, "%s", r->msg);
 	r->cb(r->err, r->id, r->cb_arg);
 	pthread_mutex_lock(&w->lock);
 	psd_kvw_req_unregister(w, r);

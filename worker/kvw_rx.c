@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "command.h"
 #include "kvw.h"
 
 /* Unlocked (van thread).  Choose where an answer's payload lands. */
@@ -217,4 +218,56 @@ void psd_kvw_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 	for (i = 0; i < nf; i++)
 		psd_kvw_req_run_cb(w, fire[i]);
 	free(fire);
+}
+
+/* Unlocked (van thread).  A server refuses a request and says why: keep
+ * its words for the request (the status answer that follows fails it),
+ * or, when the worker cannot go on, fail the node. */
+static void kvw_on_request_error(struct psched_node *n, struct psd_conn *c,
+				 const Psched__RequestError *re)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	const char *msg = re->message ? re->message : "";
+	int status = re->status < 0 ? re->status : -EPROTO;
+	struct kvw_req *r;
+
+	if (!p || p->role != PSCHED_ROLE_SERVER) {
+		psd_err("dropping connection from %s: request error from a "
+			"node that is no server",
+			c->peer);
+		psd_conn_close(c);
+		return;
+	}
+	if (re->fatal) {
+		psd_err("%s: %.300s", p->desc, msg);
+		psd_node_set_fatal(n, status, "%s: %.300s", p->desc, msg);
+		return;
+	}
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, re->req);
+	if (r && re->slot < r->nchunks &&
+	    r->slots[r->chunks[re->slot].slot].key == re->key &&
+	    r->chunks[re->slot].srank == p->rank)
+		psd_kvw_req_error(
+			r, status,
+			"%s refused %s of key %llu (step %llu): "
+			"%.200s",
+			p->desc, psd_msg_type_name(r->type),
+			(unsigned long long)re->key,
+			(unsigned long long)r->slots[r->chunks[re->slot].slot]
+				.step,
+			msg);
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Unlocked (van thread): control messages from servers on the data
+ * connection. */
+bool psd_kvw_rx_control(struct psched_node *n, struct psd_conn *c,
+			const Psched__Control *m)
+{
+	if (m->body_case != PSCHED__CONTROL__BODY_REQUEST_ERROR)
+		return psd_kvw_cmd_rx(n, c, m);
+	kvw_on_request_error(n, c, m->request_error);
+	return true;
 }

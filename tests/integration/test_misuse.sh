@@ -13,5 +13,5 @@ done
 for i in 1 2; do wait_pid "${M[$i]}" 60 || die "misuse worker $i exited $?: $(cat "$TMP/m$i.err")"; done
 for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do wait_pid "$p" 30 || die "node $p exited $?"; done
 grep -q "refused as expected" "$TMP"/m*.out || die "no refusal seen"
-grep -q "size or dtype differs" "$TMP"/server*.err || die "server did not log the refusal"
+grep -q "key 2: .* used it as 8 bytes .* created it on this server as 16 bytes" "$TMP"/server*.err || die "server did not log the refusal"
 cat "$TMP"/m*.out

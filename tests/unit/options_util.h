@@ -31,6 +31,8 @@ static const char *const env_names[] __attribute__((unused)) = {
 	"PS_TRANSPORT",
 	"PS_SERVER_MODE",
 	"PS_MAX_TENSOR_BYTES",
+	"PS_MAX_STEPS_AHEAD",
+	"PS_MAX_PARKED_BYTES",
 	"PS_PARTITION_BYTES",
 	"BYTEPS_PARTITION_BYTES",
 	"PS_CREDIT_BYTES",

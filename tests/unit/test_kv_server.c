@@ -122,6 +122,7 @@ static void kvt_node_init(unsigned nworker, const char *mode, uint64_t part)
 	n->cfg.role = PSCHED_ROLE_SERVER;
 	snprintf(n->cfg.server_mode, sizeof(n->cfg.server_mode), "%s", mode);
 	n->cfg.partition_bytes = part;
+	n->cfg.max_steps_ahead = 64;
 	n->num_server = 1;
 	n->num_worker = nworker;
 	n->id = psd_server_id(0);
@@ -695,6 +696,46 @@ static void test_kv_server_sgd_once_per_step(void)
 	kvt_stop();
 }
 
+/* Early pushes are held within the steps-ahead limit and the byte budget;
+ * each one beyond is refused on its own (-ENOBUFS, -ERANGE).  When the
+ * other worker catches up the held ones apply, the sum is exact, and no
+ * held byte stays counted. */
+static void test_kv_server_early_push_limits(void)
+{
+	float v[4] = { 1, 2, 3, 4 }, want[4];
+	struct psd_hdr h = kvt_req(PSD_MSG_PUSH, PSCHED_F32, 5, sizeof(v), 0);
+	static const int expect[] = { 0, 0, 0, -ENOBUFS, -ERANGE };
+	struct psd_kvs *s;
+	unsigned i;
+
+	kvt_start(2, "sync", 0);
+	s = psd_kvs_of(&kvt.node);
+	s->max_ahead = 3;
+	s->max_parked = 2 * sizeof(v);
+	for (i = 0; i < 5; i++) {
+		h.step = i + 1;
+		kvt_send(0, h, v);
+		kvt_expect(0, PSD_MSG_PUSH_ACK, expect[i]);
+	}
+
+	CHECK_U64(s->parked_bytes, ==, 2 * sizeof(v));
+	/* A push for step 1e9 is refused at its header, nothing held. */
+	h.step = 1000000000;
+	kvt_send(0, h, v);
+	kvt_expect(0, PSD_MSG_PUSH_ACK, -ERANGE);
+	CHECK_U64(s->parked_bytes, ==, 2 * sizeof(v));
+	for (h.step = 1; h.step <= 3; h.step++)
+		kvt_push_acked(1, h, 0, v);
+	for (i = 0; i < 4; i++)
+		want[i] = 2 * v[i];
+	kvt_pull_check(0, PSCHED_F32, 5, sizeof(v), 3, want);
+	CHECK_U64(s->parked_bytes, ==, 0);
+	/* The refused step 4 can still be pushed now that it is open. */
+	h.step = 4;
+	kvt_push_acked(0, h, 0, v);
+	kvt_stop();
+}
+
 const struct test_case test_list[] = {
 	{ "kv_server_sum_f32_exact", test_kv_server_sum_f32_exact },
 	{ "kv_server_sum_i64_exact", test_kv_server_sum_i64_exact },
@@ -709,5 +750,6 @@ const struct test_case test_list[] = {
 	{ "kv_server_bad_chunk_refused", test_kv_server_bad_chunk_refused },
 	{ "kv_server_pushpull_per_chunk", test_kv_server_pushpull_per_chunk },
 	{ "kv_server_sgd_once_per_step", test_kv_server_sgd_once_per_step },
+	{ "kv_server_early_push_limits", test_kv_server_early_push_limits },
 	{ NULL, NULL },
 };

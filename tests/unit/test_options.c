@@ -30,6 +30,8 @@ static void test_options_defaults(void)
 	CHECK_STR(cfg.transport, "auto");
 	CHECK_STR(cfg.server_mode, "sync");
 	CHECK_U64(cfg.max_tensor_bytes, ==, 4ull << 30);
+	CHECK_EQ(cfg.max_steps_ahead, 64);
+	CHECK_U64(cfg.max_parked_bytes, ==, 0);
 	CHECK_U64(cfg.partition_bytes, ==, 0);
 	CHECK_U64(cfg.credit_bytes, ==, 0);
 }
@@ -251,7 +253,11 @@ static void test_options_env_other_sizes_and_timeouts(void)
 	env_set("PS_CONNECT_TIMEOUT", "5");
 	env_set("PS_REQUEST_TIMEOUT", "0.25");
 	env_set("PS_SERVER_MODE", "async");
+	env_set("PS_MAX_STEPS_AHEAD", "3");
+	env_set("PS_MAX_PARKED_BYTES", "64M");
 	from_env_ok(&cfg);
+	CHECK_EQ(cfg.max_steps_ahead, 3);
+	CHECK_U64(cfg.max_parked_bytes, ==, 64ull << 20);
 	CHECK_U64(cfg.max_tensor_bytes, ==, 1ull << 30);
 	CHECK_U64(cfg.credit_bytes, ==, 16ull << 20);
 	CHECK_EQ(cfg.connect_timeout_ms, 5000);

@@ -72,6 +72,9 @@ static void test_options_env_bad_sizes(void)
 	env_bad("BYTEPS_PARTITION_BYTES", "1T");
 	env_bad("PS_MAX_TENSOR_BYTES", "lots");
 	env_bad("PS_CREDIT_BYTES", "12abc");
+	env_bad("PS_MAX_PARKED_BYTES", "much");
+	env_bad("PS_MAX_STEPS_AHEAD", "-1");
+	env_bad("PS_MAX_STEPS_AHEAD", "4294967296");
 	env_clear();
 }
 

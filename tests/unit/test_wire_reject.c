@@ -255,15 +255,31 @@ static void test_wire_reject_total_zero(void)
 static void test_wire_reject_total_above_max(void)
 {
 	struct psd_hdr h = base_push();
+	static const uint8_t answers[] = { PSD_MSG_PUSH_ACK,
+					   PSD_MSG_PULL_RESP };
+	size_t i;
 
+	/* Requests over the limit are well framed: the server refuses that
+	 * one request (server/kvs_rx.c), the connection goes on. */
 	h.total = 1ull << 40; /* 1 TiB with a 4 GiB limit */
-	expect_reject(&h, MAX_TENSOR);
-	h.total = MAX_TENSOR + 4;
-	expect_reject(&h, MAX_TENSOR);
+	expect_accept(&h, MAX_TENSOR);
 	h.total = MAX_TENSOR; /* at the limit is fine */
 	expect_accept(&h, MAX_TENSOR);
-	h.total = UINT64_MAX - 3;
-	expect_reject(&h, MAX_TENSOR);
+	/* Answers over the limit are a bad peer. */
+	for (i = 0; i < sizeof(answers); i++) {
+		h = base_push();
+		h.type = answers[i];
+		h.length = 0;
+		h.status = PSCHED_ESIZE;
+		h.total = 1ull << 40;
+		expect_reject(&h, MAX_TENSOR);
+		h.total = MAX_TENSOR + 4;
+		expect_reject(&h, MAX_TENSOR);
+		h.total = MAX_TENSOR;
+		expect_accept(&h, MAX_TENSOR);
+		h.total = UINT64_MAX - 3;
+		expect_reject(&h, MAX_TENSOR);
+	}
 }
 
 static void test_wire_reject_range_beyond_total(void)

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: MIT
+/*
+ * libFuzzer harness: the data-plane header decoder (common/wire.c).  Any
+ * 96 bytes and any limit: the decoder must not crash, and what it accepts
+ * must satisfy the framing rules it promises (common/wire.h) and survive
+ * an encode/decode round trip unchanged.
+ */
+#include "fuzz_util.h"
+
+static uint64_t fz_get64(const uint8_t *p)
+{
+	uint64_t v = 0;
+	int i;
+
+	for (i = 7; i >= 0; i--)
+		v = v << 8 | p[i];
+	return v;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	uint8_t buf[PSD_HDR_SIZE];
+	struct psd_hdr h, h2;
+	uint64_t max;
+	const char *why;
+	unsigned es;
+
+	if (size < PSD_HDR_SIZE + 8)
+		return 0;
+	memcpy(buf, data, PSD_HDR_SIZE);
+	max = fz_get64(data + PSD_HDR_SIZE);
+	if (psd_hdr_decode(buf, max, &h, &why)) {
+		if (!why || !*why)
+			abort(); /* a refusal always says why */
+		return 0;
+	}
+	es = psched_dtype_size((enum psched_dtype)h.dtype);
+	if (h.type < 1 || h.type > PSD_MSG_TYPE_MAX || h.status > 0)
+		abort();
+	if (h.type != PSD_MSG_CONTROL) {
+		if (!h.total || h.offset > h.total ||
+		    h.span > h.total - h.offset)
+			abort();
+		if (h.total % es || h.offset % es || h.span % es || h.part % es)
+			abort();
+		if (h.total > max && !psd_msg_is_request(h.type))
+			abort();
+	} else if (h.length > PSD_MAX_CONTROL) {
+		abort();
+	}
+	/* (A compressed push carries its codec's length, checked by
+	 * hdr_check_length() against the codecs.) */
+	if ((h.type == PSD_MSG_PUSH || h.type == PSD_MSG_PUSHPULL) &&
+	    !(h.flags & PSD_F_COMPRESSED) && h.length != h.span)
+		abort();
+	psd_hdr_encode(&h, buf);
+	if (memcmp(buf, data, PSD_HDR_SIZE))
+		abort(); /* every accepted header is its own encoding */
+	if (psd_hdr_decode(buf, max, &h2, &why) || memcmp(&h, &h2, sizeof(h)))
+		abort();
+	return 0;
+}
