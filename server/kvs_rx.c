@@ -349,10 +349,20 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 static void kvs_on_early_push(struct psched_node *n, struct psd_conn *c,
 			      struct psd_kvs_conn *kc, const struct psd_hdr *h)
 {
+	struct psd_kvs_entry *e = kc->e;
 	void *buf = kc->hold;
 
 	kc->hold = NULL;
-	if (psd_kvs_queue_wait(c, &kc->e->held, h, h->step, buf)) {
+	/* The van reads other connections while this payload trickles in:
+	 * the step this push was early for may have opened meanwhile (the
+	 * held list was already scanned then), so it applies now; held, it
+	 * would wait for a step that cannot finish without it. */
+	if (h->step == e->version + 1) {
+		psd_kvs_push_apply(n, c, e, h, buf, kc->wrank, false, false);
+		psd_kvs_hold_free(psd_kvs_of(n), buf, h->length);
+		return;
+	}
+	if (psd_kvs_queue_wait(c, &e->held, h, h->step, buf)) {
 		psd_kvs_hold_free(psd_kvs_of(n), buf, h->length);
 		psd_kvs_reply_status(n, c, h, -ENOMEM);
 		return;
