@@ -403,6 +403,9 @@ def parse(argv):
                     "workers running COMMAND, on this machine, over ssh, "
                     "in a Slurm allocation or through mpirun.",
         epilog="Example: %s -s 2 -w 2 -- python3 train.py" % PROG)
+    from . import __version__
+    ap.add_argument("--version", action="version",
+                    version="%s %s" % (PROG, __version__))
     add_common(ap)
     launch_ssh.add_args(ap)
     launch_task.add_args(ap)

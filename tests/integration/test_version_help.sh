@@ -14,6 +14,9 @@ for p in ps-scheduler ps-server ps-worker ps-bench; do
 	"$BIN/$p" --help >"$TMP/$p.help" || die "$p --help exited $?"
 	grep -q -- '--version' "$TMP/$p.help" || die "$p --help does not mention --version"
 done
+# The launcher, run as users run it (no PYTHONPATH, any python3).
+v=$(bin/psched-launch --version) || die "psched-launch --version exited $?"
+[ "$v" = "psched-launch $ver" ] || die "psched-launch --version: '$v', want 'psched-launch $ver'"
 has() { grep -q -- "^  --$2 " "$TMP/$1.help"; }
 for o in autotune config-cycle autotune-seed; do
 	has ps-scheduler $o || die "ps-scheduler --help lacks --$o"
