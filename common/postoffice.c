@@ -554,6 +554,12 @@ static const struct psd_van_cb po_van_cb = {
 	.closed = po_closed,
 };
 
+void psd_po_van_cb(struct psched_node *n, struct psd_van_cb *cb)
+{
+	*cb = po_van_cb;
+	cb->arg = n;
+}
+
 int psd_po_start(struct psched_node *n)
 {
 	struct psd_van_opts vo = { .ops = n->ops,
@@ -561,12 +567,12 @@ int psd_po_start(struct psched_node *n)
 				   .send_timeout_ms =
 					   n->cfg.heartbeat_timeout_ms,
 				   .cfg = &n->cfg };
-	struct psd_van_cb cb = po_van_cb;
+	struct psd_van_cb cb;
 	uint64_t deadline = psd_now_ms() + n->cfg.connect_timeout_ms;
 	struct psd_addr la = { .host = "0.0.0.0", .port = n->cfg.port };
 	int ret;
 
-	cb.arg = n;
+	psd_po_van_cb(n, &cb);
 	ret = psd_van_create(&vo, &cb, &n->van);
 	if (ret)
 		return ret;
