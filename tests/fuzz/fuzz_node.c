@@ -21,7 +21,7 @@
  *     connections (hellos before the table wait for it)
  *   1 server, scheduler authenticated, no node table yet; two accepted
  *     data connections, not authenticated
- *   2 server with the node table (scheduler 0, servers 1-2, workers 3-4;
+ *   2 server with the node table (servers 1-2, workers 3-4;
  *     we are server 1); two accepted data connections, not authenticated
  *   3 worker 3 with the node table; its data connections to servers 1
  *     and 2 sent Hello with a nonce (their Challenge is due)
@@ -73,31 +73,26 @@ static void fz_deliver_msg(struct psd_conn *c, const Psched__Control *m)
 	fz_deliver(c, &h, buf);
 }
 
-/* The table: scheduler 0, servers 1-2, workers 3-4; @your_id is us. */
+/* The table as the scheduler sends it: servers 1-2, workers 3-4 (no
+ * entry for the scheduler, id 0); @your_id is us. */
 static void fz_give_table(struct psched_node *n, int your_id)
 {
-	static const Psched__Role roles[] = {
-		PSCHED__ROLE__SCHEDULER, PSCHED__ROLE__SERVER,
-		PSCHED__ROLE__SERVER,	 PSCHED__ROLE__WORKER,
-		PSCHED__ROLE__WORKER,
-	};
-	static const int ranks[] = { 0, 0, 1, 0, 1 };
-	Psched__NodeInfo ni[5], *nodes[5];
+	Psched__NodeInfo ni[4], *nodes[4];
 	Psched__NodeTable t = PSCHED__NODE_TABLE__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
 	unsigned i;
 
-	for (i = 0; i < 5; i++) {
+	for (i = 0; i < 4; i++) {
 		psched__node_info__init(&ni[i]);
-		ni[i].id = (int32_t)i;
-		ni[i].role = roles[i];
-		ni[i].rank = ranks[i];
+		ni[i].id = (int32_t)i + 1;
+		ni[i].role = i < 2 ? PSCHED__ROLE__SERVER : PSCHED__ROLE__WORKER;
+		ni[i].rank = (int32_t)i % 2;
 		ni[i].host = "127.0.0.1";
-		ni[i].port = i ? 4000 + i : 0;
+		ni[i].port = 4001 + i;
 		nodes[i] = &ni[i];
 	}
+	t.n_nodes = 4;
 	t.your_id = your_id;
-	t.n_nodes = 5;
 	t.nodes = nodes;
 	m.body_case = PSCHED__CONTROL__BODY_TABLE;
 	m.table = &t;

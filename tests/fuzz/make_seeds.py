@@ -136,7 +136,7 @@ def main(root):
     chal = lambda pr=fix, nc=nonce: control(13, f_bytes(1, nc) + f_bytes(2, pr))
     info = lambda i, role, rank: f_bytes(2, f_varint(1, i) + f_varint(2, role) + f_varint(3, rank) +
                                         f_bytes(4, b"127.0.0.1") + f_varint(5, 4000 + i))
-    table = lambda me: control(2, f_varint(1, me) + info(0, 0, 0) + info(1, 1, 0) + info(2, 1, 1) +
+    table = lambda me: control(2, f_varint(1, me) + info(1, 1, 0) + info(2, 1, 1) +
                                info(3, 2, 0) + info(4, 2, 1))
     barrier = control(4, f_varint(1, 7) + f_varint(2, 1))
     failure = lambda i: control(6, f_varint(1, i) + f_varint(2, 2) + f_bytes(4, b"heartbeat lost"))
