@@ -142,7 +142,8 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 
 	pthread_mutex_lock(&n->lock);
 	p = psd_node_peer(n, f->id);
-	if (!p || p->dead) {
+	/* id 0 (the scheduler) and ids missing from the table name no peer */
+	if (!p || p->id < 0 || p->dead) {
 		pthread_mutex_unlock(&n->lock);
 		return;
 	}
