@@ -68,14 +68,13 @@ static const char *po_table_bad(const struct psched_node *n,
 
 		if (ni->id < 1 || (unsigned)ni->id > nn)
 			return "node id out of range";
-		if ((int)ni->role != (srv ? PSCHED_ROLE_SERVER
-					  : PSCHED_ROLE_WORKER) ||
+		if ((int)ni->role !=
+			    (srv ? PSCHED_ROLE_SERVER : PSCHED_ROLE_WORKER) ||
 		    ni->rank != (srv ? ni->id - 1 : ni->id - 1 - (int)ns))
 			return "role or rank does not match the node id";
 	}
 	if (t->your_id < 1 || (unsigned)t->your_id > nn ||
-	    ((unsigned)t->your_id <= ns) !=
-		    (n->cfg.role == PSCHED_ROLE_SERVER))
+	    ((unsigned)t->your_id <= ns) != (n->cfg.role == PSCHED_ROLE_SERVER))
 		return "our id is not one of our role";
 	return NULL;
 }

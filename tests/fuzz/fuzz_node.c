@@ -85,7 +85,8 @@ static void fz_give_table(struct psched_node *n, int your_id)
 	for (i = 0; i < 4; i++) {
 		psched__node_info__init(&ni[i]);
 		ni[i].id = (int32_t)i + 1;
-		ni[i].role = i < 2 ? PSCHED__ROLE__SERVER : PSCHED__ROLE__WORKER;
+		ni[i].role =
+			i < 2 ? PSCHED__ROLE__SERVER : PSCHED__ROLE__WORKER;
 		ni[i].rank = (int32_t)i % 2;
 		ni[i].host = "127.0.0.1";
 		ni[i].port = 4001 + i;
@@ -255,8 +256,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 			Psched__Control *m = psched__control__unpack(
 				NULL, (size_t)h.length, payload);
 
-			if (m && fz_fix_proof(n, conns[route], m, fixed,
-					      &flen)) {
+			if (m &&
+			    fz_fix_proof(n, conns[route], m, fixed, &flen)) {
 				h.length = flen;
 				payload = fixed;
 			}
