@@ -143,6 +143,9 @@ int psd_po_start(struct psched_node *n);
  * @deadline (ms, psd_now_ms()). */
 int psd_po_join(struct psched_node *n, uint64_t deadline);
 void psd_po_stop(struct psched_node *n);
+/* The postoffice's van callbacks for @n, as psd_po_start() gives them to
+ * its van (also for tests/fuzz/fuzz_node.c, which feeds them frames). */
+void psd_po_van_cb(struct psched_node *n, struct psd_van_cb *cb);
 int psd_po_finalize(struct psched_node *n);
 
 /*

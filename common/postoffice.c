@@ -47,18 +47,50 @@ static void po_peer_desc(struct psd_peer *p)
 
 static void po_early_hellos(struct psched_node *n);
 
+/*
+ * The table must have the layout its ids promise (scheduler/scheduler.c):
+ * S + W entries, servers 1..S with rank id - 1, workers S+1..S+W with rank
+ * id - S - 1, and your_id one of them with our role.  Ranks index
+ * per-worker and per-server arrays (a server's push sums by worker rank),
+ * so a table that breaks the layout is refused rather than trusted.
+ */
+static const char *po_table_bad(const struct psched_node *n,
+				const Psched__NodeTable *t)
+{
+	unsigned ns = n->num_server, nn = n->num_server + n->num_worker;
+	size_t i;
+
+	if (t->n_nodes != nn)
+		return "wrong number of nodes";
+	for (i = 0; i < t->n_nodes; i++) {
+		const Psched__NodeInfo *ni = t->nodes[i];
+		bool srv = ni->id >= 1 && (unsigned)ni->id <= ns;
+
+		if (ni->id < 1 || (unsigned)ni->id > nn)
+			return "node id out of range";
+		if ((int)ni->role !=
+			    (srv ? PSCHED_ROLE_SERVER : PSCHED_ROLE_WORKER) ||
+		    ni->rank != (srv ? ni->id - 1 : ni->id - 1 - (int)ns))
+			return "role or rank does not match the node id";
+	}
+	if (t->your_id < 1 || (unsigned)t->your_id > nn ||
+	    ((unsigned)t->your_id <= ns) != (n->cfg.role == PSCHED_ROLE_SERVER))
+		return "our id is not one of our role";
+	return NULL;
+}
+
 /* Van thread: the scheduler sent the node table. */
 static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 {
+	size_t i, max_id = n->num_server + n->num_worker;
+	const char *why = po_table_bad(n, t);
 	struct psd_peer *peers;
-	size_t i, max_id = 0;
 
-	for (i = 0; i < t->n_nodes; i++)
-		if ((size_t)t->nodes[i]->id > max_id)
-			max_id = (size_t)t->nodes[i]->id;
-	if (max_id > 100000 || t->your_id < 0 || (size_t)t->your_id > max_id) {
+	if (why) {
 		psd_node_set_fatal(n, -EPROTO,
-				   "scheduler sent a bad node table");
+				   "scheduler sent a bad node table (%s; this "
+				   "node expects %u servers and %u workers)",
+				   why, n->num_server, n->num_worker);
 		return;
 	}
 	peers = calloc(max_id + 1, sizeof(*peers));
@@ -72,6 +104,14 @@ static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 		Psched__NodeInfo *ni = t->nodes[i];
 		struct psd_peer *p = &peers[ni->id];
 
+		if (p->id >= 0) {
+			free(peers);
+			psd_node_set_fatal(n, -EPROTO,
+					   "scheduler sent a bad node table "
+					   "(node %d twice)",
+					   ni->id);
+			return;
+		}
 		p->id = ni->id;
 		p->role = (enum psched_role)ni->role;
 		p->rank = ni->rank;
@@ -101,7 +141,8 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 
 	pthread_mutex_lock(&n->lock);
 	p = psd_node_peer(n, f->id);
-	if (!p || p->dead) {
+	/* id 0 (the scheduler) and ids missing from the table name no peer */
+	if (!p || p->id < 0 || p->dead) {
 		pthread_mutex_unlock(&n->lock);
 		return;
 	}
@@ -554,6 +595,12 @@ static const struct psd_van_cb po_van_cb = {
 	.closed = po_closed,
 };
 
+void psd_po_van_cb(struct psched_node *n, struct psd_van_cb *cb)
+{
+	*cb = po_van_cb;
+	cb->arg = n;
+}
+
 int psd_po_start(struct psched_node *n)
 {
 	struct psd_van_opts vo = { .ops = n->ops,
@@ -561,12 +608,12 @@ int psd_po_start(struct psched_node *n)
 				   .send_timeout_ms =
 					   n->cfg.heartbeat_timeout_ms,
 				   .cfg = &n->cfg };
-	struct psd_van_cb cb = po_van_cb;
+	struct psd_van_cb cb;
 	uint64_t deadline = psd_now_ms() + n->cfg.connect_timeout_ms;
 	struct psd_addr la = { .host = "0.0.0.0", .port = n->cfg.port };
 	int ret;
 
-	cb.arg = n;
+	psd_po_van_cb(n, &cb);
 	ret = psd_van_create(&vo, &cb, &n->van);
 	if (ret)
 		return ret;

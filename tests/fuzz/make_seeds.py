@@ -122,6 +122,45 @@ def main(root):
     write(c, "heartbeat_first", ctl_frame(control(5, f_varint(1, 1))))
     write(c, "data_to_sched", data(PULL, 1, 4, 1, payload=False))
 
+    # fuzz_node: setup byte (bits 0-1 state, bit 2 worker when joining,
+    # bit 3 close all at the end), then frames routed by byte 92 (0 the
+    # scheduler link, 1 and 2 the data connections); a Challenge/Proof
+    # proof of the single byte 0xA5 is replaced by the right one.
+    n = os.path.join(root, "node")
+    fix = b"\xa5"
+    nonce = bytes(range(32))
+    to = lambda route, frame: frame[:92] + bytes([route]) + frame[93:]
+    ctl = lambda route, body: to(route, ctl_frame(body))
+    hello = lambda wid, nc=nonce: control(3, f_varint(1, wid) + f_bytes(3, nc))
+    proof = lambda pr=fix: control(14, f_bytes(1, pr))
+    chal = lambda pr=fix, nc=nonce: control(13, f_bytes(1, nc) + f_bytes(2, pr))
+    info = lambda i, role, rank: f_bytes(2, f_varint(1, i) + f_varint(2, role) + f_varint(3, rank) +
+                                        f_bytes(4, b"127.0.0.1") + f_varint(5, 4000 + i))
+    table = lambda me: control(2, f_varint(1, me) + info(1, 1, 0) + info(2, 1, 1) +
+                               info(3, 2, 0) + info(4, 2, 1))
+    barrier = control(4, f_varint(1, 7) + f_varint(2, 1))
+    failure = lambda i: control(6, f_varint(1, i) + f_varint(2, 2) + f_bytes(4, b"heartbeat lost"))
+    finalize = control(8, b"")
+    write(n, "server_handshake", b"\x02" + ctl(1, hello(3)) + ctl(1, proof()) +
+          to(1, data(PUSH, 5, 64, 1, sender=3)) + ctl(0, barrier) + ctl(0, cfg) +
+          ctl(1, finalize) + ctl(2, hello(4)) + ctl(2, proof()) + ctl(0, failure(4)) +
+          ctl(0, control(9, b"")))
+    write(n, "server_early_hellos", b"\x01" + ctl(1, hello(3)) + ctl(1, proof()) +
+          ctl(2, hello(4)) + ctl(2, proof()) + ctl(0, table(1)) + to(2, data(PUSH, 6, 64, 1, sender=4)) +
+          ctl(0, control(7, f_bytes(1, b"rendezvous gave up"))))
+    write(n, "server_join", b"\x00" + ctl(0, chal()) + ctl(0, table(1)) + ctl(0, barrier) +
+          ctl(1, hello(3)) + ctl(1, proof()) + ctl(0, control(5, f_varint(1, 1))))
+    write(n, "worker_join", b"\x04" + ctl(0, chal()) + ctl(0, table(3)) + ctl(0, barrier) +
+          ctl(0, cfg) + ctl(0, failure(1)))
+    write(n, "worker_servers", b"\x0b" + ctl(1, chal()) + ctl(2, chal()) +
+          ctl(1, rerr) + ctl(2, ack) + ctl(1, finalize) + ctl(0, failure(2)) + ctl(0, control(9, b"")))
+    write(n, "preauth_limits", b"\x02" + to(1, data(PUSH, 5, 64, 1, sender=3)) +
+          ctl(2, hello(4) + b"\x00" * 5000))
+    write(n, "bad_proofs", b"\x0a" + ctl(1, hello(3)) + ctl(1, proof(b"\x01" * 32)) +
+          ctl(2, hello(9)) + ctl(2, hello(4)) + ctl(0, chal(b"\x02" * 32)))
+    write(n, "hello_short_nonce", b"\x02" + ctl(1, hello(3, b"abc")) + ctl(2, proof()) +
+          ctl(2, hello(3)) + ctl(2, proof()) + ctl(1, hello(3)))
+
 
 if __name__ == "__main__":
     main(sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "corpus"))

@@ -7,13 +7,13 @@
 # the run; the reproducer is left in $BUILD_FUZZ/fuzz/ and named in the
 # output.
 #   FUZZ_SECONDS   total fuzzing time [120]
-#   FUZZ_TARGETS   harnesses to run [wire server worker sched]
+#   FUZZ_TARGETS   harnesses to run [wire server worker node sched]
 #   FUZZ_MERGE=1   merge the new inputs into the corpus (minimised)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 BF=${BUILD_FUZZ:-build-fuzz}
 SECONDS_TOTAL=${FUZZ_SECONDS:-120}
-TARGETS=${FUZZ_TARGETS:-wire server worker sched}
+TARGETS=${FUZZ_TARGETS:-wire server worker node sched}
 CC_FUZZ=${CC_FUZZ:-clang}
 command -v "$CC_FUZZ" >/dev/null || { echo "fuzz: $CC_FUZZ not installed (scripts/install-deps.sh)"; exit 77; }
 
