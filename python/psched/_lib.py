@@ -182,5 +182,16 @@ def load():
 
 
 def path():
-    load()
-    return _path
+    """Where the library is (or would be loaded from), without loading it:
+    the launcher only needs the path, and a sanitizer build of the
+    library cannot be loaded into a plain python3."""
+    if _path is not None:
+        return _path
+    for p in candidates():
+        if p.is_file():
+            return p
+    name = ctypes.util.find_library("psched")
+    if name is None:
+        raise ImportError("psched: cannot find libpsched.so (tried %s)"
+                          % ", ".join(map(str, candidates())))
+    return Path(name)
