@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /* Job secret loading and the handshake's proofs (auth.h). */
 #include <fcntl.h>
+#include <pthread.h>
 #include <string.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -197,13 +198,20 @@ bool psd_auth_check(const struct psd_auth_secret *s, bool responder,
 
 int psd_auth_start(struct psd_conn *c, int32_t id)
 {
-	int ret = psd_auth_nonce(c->nonce_mine);
+	uint8_t nonce[PSD_AUTH_NONCE_LEN];
+	int ret = psd_auth_nonce(nonce);
 
 	if (ret)
 		return psd_set_errmsg(ret, "no random nonce: %s",
 				      psched_strerror(ret));
+	/* The van thread reads these when the answer comes: the answer
+	 * follows our first message, but only the lock tells the memory
+	 * model (and TSan) so. */
+	pthread_mutex_lock(&c->send_lock);
+	memcpy(c->nonce_mine, nonce, sizeof(nonce));
 	c->auth_id = id;
 	c->auth_step = 1;
+	pthread_mutex_unlock(&c->send_lock);
 	return 0;
 }
 
@@ -255,10 +263,14 @@ int psd_auth_answer(const struct psd_auth_secret *s, struct psd_conn *c,
 	Psched__Control out = PSCHED__CONTROL__INIT;
 	uint8_t proof[PSD_AUTH_PROOF_LEN];
 	const Psched__Challenge *ch = m->challenge;
+	uint8_t step;
 	int ret;
 
-	if (m->body_case != PSCHED__CONTROL__BODY_CHALLENGE ||
-	    c->auth_step != 1)
+	/* Written by psd_auth_start() on the connecting thread. */
+	pthread_mutex_lock(&c->send_lock);
+	step = c->auth_step;
+	pthread_mutex_unlock(&c->send_lock);
+	if (m->body_case != PSCHED__CONTROL__BODY_CHALLENGE || step != 1)
 		return psd_set_errmsg(-EPROTO,
 				      "%s sent message %d before "
 				      "authenticating",
