@@ -123,8 +123,12 @@ long_pause() { # server|worker
 	[ "$1" = worker ] && id=$(dead_worker)
 	t=$(elapsed "$t0")
 	for i in 0 1; do [ "${RCS[$i]}" != 0 ] || die "long $1 pause: a worker claims success"; done
+	# The paused node must be named: in the final error, or in the
+	# error the worker logged when the scheduler declared it dead (the
+	# final error may instead blame a worker that left after it failed
+	# the same way first).
 	for f in "${other[@]}"; do
-		grep "^ps-worker:" "$f" | grep -q "$1 $id (rank" ||
+		grep -E "^ps-worker:|ERROR\]" "$f" | grep -q "$1 $id (rank" ||
 			die "long $1 pause: $f does not name $1 $id"
 	done
 	grep -q "declaring $1 $id (rank .* no heartbeat" "$TMP/sched.err" ||
