@@ -56,6 +56,7 @@ static void po_pick_host(struct psched_node *n)
  * there), retrying while it is not up yet. */
 static int po_connect_sched(struct psched_node *n, uint64_t deadline)
 {
+	struct psd_conn *c = NULL;
 	struct psd_addr a;
 	uint64_t now, start = psd_now_ms();
 	bool said = false;
@@ -79,9 +80,15 @@ static int po_connect_sched(struct psched_node *n, uint64_t deadline)
 		ret = psd_van_connect_via(
 			n->van, &psd_tcp_ops, &a,
 			deadline > now ? (unsigned)(deadline - now) : 1,
-			"scheduler", &n->sched);
-		if (!ret)
+			"scheduler", &c);
+		if (!ret) {
+			/* The van thread compares closed connections with
+			 * n->sched (po_closed) while a retry replaces it. */
+			pthread_mutex_lock(&n->lock);
+			n->sched = c;
+			pthread_mutex_unlock(&n->lock);
 			return 0;
+		}
 		if (psd_now_ms() + 100 >= deadline)
 			return psd_set_errmsg(
 				PSCHED_ERENDEZVOUS,
@@ -160,6 +167,7 @@ static int po_join_wait(struct psched_node *n, uint64_t deadline)
 
 int psd_po_join(struct psched_node *n, uint64_t deadline)
 {
+	struct psd_conn *c;
 	unsigned attempt;
 	int ret;
 
@@ -183,8 +191,11 @@ int psd_po_join(struct psched_node *n, uint64_t deadline)
 			 "authenticating (out of descriptors or too many "
 			 "connections waiting?); connecting again",
 			 n->cfg.root_uri, n->cfg.root_port);
-		psd_conn_put(n->sched);
+		pthread_mutex_lock(&n->lock);
+		c = n->sched;
 		n->sched = NULL;
+		pthread_mutex_unlock(&n->lock);
+		psd_conn_put(c);
 		if (psd_now_ms() + 300 >= deadline)
 			return psd_set_errmsg(
 				PSCHED_ERENDEZVOUS,

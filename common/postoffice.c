@@ -379,9 +379,12 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 {
 	struct psched_node *n = arg;
 	struct psd_peer *p;
-	bool down;
+	bool down, is_sched;
 
-	if (c == n->sched) {
+	pthread_mutex_lock(&n->lock); /* po_join may replace n->sched */
+	is_sched = c == n->sched;
+	pthread_mutex_unlock(&n->lock);
+	if (is_sched) {
 		pthread_mutex_lock(&n->lock);
 		down = n->shutdown;
 		if (!atomic_load(&c->authed)) {
