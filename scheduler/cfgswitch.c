@@ -43,19 +43,44 @@ static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
 	}
 }
 
-/* Commit the open switch once every live worker acknowledged it. */
+/* Call the open switch off: ABORT to the workers that saw its PREPARE. */
+static void sched_cfg_abort(struct psched_node *n)
+{
+	struct psd_sched *s = psd_sched_of(n);
+
+	s->sw.open = false;
+	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
+	psd_autotune_switched(s->at, s->sw.epoch, false, 0);
+}
+
+/*
+ * Commit the open switch once every live worker acknowledged it.  When no
+ * live worker is left (the last one finalized or died before answering)
+ * the switch is called off: a commit then would know no worker's step and
+ * could start below steps the departed workers pushed.
+ */
 void psd_sched_cfg_check(struct psched_node *n)
 {
 	struct psd_sched *s = psd_sched_of(n);
+	unsigned i, live = 0;
 	uint64_t from;
-	unsigned i;
 
 	if (!s->sw.open)
 		return;
-	for (i = 0; i < s->cap; i++)
-		if (psd_sched_is_live_worker(&s->nodes[i]) &&
-		    s->nodes[i].acked_epoch != s->sw.epoch)
+	for (i = 0; i < s->cap; i++) {
+		if (!psd_sched_is_live_worker(&s->nodes[i]))
+			continue;
+		if (s->nodes[i].acked_epoch != s->sw.epoch)
 			return;
+		live++;
+	}
+	if (!live) {
+		psd_info("config epoch %u called off: no worker is left to "
+			 "apply it",
+			 s->sw.epoch);
+		sched_cfg_abort(n);
+		return;
+	}
 	from = s->sw.max_step + 1;
 	if (from <= s->last_apply_step)
 		from = s->last_apply_step + 1;
@@ -85,7 +110,7 @@ int psd_sched_propose_config(struct psched_node *n, uint64_t part,
 	s->sw.max_step = 0;
 	s->sw.deadline_ms = psd_now_ms() + n->cfg.heartbeat_timeout_ms;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
-	psd_sched_cfg_check(n); /* no live worker: commit at once */
+	psd_sched_cfg_check(n); /* no live worker: called off at once */
 	return 0;
 }
 
@@ -125,9 +150,7 @@ void psd_sched_cfg_timeout(struct psched_node *n)
 	}
 	psd_warn("config epoch %u called off: no answer within %u ms from %s",
 		 s->sw.epoch, n->cfg.heartbeat_timeout_ms, who);
-	s->sw.open = false;
-	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
-	psd_autotune_switched(s->at, s->sw.epoch, false, 0);
+	sched_cfg_abort(n);
 }
 
 /* --autotune: propose the config the tuner wants once nothing is open. */
@@ -135,20 +158,17 @@ void psd_sched_autotune_kick(struct psched_node *n)
 {
 	struct psd_sched *s = psd_sched_of(n);
 	uint64_t part, credit;
-
 	unsigned i;
 
 	if (!s->at || s->sw.open || s->shutdown_sent || !s->table_sent ||
 	    !psd_autotune_wanted(s->at, &part, &credit))
 		return;
-	/* Without a live worker a switch commits blind (no acked step): at
-	 * the job's end that would start below steps already pushed. */
+	/* Without a live worker the switch would only be called off. */
 	for (i = 0; i < s->cap && !psd_sched_is_live_worker(&s->nodes[i]); i++)
 		;
 	if (i == s->cap)
 		return;
-	/* The switch may commit inside the call (no live worker): name its
-	 * epoch first. */
+	/* The switch may close inside the call: name its epoch first. */
 	psd_autotune_proposed(s->at, s->last_epoch + 1);
 	if (psd_sched_propose_config(n, part, credit))
 		psd_autotune_proposed(s->at, 0);

@@ -25,6 +25,10 @@ Usage:
   attack.py slowloris PORT MIN MAX
       send a valid header one byte per second; the node must drop the
       connection after MIN..MAX seconds (its PS_AUTH_TIMEOUT, slack).
+  attack.py leave-mid-switch SCHED_PORT
+      an authenticated worker (the only one) that receives a config
+      PREPARE, does not answer it and finalizes: the scheduler must call
+      the switch off (ABORT), never COMMIT it blind (test_config_leave.sh).
   attack.py hold PORT N SECONDS [LENGTH]
       hold N unauthenticated connections for SECONDS, each having sent a
       control header claiming LENGTH bytes (default 3000) and part of it;
@@ -50,6 +54,8 @@ ROLE_SERVER, ROLE_WORKER = 1, 2
 AUTH_REGISTER, AUTH_HELLO = 1, 2
 # Control body field numbers (proto/psched.proto).
 C_REG, C_TABLE, C_HELLO, C_ABORT, C_CHALLENGE, C_PROOF = 1, 2, 3, 7, 13, 14
+C_BARRIER, C_FINALIZE, C_SHUTDOWN, C_CONFIG = 4, 8, 9, 10
+COMMIT, PREPARE, ABORT = 0, 1, 2  # Config.Phase
 failures = []
 
 
@@ -465,10 +471,48 @@ def hold(argv):
         s.close()
     print("closed_by_node=%d" % closed, flush=True)
 
+def leave_mid_switch(argv):
+    sched = int(argv[0])
+    n_i = os.urandom(32)
+    s, _, ok = handshake(sched, register_msg(n_i), AUTH_REGISTER, ROLE_WORKER,
+                         secret(), n_i)
+    check("scheduler proves the job's secret", ok)
+    s.settimeout(60)
+    # The node table, heartbeats and configs come; join the start-up
+    # barrier of all nodes (group 7, seq 1) as a real worker does, then
+    # wait for a PREPARE.
+    epoch = None
+    while epoch is None:
+        field, body = recv_control(s)
+        if field == C_TABLE:
+            s.sendall(frame(control(C_BARRIER, f_varint(1, 7) + f_varint(2, 1))))
+        if field == C_CONFIG and body.get(5, COMMIT) == PREPARE:
+            epoch = body.get(1, 0)
+    print("got PREPARE of config epoch %d; finalizing without an answer"
+          % epoch, flush=True)
+    s.sendall(frame(control(C_FINALIZE, b"")))
+    phase = None
+    while phase is None:
+        try:
+            field, body = recv_control(s)
+        except (ConnectionResetError, socket.timeout, OSError):
+            break
+        if field == C_CONFIG and body.get(1, 0) == epoch:
+            phase = body.get(5, COMMIT)
+        elif field == C_SHUTDOWN:
+            break
+    names = {COMMIT: "COMMIT", PREPARE: "PREPARE", ABORT: "ABORT", None: "nothing"}
+    print("config epoch %d after the last worker left: %s" % (epoch, names[phase]),
+          flush=True)
+    check("a switch open when the last worker left is called off (ABORT), "
+          "not committed", phase == ABORT)
+    s.close()
+
 
 def main():
     cmds = {"hijack": hijack, "replay": replay, "fake-scheduler": fake_scheduler,
-            "slowloris": slowloris, "hold": hold}
+            "slowloris": slowloris, "hold": hold,
+            "leave-mid-switch": leave_mid_switch}
     if sys.argv[1] in cmds:
         cmds[sys.argv[1]](sys.argv[2:])
     else:
