@@ -235,7 +235,9 @@ static void po_on_hello(struct psched_node *n, struct psd_conn *c, int id)
 static void po_on_data_control(struct psched_node *n, struct psd_conn *c,
 			       const Psched__Control *m)
 {
-	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0) {
+	/* Only a worker says goodbye, and only to a server it dialled. */
+	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0 &&
+	    n->cfg.role == PSCHED_ROLE_SERVER) {
 		po_on_goodbye(n, c);
 		return;
 	}
