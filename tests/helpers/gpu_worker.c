@@ -21,16 +21,8 @@
 #include "psched.h"
 #include "gpu/gpu.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "gpu_worker rank %d: FAIL %s: ", rank, \
-				#c);                                           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "gpu_worker rank %d", rank
+#include "check.h"
 
 static int rank = -1;
 

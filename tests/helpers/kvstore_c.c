@@ -16,16 +16,8 @@
 
 #include "psched/kvstore.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "kvstore_c rank %d: FAIL %s: ", rank,  \
-				#c);                                           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "kvstore_c rank %d", rank
+#include "check.h"
 
 #define NKEYS 6
 #define NELEM 20000

@@ -31,16 +31,8 @@
 
 #include "psched.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "limits rank %d: FAIL %s: ", rank,     \
-				#c);                                           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "limits rank %d", rank
+#include "check.h"
 
 #define MIB (1u << 20)
 

@@ -11,16 +11,8 @@
 
 #include "psched.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "misuse rank %d: FAIL %s: ", rank,     \
-				#c);                                           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "misuse rank %d", rank
+#include "check.h"
 
 static int rank = -1;
 

@@ -16,16 +16,8 @@
 
 #include "psched/kvstore.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "optim_c rank %d: FAIL %s: ", rank,    \
-				#c);                                           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "optim_c rank %d", rank
+#include "check.h"
 
 #define NKEYS 3
 #define NELEM 3001

@@ -23,15 +23,8 @@
 #include "psched/kvstore.h"
 #include "../../worker/command.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "servercmd: FAIL %s: ", #c);           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "%s", "servercmd"
+#include "check.h"
 
 #define GROUP (PSCHED_GROUP_SERVERS | PSCHED_GROUP_WORKERS)
 

@@ -20,15 +20,8 @@
 
 #include "psched/kvstore.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "srvctl: FAIL %s: ", #c);              \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "%s", "srvctl"
+#include "check.h"
 
 #define NF (1 << 20)
 
