@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: MIT
+/*
+ * The tuner's search on the synthetic cluster of tuner_sim.h: peaks
+ * across the space, re-tuning after a lasting change (consecutive
+ * windows, level shifts, budget, moved conditions), the lock-in on a
+ * replicated config and the replicate noise estimate.
+ */
+#include "tuner_sim.h"
+
+static void test_tuner_finds_peaks_across_space(void)
+{
+	static const double peaks[][2] = {
+		{ 14.0, 0.5 }, { 16.0, 3.5 }, { 18.0, 1.0 }, { 22.0, 4.5 },
+		{ 24.0, 2.0 }, { 25.0, 0.3 }, { 13.0, 4.0 }, { 21.0, 1.5 },
+		{ 17.0, 2.5 }, { 19.0, 4.0 },
+	};
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int good = 0;
+	unsigned int i;
+	double q;
+
+	for (i = 0; i < sizeof(peaks) / sizeof(peaks[0]); i++) {
+		sim_opts(&o, 40 + i);
+		sim_init(&s, &o, 40 + i);
+		s.peak_lp = peaks[i][0];
+		s.peak_lm = peaks[i][1];
+		sim_run_until(&s, PSD_TUNER_LOCKED);
+		q = sim_locked_quality(&s);
+		printf("# peak 2^%.1f B, %.1fx: quality %.3f\n", peaks[i][0],
+		       exp2(peaks[i][1]), q);
+		CHECK(q > 0.8);
+		good += q > 0.95;
+		sim_fini(&s);
+	}
+	CHECK_INT(good, >=, 8);
+}
+
+/* Feed @n samples (steps_per_sample is 1) at score scale @scale. */
+static void sim_samples(struct sim *s, unsigned int n, double scale)
+{
+	double old = s->scale;
+
+	s->scale = scale;
+	while (n--)
+		sim_step(s);
+	s->scale = old;
+}
+
+/* Only retune_windows consecutive deviating samples reopen the search. */
+static void test_tuner_retune_needs_consecutive_windows(void)
+{
+	struct psd_tuner_opts o;
+	struct sim s;
+
+	sim_opts(&o, 31);
+	o.steps_per_sample = 1;
+	o.warmup_samples = 1;
+	sim_init(&s, &o, 31);
+	s.noise = 0.005;
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	sim_samples(&s, 20, 1.0); /* the locked config is applied by now */
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	sim_samples(&s, 2, 0.5);
+	sim_samples(&s, 1, 1.0);
+	sim_samples(&s, 2, 0.5);
+	sim_samples(&s, 1, 1.0);
+	sim_samples(&s, 2, 1.5);
+	sim_samples(&s, 1, 1.0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	sim_samples(&s, 3, 1.5); /* upward moves count too */
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	sim_samples(&s, 20, 1.0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	sim_samples(&s, 3, 0.97); /* within the 5% threshold */
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	sim_samples(&s, 3, 0.5);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	sim_fini(&s);
+}
+
+/* Everything 30% slower (another job on the links): retune, same peak. */
+static void test_tuner_level_shift_relocks_good_config(void)
+{
+	struct psd_tuner_opts o;
+	struct sim s;
+
+	sim_opts(&o, 12);
+	o.noise = 0.01; /* fixed GP noise instead of learned */
+	sim_init(&s, &o, 12);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	CHECK(sim_locked_quality(&s) > 0.95);
+	s.scale = 0.7;
+	sim_run_until(&s, PSD_TUNER_RETUNE);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	CHECK(sim_locked_quality(&s) > 0.95);
+	sim_fini(&s);
+}
+
+/* The job's end logs the chosen config last: locking in if never done. */
+static void test_tuner_finish_logs_chosen_last(void)
+{
+	static struct csv c;
+	struct psd_tuner_config best;
+	struct psd_tuner_opts o;
+	struct sim s;
+	char path[256];
+	char f[32];
+	unsigned int i;
+
+	sim_opts(&o, 5);
+	o.log_path = csv_tmp_path(path, sizeof(path));
+	sim_init(&s, &o, 5);
+	CHECK_EQ(psd_tuner_finish(s.t), -EAGAIN); /* nothing observed yet */
+	sim_run_until(&s, PSD_TUNER_EXPLORE);
+	for (i = 0; i < 4 * o.steps_per_sample; i++)
+		sim_step(&s); /* a few samples, no lock-in yet */
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
+	CHECK_EQ(psd_tuner_best(s.t, NULL, NULL), -EAGAIN);
+	CHECK_EQ(psd_tuner_finish(s.t), 0);
+	CHECK_EQ(psd_tuner_best(s.t, &best, NULL), 0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	CHECK_EQ(psd_tuner_finish(s.t), 0); /* again: the same config */
+	sim_fini(&s);
+	csv_load(path, &c);
+	unlink(path);
+	CHECK_EQ(csv_count_phase(&c, "chosen"), 2);
+	for (i = c.nrows - 2; i < c.nrows; i++) {
+		csv_field(c.rows[i], 8, f, sizeof(f));
+		CHECK_STR(f, "chosen");
+		csv_field(c.rows[i], 3, f, sizeof(f));
+		CHECK_U64(strtoull(f, NULL, 10), ==, best.partition_bytes);
+		csv_field(c.rows[i], 4, f, sizeof(f));
+		CHECK_U64(strtoull(f, NULL, 10), ==, best.credit_bytes);
+		csv_field(c.rows[i], 1, f, sizeof(f));
+		CHECK_U64(strtoull(f, NULL, 10), ==, s.step - 1);
+	}
+}
+
+/* A retune search has its own sample budget, drift samples included. */
+static void test_tuner_retune_budget(void)
+{
+	struct psd_tuner_opts o;
+	struct sim s;
+	uint64_t before;
+
+	sim_opts(&o, 9);
+	o.max_samples = 12;
+	o.retune_max_samples = 6;
+	o.ei_threshold = 0.0; /* only the budget locks in */
+	sim_init(&s, &o, 9);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	CHECK_U64(psd_tuner_samples(s.t), ==, o.warmup_samples + 12);
+	s.scale = 0.5; /* every later sample drifts */
+	sim_run_until(&s, PSD_TUNER_RETUNE);
+	before = psd_tuner_samples(s.t);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	/* the retune_windows drift samples count: 6 - 3 more */
+	CHECK_U64(psd_tuner_samples(s.t) - before, ==,
+		  o.retune_max_samples - o.retune_windows);
+	sim_fini(&s);
+}
+
+/*
+ * Issue 16: the lock-in goes to a config measured at least twice in its
+ * search (a single lucky sample cannot win), and the replicates give the
+ * GP a noise floor: the learned noise stays off its 1e-6 bound.
+ */
+static void test_tuner_locks_on_replicated_config(void)
+{
+	struct psd_tuner_config best;
+	struct psd_tuner_opts o;
+	struct psd_gp_hyper h;
+	struct sim s;
+	unsigned int n;
+	unsigned int df;
+	uint64_t seed;
+
+	for (seed = 1; seed <= 6; seed++) {
+		sim_opts(&o, seed);
+		o.max_samples = 12;
+		sim_init(&s, &o, seed);
+		s.noise = 0.10;
+		sim_run_until(&s, PSD_TUNER_LOCKED);
+		CHECK_EQ(psd_tuner_best(s.t, &best, NULL), 0);
+		psd_tuner_config_mean(s.t, best.partition_bytes,
+				      best.credit_bytes, &n);
+		CHECK_U64(n, >=, 2);
+		psd_gp_hyper_get(psd_bo_gp(s.t->bo), &h);
+		printf("# seed %llu: locked config measured %u times, "
+		       "replicate noise %.3f, GP noise var %.3g, quality "
+		       "%.3f\n",
+		       (unsigned long long)seed, n,
+		       psd_tuner_replicate_noise(s.t, &df), h.noise_var,
+		       sim_locked_quality(&s));
+		CHECK(h.noise_var > 1e-4);
+		sim_fini(&s);
+	}
+}
+
+/* Replicates: the pooled relative sd of configs sampled more than once. */
+static void test_tuner_replicate_noise_estimate(void)
+{
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int df;
+	double rel;
+	unsigned int i;
+
+	sim_opts(&o, 3);
+	o.steps_per_sample = 1;
+	o.warmup_samples = 0;
+	o.max_samples = 40;
+	o.ei_threshold = 0; /* never locks early */
+	sim_init(&s, &o, 3);
+	s.noise = 0.10;
+	/* the initial config runs until the design moves on: 1 sample */
+	CHECK_EQ(psd_tuner_replicate_noise(s.t, &df), 0.0);
+	CHECK_EQ(df, 0);
+	for (i = 0; i < 40; i++)
+		sim_step(&s);
+	rel = psd_tuner_replicate_noise(s.t, &df);
+	printf("# %u replicate degrees of freedom, relative sd %.3f (true "
+	       "0.10)\n",
+	       df, rel);
+	if (df >= 2) {
+		CHECK(rel > 0.02);
+		CHECK(rel < 0.30);
+	}
+	sim_fini(&s);
+}
+
+/*
+ * Conditions (issue 16): bad values are refused; a locked tuner reopens
+ * its search when a condition moves, keeps the old samples at full
+ * weight (no ageing), and stays locked when it does not move.
+ */
+static void test_tuner_condition_move_reopens_without_ageing(void)
+{
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_cond bad = c;
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int i;
+
+	sim_opts(&o, 9);
+	o.conditions = true;
+	sim_init(&s, &o, 9);
+	bad.link_bytes_per_s = NAN;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+	bad = c;
+	bad.workers = 0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	/* a 1.2x wobble is no move */
+	c.link_bytes_per_s *= 1.2;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	for (i = 0; i < 5 * o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	/* the link drops 5x (the surface does not know: no drift, so the
+	 * move must hold 2 samples) */
+	c.link_bytes_per_s /= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	for (i = 0; i < o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	for (i = 0; i < o.steps_per_sample; i++)
+		sim_step(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	for (i = 0; i < s.t->nobs; i++)
+		CHECK_NEAR(s.t->obs[i].weight, 1.0, 0.0);
+	sim_fini(&s);
+}
+
+const struct test_case test_list[] = {
+	{ "tuner_finds_peaks_across_space",
+	  test_tuner_finds_peaks_across_space },
+	{ "tuner_retune_needs_consecutive_windows",
+	  test_tuner_retune_needs_consecutive_windows },
+	{ "tuner_level_shift_relocks_good_config",
+	  test_tuner_level_shift_relocks_good_config },
+	{ "tuner_finish_logs_chosen_last", test_tuner_finish_logs_chosen_last },
+	{ "tuner_retune_budget", test_tuner_retune_budget },
+	{ "tuner_locks_on_replicated_config",
+	  test_tuner_locks_on_replicated_config },
+	{ "tuner_replicate_noise_estimate",
+	  test_tuner_replicate_noise_estimate },
+	{ "tuner_condition_move_reopens_without_ageing",
+	  test_tuner_condition_move_reopens_without_ageing },
+	{ NULL, NULL },
+};
