@@ -97,62 +97,14 @@ NODES=() # 0 scheduler, 1 server, 2-3 workers, 4 traffic
 RUN_PIDS=()
 TMP=$(mktemp -d /tmp/psched-autotune-bench.XXXXXX)
 
-kill_nodes() {
-	local p
-	for p in "${RUN_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-	for p in "${RUN_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	RUN_PIDS=()
-}
-
-cleanup() {
-	local ns p
-	kill_nodes
-	for ns in "${NODES[@]}"; do
-		for p in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -9 "$p" 2>/dev/null || true
-		done
-	done
-	for ns in "${NODES[@]}" "$SW"; do
-		ip netns del "$ns" 2>/dev/null || true
-	done
-	if [ "${KEEP_TMP:-0}" = 1 ]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
+. "$(dirname "$0")/ns-lib.sh"
+kill_nodes() { ns_kill_nodes; }
+trap ns_cleanup EXIT
 trap 'exit 130' INT TERM
 
-# shape NS DEV RATE: tbf, burst of 1 ms of traffic (>= 64 KiB), 20 ms queue
-shape() {
-	local burst
-	burst=$(awk -v r="$3" 'BEGIN { b = r * 1e9 / 8 / 1000; if (b < 65536) b = 65536; printf "%d", b }')
-	tc -n "$1" qdisc replace dev "$2" root tbf rate "${3}gbit" \
-		burst "$burst" latency 20ms
-}
+set_rate() { ns_set_rate "$1"; } # every link, both directions
 
-set_rate() { # every link, both directions
-	local i
-	for ((i = 0; i < ${#NODES[@]}; i++)); do
-		shape "$SW" "p$i" "$1"
-		shape "${NODES[$i]}" eth0 "$1"
-	done
-}
-
-topology() {
-	local n=$1 i ns
-	ip netns add "$SW" || return 1
-	ip -n "$SW" link set lo up
-	ip -n "$SW" link add br0 type bridge
-	ip -n "$SW" link set br0 up
-	for ((i = 0; i < n; i++)); do
-		ns=$ID-n$i
-		ip netns add "$ns" || return 1
-		NODES+=("$ns")
-		ip -n "$ns" link set lo up
-		ip -n "$SW" link add "p$i" type veth peer name eth0 netns "$ns" || return 1
-		ip -n "$SW" link set "p$i" master br0 mtu "$MTU" up
-		ip -n "$ns" link set eth0 mtu "$MTU" up
-		ip -n "$ns" addr add "10.78.0.$((i + 1))/24" dev eth0
-	done
-}
+topology() { ns_topology "$1" 10.78.0; }
 
 # Background traffic: a sink on the server's node, one blasting sender on
 # the traffic node (TCP: it backs off like any other flow).

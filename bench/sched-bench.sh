@@ -113,58 +113,15 @@ NODES=()   # namespace per node: 0 = scheduler, then servers, then workers
 RUN_PIDS=()
 TMP=$(mktemp -d /tmp/psched-sched-bench.XXXXXX)
 
-kill_nodes() {
-	local p
-	for p in "${RUN_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-	for p in "${RUN_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
-	RUN_PIDS=()
-}
-
-cleanup() {
-	local ns p
-	kill_nodes
-	# Anything still inside our namespaces was started by this script.
-	for ns in "${NODES[@]}"; do
-		for p in $(ip netns pids "$ns" 2>/dev/null); do
-			kill -9 "$p" 2>/dev/null || true
-		done
-	done
-	for ns in "${NODES[@]}" "$SW"; do
-		ip netns del "$ns" 2>/dev/null || true
-	done
-	if [ "${KEEP_TMP:-0}" = 1 ]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
+. "$(dirname "$0")/ns-lib.sh"
+kill_nodes() { ns_kill_nodes; }
+trap ns_cleanup EXIT
 trap 'exit 130' INT TERM
 
-# shape DEV-in-NS: tbf at $RATE Gbit/s; burst of 1 ms of traffic (at
-# least 64 KiB, so a GSO packet passes whole), up to 20 ms queued.
-shape() {
-	local ns=$1 dev=$2 burst
-	burst=$(awk -v r="$RATE" 'BEGIN { b = r * 1e9 / 8 / 1000; if (b < 65536) b = 65536; printf "%d", b }')
-	ip -n "$ns" link set "$dev" mtu "$MTU" up
-	tc -n "$ns" qdisc replace dev "$dev" root tbf rate "${RATE}gbit" \
-		burst "$burst" latency 20ms
-}
-
-# topology NNODES: switch namespace with a bridge; node i gets 10.77.0.(i+1)
+# topology NNODES: node i at 10.77.0.(i+1), every link shaped at $RATE
+# Gbit/s both ways.
 topology() {
-	local n=$1 i ns
-	ip netns add "$SW" || return 1
-	ip -n "$SW" link set lo up
-	ip -n "$SW" link add br0 type bridge
-	ip -n "$SW" link set br0 up
-	for ((i = 0; i < n; i++)); do
-		ns=$ID-n$i
-		ip netns add "$ns" || return 1
-		NODES+=("$ns")
-		ip -n "$ns" link set lo up
-		ip -n "$SW" link add "p$i" type veth peer name eth0 netns "$ns" || return 1
-		ip -n "$SW" link set "p$i" master br0
-		ip -n "$ns" addr add "10.77.0.$((i + 1))/24" dev eth0
-		shape "$SW" "p$i"
-		shape "$ns" eth0
-	done
+	ns_topology "$1" 10.77.0 && ns_set_rate "$RATE"
 }
 
 # --- one run ----------------------------------------------------------
