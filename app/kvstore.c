@@ -5,7 +5,8 @@
  * against them before anything is sent, maps MXNet priorities onto the
  * node's order, and keeps the outstanding requests of each key so that a
  * wait covers exactly the requests issued on those keys.  The "local" type
- * keeps the values in this process.
+ * keeps the values in this process.  Creating, configuring and destroying
+ * a store are in kvstore_life.c.
  */
 #include <limits.h>
 #include <stdio.h>
@@ -18,50 +19,7 @@
 #include "map.h"
 #include "updater.h"
 #include "kvstore_states.h"
-
-enum kvstore_kind {
-	KVSTORE_LOCAL = 0,
-	KVSTORE_SYNC = 1,
-	KVSTORE_ASYNC = 2,
-};
-
-enum kvstore_op_state {
-	OP_PENDING = 0, /* issued, nobody waits yet */
-	OP_WAITING = 1, /* a thread is in psched_wait() for it */
-	OP_DONE = 2,
-};
-
-/* One issued request; referenced by the keys it names. */
-struct kvstore_op {
-	uint64_t req;
-	int state;
-	int err;
-	bool reported;
-	char *msg; /* on error */
-	unsigned refs;
-};
-
-struct kvstore_key {
-	uint64_t key;
-	uint8_t dtype;
-	uint64_t nbytes;
-	uint8_t *value; /* "local": the stored value */
-	struct kvstore_op **ops;
-	unsigned nops;
-	unsigned ops_cap;
-};
-
-struct psched_kvstore {
-	enum kvstore_kind kind;
-	char type[32]; /* the name it was created with */
-	struct psched_node *node;
-	int rank;
-	int nworkers;
-	pthread_mutex_t lock;	/* guards everything below */
-	pthread_cond_t cond;	/* an op became done */
-	struct psd_map keys;	/* key -> struct kvstore_key */
-	struct psd_updater upd; /* "local" */
-};
+#include "kvstore_int.h"
 
 static const char *kvstore_dtype_name(unsigned dtype)
 {
@@ -114,7 +72,7 @@ static struct kvstore_key *kvstore_iter(struct psched_kvstore *kv,
 	return NULL;
 }
 
-static void kvstore_op_put(struct kvstore_op *op)
+void psd_kvstore_op_put(struct kvstore_op *op)
 {
 	if (--op->refs)
 		return;
@@ -148,7 +106,7 @@ static void kvstore_key_prune(struct kvstore_key *k)
 
 	for (i = 0; i < k->nops; i++) {
 		if (k->ops[i]->state == OP_DONE)
-			kvstore_op_put(k->ops[i]);
+			psd_kvstore_op_put(k->ops[i]);
 		else
 			k->ops[j++] = k->ops[i];
 	}
@@ -235,7 +193,7 @@ int psched_kvstore_wait(struct psched_kvstore *kv, const uint64_t *keys,
 	while ((k = kvstore_iter(kv, keys, nkeys, &pos)))
 		kvstore_key_prune(k);
 	for (i = 0; i < n; i++)
-		kvstore_op_put(ops[i]);
+		psd_kvstore_op_put(ops[i]);
 	pthread_mutex_unlock(&kv->lock);
 	free(ops);
 	if (ret)
@@ -265,7 +223,6 @@ int psched_kvstore_test(struct psched_kvstore *kv, const uint64_t *keys,
 }
 
 static const char *const kvstore_call_names[] = { "push", "pull", "pushpull" };
-
 
 /* Lock held: check one key of a call against what init recorded. */
 static int kvstore_check_key(struct psched_kvstore *kv, enum kvstore_call call,
@@ -418,7 +375,7 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 				     "request (it was waited for)",
 				     kvstore_call_names[call]);
 	}
-	kvstore_op_put(op);
+	psd_kvstore_op_put(op);
 	return ret;
 }
 
@@ -580,40 +537,6 @@ int psched_kvstore_barrier(struct psched_kvstore *kv)
 	return psched_barrier(kv->node, PSCHED_GROUP_WORKERS, 0);
 }
 
-/* Rank 0 configures the servers; everybody meets after, so nobody pushes
- * before the servers have it.  Rank 0 returns the servers' answer. */
-static int kvstore_configure(struct psched_kvstore *kv, const char *mode,
-			     const struct psched_optimizer *opt)
-{
-	char msg[512] = "";
-	int ret = 0, bret;
-
-	if (kv->rank == 0) {
-		ret = psched_servers_configure(kv->node, mode, opt, 0);
-		if (ret)
-			snprintf(msg, sizeof(msg), "%s", psched_errmsg());
-	}
-	bret = psched_kvstore_barrier(kv);
-	if (ret)
-		return psd_set_errmsg(ret, "%s", msg);
-	return bret;
-}
-
-int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
-				 const struct psched_optimizer *opt)
-{
-	int ret;
-
-	if (!kv)
-		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
-	ret = psched_optimizer_check(opt);
-	if (ret)
-		return ret;
-	if (kv->kind == KVSTORE_LOCAL)
-		return psd_upd_set_optimizer(&kv->upd, opt);
-	return kvstore_configure(kv, NULL, opt);
-}
-
 struct psd_updater *psd_kvstore_local_upd(struct psched_kvstore *kv,
 					  pthread_mutex_t **lock)
 {
@@ -632,194 +555,4 @@ bool psd_kvstore_local_range(void *arg, uint64_t key, uint8_t *dtype,
 	*total = *len = k->nbytes;
 	*off = 0;
 	return true;
-}
-
-int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
-			       void *arg)
-{
-	if (!kv)
-		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
-	if (kv->kind != KVSTORE_LOCAL)
-		return psd_set_errmsg(-EOPNOTSUPP,
-				      "a %s store updates on the servers: "
-				      "install the updater there with "
-				      "psched_server_set_updater()",
-				      psched_kvstore_type(kv));
-	psd_upd_set_custom(&kv->upd, fn, arg);
-	return 0;
-}
-
-static int kvstore_parse_type(const char *type, enum kvstore_kind *kind)
-{
-	static const struct {
-		const char *name;
-		enum kvstore_kind kind;
-	} types[] = {
-		{ "local", KVSTORE_LOCAL },
-		{ "device", KVSTORE_LOCAL },
-		{ "local_update_cpu", KVSTORE_LOCAL },
-		{ "local_allreduce_cpu", KVSTORE_LOCAL },
-		{ "local_allreduce_device", KVSTORE_LOCAL },
-		{ "dist_sync", KVSTORE_SYNC },
-		{ "dist", KVSTORE_SYNC },
-		{ "dist_device_sync", KVSTORE_SYNC },
-		{ "dist_sync_device", KVSTORE_SYNC },
-		{ "dist_async", KVSTORE_ASYNC },
-	};
-	size_t i;
-
-	for (i = 0; type && i < PSD_ARRAY_SIZE(types); i++) {
-		if (!strcmp(type, types[i].name)) {
-			*kind = types[i].kind;
-			return 0;
-		}
-	}
-	return psd_set_errmsg(-EINVAL,
-			      "unknown KVStore type '%.40s' (local, "
-			      "dist_sync, dist_async)",
-			      type ? type : "(null)");
-}
-
-static int kvstore_join(struct psched_kvstore *kv, const struct psched_cfg *c)
-{
-	struct psched_cfg cfg;
-	int ret;
-
-	if (c) {
-		cfg = *c;
-	} else {
-		psched_cfg_init(&cfg);
-		ret = psched_cfg_from_env(&cfg);
-		if (ret)
-			return ret;
-	}
-	if (cfg.role != PSCHED_ROLE_WORKER)
-		return psd_set_errmsg(-EINVAL,
-				      "a %s KVStore is a worker, but the role "
-				      "is %s (DMLC_ROLE): run servers with "
-				      "ps-server or "
-				      "psched_kvstore_run_node_from_env()",
-				      psched_kvstore_type(kv),
-				      psched_role_name(cfg.role));
-	ret = psched_node_create(&cfg, &kv->node);
-	if (ret)
-		return ret;
-	kv->rank = psched_node_rank(kv->node);
-	kv->nworkers = (int)psched_num_workers(kv->node);
-	return kvstore_configure(
-		kv, kv->kind == KVSTORE_ASYNC ? "async" : "sync", NULL);
-}
-
-int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
-			  struct psched_kvstore **out)
-{
-	struct psched_kvstore *kv;
-	pthread_condattr_t ca;
-	enum kvstore_kind kind = KVSTORE_LOCAL;
-	int ret;
-
-	ret = kvstore_parse_type(type, &kind);
-	if (ret)
-		return ret;
-	kv = calloc(1, sizeof(*kv));
-	if (!kv)
-		return psd_set_errmsg(-ENOMEM, "no memory for a KVStore");
-	kv->kind = kind;
-	snprintf(kv->type, sizeof(kv->type), "%s", type);
-	kv->nworkers = 1;
-	pthread_mutex_init(&kv->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&kv->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	psd_upd_init(&kv->upd);
-	psd_map_init(&kv->keys);
-	if (kind != KVSTORE_LOCAL) {
-		ret = kvstore_join(kv, cfg);
-		if (ret) {
-			char msg[512];
-
-			snprintf(msg, sizeof(msg), "%s", psched_errmsg());
-			psched_kvstore_destroy(kv);
-			return psd_set_errmsg(ret, "%s", msg);
-		}
-	}
-	*out = kv;
-	return 0;
-}
-
-static void kvstore_key_free(void *val, void *arg)
-{
-	struct kvstore_key *k = val;
-	unsigned j;
-
-	(void)arg;
-	for (j = 0; j < k->nops; j++)
-		kvstore_op_put(k->ops[j]);
-	free(k->ops);
-	free(k->value);
-	free(k);
-}
-
-int psched_kvstore_destroy(struct psched_kvstore *kv)
-{
-	int ret, dret;
-
-	if (!kv)
-		return 0;
-	ret = psched_kvstore_wait(kv, NULL, 0);
-	psd_map_clear(&kv->keys, kvstore_key_free, NULL);
-	psd_map_fini(&kv->keys);
-	dret = psched_node_destroy(kv->node);
-	psd_upd_fini(&kv->upd);
-	pthread_cond_destroy(&kv->cond);
-	pthread_mutex_destroy(&kv->lock);
-	free(kv);
-	return ret ? ret : dret;
-}
-
-const char *psched_kvstore_type(const struct psched_kvstore *kv)
-{
-	return kv->type;
-}
-
-int psched_kvstore_rank(const struct psched_kvstore *kv)
-{
-	return kv->rank;
-}
-
-int psched_kvstore_num_workers(const struct psched_kvstore *kv)
-{
-	return kv->nworkers;
-}
-
-struct psched_node *psched_kvstore_node(struct psched_kvstore *kv)
-{
-	return kv->node;
-}
-
-int psched_kvstore_run_node_from_env(void)
-{
-	struct psched_node *node;
-	struct psched_cfg cfg;
-	int ret;
-
-	psched_cfg_init(&cfg);
-	ret = psched_cfg_from_env(&cfg);
-	if (ret)
-		return ret;
-	if (cfg.role == PSCHED_ROLE_WORKER)
-		return 1;
-	ret = psched_node_create(&cfg, &node);
-	if (ret)
-		return ret;
-	ret = psched_node_run(node);
-	if (ret) {
-		char msg[512];
-
-		snprintf(msg, sizeof(msg), "%s", psched_errmsg());
-		psched_node_destroy(node);
-		return psd_set_errmsg(ret, "%s", msg);
-	}
-	return psched_node_destroy(node);
 }
