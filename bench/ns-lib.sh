@@ -4,7 +4,12 @@
 # namespace, links shaped with tbf.  The includer sets ID (unique per
 # run), SW (the switch namespace), MTU, NODES=() and RUN_PIDS=() (pids of
 # the nodes it starts) and TMP, then sources this file; ns_cleanup runs on
-# EXIT.
+# EXIT.  The job's secret is made here unless the caller gave one.
+
+if [ -z "${PS_JOB_TOKEN:-}" ] && [ -z "${PS_JOB_TOKEN_FILE:-}" ]; then
+	PS_JOB_TOKEN=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
+	export PS_JOB_TOKEN
+fi
 
 ns_kill_nodes() {
 	local p

@@ -15,12 +15,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BIN=$(pwd)/$BUILD/bin
-# The clusters started here are jobs like any other: a fresh secret
-# unless one is given (README "Authentication").
-if [ -z "${PS_JOB_TOKEN:-}" ] && [ -z "${PS_JOB_TOKEN_FILE:-}" ]; then
-	PS_JOB_TOKEN=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
-	export PS_JOB_TOKEN
-fi
 
 usage() {
 	cat <<EOF
