@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# slow
+# bench/autotune-bench.sh end to end, shortened: the namespace cluster
+# with a link whose rate follows a schedule (5 -> 1 -> 3 Gbit/s, then
+# background traffic), the 2x2 grid and the four arms in one round.
+# Checks that every arm ran (numeric steps, not nan: the bench once failed
+# every run unnoticed, its clusters having no job secret), the CSV has one
+# row per arm, the static arm names its grid best, the online arm
+# switched configs, and the namespaces are gone afterwards.  Figures are
+# not judged here (make bench-autotune).  77 without namespaces.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+export BUILD
+TMP=$(mktemp -d /tmp/psched-atbench.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+die() { echo "FAIL: $*"; [ -f "$TMP/log" ] && tail -n 30 "$TMP/log"; exit 1; }
+
+before=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
+bash bench/autotune-bench.sh --smoke --phase 5 --grid-seconds 2 \
+	--out "$TMP/out" >"$TMP/log" 2>&1
+rc=$?
+if [ $rc = 77 ]; then
+	echo "network namespaces unavailable: $(tail -n 1 "$TMP/log")"
+	exit 77
+fi
+[ $rc = 0 ] || die "autotune-bench exited $rc"
+csv=$TMP/out/autotune-bench.csv
+[ -f "$csv" ] || die "no CSV"
+grep -q "nan" "$TMP/log" && die "a run failed (nan steps)"
+for arm in default static oneshot online; do
+	n=$(awk -F, -v a=$arm 'NR > 1 && $2 == a && $4 ~ /^[0-9]+$/ && $4 > 0' "$csv" | wc -l)
+	[ "$n" = 1 ] || die "arm $arm: $n rows with steps, want 1: $(cat "$csv")"
+done
+awk -F, 'NR > 1 && $2 == "static" { exit !($5 > 0 && $6 > 0) }' "$csv" ||
+	die "the static arm names no grid config: $(cat "$csv")"
+sw=$TMP/out/autotune-bench-switches.csv
+[ -s "$sw" ] || die "no switches CSV"
+grep -q online "$sw" || die "the online arm switched no config: $(cat "$sw")"
+after=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
+left=$(comm -13 <(echo "$before") <(echo "$after"))
+[ -z "$left" ] || die "namespaces left behind: $left"
+echo "ok four arms ran: $(awk -F, 'NR > 1 { printf "%s %s; ", $2, $4 }' "$csv")"
+exit 0
