@@ -10,8 +10,6 @@ servers x 2 workers, dist_sync and dist_async) with psched.launch, each
 worker running the dist tests of this file in lockstep (the same calls in
 the same order; values depend on the rank).  Exit 0 when all passed.
 """
-import os
-import subprocess
 import sys
 import unittest
 from pathlib import Path
@@ -20,8 +18,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psched  # noqa: E402
+import kvjob  # noqa: E402
 from psched import PSchedError  # noqa: E402
 
 DTYPES = (np.float32, np.float64, np.float16, np.int32, np.int64)
@@ -373,33 +373,6 @@ class TestDist(DistCase):
         self.healthy()
 
 
-def run_dist():
-    global KV
-    KV = psched.KVStore(os.environ["PSCHED_TEST_KVTYPE"])
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(TestDist)
-    res = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
-    KV.close()
-    return 0 if res.wasSuccessful() else 1
-
-
-def main():
-    if os.environ.get("DMLC_ROLE") == "worker":
-        return run_dist()
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(TestLocal)
-    ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
-    status = 0 if ok else 1
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    env.setdefault("PS_REQUEST_TIMEOUT", "60")
-    for kvtype in ("dist_sync", "dist_async"):
-        print("== %s: 2 servers x 2 workers" % kvtype, flush=True)
-        env["PSCHED_TEST_KVTYPE"] = kvtype
-        rc = subprocess.call(
-            [sys.executable, "-m", "psched.launch", "-s", "2", "-w", "2",
-             "--timeout", "300", "--", sys.executable, __file__], env=env)
-        print("== %s: exit %d" % (kvtype, rc), flush=True)
-        status = status or rc
-    return status
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(kvjob.main(sys.modules[__name__], TestLocal, TestDist,
+                        ("dist_sync", "dist_async")))

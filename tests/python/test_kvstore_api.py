@@ -11,7 +11,6 @@ runs the "local" tests here, then two jobs (2 servers x 2 workers) of
 types "dist" and "dist_async" with the dist tests in lockstep.
 """
 import os
-import subprocess
 import sys
 import unittest
 from pathlib import Path
@@ -20,8 +19,10 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psched  # noqa: E402
+import kvjob  # noqa: E402
 from psched import PSchedError  # noqa: E402
 
 LOCAL_TYPES = ("local", "device", "local_update_cpu", "local_allreduce_cpu",
@@ -177,33 +178,6 @@ class TestDist(unittest.TestCase):
         KV.barrier()
 
 
-def run_dist():
-    global KV
-    KV = psched.KVStore(os.environ["PSCHED_TEST_KVTYPE"])
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(TestDist)
-    res = unittest.TextTestRunner(verbosity=2, stream=sys.stdout).run(suite)
-    KV.close()
-    return 0 if res.wasSuccessful() else 1
-
-
-def main():
-    if os.environ.get("DMLC_ROLE") == "worker":
-        return run_dist()
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(TestLocal)
-    ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
-    status = 0 if ok else 1
-    env = dict(os.environ, PYTHONPATH=str(REPO / "python"))
-    env.setdefault("PS_REQUEST_TIMEOUT", "60")
-    for kvtype in ("dist", "dist_async"):
-        print("== %s: 2 servers x 2 workers" % kvtype, flush=True)
-        env["PSCHED_TEST_KVTYPE"] = kvtype
-        rc = subprocess.call(
-            [sys.executable, "-m", "psched.launch", "-s", "2", "-w", "2",
-             "--timeout", "300", "--", sys.executable, __file__], env=env)
-        print("== %s: exit %d" % (kvtype, rc), flush=True)
-        status = status or rc
-    return status
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(kvjob.main(sys.modules[__name__], TestLocal, TestDist,
+                        ("dist", "dist_async")))
