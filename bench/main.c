@@ -388,7 +388,9 @@ static int join(const struct psched_cfg *cfg, const struct bopts *o)
 		fprintf(stderr, "ps-bench: %s\n", psched_errmsg());
 		return 1;
 	}
-	if (cfg->role == PSCHED_ROLE_WORKER)
+	if (cfg->role == PSCHED_ROLE_WORKER && o->kl_keys)
+		ret = bench_kl_worker(node, o);
+	else if (cfg->role == PSCHED_ROLE_WORKER)
 		ret = run_worker(node, o);
 	else
 		ret = psched_node_run(node);
