@@ -134,7 +134,8 @@ static int kl_parse(const struct psd_hdr *h, const void *payload,
 		    unsigned esize, struct kl_list *l, const char **why)
 {
 	const uint8_t *p = payload;
-	uint64_t i, bytes = 0;
+	uint64_t i, bytes = 0, bad = 0;
+	uint32_t zero = 0;
 
 	l->n = h->part;
 	l->keys = (const uint64_t *)(const void *)p;
@@ -142,16 +143,25 @@ static int kl_parse(const struct psd_hdr *h, const void *payload,
 	l->lens = h->offset ? NULL
 			    : (const uint32_t *)(const void *)(p + 8 * l->n);
 	l->vals = p + l->n * (h->offset ? 8 : 12);
-	for (i = 0; i < l->n; i++) {
-		if (i && l->keys[i] <= l->keys[i - 1]) {
-			*why = "keys not sorted ascending, or repeated";
-			return -EPROTO;
+	/* branch-free loops: vectorised over millions of keys */
+	for (i = 1; i < l->n; i++)
+		bad |= l->keys[i] <= l->keys[i - 1];
+	if (bad) {
+		*why = "keys not sorted ascending, or repeated";
+		return -EPROTO;
+	}
+	if (l->lens) {
+		for (i = 0; i < l->n; i++) {
+			zero |= l->lens[i] == 0;
+			bytes += l->lens[i];
 		}
-		if (!kl_len_of(l, i)) {
-			*why = "a key of length 0";
-			return -EPROTO;
-		}
-		bytes += (uint64_t)kl_len_of(l, i) * esize;
+		bytes *= esize;
+	} else {
+		bytes = l->n * l->ulen * esize;
+	}
+	if (zero) {
+		*why = "a key of length 0";
+		return -EPROTO;
 	}
 	if (bytes != h->span) {
 		*why = "key lengths do not add up to the value bytes";
@@ -286,6 +296,33 @@ static int kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		free(stamp);
 		return -ENOMEM;
 	}
+	/* Every key new and after the stored ones (an empty store, say):
+	 * append, no merge. */
+	if (nnew == l->n && (!kl->n || l->keys[0] > kl->keys[kl->n - 1])) {
+		memcpy(keys, kl->keys, (size_t)kl->n * 8);
+		memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
+		memcpy(val, kl->val, (size_t)(kl->nelem * es));
+		memcpy(acc, kl->acc, (size_t)(kl->nelem * es));
+		if (stamp)
+			memcpy(stamp, kl->stamp, (size_t)kl->n * 4);
+		k = kl->n;
+		e = kl->nelem;
+		if (!uni) {
+			for (j = 0; j < kl->n; j++) {
+				lens[j] = kl_slen(kl, j);
+				offs[j] = kl_soff(kl, j);
+			}
+			for (i = 0; i < l->n; i++, k++) {
+				lens[k] = kl_len_of(l, i);
+				offs[k] = e;
+				e += lens[k];
+			}
+		} else {
+			k += l->n;
+			e += addel;
+		}
+		goto done;
+	}
 	/* merge: i over the list, j over the store, k out, e elements */
 	i = 0;
 	while (i < l->n || j < kl->n) {
@@ -316,6 +353,7 @@ static int kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		e += len;
 		k++;
 	}
+done:
 	free(kl->keys);
 	free(kl->val);
 	free(kl->acc);
@@ -547,7 +585,14 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		kl->esize = psched_dtype_size(h->dtype);
 	}
 	whole = kl_is_whole(kl, &l);
-	ret = whole ? 0 : kl_lookup(kl, &l, &nnew, &bad);
+	if (!kl->n) {
+		nnew = l.n; /* all new: no lookup */
+		ret = kl_idx_reserve(kl, l.n);
+		for (uint64_t i = 0; !ret && i < l.n; i++)
+			kl->idx[i] = KL_NONE;
+	} else {
+		ret = whole ? 0 : kl_lookup(kl, &l, &nnew, &bad);
+	}
 	if (ret == PSCHED_ESIZE) {
 		psd_kvs_rejectf(n, c, h, ret,
 				"key list: key %llu has %u elements, but this "
@@ -560,10 +605,15 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		goto count;
 	}
 	if (!ret && nnew) {
+		bool was_empty = !kl->n;
+
 		ret = kl_insert(s, kl, &l, nnew);
-		if (!ret)
+		/* into an empty store the list is the whole store */
+		whole = !ret && was_empty;
+		if (!ret && !was_empty)
 			ret = kl_lookup(kl, &l, &nnew, &bad);
-		whole = !ret && kl_is_whole(kl, &l);
+		if (!ret && !was_empty)
+			whole = kl_is_whole(kl, &l);
 	}
 	if (!ret)
 		ret = kl_add(kl, &l, whole);

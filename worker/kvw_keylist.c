@@ -29,62 +29,92 @@ struct kvw_kl_cut {
 	uint64_t bytes;
 };
 
-/* First key server @s of @nserver owns. */
-static uint64_t kvw_kl_bound(unsigned s, unsigned nserver)
+/* First index of keys[0, n) at or above @key. */
+static size_t kvw_kl_lower(const uint64_t *keys, size_t n, uint64_t key)
 {
-	return (uint64_t)(((unsigned __int128)s << 64) / nserver);
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
 }
 
 /*
- * Unlocked.  Check the list and cut it per server in one pass; *@ulen is
- * the common length of every key (0 if they differ).  0 or -EINVAL /
+ * Unlocked.  Check the list and cut it per server; *@ulen is the common
+ * length of every key (0 if they differ).  The checks are branch-free
+ * loops over the arrays (vectorised), the cuts binary searches: this runs
+ * on the caller's thread for lists of millions of keys.  0 or -EINVAL /
  * -E2BIG with psched_errmsg() set.
  */
 static int kvw_kl_cut(size_t nkeys, const uint64_t *keys, const uint32_t *lens,
 		      uint32_t len, unsigned esize, unsigned nserver,
 		      struct kvw_kl_cut *cut, uint32_t *ulen)
 {
-	uint64_t off = 0, next = nserver > 1 ? kvw_kl_bound(1, nserver) : 0;
-	unsigned s = 0;
-	uint32_t l;
-	size_t i;
+	uint64_t bad = 0, off = 0, sum;
+	uint32_t zero, diff;
+	size_t i, lo;
+	unsigned s;
 
 	*ulen = lens ? (nkeys ? lens[0] : 1) : len;
-	for (i = 0; i < nkeys; i++) {
-		if (i && keys[i] <= keys[i - 1])
-			return psd_set_errmsg(
-				-EINVAL,
-				"key list: keys must be sorted ascending "
-				"without duplicates, but key %zu (%llu) "
-				"follows %llu",
-				i, (unsigned long long)keys[i],
-				(unsigned long long)keys[i - 1]);
-		l = lens ? lens[i] : len;
-		if (!l)
-			return psd_set_errmsg(-EINVAL,
-					      "key list: key %llu (index %zu) "
-					      "has length 0",
-					      (unsigned long long)keys[i], i);
-		if (l != *ulen)
-			*ulen = 0;
-		while (s + 1 < nserver && keys[i] >= next) {
-			cut[s].bytes = off - cut[s].off;
-			s++;
-			cut[s].first = i;
-			cut[s].off = off;
-			next = s + 1 < nserver ? kvw_kl_bound(s + 1, nserver)
-					       : 0;
+	for (i = 1; i < nkeys; i++)
+		bad |= keys[i] <= keys[i - 1];
+	if (bad) {
+		for (i = 1; keys[i] > keys[i - 1]; i++)
+			;
+		return psd_set_errmsg(-EINVAL,
+				      "key list: keys must be sorted ascending "
+				      "without duplicates, but key %zu (%llu) "
+				      "follows %llu",
+				      i, (unsigned long long)keys[i],
+				      (unsigned long long)keys[i - 1]);
+	}
+	for (s = 0; s < nserver; s++) {
+		cut[s].first = s ? kvw_kl_lower(keys, nkeys,
+						 (uint64_t)(((unsigned __int128)s
+							     << 64) /
+							    nserver))
+				 : 0;
+		if (s)
+			cut[s - 1].n = cut[s].first - cut[s - 1].first;
+	}
+	cut[nserver - 1].n = nkeys - cut[nserver - 1].first;
+	for (s = 0; s < nserver; s++) {
+		lo = cut[s].first;
+		cut[s].off = off;
+		if (!lens) {
+			sum = cut[s].n * len;
+		} else {
+			sum = 0;
+			zero = 0;
+			diff = 0;
+			for (i = lo; i < lo + cut[s].n; i++) {
+				sum += lens[i];
+				zero |= lens[i] == 0;
+				diff |= lens[i] ^ *ulen;
+			}
+			if (diff)
+				*ulen = 0;
+			if (zero) {
+				for (i = lo; lens[i]; i++)
+					;
+				return psd_set_errmsg(
+					-EINVAL,
+					"key list: key %llu (index %zu) has "
+					"length 0",
+					(unsigned long long)keys[i], i);
+			}
 		}
-		cut[s].n++;
-		if ((uint64_t)l * esize > UINT64_MAX - off)
+		if (sum > (UINT64_MAX - off) / esize)
 			return psd_set_errmsg(-E2BIG,
 					      "key list: values overflow");
-		off += (uint64_t)l * esize;
-	}
-	cut[s].bytes = off - cut[s].off;
-	for (s++; s < nserver; s++) {
-		cut[s].first = nkeys;
-		cut[s].off = off;
+		cut[s].bytes = sum * esize;
+		off += cut[s].bytes;
 	}
 	return 0;
 }
