@@ -121,10 +121,13 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 {
 	unsigned esize = psched_dtype_size((enum psched_dtype)h->dtype);
 	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
-	uint64_t per = h->offset ? 8 : 12, want;
+	bool cached = h->flags & PSD_F_KLCACHED;
+	uint64_t per = cached ? 0 : h->offset ? 8 : 12, want;
 
 	*why = "key-list message with inconsistent sizes";
-	if (h->type == PSD_MSG_INIT || (h->flags & ~PSD_F_KEYLIST))
+	if (h->type == PSD_MSG_INIT ||
+	    (h->flags & ~(PSD_F_KEYLIST | PSD_F_KLCACHED)) ||
+	    (cached && (!h->epoch || !psd_msg_is_request(h->type))))
 		return -EPROTO;
 	if (h->total != h->span || h->span % esize)
 		return -EPROTO;
@@ -136,7 +139,7 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 		return h->length != (h->status ? 0 : h->span) ? -EPROTO : 0;
 	}
 	/* requests: n keys, maybe n lengths, maybe the values */
-	if (h->part > (UINT64_MAX - h->span) / per)
+	if (per && h->part > (UINT64_MAX - h->span) / per)
 		return -EPROTO;
 	if (h->offset && (h->offset > UINT32_MAX ||
 			  (unsigned __int128)h->part * h->offset * esize !=
@@ -229,7 +232,7 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "status set on a request, or positive";
 		return -EPROTO;
 	}
-	if (h->flags & PSD_F_KEYLIST)
+	if (h->flags & (PSD_F_KEYLIST | PSD_F_KLCACHED))
 		return hdr_check_keylist(h, max_tensor, why);
 	if (hdr_check_length(h, why))
 		return -EPROTO;

@@ -71,7 +71,17 @@ enum psd_msg_type {
  * nothing.  psd_hdr_decode() checks that length, span and n agree.
  */
 #define PSD_F_KEYLIST	 0x04u
-#define PSD_F_ALL	 0x07u
+/*
+ * With PSD_F_KEYLIST on a request: epoch is a list tag (0: none).  A
+ * request with a tag and without PSD_F_KLCACHED carries its keys and the
+ * server keeps a copy under (sender, tag), replacing the sender's last
+ * one; a request with PSD_F_KLCACHED carries no keys and no lengths (the
+ * payload is only the values of a push, nothing for a pull) and names
+ * the slice the sender sent before with that tag: a worker pushing the
+ * same list every step sends its keys once.
+ */
+#define PSD_F_KLCACHED	 0x10u
+#define PSD_F_ALL	 0x17u
 
 struct psd_hdr {
 	uint8_t type;

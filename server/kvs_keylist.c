@@ -39,6 +39,16 @@
 
 #define KL_NONE UINT32_MAX
 
+/* A worker's last tagged list on this server (wire.h PSD_F_KLCACHED). */
+struct kl_wcache {
+	uint32_t tag; /* 0: none */
+	uint32_t ulen;
+	uint64_t n;
+	uint64_t *keys;
+	uint32_t *lens;	    /* when ulen is 0 */
+	uint64_t whole_gen; /* gen + 1 when it was the whole store */
+};
+
 struct psd_kvs_kl {
 	bool has_dtype;
 	uint8_t dtype;
@@ -58,6 +68,8 @@ struct psd_kvs_kl {
 	bool partial;	   /* stamps in use this step */
 	struct psd_list held;  /* early pushes, struct psd_kvs_wait */
 	struct psd_list pulls; /* pulls for a later version */
+	struct kl_wcache *wc;  /* [nworker]: each worker's tagged list */
+	uint64_t gen;	       /* bumped when keys are added */
 	uint32_t *idx;	       /* slots of the list being handled */
 	uint64_t idx_cap;
 	uint8_t *out; /* a pull answer gathered */
@@ -72,6 +84,7 @@ struct kl_list {
 	uint32_t ulen;
 	const uint8_t *vals; /* push only */
 	uint64_t bytes;
+	struct kl_wcache *wc; /* the tagged copy, if any */
 };
 
 static uint32_t kl_len_of(const struct kl_list *l, uint64_t i)
@@ -98,7 +111,11 @@ static struct psd_kvs_kl *kl_get(struct psched_node *n)
 		if (!s->kl)
 			return NULL;
 		s->kl->have = calloc(s->nworker ? s->nworker : 1, 1);
-		if (!s->kl->have) {
+		s->kl->wc = calloc(s->nworker ? s->nworker : 1,
+				   sizeof(*s->kl->wc));
+		if (!s->kl->have || !s->kl->wc) {
+			free(s->kl->have);
+			free(s->kl->wc);
 			free(s->kl);
 			s->kl = NULL;
 			return NULL;
@@ -121,6 +138,11 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 	free(kl->val);
 	free(kl->acc);
 	free(kl->stamp);
+	for (unsigned w = 0; w < s->nworker; w++) {
+		free(kl->wc[w].keys);
+		free(kl->wc[w].lens);
+	}
+	free(kl->wc);
 	free(kl->have);
 	free(kl->idx);
 	free(kl->out);
@@ -128,15 +150,60 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 	s->kl = NULL;
 }
 
+/* Keep a copy of tagged list @l of a worker (none when out of memory: a
+ * later request naming the tag is then refused). */
+static void kl_wcache_set(struct kl_wcache *wc, uint32_t tag,
+			  const struct kl_list *l)
+{
+	uint64_t *k = malloc((size_t)l->n * 8);
+	uint32_t *ln = l->lens ? malloc((size_t)l->n * 4) : NULL;
+
+	free(wc->keys);
+	free(wc->lens);
+	memset(wc, 0, sizeof(*wc));
+	if (!k || (l->lens && !ln)) {
+		free(k);
+		free(ln);
+		return;
+	}
+	memcpy(k, l->keys, (size_t)l->n * 8);
+	if (ln)
+		memcpy(ln, l->lens, (size_t)l->n * 4);
+	wc->tag = tag;
+	wc->n = l->n;
+	wc->ulen = l->ulen;
+	wc->keys = k;
+	wc->lens = ln;
+}
+
 /* Parse and check the payload of request @h; for pushes the values too.
  * 0 or -EPROTO with *@why. */
-static int kl_parse(const struct psd_hdr *h, const void *payload,
-		    unsigned esize, struct kl_list *l, const char **why)
+static int kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		    const void *payload, unsigned esize, int wrank,
+		    struct kl_list *l, const char **why)
 {
 	const uint8_t *p = payload;
 	uint64_t i, bytes = 0, bad = 0;
 	uint32_t zero = 0;
+	struct kl_wcache *wc = wrank >= 0 ? &kl->wc[wrank] : NULL;
 
+	l->wc = NULL;
+	if (h->flags & PSD_F_KLCACHED) {
+		/* checked when its keys came */
+		if (!wc || wc->tag != h->epoch || wc->n != h->part ||
+		    wc->ulen != h->offset) {
+			*why = "key-list tag unknown (its keys never came)";
+			return -EPROTO;
+		}
+		l->n = wc->n;
+		l->keys = wc->keys;
+		l->ulen = wc->ulen;
+		l->lens = wc->ulen ? NULL : wc->lens;
+		l->vals = payload;
+		l->bytes = h->span;
+		l->wc = wc;
+		return 0;
+	}
 	l->n = h->part;
 	l->keys = (const uint64_t *)(const void *)p;
 	l->ulen = (uint32_t)h->offset;
@@ -168,6 +235,8 @@ static int kl_parse(const struct psd_hdr *h, const void *payload,
 		return -EPROTO;
 	}
 	l->bytes = bytes;
+	if (h->epoch && wc && l->n)
+		kl_wcache_set(wc, h->epoch, l);
 	return 0;
 }
 
@@ -239,7 +308,8 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct kl_list *l,
 }
 
 /* The whole store, key for key and length for length? */
-static bool kl_is_whole(const struct psd_kvs_kl *kl, const struct kl_list *l)
+static bool kl_is_whole_cmp(const struct psd_kvs_kl *kl,
+			    const struct kl_list *l)
 {
 	uint64_t i;
 
@@ -252,6 +322,19 @@ static bool kl_is_whole(const struct psd_kvs_kl *kl, const struct kl_list *l)
 		if (kl_len_of(l, i) != kl_slen(kl, i))
 			return false;
 	return true;
+}
+
+/* Remembered for a tagged list until keys are added. */
+static bool kl_is_whole(const struct psd_kvs_kl *kl, const struct kl_list *l)
+{
+	bool whole;
+
+	if (l->wc && l->wc->whole_gen == kl->gen + 1)
+		return true;
+	whole = kl_is_whole_cmp(kl, l);
+	if (whole && l->wc)
+		l->wc->whole_gen = kl->gen + 1;
+	return whole;
 }
 
 /*
@@ -369,6 +452,7 @@ done:
 	kl->ulen = uni ? ulen : 0;
 	kl->n = tot;
 	kl->nelem = e;
+	kl->gen++;
 	atomic_fetch_add(&s->stored_bytes, addel * es);
 	atomic_fetch_add(&s->alloc_bytes, addel * es * 2);
 	return 0;
@@ -446,21 +530,16 @@ static struct psd_hdr kl_answer(struct psched_node *n, const struct psd_hdr *h,
 }
 
 /* Answer pull (or pushpull) @h of the keys @keys/@lens now. */
-static void kl_answer_pull(struct psched_node *n, struct psd_conn *c,
-			   const struct psd_hdr *h, const void *keys_payload)
+static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, const struct kl_list *lp)
 {
 	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	struct kl_list l = *lp;
 	struct psd_hdr a;
-	struct kl_list l;
 	struct iovec iov;
-	const char *why = "";
 	uint64_t nnew = 0, bad = 0, i, off = 0;
 	int ret;
 
-	if (kl_parse(h, keys_payload, kl->esize, &l, &why)) {
-		psd_kvs_reject(n, c, h, -EPROTO, why);
-		return;
-	}
 	if (kl_is_whole(kl, &l)) {
 		a = kl_answer(n, h, PSD_MSG_PULL_RESP, l.bytes);
 		a.step = kl->version;
@@ -523,23 +602,45 @@ static void kl_answer_pull(struct psched_node *n, struct psd_conn *c,
 	psd_conn_send(c, &a, &iov, l.bytes ? 1 : 0);
 }
 
-/* Pull @h waits for version h->step: keep a copy of its keys. */
-static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
-			 const struct psd_hdr *h, const void *payload)
+/* Answer pull @h whose keys are in @payload (or cached, @wrank's). */
+static void kl_answer_pull(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, const void *payload,
+			   int wrank)
 {
 	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
-	uint64_t len = h->part * (h->offset ? 8 : 12);
+	const char *why = "";
+	struct kl_list l;
+
+	if (kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
+		psd_kvs_reject(n, c, h, -EPROTO, why);
+		return;
+	}
+	kl_answer_list(n, c, h, &l);
+}
+
+/* Pull @h of list @l waits for version h->step: keep a copy of its keys
+ * (a tagged list may be replaced meanwhile). */
+static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, const struct kl_list *l)
+{
+	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	uint64_t len = l->n * (l->lens ? 12 : 8);
 	struct psd_hdr wh = *h;
-	void *buf = malloc(len ? (size_t)len : 1);
+	uint8_t *buf = malloc(len ? (size_t)len : 1);
 
 	/* the wait's header describes the copy: a pull of these keys */
 	wh.length = len;
+	wh.flags &= (uint8_t)~PSD_F_KLCACHED;
+	wh.epoch = 0;
 	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 		return;
 	}
-	memcpy(buf, payload, (size_t)len);
+	memcpy(buf, l->keys, (size_t)l->n * 8);
+	if (l->lens)
+		memcpy(buf + l->n * 8, l->lens, (size_t)l->n * 4);
 }
 
 static void kl_wait_free(struct psd_kvs_wait *w)
@@ -574,7 +675,8 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 				psched_dtype_name(kl->dtype));
 		goto count;
 	}
-	if (kl_parse(h, payload, psched_dtype_size(h->dtype), &l, &why)) {
+	if (kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
 		psd_kvs_rejectf(n, c, h, -EPROTO,
 				"malformed key list: %s (nothing stored)", why);
 		goto count;
@@ -631,7 +733,7 @@ count:
 		psd_conn_send(c, &a, NULL, 0);
 	}
 	if (h->type == PSD_MSG_PUSHPULL && !refused)
-		kl_pull_wait(n, c, h, payload);
+		kl_pull_wait(n, c, h, &l);
 	kl->have[wrank] = true;
 	kl->got++;
 }
@@ -682,7 +784,7 @@ static void kl_answer_pulls(struct psched_node *n, struct psd_kvs_kl *kl)
 		if (!best)
 			return;
 		psd_list_del(&best->link);
-		kl_answer_pull(n, best->conn, &best->h, best->buf);
+		kl_answer_pull(n, best->conn, &best->h, best->buf, -1);
 		kl_wait_free(best);
 	}
 }
@@ -714,6 +816,43 @@ static void kl_advance(struct psched_node *n)
 			free(w);
 		}
 	}
+}
+
+/*
+ * A held early push names a tagged list that a later list of its worker
+ * may replace before it applies: give it its keys.  Returns the new
+ * buffer (the old one freed, the held bytes recounted, *@h now without
+ * the tag), or NULL (nothing held any more).
+ */
+static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		       struct psd_hdr *h, void *buf, int wrank)
+{
+	const char *why = "";
+	struct kl_list l;
+	uint64_t len;
+	uint8_t *nb;
+
+	if (kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
+		psd_kvs_hold_free(s, buf, h->length);
+		return NULL;
+	}
+	len = l.n * (l.lens ? 12 : 8) + h->span;
+	nb = malloc((size_t)len);
+	if (!nb) {
+		psd_kvs_hold_free(s, buf, h->length);
+		return NULL;
+	}
+	memcpy(nb, l.keys, (size_t)l.n * 8);
+	if (l.lens)
+		memcpy(nb + l.n * 8, l.lens, (size_t)l.n * 4);
+	memcpy(nb + l.n * (l.lens ? 12 : 8), buf, (size_t)h->span);
+	psd_kvs_hold_free(s, buf, h->length);
+	s->parked_bytes += len;
+	h->length = len;
+	h->flags &= (uint8_t)~PSD_F_KLCACHED;
+	h->epoch = 0;
+	return nb;
 }
 
 /* A push of a later step: hold its payload until that step opens, within
@@ -810,28 +949,49 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_conn *kc = c->ctx;
 	struct psd_kvs_kl *kl = s->kl;
+	struct psd_hdr hh = *h;
+	const char *why = "";
+	struct kl_list l;
 	void *buf;
 
 	if (!kc || !kc->kl || !kl)
 		return; /* refused at the header */
 	kc->kl = false;
 	if (h->type == PSD_MSG_PULL) {
+		if (kl_parse(kl, h, payload, psched_dtype_size(h->dtype),
+			     kc->wrank, &l, &why))
+			psd_kvs_reject(n, c, h, -EPROTO, why);
 		/* A pull the version covers is answered even after a
 		 * worker left (the others may still pull its last step). */
-		if (kl->version >= h->step)
-			kl_answer_pull(n, c, h, payload);
+		else if (kl->version >= h->step)
+			kl_answer_list(n, c, h, &l);
 		else if (s->broken)
 			psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
 		else
-			kl_pull_wait(n, c, h, payload);
+			kl_pull_wait(n, c, h, &l);
 		return;
 	}
 	buf = kc->hold;
 	kc->hold = NULL;
 	/* Early when its header came; its step may have opened since. */
 	if (buf && h->step != kl->version + 1) {
-		if (psd_kvs_queue_wait(c, &kl->held, h, h->step, buf)) {
-			psd_kvs_hold_free(s, buf, h->length);
+		/* Its tag is known from now on (later pushes may name it
+		 * before this one applies); held, it goes without one. */
+		if (h->epoch && !(h->flags & PSD_F_KLCACHED)) {
+			kl_parse(kl, h, buf, psched_dtype_size(h->dtype),
+				 kc->wrank, &l, &why);
+			hh.epoch = 0;
+		}
+		if (h->flags & PSD_F_KLCACHED)
+			buf = kl_expand(s, kl, &hh, buf, kc->wrank);
+		if (!buf) {
+			psd_kvs_reject(n, c, h, -EPROTO,
+				       "cannot hold an early key-list push: "
+				       "its tag is unknown or no memory");
+			return;
+		}
+		if (psd_kvs_queue_wait(c, &kl->held, &hh, h->step, buf)) {
+			psd_kvs_hold_free(s, buf, hh.length);
 			psd_kvs_reject(n, c, h, -ENOMEM,
 				       "no memory to hold an early push");
 			return;

@@ -158,6 +158,7 @@ struct kvw_req {
 	 * server slice; slots[0] holds the value buffers and the step. */
 	bool kl;
 	uint32_t kl_len; /* elements per key, 0: kl_lens */
+	uint32_t kl_tag; /* list tag (wire.h PSD_F_KLCACHED), 0: none */
 	const uint64_t *kl_keys;
 	const uint32_t *kl_lens;
 	size_t nslots;
@@ -213,6 +214,7 @@ struct psd_kvw {
 	float cmp_threshold;
 	uint64_t max_step; /* highest step pushed of any key */
 	uint64_t kl_step;  /* key-list pushes so far (kvw_keylist.c) */
+	struct kvw_klcache *klc; /* the last key list, sent once per server */
 
 	bool fifo;
 	struct psd_chunkq q;
@@ -359,6 +361,8 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 		    struct psd_hdr *h, struct iovec *iov, int *niov);
 int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 			 const struct psd_hdr *h, void **dst);
+/* Unlocked: free the key-list cache (worker teardown). */
+void psd_kvw_kl_fini(struct psd_kvw *w);
 void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 			const struct psd_hdr *h, void *payload);
 

@@ -29,6 +29,85 @@ struct kvw_kl_cut {
 	uint64_t bytes;
 };
 
+/*
+ * The last key list this worker sent (a copy), its tag, and the tag each
+ * server holds (wire.h, PSD_F_KLCACHED): a request with the same keys and
+ * lengths reuses the tag, and a server that has it gets no keys again.
+ * Under w->lock.
+ */
+struct kvw_klcache {
+	uint32_t tag;
+	uint32_t ulen;
+	size_t n;
+	uint64_t *keys;
+	uint32_t *lens; /* when ulen is 0 */
+	uint32_t *srv_tag; /* [num_server]: the tag the server holds */
+	unsigned nsrv;
+};
+
+void psd_kvw_kl_fini(struct psd_kvw *w)
+{
+	struct kvw_klcache *c = w->klc;
+
+	if (!c)
+		return;
+	free(c->keys);
+	free(c->lens);
+	free(c->srv_tag);
+	free(c);
+	w->klc = NULL;
+}
+
+/* Locked.  The tag of the list (0 when it cannot be cached: no memory). */
+static uint32_t kvw_kl_tag(struct psched_node *n, size_t nkeys,
+			   const uint64_t *keys, const uint32_t *lens,
+			   uint32_t ulen)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_klcache *c = w->klc;
+	uint64_t *nk;
+	uint32_t *nl = NULL;
+
+	if (!nkeys)
+		return 0;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return 0;
+		c->srv_tag = calloc(n->num_server, sizeof(*c->srv_tag));
+		if (!c->srv_tag) {
+			free(c);
+			return 0;
+		}
+		c->nsrv = n->num_server;
+		w->klc = c;
+	}
+	if (c->tag && c->n == nkeys && c->ulen == ulen &&
+	    !memcmp(c->keys, keys, nkeys * 8) &&
+	    (ulen || !memcmp(c->lens, lens, nkeys * 4)))
+		return c->tag;
+	nk = malloc(nkeys * 8);
+	if (!ulen)
+		nl = malloc(nkeys * 4);
+	if (!nk || (!ulen && !nl)) {
+		free(nk);
+		free(nl);
+		return 0;
+	}
+	memcpy(nk, keys, nkeys * 8);
+	if (nl)
+		memcpy(nl, lens, nkeys * 4);
+	free(c->keys);
+	free(c->lens);
+	c->keys = nk;
+	c->lens = nl;
+	c->n = nkeys;
+	c->ulen = ulen;
+	if (!++c->tag)
+		c->tag = 1;
+	return c->tag;
+}
+
 /* First index of keys[0, n) at or above @key. */
 static size_t kvw_kl_lower(const uint64_t *keys, size_t n, uint64_t key)
 {
@@ -125,8 +204,17 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 {
 	const struct kvw_req *r = ch->req;
 	const struct kvw_slot *s = &r->slots[0];
+	struct kvw_klcache *c = kvw_of(n)->klc;
+	bool cached = false;
 	int k = 0;
 
+	/* Only the sender thread sends key-list chunks, in the order their
+	 * headers are made here: a server has a tag from the first chunk
+	 * that carried its keys on. */
+	if (r->kl_tag && ch->kl_n && c && ch->srank < c->nsrv) {
+		cached = c->srv_tag[ch->srank] == r->kl_tag;
+		c->srv_tag[ch->srank] = r->kl_tag;
+	}
 	*h = (struct psd_hdr){
 		.type = r->type,
 		.dtype = r->dtype,
@@ -140,13 +228,16 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 		.step = s->step,
 		.req = r->id,
 		.slot = (uint32_t)(ch - r->chunks),
+		.epoch = ch->kl_n ? r->kl_tag : 0,
 		.priority = r->priority,
 	};
-	if (ch->kl_n) {
+	if (cached)
+		h->flags |= PSD_F_KLCACHED;
+	if (ch->kl_n && !cached) {
 		iov[k].iov_base = (void *)(uintptr_t)(r->kl_keys + ch->kl_first);
 		iov[k++].iov_len = (size_t)ch->kl_n * 8;
 	}
-	if (ch->kl_n && !r->kl_len) {
+	if (ch->kl_n && !r->kl_len && !cached) {
 		iov[k].iov_base = (void *)(uintptr_t)(r->kl_lens + ch->kl_first);
 		iov[k++].iov_len = (size_t)ch->kl_n * 4;
 	}
@@ -196,9 +287,7 @@ static int kvw_kl_req_make(struct psched_node *n, uint8_t type,
 		ch->kl_first = cut[s].first;
 		ch->kl_n = cut[s].n;
 		/* credit counts the bytes a push sends */
-		ch->node.len = push ? cut[s].n * (r->kl_len ? 8 : 12) +
-					      cut[s].bytes
-				    : 0;
+		ch->node.len = push ? cut[s].bytes : 0;
 		r->srv[s].pending++;
 	}
 	*out = r;
@@ -260,6 +349,7 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	r->kl_keys = keys;
 	r->kl_lens = lens;
 	r->kl_len = ulen;
+	r->kl_tag = kvw_kl_tag(n, nkeys, keys, lens, ulen);
 	r->type = type;
 	r->dtype = (uint8_t)dtype;
 	r->flags = PSD_F_KEYLIST;

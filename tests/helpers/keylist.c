@@ -54,7 +54,9 @@ static bool in_push(unsigned r, int s, size_t u)
 		return u % 2 == 0; /* rank 0's is refused (bad length) */
 	case 8:
 		return u % 3 == 0; /* the last rank's is refused (dtype) */
-	default: /* 9.. pipelined, subsets */
+	default: /* 9..12 pipelined, subsets; 13.. the same list each */
+		if (s >= 13)
+			return (u + r) % 3 == 0 || u % 5 == 0;
 		return (u + (size_t)s + r) % 4 == 0 || u % 5 == 0;
 	}
 }
@@ -179,10 +181,42 @@ static int push_step(int s)
 	return ret ? ret : psched_wait(node, req, 0);
 }
 
+/* Steps @first..@first+3 in flight together, different priorities (a
+ * later step may reach a server first and is held there). */
+static void pipelined(int first)
+{
+	uint64_t reqs[4];
+	float *bufs[4];
+	uint64_t *kb[4];
+	uint32_t *lb[4];
+	size_t i, n;
+	int ret;
+
+	for (i = 0; i < 4; i++) {
+		bufs[i] = calloc(M * 3, sizeof(float));
+		kb[i] = calloc(M, 8);
+		lb[i] = calloc(M, 4);
+		n = pick((unsigned)rank, first + (int)i, us, kb[i], lb[i]);
+		fill((unsigned)rank, first + (int)i, us, n, bufs[i]);
+		ret = psched_push_keys(node, n, kb[i], lb[i], 0, bufs[i],
+				       PSCHED_F32, (int)(4 - i), NULL, NULL,
+				       &reqs[i]);
+		CHECK(!ret, "step %zu: %s", first + i, psched_errmsg());
+	}
+	for (i = 0; i < 4; i++) {
+		ret = psched_wait(node, reqs[i], 0);
+		CHECK(!ret, "step %zu wait: %s", first + i, psched_errmsg());
+		model_step(first + (int)i, -1);
+		free(bufs[i]);
+		free(kb[i]);
+		free(lb[i]);
+	}
+}
+
 int main(int argc, char **argv)
 {
 	struct psched_cfg cfg;
-	uint64_t req, reqs[4], k2[3];
+	uint64_t req, k2[3];
 	uint32_t l2[3];
 	size_t u, n, i, off = 0;
 	int ret, s, last;
@@ -322,35 +356,11 @@ int main(int argc, char **argv)
 	      psched_errmsg());
 	check_pull("after refused pulls", 1, 0);
 
-	/* Steps 9..12 in flight together, different priorities (a later
-	 * step may reach a server first and is held there). */
-	{
-		float *bufs[4];
-		uint64_t *kb[4];
-		uint32_t *lb[4];
-
-		for (i = 0; i < 4; i++) {
-			bufs[i] = calloc(M * 3, sizeof(float));
-			kb[i] = calloc(M, 8);
-			lb[i] = calloc(M, 4);
-			n = pick((unsigned)rank, 9 + (int)i, us, kb[i], lb[i]);
-			fill((unsigned)rank, 9 + (int)i, us, n, bufs[i]);
-			ret = psched_push_keys(node, n, kb[i], lb[i], 0,
-					       bufs[i], PSCHED_F32,
-					       (int)(4 - i), NULL, NULL,
-					       &reqs[i]);
-			CHECK(!ret, "step %zu: %s", 9 + i, psched_errmsg());
-		}
-		for (i = 0; i < 4; i++) {
-			ret = psched_wait(node, reqs[i], 0);
-			CHECK(!ret, "step %zu wait: %s", 9 + i,
-			      psched_errmsg());
-			model_step(9 + (int)i, -1);
-			free(bufs[i]);
-			free(kb[i]);
-			free(lb[i]);
-		}
-	}
+	pipelined(9);
+	check_pull("after pipelined steps", 1, 0);
+	/* the same list 4 times: sent once, then by its tag (a server may
+	 * hold a tagged push early) */
+	pipelined(13);
 	check_pull("after pipelined steps", 1, 0);
 	check_pull("subset at the end", 4, 3);
 
