@@ -39,6 +39,49 @@
 
 #define KL_NONE UINT32_MAX
 
+/* Big arrays: calloc gets fresh zero pages from the kernel without a
+ * memset.  (Not madvise(MADV_HUGEPAGE): with the kernel's "defrag=madvise"
+ * its faults compact memory synchronously, seconds on a busy machine.) */
+static void *kl_alloc(size_t len, bool zero)
+{
+	return zero ? calloc(1, len ? len : 1) : malloc(len ? len : 1);
+}
+
+/* Key arrays are shared between the store and the workers' tagged lists
+ * (a list that is the whole store needs no copy): refcounted, the count
+ * in a 64-byte header before the keys. */
+struct kl_keyhdr {
+	size_t refs;
+	char pad[56];
+};
+
+static uint64_t *kl_keys_alloc(uint64_t n)
+{
+	struct kl_keyhdr *h = kl_alloc(sizeof(*h) + (size_t)n * 8, false);
+
+	if (!h)
+		return NULL;
+	h->refs = 1;
+	return (uint64_t *)(void *)(h + 1);
+}
+
+static uint64_t *kl_keys_get(uint64_t *k)
+{
+	((struct kl_keyhdr *)(void *)k - 1)->refs++;
+	return k;
+}
+
+static void kl_keys_put(uint64_t *k)
+{
+	struct kl_keyhdr *h;
+
+	if (!k)
+		return;
+	h = (struct kl_keyhdr *)(void *)k - 1;
+	if (!--h->refs)
+		free(h);
+}
+
 /* A worker's last tagged list on this server (wire.h PSD_F_KLCACHED). */
 struct kl_wcache {
 	uint32_t tag; /* 0: none */
@@ -85,6 +128,7 @@ struct kl_list {
 	const uint8_t *vals; /* push only */
 	uint64_t bytes;
 	struct kl_wcache *wc; /* the tagged copy, if any */
+	uint32_t tag;	      /* came with its keys and this tag */
 };
 
 static uint32_t kl_len_of(const struct kl_list *l, uint64_t i)
@@ -132,14 +176,14 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 
 	if (!kl)
 		return;
-	free(kl->keys);
+	kl_keys_put(kl->keys);
 	free(kl->lens);
 	free(kl->offs);
 	free(kl->val);
 	free(kl->acc);
 	free(kl->stamp);
 	for (unsigned w = 0; w < s->nworker; w++) {
-		free(kl->wc[w].keys);
+		kl_keys_put(kl->wc[w].keys);
 		free(kl->wc[w].lens);
 	}
 	free(kl->wc);
@@ -150,30 +194,41 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 	s->kl = NULL;
 }
 
-/* Keep a copy of tagged list @l of a worker (none when out of memory: a
- * later request naming the tag is then refused). */
-static void kl_wcache_set(struct kl_wcache *wc, uint32_t tag,
-			  const struct kl_list *l)
+/*
+ * Remember tagged list @l of worker @wrank (its keys came with @tag): the
+ * store's key array when @whole, else a copy (none when out of memory: a
+ * later request naming the tag is then refused).
+ */
+static void kl_remember(struct psd_kvs_kl *kl, int wrank,
+			const struct kl_list *l, bool whole)
 {
-	uint64_t *k = malloc((size_t)l->n * 8);
-	uint32_t *ln = l->lens ? malloc((size_t)l->n * 4) : NULL;
+	struct kl_wcache *wc;
+	uint64_t *k;
+	uint32_t *ln;
 
-	free(wc->keys);
+	if (wrank < 0 || !l->tag || l->wc || !l->n)
+		return;
+	wc = &kl->wc[wrank];
+	k = whole ? kl_keys_get(kl->keys) : kl_keys_alloc(l->n);
+	ln = l->lens ? malloc((size_t)l->n * 4) : NULL;
+	kl_keys_put(wc->keys);
 	free(wc->lens);
 	memset(wc, 0, sizeof(*wc));
 	if (!k || (l->lens && !ln)) {
-		free(k);
+		kl_keys_put(k);
 		free(ln);
 		return;
 	}
-	memcpy(k, l->keys, (size_t)l->n * 8);
+	if (!whole)
+		memcpy(k, l->keys, (size_t)l->n * 8);
 	if (ln)
 		memcpy(ln, l->lens, (size_t)l->n * 4);
-	wc->tag = tag;
+	wc->tag = l->tag;
 	wc->n = l->n;
 	wc->ulen = l->ulen;
 	wc->keys = k;
 	wc->lens = ln;
+	wc->whole_gen = whole ? kl->gen + 1 : 0;
 }
 
 /* Parse and check the payload of request @h; for pushes the values too.
@@ -188,6 +243,7 @@ static int kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 	struct kl_wcache *wc = wrank >= 0 ? &kl->wc[wrank] : NULL;
 
 	l->wc = NULL;
+	l->tag = 0;
 	if (h->flags & PSD_F_KLCACHED) {
 		/* checked when its keys came */
 		if (!wc || wc->tag != h->epoch || wc->n != h->part ||
@@ -235,8 +291,7 @@ static int kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 		return -EPROTO;
 	}
 	l->bytes = bytes;
-	if (h->epoch && wc && l->n)
-		kl_wcache_set(wc, h->epoch, l);
+	l->tag = h->epoch; /* kl_remember() once handled */
 	return 0;
 }
 
@@ -246,9 +301,10 @@ static int kl_idx_reserve(struct psd_kvs_kl *kl, uint64_t n)
 
 	if (n <= kl->idx_cap)
 		return 0;
-	p = realloc(kl->idx, (size_t)n * sizeof(*p));
+	p = kl_alloc((size_t)n * sizeof(*p), false);
 	if (!p)
 		return -ENOMEM;
+	free(kl->idx);
 	kl->idx = p;
 	kl->idx_cap = n;
 	return 0;
@@ -295,6 +351,7 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct kl_list *l,
 				j++;
 		if (j < kl->n && kl->keys[j] == k) {
 			if (kl_slen(kl, j) != kl_len_of(l, i)) {
+				kl->idx[i] = (uint32_t)j;
 				*bad = i;
 				return PSCHED_ESIZE;
 			}
@@ -353,16 +410,16 @@ static int kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	unsigned es = kl->esize;
 
 	for (i = 0; i < l->n; i++)
-		if (kl->idx[i] == KL_NONE) {
+		if (nnew == l->n || kl->idx[i] == KL_NONE) {
 			addel += kl_len_of(l, i);
 			if (kl_len_of(l, i) != ulen)
 				uni = false;
 		}
 	if (tot >= KL_NONE)
 		return -E2BIG;
-	keys = malloc((size_t)tot * 8);
-	val = calloc((size_t)(kl->nelem + addel), es);
-	acc = calloc((size_t)(kl->nelem + addel), es);
+	keys = kl_keys_alloc(tot);
+	val = kl_alloc((size_t)((kl->nelem + addel) * es), true);
+	acc = kl_alloc((size_t)((kl->nelem + addel) * es), true);
 	if (!uni) {
 		lens = malloc((size_t)tot * 4);
 		offs = malloc((size_t)tot * 8);
@@ -371,7 +428,7 @@ static int kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		stamp = calloc((size_t)tot, 4);
 	if (!keys || !val || !acc || (!uni && (!lens || !offs)) ||
 	    (kl->stamp && !stamp)) {
-		free(keys);
+		kl_keys_put(keys);
 		free(val);
 		free(acc);
 		free(lens);
@@ -437,7 +494,7 @@ static int kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		k++;
 	}
 done:
-	free(kl->keys);
+	kl_keys_put(kl->keys);
 	free(kl->val);
 	free(kl->acc);
 	free(kl->lens);
@@ -665,7 +722,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	const char *why = "";
 	struct kl_list l;
 	bool whole, refused = true;
-	int ret;
+	int ret = 0;
 
 	if (kl->has_dtype && h->dtype != kl->dtype) {
 		psd_kvs_rejectf(n, c, h, -EINVAL,
@@ -688,10 +745,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	}
 	whole = kl_is_whole(kl, &l);
 	if (!kl->n) {
-		nnew = l.n; /* all new: no lookup */
-		ret = kl_idx_reserve(kl, l.n);
-		for (uint64_t i = 0; !ret && i < l.n; i++)
-			kl->idx[i] = KL_NONE;
+		nnew = l.n; /* all new: no lookup, kl_insert() appends */
 	} else {
 		ret = whole ? 0 : kl_lookup(kl, &l, &nnew, &bad);
 	}
@@ -704,7 +758,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 				kl_slen(kl, kl->idx[bad] == KL_NONE
 						    ? 0
 						    : kl->idx[bad]));
-		goto count;
+		goto refused_parsed;
 	}
 	if (!ret && nnew) {
 		bool was_empty = !kl->n;
@@ -723,9 +777,13 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_rejectf(n, c, h, ret,
 				"key list of %llu keys: %s (nothing stored)",
 				(unsigned long long)l.n, psched_strerror(ret));
-		goto count;
+		goto refused_parsed;
 	}
 	refused = false;
+	kl_remember(kl, wrank, &l, whole);
+	goto count;
+refused_parsed:
+	kl_remember(kl, wrank, &l, false);
 count:
 	if (!acked && !refused) {
 		struct psd_hdr a = kl_answer(n, h, PSD_MSG_PUSH_ACK, 0);
@@ -959,11 +1017,19 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 	kc->kl = false;
 	if (h->type == PSD_MSG_PULL) {
 		if (kl_parse(kl, h, payload, psched_dtype_size(h->dtype),
-			     kc->wrank, &l, &why))
+			     kc->wrank, &l, &why)) {
 			psd_kvs_reject(n, c, h, -EPROTO, why);
+			return;
+		}
+		if (l.tag) {
+			kl_remember(kl, kc->wrank, &l,
+				    kl->n == l.n && kl_is_whole_cmp(kl, &l));
+			if (kl->wc[kc->wrank].tag == l.tag)
+				l.wc = &kl->wc[kc->wrank];
+		}
 		/* A pull the version covers is answered even after a
 		 * worker left (the others may still pull its last step). */
-		else if (kl->version >= h->step)
+		if (kl->version >= h->step)
 			kl_answer_list(n, c, h, &l);
 		else if (s->broken)
 			psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
@@ -978,8 +1044,9 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 		/* Its tag is known from now on (later pushes may name it
 		 * before this one applies); held, it goes without one. */
 		if (h->epoch && !(h->flags & PSD_F_KLCACHED)) {
-			kl_parse(kl, h, buf, psched_dtype_size(h->dtype),
-				 kc->wrank, &l, &why);
+			if (!kl_parse(kl, h, buf, psched_dtype_size(h->dtype),
+				      kc->wrank, &l, &why))
+				kl_remember(kl, kc->wrank, &l, false);
 			hh.epoch = 0;
 		}
 		if (h->flags & PSD_F_KLCACHED)
