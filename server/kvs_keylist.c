@@ -90,6 +90,8 @@ struct kl_wcache {
 	uint64_t *keys;
 	uint32_t *lens;	    /* when ulen is 0 */
 	uint64_t whole_gen; /* gen + 1 when it was the whole store */
+	uint32_t *idx;	    /* its slots in the store, valid while */
+	uint64_t idx_gen;   /* ... this is gen + 1 */
 };
 
 struct psd_kvs_kl {
@@ -185,6 +187,7 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 	for (unsigned w = 0; w < s->nworker; w++) {
 		kl_keys_put(kl->wc[w].keys);
 		free(kl->wc[w].lens);
+		free(kl->wc[w].idx);
 	}
 	free(kl->wc);
 	free(kl->have);
@@ -213,6 +216,7 @@ static void kl_remember(struct psd_kvs_kl *kl, int wrank,
 	ln = l->lens ? malloc((size_t)l->n * 4) : NULL;
 	kl_keys_put(wc->keys);
 	free(wc->lens);
+	free(wc->idx);
 	memset(wc, 0, sizeof(*wc));
 	if (!k || (l->lens && !ln)) {
 		kl_keys_put(k);
@@ -364,6 +368,35 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct kl_list *l,
 	return 0;
 }
 
+/*
+ * The slots of @l (every key stored) in *@idx: a tagged list's are kept
+ * until keys are added, so a list pushed every step is looked up once.
+ * 0, PSCHED_ESIZE (key index in *@bad) or -ENOMEM; *@nnew as kl_lookup.
+ */
+static int kl_slots(struct psd_kvs_kl *kl, const struct kl_list *l,
+		    const uint32_t **idx, uint64_t *nnew, uint64_t *bad)
+{
+	struct kl_wcache *wc = l->wc;
+	int ret;
+
+	*nnew = 0;
+	if (wc && wc->idx && wc->idx_gen == kl->gen + 1) {
+		*idx = wc->idx;
+		return 0;
+	}
+	ret = kl_lookup(kl, l, nnew, bad);
+	*idx = kl->idx;
+	if (ret || *nnew || !wc)
+		return ret;
+	if (!wc->idx)
+		wc->idx = malloc((size_t)l->n * sizeof(*wc->idx));
+	if (wc->idx) {
+		memcpy(wc->idx, kl->idx, (size_t)l->n * sizeof(*wc->idx));
+		wc->idx_gen = kl->gen + 1;
+	}
+	return 0;
+}
+
 /* The whole store, key for key and length for length? */
 static bool kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 			    const struct kl_list *l)
@@ -463,6 +496,34 @@ static int kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		}
 		goto done;
 	}
+	/* One 4-byte element per key, before and after: merge without a
+	 * call per key. */
+	if (uni && ulen == 1 && es == 4 && (!kl->n || kl->ulen == 1)) {
+		const uint32_t *ov = (const uint32_t *)(const void *)kl->val;
+		const uint32_t *oa = (const uint32_t *)(const void *)kl->acc;
+		uint32_t *nv = (uint32_t *)(void *)val;
+		uint32_t *na = (uint32_t *)(void *)acc;
+
+		i = 0;
+		while (i < l->n || j < kl->n) {
+			if (j < kl->n &&
+			    (i >= l->n || kl->keys[j] <= l->keys[i])) {
+				if (i < l->n && kl->keys[j] == l->keys[i])
+					i++;
+				keys[k] = kl->keys[j];
+				nv[k] = ov[j];
+				na[k] = oa[j];
+				if (stamp)
+					stamp[k] = kl->stamp[j];
+				j++;
+			} else {
+				keys[k] = l->keys[i++];
+			}
+			k++;
+		}
+		e = k;
+		goto done;
+	}
 	/* merge: i over the list, j over the store, k out, e elements */
 	i = 0;
 	while (i < l->n || j < kl->n) {
@@ -537,7 +598,8 @@ static int kl_go_partial(struct psd_kvs_kl *kl, uint32_t cur)
 
 /* Add list @l (checked, all keys stored, kl->idx filled unless @whole) to
  * the open step. */
-static int kl_add(struct psd_kvs_kl *kl, const struct kl_list *l, bool whole)
+static int kl_add(struct psd_kvs_kl *kl, const struct kl_list *l, bool whole,
+		  const uint32_t *idx)
 {
 	uint32_t cur = (uint32_t)(kl->version + 1);
 	uint64_t i, off = 0;
@@ -554,8 +616,26 @@ static int kl_add(struct psd_kvs_kl *kl, const struct kl_list *l, bool whole)
 	ret = kl_go_partial(kl, cur);
 	if (ret)
 		return ret;
+	if (!whole && kl->dtype == PSCHED_F32 && kl->ulen == 1) {
+		/* one float per key: the common sparse case, one pass */
+		const float *v = (const float *)(const void *)l->vals;
+		float *a = (float *)(void *)kl->acc;
+		uint32_t *st = kl->stamp;
+
+		for (i = 0; i < l->n; i++) {
+			uint32_t j = idx[i];
+
+			if (st[j] == cur) {
+				a[j] += v[i];
+			} else {
+				a[j] = v[i];
+				st[j] = cur;
+			}
+		}
+		return 0;
+	}
 	for (i = 0; i < l->n; i++) {
-		uint64_t j = whole ? i : kl->idx[i];
+		uint64_t j = whole ? i : idx[i];
 		uint64_t len = (uint64_t)kl_len_of(l, i) * es;
 		uint8_t *dst = kl->acc + kl_soff(kl, j) * es;
 
@@ -595,6 +675,7 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 	struct psd_hdr a;
 	struct iovec iov;
 	uint64_t nnew = 0, bad = 0, i, off = 0;
+	const uint32_t *idx;
 	int ret;
 
 	if (kl_is_whole(kl, &l)) {
@@ -605,14 +686,14 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 		psd_conn_send(c, &a, &iov, 1);
 		return;
 	}
-	ret = kl_lookup(kl, &l, &nnew, &bad);
+	ret = kl_slots(kl, &l, &idx, &nnew, &bad);
 	if (ret == -ENOMEM) {
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for a key list");
 		return;
 	}
 	if (ret || nnew) {
 		for (i = 0; !ret && i < l.n; i++)
-			if (kl->idx[i] == KL_NONE) {
+			if (idx[i] == KL_NONE) {
 				bad = i;
 				break;
 			}
@@ -641,13 +722,13 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 		const uint32_t *v = (const uint32_t *)(const void *)kl->val;
 
 		for (i = 0; i < l.n; i++)
-			o[i] = v[kl->idx[i]];
+			o[i] = v[idx[i]];
 	} else {
 		for (i = 0; i < l.n; i++) {
 			uint64_t len = (uint64_t)kl_len_of(&l, i) * kl->esize;
 
 			memcpy(kl->out + off,
-			       kl->val + kl_soff(kl, kl->idx[i]) * kl->esize,
+			       kl->val + kl_soff(kl, idx[i]) * kl->esize,
 			       (size_t)len);
 			off += len;
 		}
@@ -720,6 +801,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	struct psd_kvs_kl *kl = s->kl;
 	uint64_t nnew = 0, bad = 0;
 	const char *why = "";
+	const uint32_t *idx = NULL;
 	struct kl_list l;
 	bool whole, refused = true;
 	int ret = 0;
@@ -747,7 +829,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	if (!kl->n) {
 		nnew = l.n; /* all new: no lookup, kl_insert() appends */
 	} else {
-		ret = whole ? 0 : kl_lookup(kl, &l, &nnew, &bad);
+		ret = whole ? 0 : kl_slots(kl, &l, &idx, &nnew, &bad);
 	}
 	if (ret == PSCHED_ESIZE) {
 		psd_kvs_rejectf(n, c, h, ret,
@@ -767,12 +849,12 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		/* into an empty store the list is the whole store */
 		whole = !ret && was_empty;
 		if (!ret && !was_empty)
-			ret = kl_lookup(kl, &l, &nnew, &bad);
+			ret = kl_slots(kl, &l, &idx, &nnew, &bad);
 		if (!ret && !was_empty)
 			whole = kl_is_whole(kl, &l);
 	}
 	if (!ret)
-		ret = kl_add(kl, &l, whole);
+		ret = kl_add(kl, &l, whole, idx);
 	if (ret) {
 		psd_kvs_rejectf(n, c, h, ret,
 				"key list of %llu keys: %s (nothing stored)",
@@ -804,7 +886,13 @@ static void kl_commit(struct psd_kvs *s, struct psd_kvs_kl *kl)
 	uint8_t *tmp;
 	uint64_t j;
 
-	if (kl->partial) {
+	if (kl->partial && kl->ulen == 1 && es == 4) {
+		uint32_t *v = (uint32_t *)(void *)kl->val;
+		const uint32_t *a = (const uint32_t *)(const void *)kl->acc;
+
+		for (j = 0; j < kl->n; j++)
+			v[j] = kl->stamp[j] == cur ? a[j] : v[j];
+	} else if (kl->partial) {
 		for (j = 0; j < kl->n; j++)
 			if (kl->stamp[j] == cur)
 				memcpy(kl->val + kl_soff(kl, j) * es,

@@ -40,14 +40,15 @@ static bool in_push(unsigned r, int s, size_t u)
 {
 	switch (s) {
 	case 1:
-	case 2:
 		return u % 2 == 0;
+	case 2: /* + new one-element keys between the stored ones */
+		return u % 2 == 0 || u % 6 == 3;
 	case 3:
 		return u % 2 == 0 && ((u / 2) % nw == r || u % 8 == 0);
 	case 4:
 		return r == 0 && ((u % 2 && u < M / 2) || u % 6 == 0);
-	case 5:
-		return u % 2 == 0 || u < M / 2;
+	case 5: /* every key stored so far */
+		return u % 2 == 0 || u < M / 2 || u % 6 == 3;
 	case 6:
 		return u % 2 && u >= M / 2;
 	case 7:
