@@ -377,10 +377,12 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	/* Every key new and after the stored ones (an empty store, say):
 	 * append, no merge. */
 	if (nnew == l->n && (!kl->n || l->keys[0] > kl->keys[kl->n - 1])) {
-		memcpy(keys, kl->keys, (size_t)kl->n * 8);
+		if (kl->n) {
+			memcpy(keys, kl->keys, (size_t)kl->n * 8);
+			memcpy(val, kl->val, (size_t)(kl->nelem * es));
+			memcpy(acc, kl->acc, (size_t)(kl->nelem * es));
+		}
 		memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
-		memcpy(val, kl->val, (size_t)(kl->nelem * es));
-		memcpy(acc, kl->acc, (size_t)(kl->nelem * es));
 		if (stamp)
 			memcpy(stamp, kl->stamp, (size_t)kl->n * 4);
 		k = kl->n;
