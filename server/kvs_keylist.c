@@ -163,6 +163,8 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 		return;
 	}
+	if (!l->n)
+		return;
 	memcpy(buf, l->keys, (size_t)l->n * 8);
 	if (l->lens)
 		memcpy(buf + l->n * 8, l->lens, (size_t)l->n * 4);

@@ -146,7 +146,8 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 		    const void *payload, unsigned esize, int wrank,
 		    struct psd_kl_list *l, const char **why)
 {
-	const uint8_t *p = payload;
+	static const uint64_t none; /* an empty message has no payload */
+	const uint8_t *p = payload ? payload : (const void *)&none;
 	uint64_t i, bytes = 0, bad = 0;
 	uint32_t zero = 0;
 	struct psd_kl_wcache *wc = wrank >= 0 ? &kl->wc[wrank] : NULL;
