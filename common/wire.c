@@ -125,7 +125,8 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 	uint64_t per = cached ? 0 : h->offset ? 8 : 12, want;
 
 	*why = "key-list message with inconsistent sizes";
-	if (h->type == PSD_MSG_INIT || !(h->flags & PSD_F_KEYLIST) ||
+	if (h->type == PSD_MSG_INIT || h->type == PSD_MSG_CONTROL ||
+	    !(h->flags & PSD_F_KEYLIST) ||
 	    (h->flags & ~(PSD_F_KEYLIST | PSD_F_KLCACHED)) ||
 	    (cached && (!h->epoch || !psd_msg_is_request(h->type))))
 		return -EPROTO;

@@ -95,6 +95,10 @@ static void test_kl_rejects_flags(void)
 
 	h.type = PSD_MSG_INIT; /* key lists need no init */
 	expect_reject(&h, MAX_TENSOR);
+	h = kl_push(0, 0, 0); /* nor control messages (found by fuzz_wire) */
+	h.type = PSD_MSG_CONTROL;
+	h.length = 0;
+	expect_reject(&h, MAX_TENSOR);
 	h = kl_push(1000, 1, 0);
 	h.flags |= PSD_F_COMPRESSED;
 	expect_reject(&h, MAX_TENSOR);
