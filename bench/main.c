@@ -437,7 +437,11 @@ int main(int argc, char **argv)
 	snprintf(o.transport, sizeof(o.transport), "%s", cfg.transport);
 	snprintf(o.root_uri, sizeof(o.root_uri), "%s",
 		 cfg.root_uri[0] ? cfg.root_uri : "127.0.0.1");
-	if (!o.csv && !o.json)
+	if (o.kl_keys)
+		printf("# ps-bench: key lists, servers=%u workers=%u "
+		       "transport=%s rounds=%u\n",
+		       o.servers, o.workers, cfg.transport, o.runs);
+	else if (!o.csv && !o.json)
 		printf("# ps-bench: mode=%s servers=%u workers=%u "
 		       "transport=%s dtype=%s window=%.1fs runs=%u "
 		       "(medians)\n",
