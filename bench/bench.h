@@ -7,6 +7,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "psched.h"
 
@@ -35,6 +36,7 @@ struct bopts {
 	enum psched_dtype dtype;
 	char transport[16];
 	char root_uri[256]; /* local cluster: address the nodes dial */
+	unsigned kl_keys;   /* --keys-per-request: key-list mode (keylist.c) */
 };
 
 struct bresult {
@@ -87,6 +89,16 @@ void bench_report(const struct bopts *o, const struct bresult *res,
 		  double rss_mib);
 /* Print @text's lines, each after @prefix. */
 void bench_print_prefixed(const char *prefix, const char *text);
+/* keylist.c: --keys-per-request (times per round, slowest worker). */
+struct bkl_result {
+	double push[MAX_RUNS], pull[MAX_RUNS]; /* ms */
+};
+int bench_kl_worker(struct psched_node *node, const struct bopts *o);
+int bench_kl_collect(const struct bopts *o, FILE **fps, unsigned nw,
+		     struct bkl_result *res);
+void bench_kl_report(const struct bopts *o, const struct bkl_result *res,
+		     double rss_mib);
+
 /* Start the local cluster, run the workers, print the table. */
 int bench_launch(const struct bopts *o, int argc, char **argv);
 

@@ -24,6 +24,8 @@
 
 /* ---- launcher ---------------------------------------------------------- */
 
+#define MAX_NODES_KL 64 /* --workers' limit (opts.c) */
+
 struct child {
 	pid_t pid;
 	int out;  /* stdout pipe, -1 none */
@@ -311,6 +313,7 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	unsigned n = 1 + o->servers + o->workers, i, port;
 	struct child *cs = calloc(n, sizeof(*cs));
 	struct bresult res[MAX_SIZES];
+	struct bkl_result klres;
 	static char sname[] = "ps-scheduler", rp[] = "--root-port",
 		    zero[] = "0", vname[] = "ps-server";
 	char *sargv[] = { sname, rp, zero, NULL };
@@ -333,7 +336,15 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	for (; i < n; i++)
 		spawn(&cs[i], "ps-bench", wargv, "worker", port, o);
 	/* On a failure the other workers may wait for the one that failed. */
-	failed = run_rounds(o, cs + 1 + o->servers, res) != 0;
+	if (o->kl_keys) {
+		FILE *fps[MAX_NODES_KL];
+
+		for (i = 0; i < o->workers; i++)
+			fps[i] = cs[1 + o->servers + i].fp;
+		failed = bench_kl_collect(o, fps, o->workers, &klres) != 0;
+	} else {
+		failed = run_rounds(o, cs + 1 + o->servers, res) != 0;
+	}
 	if (failed)
 		kill_all(cs + 1 + o->servers, o->workers);
 	for (i = 1 + o->servers; i < n; i++) {
@@ -351,7 +362,10 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	for (i = 1; i <= o->servers; i++)
 		if (cs[i].ru.ru_maxrss > rss)
 			rss = cs[i].ru.ru_maxrss;
-	bench_report(o, res, rss / 1024.0);
+	if (o->kl_keys)
+		bench_kl_report(o, &klres, rss / 1024.0);
+	else
+		bench_report(o, res, rss / 1024.0);
 	free(wargv);
 	free(cs);
 	return 0;

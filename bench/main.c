@@ -388,7 +388,9 @@ static int join(const struct psched_cfg *cfg, const struct bopts *o)
 		fprintf(stderr, "ps-bench: %s\n", psched_errmsg());
 		return 1;
 	}
-	if (cfg->role == PSCHED_ROLE_WORKER)
+	if (cfg->role == PSCHED_ROLE_WORKER && o->kl_keys)
+		ret = bench_kl_worker(node, o);
+	else if (cfg->role == PSCHED_ROLE_WORKER)
 		ret = run_worker(node, o);
 	else
 		ret = psched_node_run(node);
@@ -435,7 +437,11 @@ int main(int argc, char **argv)
 	snprintf(o.transport, sizeof(o.transport), "%s", cfg.transport);
 	snprintf(o.root_uri, sizeof(o.root_uri), "%s",
 		 cfg.root_uri[0] ? cfg.root_uri : "127.0.0.1");
-	if (!o.csv && !o.json)
+	if (o.kl_keys)
+		printf("# ps-bench: key lists, servers=%u workers=%u "
+		       "transport=%s rounds=%u\n",
+		       o.servers, o.workers, cfg.transport, o.runs);
+	else if (!o.csv && !o.json)
 		printf("# ps-bench: mode=%s servers=%u workers=%u "
 		       "transport=%s dtype=%s window=%.1fs runs=%u "
 		       "(medians)\n",

@@ -17,6 +17,7 @@
 #define MAX_SECONDS  3600.0
 #define MAX_NODES    64
 #define MAX_SIZE_ARG 4096
+#define MAX_KL_KEYS  200000000
 
 static int bad_arg(const char *name, const char *val, const char *want)
 {
@@ -143,6 +144,25 @@ static int check_memory(const struct bopts *o)
 	return 0;
 }
 
+/* Key-list mode: keys, values and pulled values per worker, and the
+ * servers' copy of every worker's keys and two value arrays. */
+static int check_kl_memory(const struct bopts *o)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	double ram = pages > 0 && psz > 0 ? (double)pages * psz : 0;
+	double need = (16.0 + 16.0) * o->kl_keys * o->workers;
+
+	if (ram > 0 && need > ram) {
+		fprintf(stderr,
+			"ps-bench: --keys-per-request %u with %u workers needs "
+			"about %.1f GiB; this machine has %.1f GiB\n",
+			o->kl_keys, o->workers, need / (1 << 30),
+			ram / (1 << 30));
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 static int parse_one(int c, const char *val, struct bopts *o,
 		     const char **sizes)
 {
@@ -175,6 +195,9 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'j':
 		o->json = true;
 		return 0;
+	case 'K':
+		return parse_uint("keys-per-request", val, 1, MAX_KL_KEYS,
+				  &o->kl_keys);
 	default: /* getopt has said what is wrong */
 		return -EINVAL;
 	}
@@ -195,6 +218,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "no-baseline", no_argument, NULL, 'B' },
 		{ "csv", no_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
+		{ "keys-per-request", required_argument, NULL, 'K' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = "4K,64K,1M,16M,64M";
@@ -215,7 +239,14 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		fprintf(stderr, "ps-bench: --csv and --json: pick one\n");
 		return -EINVAL;
 	}
+	if (o->kl_keys && (o->csv || o->json)) {
+		fprintf(stderr, "ps-bench: --keys-per-request prints its own "
+				"table: no --csv or --json\n");
+		return -EINVAL;
+	}
 	ret = parse_sizes(sizes, o);
+	if (!ret && o->kl_keys)
+		return check_kl_memory(o);
 	return ret ? ret : check_memory(o);
 }
 
@@ -240,7 +271,13 @@ void bench_usage(void)
 	       "[f32]\n"
 	       "  --no-baseline   skip the TCPmax and RawTCP baselines\n"
 	       "  --csv           CSV instead of the table\n"
-	       "  --json          one JSON object instead of the table\n\n"
+	       "  --json          one JSON object instead of the table\n"
+	       "  --keys-per-request N  key-list mode, 1..200000000: each "
+	       "worker pushes then\n"
+	       "                  pulls N keys of one float32 in one request, "
+	       "--runs rounds\n"
+	       "                  (dmlc's test_kv_app_benchmark; --size, "
+	       "--mode, --seconds unused)\n\n"
 	       "%s\n"
 	       "Progress goes to stderr when it is a terminal.  Exit status: "
 	       "0 done, 1 a run\nfailed, 2 bad arguments.\n\n",

@@ -114,6 +114,44 @@ static int hdr_check_length(const struct psd_hdr *h, const char **why)
 	}
 }
 
+/* A key-list message (PSD_F_KEYLIST, wire.h): its own rules instead of
+ * hdr_check_length() and hdr_check_range(). */
+static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
+			     const char **why)
+{
+	unsigned esize = psched_dtype_size((enum psched_dtype)h->dtype);
+	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	bool cached = h->flags & PSD_F_KLCACHED;
+	uint64_t per = cached ? 0 : h->offset ? 8 : 12, want;
+
+	*why = "key-list message with inconsistent sizes";
+	if (h->type == PSD_MSG_INIT || h->type == PSD_MSG_CONTROL ||
+	    !(h->flags & PSD_F_KEYLIST) ||
+	    (h->flags & ~(PSD_F_KEYLIST | PSD_F_KLCACHED)) ||
+	    (cached && (!h->epoch || !psd_msg_is_request(h->type))))
+		return -EPROTO;
+	if (h->total != h->span || h->span % esize)
+		return -EPROTO;
+	if (h->type == PSD_MSG_PUSH_ACK)
+		return h->length ? -EPROTO : 0;
+	if (h->type == PSD_MSG_PULL_RESP) {
+		if (h->span > max_tensor)
+			return -EPROTO;
+		return h->length != (h->status ? 0 : h->span) ? -EPROTO : 0;
+	}
+	/* requests: n keys, maybe n lengths, maybe the values */
+	if (per && h->part > (UINT64_MAX - h->span) / per)
+		return -EPROTO;
+	if (h->offset && (h->offset > UINT32_MAX ||
+			  (unsigned __int128)h->part * h->offset * esize !=
+				  h->span))
+		return -EPROTO;
+	want = h->part * per + (push ? h->span : 0);
+	if (h->length != want)
+		return -EPROTO;
+	return 0;
+}
+
 static int hdr_check_range(const struct psd_hdr *h, uint64_t max_tensor,
 			   const char **why)
 {
@@ -195,6 +233,8 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "status set on a request, or positive";
 		return -EPROTO;
 	}
+	if (h->flags & (PSD_F_KEYLIST | PSD_F_KLCACHED))
+		return hdr_check_keylist(h, max_tensor, why);
 	if (hdr_check_length(h, why))
 		return -EPROTO;
 	return hdr_check_range(h, max_tensor, why);

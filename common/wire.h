@@ -53,7 +53,35 @@ enum psd_msg_type {
 /* PUSH, PUSHPULL of float32: the payload is compressed (common/
  * compress.h), length psd_cmp_len() of span / 4 elements. */
 #define PSD_F_COMPRESSED 0x02u
-#define PSD_F_ALL	 0x03u
+/*
+ * PUSH, PULL, PUSHPULL and their answers (PUSH_ACK, PULL_RESP): a key list
+ * (psched_push_keys(), worker/kvw_keylist.c, server/kvs_keylist.c), the
+ * slice of one request that this server owns.  The fields mean:
+ *   key     first key of the slice (0 if empty; for logs)
+ *   part    n: keys in the slice (may be 0)
+ *   offset  elements per key when every key has the same length, else 0
+ *           and a u32 element count per key follows the keys
+ *   total, span   value bytes of the slice (equal; 0 when n is 0)
+ *   step    the worker's key-list step (pushes: the step pushed; pulls:
+ *           the step whose value is wanted)
+ *   epoch   0 (key lists are not partitioned)
+ * Request payload: n u64 keys (sorted, distinct), then the n u32 lengths
+ * if offset is 0, then (PUSH, PUSHPULL) span value bytes.  PULL_RESP
+ * carries span value bytes in the order of the request's keys; PUSH_ACK
+ * nothing.  psd_hdr_decode() checks that length, span and n agree.
+ */
+#define PSD_F_KEYLIST	 0x04u
+/*
+ * With PSD_F_KEYLIST on a request: epoch is a list tag (0: none).  A
+ * request with a tag and without PSD_F_KLCACHED carries its keys and the
+ * server keeps a copy under (sender, tag), replacing the sender's last
+ * one; a request with PSD_F_KLCACHED carries no keys and no lengths (the
+ * payload is only the values of a push, nothing for a pull) and names
+ * the slice the sender sent before with that tag: a worker pushing the
+ * same list every step sends its keys once.
+ */
+#define PSD_F_KLCACHED	 0x10u
+#define PSD_F_ALL	 0x17u
 
 struct psd_hdr {
 	uint8_t type;

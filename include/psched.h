@@ -234,6 +234,48 @@ int psched_pushpull(struct psched_node *node, const uint64_t *keys,
 		    enum psched_dtype dtype, int priority, psched_done_fn *cb,
 		    void *arg, uint64_t *req);
 /*
+ * Key lists (README "Key lists"; ps-lite's ZPush(keys, vals, lens) shape):
+ * one request carrying @nkeys small keys, their values packed back to back
+ * in one buffer @vals, key i holding @lens[i] elements of @dtype (or, when
+ * @lens is NULL, @len elements each).  @keys must be sorted ascending with
+ * no duplicates (refused with -EINVAL otherwise, naming the first bad
+ * index); lengths are at least 1.  Keys need no init: a server keeps a key
+ * from its first push (value 0 before).  Server s of S owns the keys in
+ * [s * 2^64 / S, (s + 1) * 2^64 / S), as ps-lite splits its key space, so
+ * a list is cut into one contiguous slice per server, sent from the
+ * caller's arrays without copying.  @vals (and @keys, @lens) must stay
+ * valid until the request completes, as for psched_push().
+ *
+ * Steps: each psched_push_keys() (or pushpull) of a worker is its next
+ * key-list step, whatever keys it names (an empty list is a step that
+ * pushes nothing).  Once every worker pushed step s, every key pushed in
+ * step s holds the sum of that step's pushes; keys nobody pushed keep
+ * their value.  psched_pull_keys() returns values that include this
+ * worker's latest key-list push.  A key's length and the dtype of a
+ * server's key lists are fixed by their first push.  Each server checks
+ * its slice: one that disagrees (PSCHED_ESIZE naming the key, -EINVAL for
+ * the dtype) or pulls a key never pushed (PSCHED_EUNKNOWNKEY) is refused
+ * whole by that server, which stores nothing of it and counts the push as
+ * an empty one of its step; other servers' slices of the same request
+ * are not rolled back.  The request fails with the first refusal.
+ * Key lists use sync mode and the default update rule (the sum replaces
+ * the value); they are independent of psched_push()'s keys.
+ */
+int psched_push_keys(struct psched_node *node, size_t nkeys,
+		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
+		     const void *vals, enum psched_dtype dtype, int priority,
+		     psched_done_fn *cb, void *arg, uint64_t *req);
+int psched_pull_keys(struct psched_node *node, size_t nkeys,
+		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
+		     void *vals, enum psched_dtype dtype, int priority,
+		     psched_done_fn *cb, void *arg, uint64_t *req);
+int psched_pushpull_keys(struct psched_node *node, size_t nkeys,
+			 const uint64_t *keys, const uint32_t *lens,
+			 uint32_t len, const void *push_vals, void *pull_vals,
+			 enum psched_dtype dtype, int priority,
+			 psched_done_fn *cb, void *arg, uint64_t *req);
+
+/*
  * Declare keys and their initial values (collective: every worker calls
  * it; worker rank 0's values win, the others only declare the size).
  * Blocks until the servers hold the keys.  @vals may be NULL on ranks other

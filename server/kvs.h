@@ -72,6 +72,7 @@ struct psd_kvs_conn {
 	bool direct;	   /* payload went straight into e->merge */
 	void *hold;	   /* payload buffer of an early push, owned */
 	uint64_t hold_len; /* its bytes, counted in parked_bytes */
+	bool kl;	   /* a key-list request accepted at its header */
 };
 
 struct psd_kvs {
@@ -103,6 +104,7 @@ struct psd_kvs {
 	atomic_uint_fast64_t stored_bytes; /* tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* bytes allocated for them */
 	bool gpu_sum; /* PS_SERVER_GPU_SUM: float sums on CUDA device 0 */
+	struct psd_kvs_kl *kl; /* key lists (kvs_keylist.c), made on use */
 };
 
 static inline struct psd_kvs *psd_kvs_of(const struct psched_node *n)
@@ -196,6 +198,18 @@ int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
 		      const struct psd_hdr *h, void **dst);
 void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 		     const struct psd_hdr *h, void *payload);
+
+/* kvs_keylist.c: key lists (PSD_F_KEYLIST), van thread. */
+int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
+			 struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			 void **dst);
+void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, void *payload);
+/* Drop the key-list waits of @c (all when NULL), answering @err first
+ * unless it is 0. */
+void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
+		     const char *why);
+void psd_kvs_kl_free(struct psd_kvs *s);
 
 /* kv_server.c.  Van thread: apply a worker's ServerCommand, already
  * checked by server/command.c: @mode 0 unchanged, 1 sync, 2 async; @opt

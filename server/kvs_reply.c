@@ -24,7 +24,7 @@ void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
 	h.sender = n->id;
 	h.status = 0;
 	h.length = 0;
-	h.flags = 0;
+	h.flags = req->flags & PSD_F_KEYLIST; /* routes the answer */
 	psd_conn_send(c, &h, NULL, 0);
 }
 
@@ -39,7 +39,7 @@ void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 	h.sender = n->id;
 	h.status = status;
 	h.length = 0;
-	h.flags = 0;
+	h.flags = req->flags & PSD_F_KEYLIST; /* routes the answer */
 	psd_conn_send(c, &h, NULL, 0);
 }
 

@@ -262,6 +262,8 @@ int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
 				(unsigned long long)psd_van_max_tensor(c));
 		return PSD_RX_DISCARD;
 	}
+	if (h->flags & PSD_F_KEYLIST)
+		return psd_kvs_kl_rx_header(n, c, kc, h, dst);
 	ret = kvs_check_entry(n, c, h, kc->wrank, &kc->e);
 	if (ret)
 		return h->length ? PSD_RX_DISCARD : 0; /* already answered */
@@ -375,6 +377,10 @@ void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs_conn *kc = c->ctx;
 
+	if (h->flags & PSD_F_KEYLIST) {
+		psd_kvs_kl_rx_data(n, c, h, payload);
+		return;
+	}
 	if (!kc || !kc->e)
 		return; /* rejected at the header */
 	switch (h->type) {

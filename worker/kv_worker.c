@@ -367,6 +367,7 @@ static void kvw_destroy(struct psched_node *n)
 		return;
 	psd_kvw_sender_stop(w);
 	psd_kvw_gpu_fini(w);
+	psd_kvw_kl_fini(w);
 	for (i = 0; i < w->cap; i++)
 		if (w->reqs[i])
 			psd_kvw_req_free(w->reqs[i]);

@@ -122,6 +122,8 @@ struct kvw_chunk {
 				     GPUDirect, or the scratch buffer) */
 	uint64_t coff;	 /* compressed push: payload at req->cbuf + coff */
 	uint64_t clen;
+	uint64_t kl_first; /* key list: first key index of the slice */
+	uint64_t kl_n;	   /* and its key count (kvw_keylist.c) */
 };
 
 struct kvw_req {
@@ -152,6 +154,13 @@ struct kvw_req {
 	int cmp; /* compress kind of this push (common/compress.h) */
 	float cmp_threshold;
 	uint8_t *cbuf; /* compressed payloads of every chunk */
+	/* A key list (kvw_keylist.c): the caller's arrays, one chunk per
+	 * server slice; slots[0] holds the value buffers and the step. */
+	bool kl;
+	uint32_t kl_len; /* elements per key, 0: kl_lens */
+	uint32_t kl_tag; /* list tag (wire.h PSD_F_KLCACHED), 0: none */
+	const uint64_t *kl_keys;
+	const uint32_t *kl_lens;
 	size_t nslots;
 	struct kvw_slot slots[];
 };
@@ -204,6 +213,8 @@ struct psd_kvw {
 	int cmp_kind;	     /* gradient compression of float32 pushes */
 	float cmp_threshold;
 	uint64_t max_step; /* highest step pushed of any key */
+	uint64_t kl_step;  /* key-list pushes so far (kvw_keylist.c) */
+	struct kvw_klcache *klc; /* the last key list, sent once per server */
 
 	bool fifo;
 	struct psd_chunkq q;
@@ -343,6 +354,17 @@ int psd_kvw_gpu_fake_direct(struct psched_node *n, const char *transport,
 			    bool probe_on);
 /* Locked.  Device requests of @w go by GPUDirect. */
 bool psd_kvw_gpu_direct(const struct psd_kvw *w);
+
+/* kvw_keylist.c.  Locked: the header and payload (up to 3 pieces) of a
+ * key-list chunk.  Unlocked (van thread): its answers. */
+void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
+		    struct psd_hdr *h, struct iovec *iov, int *niov);
+int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, void **dst);
+/* Unlocked: free the key-list cache (worker teardown). */
+void psd_kvw_kl_fini(struct psd_kvw *w);
+void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, void *payload);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);

@@ -55,12 +55,16 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	struct psd_stage_buf stg = { 0 };
 	struct psd_chunk_node *head;
 	struct psd_hdr h;
-	struct iovec iov;
+	struct iovec iov = { 0 }, kiov[3];
+	int niov = 1;
 	bool fire = false, sent = false;
 	char why[256] = "";
 	int ret = 0;
 
-	kvw_chunk_hdr(n, ch, &h, &iov);
+	if (r->kl)
+		psd_kvw_kl_hdr(n, ch, &h, kiov, &niov);
+	else
+		kvw_chunk_hdr(n, ch, &h, &iov);
 	ch->state = KVW_CH_SENDING;
 	ch->credited = true;
 	ch->t_start = psd_now_us();
@@ -94,7 +98,8 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	}
 	if (!sent && !ret)
 		ret = p->dead || !p->conn ? PSCHED_ENODEDEAD
-					  : psd_conn_send(p->conn, &h, &iov, 1);
+		: r->kl ? psd_conn_send(p->conn, &h, kiov, niov)
+			: psd_conn_send(p->conn, &h, &iov, 1);
 	else if (!sent)
 		snprintf(why, sizeof(why), "%s", psched_errmsg());
 	if (stg.n)

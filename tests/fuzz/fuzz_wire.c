@@ -17,6 +17,31 @@ static uint64_t fz_get64(const uint8_t *p)
 	return v;
 }
 
+/* The key-list rules (common/wire.h, PSD_F_KEYLIST), restated: true if
+ * accepted header @h breaks one. */
+static bool fz_keylist_bad(const struct psd_hdr *h, unsigned es, uint64_t max)
+{
+	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	bool cached = h->flags & PSD_F_KLCACHED;
+	unsigned __int128 want;
+
+	if (!(h->flags & PSD_F_KEYLIST) || h->type == PSD_MSG_INIT ||
+	    h->type == PSD_MSG_CONTROL || h->total != h->span || h->span % es)
+		return true;
+	if (h->type == PSD_MSG_PUSH_ACK)
+		return h->length != 0 || cached;
+	if (h->type == PSD_MSG_PULL_RESP)
+		return cached || h->span > max ||
+		       h->length != (h->status ? 0 : h->span);
+	if (cached && !h->epoch)
+		return true;
+	if (h->offset && (unsigned __int128)h->part * h->offset * es != h->span)
+		return true;
+	want = (unsigned __int128)h->part * (cached ? 0 : h->offset ? 8 : 12) +
+	       (push ? h->span : 0);
+	return want != h->length;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -38,7 +63,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	es = psched_dtype_size((enum psched_dtype)h.dtype);
 	if (h.type < 1 || h.type > PSD_MSG_TYPE_MAX || h.status > 0)
 		abort();
-	if (h.type != PSD_MSG_CONTROL) {
+	if (h.flags & (PSD_F_KEYLIST | PSD_F_KLCACHED)) {
+		if (fz_keylist_bad(&h, es, max))
+			abort();
+	} else if (h.type != PSD_MSG_CONTROL) {
 		if (!h.total || h.offset > h.total ||
 		    h.span > h.total - h.offset)
 			abort();
@@ -52,7 +80,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* (A compressed push carries its codec's length, checked by
 	 * hdr_check_length() against the codecs.) */
 	if ((h.type == PSD_MSG_PUSH || h.type == PSD_MSG_PUSHPULL) &&
-	    !(h.flags & PSD_F_COMPRESSED) && h.length != h.span)
+	    !(h.flags & (PSD_F_COMPRESSED | PSD_F_KEYLIST)) &&
+	    h.length != h.span)
 		abort();
 	psd_hdr_encode(&h, buf);
 	if (memcmp(buf, data, PSD_HDR_SIZE))

@@ -1,0 +1,557 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV server: key lists (PSD_F_KEYLIST, common/wire.h; the worker's side is
+ * worker/kvw_keylist.c).
+ *
+ * The store.  This server's keys live in one sorted array with their
+ * values in two value arrays, val (the stored values) and acc (the open
+ * step's sums), at element offsets that follow the key order.  While every
+ * key has the same length (the common case) no per-key length or offset
+ * is kept at all; the first key of another length turns on the per-key
+ * arrays.  A key costs its sorted-array entry and its values, no tensor
+ * set-up: it appears on its first push (value 0 before).  Sorted arrays,
+ * not a hash map, because requests come sorted: finding a list's slots is
+ * a linear merge of two sorted runs (sequential memory, no hashing), and a
+ * list equal to the whole store -- the same keys every step -- is found
+ * with one memcmp and summed as one contiguous vector.  New keys are
+ * merged in, which rebuilds the arrays (O(stored + new)).
+ *
+ * Steps.  Each worker's key-list pushes are its steps 1, 2, ...; every
+ * push reaches every server (slices may be empty).  The open step is
+ * version + 1; when all W workers' pushes of it are in, each key pushed in
+ * it takes its sum as value (keys nobody pushed keep theirs), version
+ * advances, waiting pulls are answered and held early pushes of the next
+ * step applied.  The first push of a key in a step is copied into acc,
+ * later ones added; which keys were pushed is tracked per key (stamp)
+ * only when a step has partial lists: when every push of a step names the
+ * whole store (or nothing), val and acc are simply swapped.
+ *
+ * A refused push (a key's length changed, dtype differs, malformed list)
+ * stores nothing of it and counts as an empty push of its step, so the
+ * other workers' step still completes.  Key lists use sync mode and the
+ * default update rule only.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs_kl.h"
+
+/* The answer header to request @h. */
+static struct psd_hdr kl_answer(struct psched_node *n, const struct psd_hdr *h,
+				int type, uint64_t bytes)
+{
+	struct psd_hdr a = *h;
+
+	a.type = (uint8_t)type;
+	a.sender = n->id;
+	a.status = 0;
+	a.flags = PSD_F_KEYLIST;
+	a.offset = 0;
+	a.total = a.span = a.length = bytes;
+	a.part = 0;
+	return a;
+}
+
+/* Answer pull (or pushpull) @h of the keys @keys/@lens now. */
+static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, const struct psd_kl_list *lp)
+{
+	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	struct psd_kl_list l = *lp;
+	struct psd_hdr a;
+	struct iovec iov;
+	uint64_t nnew = 0, bad = 0, i, off = 0;
+	const uint32_t *idx;
+	int ret;
+
+	if (psd_kl_is_whole(kl, &l)) {
+		a = kl_answer(n, h, PSD_MSG_PULL_RESP, l.bytes);
+		a.step = kl->version;
+		iov.iov_base = kl->val;
+		iov.iov_len = (size_t)l.bytes;
+		psd_conn_send(c, &a, &iov, 1);
+		return;
+	}
+	ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+	if (ret == -ENOMEM) {
+		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for a key list");
+		return;
+	}
+	if (ret || nnew) {
+		for (i = 0; !ret && i < l.n; i++)
+			if (idx[i] == KL_NONE) {
+				bad = i;
+				break;
+			}
+		psd_kvs_rejectf(
+			n, c, h, ret ? ret : PSCHED_EUNKNOWNKEY,
+			"key-list pull of %llu keys: key %llu %s",
+			(unsigned long long)l.n,
+			(unsigned long long)l.keys[bad],
+			ret ? "has another length on this server"
+			    : "was never pushed to this server");
+		return;
+	}
+	if (l.bytes > kl->out_cap) {
+		uint8_t *p = realloc(kl->out, (size_t)l.bytes);
+
+		if (!p) {
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory to answer a key list");
+			return;
+		}
+		kl->out = p;
+		kl->out_cap = l.bytes;
+	}
+	if (kl->ulen == 1 && kl->esize == 4) {
+		uint32_t *o = (uint32_t *)(void *)kl->out;
+		const uint32_t *v = (const uint32_t *)(const void *)kl->val;
+
+		for (i = 0; i < l.n; i++)
+			o[i] = v[idx[i]];
+	} else {
+		for (i = 0; i < l.n; i++) {
+			uint64_t len = (uint64_t)psd_kl_len_of(&l, i) * kl->esize;
+
+			memcpy(kl->out + off,
+			       kl->val + psd_kl_soff(kl, idx[i]) * kl->esize,
+			       (size_t)len);
+			off += len;
+		}
+	}
+	a = kl_answer(n, h, PSD_MSG_PULL_RESP, l.bytes);
+	a.step = kl->version;
+	iov.iov_base = kl->out;
+	iov.iov_len = (size_t)l.bytes;
+	psd_conn_send(c, &a, &iov, l.bytes ? 1 : 0);
+}
+
+/* Answer pull @h whose keys are in @payload (or cached, @wrank's). */
+static void kl_answer_pull(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, const void *payload,
+			   int wrank)
+{
+	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	const char *why = "";
+	struct psd_kl_list l;
+
+	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
+		psd_kvs_reject(n, c, h, -EPROTO, why);
+		return;
+	}
+	kl_answer_list(n, c, h, &l);
+}
+
+/* Pull @h of list @l waits for version h->step: keep a copy of its keys
+ * (a tagged list may be replaced meanwhile). */
+static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, const struct psd_kl_list *l)
+{
+	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	uint64_t len = l->n * (l->lens ? 12 : 8);
+	struct psd_hdr wh = *h;
+	uint8_t *buf = malloc(len ? (size_t)len : 1);
+
+	/* the wait's header describes the copy: a pull of these keys */
+	wh.length = len;
+	wh.flags &= (uint8_t)~PSD_F_KLCACHED;
+	wh.epoch = 0;
+	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf)) {
+		free(buf);
+		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
+		return;
+	}
+	if (!l->n)
+		return;
+	memcpy(buf, l->keys, (size_t)l->n * 8);
+	if (l->lens)
+		memcpy(buf + l->n * 8, l->lens, (size_t)l->n * 4);
+}
+
+static void kl_wait_free(struct psd_kvs_wait *w)
+{
+	psd_conn_put(w->conn);
+	free(w->buf);
+	free(w);
+}
+
+/*
+ * Push @h of worker @wrank for the open step, payload @payload: check it,
+ * store its new keys and add it, or refuse it whole; either way the
+ * worker's push of the step is counted.  @acked: it was acked when held.
+ */
+static void kl_push(struct psched_node *n, struct psd_conn *c,
+		    const struct psd_hdr *h, const void *payload, int wrank,
+		    bool acked)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_kl *kl = s->kl;
+	uint64_t nnew = 0, bad = 0;
+	const char *why = "";
+	const uint32_t *idx = NULL;
+	struct psd_kl_list l;
+	bool whole, refused = true;
+	int ret = 0;
+
+	if (kl->has_dtype && h->dtype != kl->dtype) {
+		psd_kvs_rejectf(n, c, h, -EINVAL,
+				"key list of dtype %s, but this server's key "
+				"lists hold %s (nothing stored)",
+				psched_dtype_name(h->dtype),
+				psched_dtype_name(kl->dtype));
+		goto count;
+	}
+	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
+		psd_kvs_rejectf(n, c, h, -EPROTO,
+				"malformed key list: %s (nothing stored)", why);
+		goto count;
+	}
+	if (!kl->has_dtype && l.n) {
+		kl->has_dtype = true;
+		kl->dtype = h->dtype;
+		kl->esize = psched_dtype_size(h->dtype);
+	}
+	whole = psd_kl_is_whole(kl, &l);
+	if (!kl->n) {
+		nnew = l.n; /* all new: no lookup, psd_kl_insert() appends */
+	} else {
+		ret = whole ? 0 : psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+	}
+	if (ret == PSCHED_ESIZE) {
+		psd_kvs_rejectf(n, c, h, ret,
+				"key list: key %llu has %u elements, but this "
+				"server holds it with %u (nothing stored)",
+				(unsigned long long)l.keys[bad],
+				psd_kl_len_of(&l, bad),
+				psd_kl_slen(kl, kl->idx[bad] == KL_NONE
+						    ? 0
+						    : kl->idx[bad]));
+		goto refused_parsed;
+	}
+	if (!ret && nnew) {
+		bool was_empty = !kl->n;
+
+		ret = psd_kl_insert(s, kl, &l, nnew);
+		/* into an empty store the list is the whole store */
+		whole = !ret && was_empty;
+		if (!ret && !was_empty)
+			ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+		if (!ret && !was_empty)
+			whole = psd_kl_is_whole(kl, &l);
+	}
+	if (!ret)
+		ret = psd_kl_add(kl, &l, whole, idx);
+	if (ret) {
+		psd_kvs_rejectf(n, c, h, ret,
+				"key list of %llu keys: %s (nothing stored)",
+				(unsigned long long)l.n, psched_strerror(ret));
+		goto refused_parsed;
+	}
+	refused = false;
+	psd_kl_remember(kl, wrank, &l, whole);
+	goto count;
+refused_parsed:
+	psd_kl_remember(kl, wrank, &l, false);
+count:
+	if (!acked && !refused) {
+		struct psd_hdr a = kl_answer(n, h, PSD_MSG_PUSH_ACK, 0);
+
+		psd_conn_send(c, &a, NULL, 0);
+	}
+	if (h->type == PSD_MSG_PUSHPULL && !refused)
+		kl_pull_wait(n, c, h, &l);
+	kl->have[wrank] = true;
+	kl->got++;
+}
+
+/* Answer every waiting pull the version now covers, smaller priority
+ * first (ties in arrival order). */
+static void kl_answer_pulls(struct psched_node *n, struct psd_kvs_kl *kl)
+{
+	struct psd_kvs_wait *best;
+	struct psd_list *pos;
+
+	for (;;) {
+		best = NULL;
+		psd_list_for_each (pos, &kl->pulls) {
+			struct psd_kvs_wait *w = psd_container_of(
+				pos, struct psd_kvs_wait, link);
+
+			if (w->want <= kl->version &&
+			    (!best || w->h.priority < best->h.priority))
+				best = w;
+		}
+		if (!best)
+			return;
+		psd_list_del(&best->link);
+		kl_answer_pull(n, best->conn, &best->h, best->buf, -1);
+		kl_wait_free(best);
+	}
+}
+
+/* While the open step has every worker's push: fold it in, answer the
+ * pulls it satisfies, apply the held pushes of the next step. */
+static void kl_advance(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_kl *kl = s->kl;
+	struct psd_list *pos, *tmp;
+
+	while (kl->got >= s->nworker) {
+		psd_kl_commit(s, kl);
+		kl_answer_pulls(n, kl);
+		psd_list_for_each_safe (pos, tmp, &kl->held) {
+			struct psd_kvs_wait *w = psd_container_of(
+				pos, struct psd_kvs_wait, link);
+			struct psd_peer *p = psd_node_peer(n, w->conn->peer_id);
+
+			if (w->h.step != kl->version + 1)
+				continue;
+			psd_list_del(&w->link);
+			if (p && p->rank >= 0 && (unsigned)p->rank < s->nworker)
+				kl_push(n, w->conn, &w->h, w->buf, p->rank,
+					true);
+			psd_conn_put(w->conn);
+			psd_kvs_hold_free(s, w->buf, w->h.length);
+			free(w);
+		}
+	}
+}
+
+/*
+ * A held early push names a tagged list that a later list of its worker
+ * may replace before it applies: give it its keys.  Returns the new
+ * buffer (the old one freed, the held bytes recounted, *@h now without
+ * the tag), or NULL (nothing held any more).
+ */
+static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		       struct psd_hdr *h, void *buf, int wrank)
+{
+	const char *why = "";
+	struct psd_kl_list l;
+	uint64_t len;
+	uint8_t *nb;
+
+	if (psd_kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
+		psd_kvs_hold_free(s, buf, h->length);
+		return NULL;
+	}
+	len = l.n * (l.lens ? 12 : 8) + h->span;
+	nb = malloc((size_t)len);
+	if (!nb) {
+		psd_kvs_hold_free(s, buf, h->length);
+		return NULL;
+	}
+	memcpy(nb, l.keys, (size_t)l.n * 8);
+	if (l.lens)
+		memcpy(nb + l.n * 8, l.lens, (size_t)l.n * 4);
+	memcpy(nb + l.n * (l.lens ? 12 : 8), buf, (size_t)h->span);
+	psd_kvs_hold_free(s, buf, h->length);
+	s->parked_bytes += len;
+	h->length = len;
+	h->flags &= (uint8_t)~PSD_F_KLCACHED;
+	h->epoch = 0;
+	return nb;
+}
+
+/* A push of a later step: hold its payload until that step opens, within
+ * PS_MAX_STEPS_AHEAD and PS_MAX_PARKED_BYTES. */
+static int kl_early_header(struct psched_node *n, struct psd_conn *c,
+			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			   void **dst)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	uint64_t ahead = h->step - (s->kl->version + 1);
+	uint64_t limit = psd_kvs_parked_limit(s);
+
+	if (ahead > s->max_ahead) {
+		psd_kvs_rejectf(n, c, h, -ERANGE,
+				"key-list push for step %llu is %llu steps "
+				"ahead of the open step %llu on this server "
+				"(PS_MAX_STEPS_AHEAD=%llu)",
+				(unsigned long long)h->step,
+				(unsigned long long)ahead,
+				(unsigned long long)(s->kl->version + 1),
+				(unsigned long long)s->max_ahead);
+		return PSD_RX_DISCARD;
+	}
+	if (h->length > limit || s->parked_bytes > limit - h->length) {
+		psd_kvs_rejectf(n, c, h, -ENOBUFS,
+				"key-list push for step %llu: no room to hold "
+				"%llu more bytes (PS_MAX_PARKED_BYTES=%llu)",
+				(unsigned long long)h->step,
+				(unsigned long long)h->length,
+				(unsigned long long)limit);
+		return PSD_RX_DISCARD;
+	}
+	kc->hold = malloc(h->length ? (size_t)h->length : 1);
+	if (!kc->hold) {
+		psd_kvs_reject(n, c, h, -ENOMEM,
+			       "no memory to hold an early push");
+		return PSD_RX_DISCARD;
+	}
+	kc->hold_len = h->length;
+	s->parked_bytes += h->length;
+	*dst = kc->hold;
+	return 0;
+}
+
+int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
+			 struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			 void **dst)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_kl *kl = psd_kl_get(n);
+	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	int ret = 0;
+
+	if (!kl) {
+		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for key lists");
+		return h->length ? PSD_RX_DISCARD : 0;
+	}
+	if (s->async)
+		ret = psd_kvs_reject(n, c, h, -EOPNOTSUPP,
+				     "key lists need sync mode "
+				     "(PS_SERVER_MODE=sync)");
+	else if (s->broken && push)
+		ret = psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	else if (kc->wrank < 0 || (unsigned)kc->wrank >= s->nworker)
+		ret = psd_kvs_reject(n, c, h, -EPROTO, "not a worker");
+	else if (!push && kl->has_dtype && h->dtype != kl->dtype)
+		ret = psd_kvs_rejectf(n, c, h, -EINVAL,
+				      "key-list pull of dtype %s, but this "
+				      "server's key lists hold %s",
+				      psched_dtype_name(h->dtype),
+				      psched_dtype_name(kl->dtype));
+	else if (push && h->step <= kl->version)
+		ret = psd_kvs_rejectf(n, c, h, -EPROTO,
+				      "key-list step %llu already applied",
+				      (unsigned long long)h->step);
+	else if (push && h->step == kl->version + 1 && kl->have[kc->wrank])
+		ret = psd_kvs_rejectf(n, c, h, -EPROTO,
+				      "second key-list push for step %llu",
+				      (unsigned long long)h->step);
+	if (ret)
+		return h->length ? PSD_RX_DISCARD : 0;
+	if (push && h->step > kl->version + 1) {
+		ret = kl_early_header(n, c, kc, h, dst);
+		if (ret)
+			return ret;
+	}
+	kc->kl = true;
+	return 0;
+}
+
+void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, void *payload)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_conn *kc = c->ctx;
+	struct psd_kvs_kl *kl = s->kl;
+	struct psd_hdr hh = *h;
+	const char *why = "";
+	struct psd_kl_list l;
+	void *buf;
+
+	if (!kc || !kc->kl || !kl)
+		return; /* refused at the header */
+	kc->kl = false;
+	if (h->type == PSD_MSG_PULL) {
+		if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype),
+			     kc->wrank, &l, &why)) {
+			psd_kvs_reject(n, c, h, -EPROTO, why);
+			return;
+		}
+		if (l.tag) {
+			psd_kl_remember(kl, kc->wrank, &l,
+				    kl->n == l.n && psd_kl_is_whole_cmp(kl, &l));
+			if (kl->wc[kc->wrank].tag == l.tag)
+				l.wc = &kl->wc[kc->wrank];
+		}
+		/* A pull the version covers is answered even after a
+		 * worker left (the others may still pull its last step). */
+		if (kl->version >= h->step)
+			kl_answer_list(n, c, h, &l);
+		else if (s->broken)
+			psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+		else
+			kl_pull_wait(n, c, h, &l);
+		return;
+	}
+	buf = kc->hold;
+	kc->hold = NULL;
+	/* Early when its header came; its step may have opened since. */
+	if (buf && h->step != kl->version + 1) {
+		/* Its tag is known from now on (later pushes may name it
+		 * before this one applies); held, it goes without one. */
+		if (h->epoch && !(h->flags & PSD_F_KLCACHED)) {
+			if (!psd_kl_parse(kl, h, buf, psched_dtype_size(h->dtype),
+				      kc->wrank, &l, &why))
+				psd_kl_remember(kl, kc->wrank, &l, false);
+			hh.epoch = 0;
+		}
+		if (h->flags & PSD_F_KLCACHED)
+			buf = kl_expand(s, kl, &hh, buf, kc->wrank);
+		if (!buf) {
+			psd_kvs_reject(n, c, h, -EPROTO,
+				       "cannot hold an early key-list push: "
+				       "its tag is unknown or no memory");
+			return;
+		}
+		if (psd_kvs_queue_wait(c, &kl->held, &hh, h->step, buf)) {
+			psd_kvs_hold_free(s, buf, hh.length);
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory to hold an early push");
+			return;
+		}
+		if (h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL) {
+			struct psd_hdr a = kl_answer(n, h, PSD_MSG_PUSH_ACK, 0);
+
+			psd_conn_send(c, &a, NULL, 0);
+		}
+		return;
+	}
+	kl_push(n, c, h, buf ? buf : payload, kc->wrank, false);
+	if (buf)
+		psd_kvs_hold_free(s, buf, h->length);
+	kl_advance(n);
+}
+
+void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
+		     const char *why)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_kl *kl = s ? s->kl : NULL;
+	struct psd_list *pos, *tmp;
+
+	if (!kl)
+		return;
+	psd_list_for_each_safe (pos, tmp, &kl->pulls) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (c && w->conn != c)
+			continue;
+		psd_list_del(&w->link);
+		if (err)
+			psd_kvs_reject(n, w->conn, &w->h, err, why);
+		kl_wait_free(w);
+	}
+	psd_list_for_each_safe (pos, tmp, &kl->held) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (c && w->conn != c)
+			continue;
+		psd_list_del(&w->link);
+		if (err && w->h.type == PSD_MSG_PUSHPULL)
+			psd_kvs_reject(n, w->conn, &w->h, err, why);
+		psd_conn_put(w->conn);
+		psd_kvs_hold_free(s, w->buf, w->h.length);
+		free(w);
+	}
+}

@@ -1,0 +1,109 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * Key lists on a server, private to server/kvs_keylist.c (requests, steps,
+ * waits) and server/kvs_klstore.c (the store).  The design is described
+ * at the top of kvs_keylist.c.  Van thread only.
+ */
+#ifndef PSCHED_SERVER_KVS_KL_H
+#define PSCHED_SERVER_KVS_KL_H
+
+#include "kvs.h"
+
+#define KL_NONE UINT32_MAX
+
+/* A worker's last tagged list on this server (wire.h PSD_F_KLCACHED). */
+struct psd_kl_wcache {
+	uint32_t tag; /* 0: none */
+	uint32_t ulen;
+	uint64_t n;
+	uint64_t *keys;
+	uint32_t *lens;	    /* when ulen is 0 */
+	uint64_t whole_gen; /* gen + 1 when it was the whole store */
+	uint32_t *idx;	    /* its slots in the store, valid while */
+	uint64_t idx_gen;   /* ... this is gen + 1 */
+};
+
+struct psd_kvs_kl {
+	bool has_dtype;
+	uint8_t dtype;
+	unsigned esize;
+	uint64_t n;	/* keys stored */
+	uint64_t *keys; /* sorted */
+	uint32_t ulen;	/* elements of every key, 0: lens/offs */
+	uint32_t *lens;
+	uint64_t *offs;	   /* element offset of each key */
+	uint64_t nelem;	   /* elements stored */
+	uint8_t *val, *acc; /* nelem elements each */
+	uint32_t *stamp;   /* per key: step whose push acc holds */
+	uint64_t version;  /* steps applied */
+	unsigned got;	   /* workers whose push of the open step is in */
+	bool *have;	   /* [nworker] */
+	unsigned full;	   /* pushes of the whole store this step */
+	bool partial;	   /* stamps in use this step */
+	struct psd_list held;  /* early pushes, struct psd_kvs_wait */
+	struct psd_list pulls; /* pulls for a later version */
+	struct psd_kl_wcache *wc;  /* [nworker]: each worker's tagged list */
+	uint64_t gen;	       /* bumped when keys are added */
+	uint32_t *idx;	       /* slots of the list being handled */
+	uint64_t idx_cap;
+	uint8_t *out; /* a pull answer gathered */
+	uint64_t out_cap;
+};
+
+/* A list as it arrived (payload pointers into the message). */
+struct psd_kl_list {
+	uint64_t n;
+	const uint64_t *keys;
+	const uint32_t *lens; /* NULL: ulen each */
+	uint32_t ulen;
+	const uint8_t *vals; /* push only */
+	uint64_t bytes;
+	struct psd_kl_wcache *wc; /* the tagged copy, if any */
+	uint32_t tag;	      /* came with its keys and this tag */
+};
+
+static inline uint32_t psd_kl_len_of(const struct psd_kl_list *l, uint64_t i)
+{
+	return l->lens ? l->lens[i] : l->ulen;
+}
+
+static inline uint32_t psd_kl_slen(const struct psd_kvs_kl *kl, uint64_t j)
+{
+	return kl->ulen ? kl->ulen : kl->lens[j];
+}
+
+static inline uint64_t psd_kl_soff(const struct psd_kvs_kl *kl, uint64_t j)
+{
+	return kl->ulen ? j * kl->ulen : kl->offs[j];
+}
+
+/* kvs_klstore.c */
+/* The key-list state, made on first use (NULL: no memory). */
+struct psd_kvs_kl *psd_kl_get(struct psched_node *n);
+/* Parse and check request @h's payload (keys, lengths, values) into @l,
+ * or take the keys of the tagged list it names (PSD_F_KLCACHED) of worker
+ * @wrank.  0 or -EPROTO with *@why. */
+int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		 const void *payload, unsigned esize, int wrank,
+		 struct psd_kl_list *l, const char **why);
+/* Keep @l as worker @wrank's tagged list, if it came with a tag. */
+void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
+		     const struct psd_kl_list *l, bool whole);
+/* Slots of @l's keys (KL_NONE: not stored, counted in *@nnew); a key of
+ * another length: PSCHED_ESIZE, its index in *@bad. */
+int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		 const uint32_t **idx, uint64_t *nnew, uint64_t *bad);
+/* Is @l the whole store, in order (remembered for tagged lists)? */
+bool psd_kl_is_whole(const struct psd_kvs_kl *kl, const struct psd_kl_list *l);
+bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
+			 const struct psd_kl_list *l);
+/* Store @l's @nnew new keys (value 0): all or nothing (-ENOMEM). */
+int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		  const struct psd_kl_list *l, uint64_t nnew);
+/* Add @l (every key stored, slots @idx unless @whole) to the open step. */
+int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
+	       const uint32_t *idx);
+/* Fold the open step in: version + 1. */
+void psd_kl_commit(struct psd_kvs *s, struct psd_kvs_kl *kl);
+
+#endif

@@ -1,0 +1,592 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Key lists on a server: the store (server/kvs_kl.h; the design is at the
+ * top of kvs_keylist.c): sorted keys, values, per-step sums, the workers'
+ * tagged lists, lookups, inserting keys, adding a push, the commit.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs_kl.h"
+
+/* Big arrays: calloc gets fresh zero pages from the kernel without a
+ * memset.  (Not madvise(MADV_HUGEPAGE): with the kernel's "defrag=madvise"
+ * its faults compact memory synchronously, seconds on a busy machine.) */
+static void *kl_alloc(size_t len, bool zero)
+{
+	return zero ? calloc(1, len ? len : 1) : malloc(len ? len : 1);
+}
+
+/* Key arrays are shared between the store and the workers' tagged lists
+ * (a list that is the whole store needs no copy): refcounted, the count
+ * in a 64-byte header before the keys. */
+struct kl_keyhdr {
+	size_t refs;
+	char pad[56];
+};
+
+static uint64_t *kl_keys_alloc(uint64_t n)
+{
+	struct kl_keyhdr *h = kl_alloc(sizeof(*h) + (size_t)n * 8, false);
+
+	if (!h)
+		return NULL;
+	h->refs = 1;
+	return (uint64_t *)(void *)(h + 1);
+}
+
+static uint64_t *kl_keys_get(uint64_t *k)
+{
+	((struct kl_keyhdr *)(void *)k - 1)->refs++;
+	return k;
+}
+
+static void kl_keys_put(uint64_t *k)
+{
+	struct kl_keyhdr *h;
+
+	if (!k)
+		return;
+	h = (struct kl_keyhdr *)(void *)k - 1;
+	if (!--h->refs)
+		free(h);
+}
+
+struct psd_kvs_kl *psd_kl_get(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	if (!s->kl) {
+		s->kl = calloc(1, sizeof(*s->kl));
+		if (!s->kl)
+			return NULL;
+		s->kl->have = calloc(s->nworker ? s->nworker : 1, 1);
+		s->kl->wc = calloc(s->nworker ? s->nworker : 1,
+				   sizeof(*s->kl->wc));
+		if (!s->kl->have || !s->kl->wc) {
+			free(s->kl->have);
+			free(s->kl->wc);
+			free(s->kl);
+			s->kl = NULL;
+			return NULL;
+		}
+		psd_list_init(&s->kl->held);
+		psd_list_init(&s->kl->pulls);
+	}
+	return s->kl;
+}
+
+void psd_kvs_kl_free(struct psd_kvs *s)
+{
+	struct psd_kvs_kl *kl = s->kl;
+
+	if (!kl)
+		return;
+	kl_keys_put(kl->keys);
+	free(kl->lens);
+	free(kl->offs);
+	free(kl->val);
+	free(kl->acc);
+	free(kl->stamp);
+	for (unsigned w = 0; w < s->nworker; w++) {
+		kl_keys_put(kl->wc[w].keys);
+		free(kl->wc[w].lens);
+		free(kl->wc[w].idx);
+	}
+	free(kl->wc);
+	free(kl->have);
+	free(kl->idx);
+	free(kl->out);
+	free(kl);
+	s->kl = NULL;
+}
+
+/*
+ * Remember tagged list @l of worker @wrank (its keys came with @tag): the
+ * store's key array when @whole, else a copy (none when out of memory: a
+ * later request naming the tag is then refused).
+ */
+void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
+			const struct psd_kl_list *l, bool whole)
+{
+	struct psd_kl_wcache *wc;
+	uint64_t *k;
+	uint32_t *ln;
+
+	if (wrank < 0 || !l->tag || l->wc || !l->n)
+		return;
+	wc = &kl->wc[wrank];
+	k = whole ? kl_keys_get(kl->keys) : kl_keys_alloc(l->n);
+	ln = l->lens ? malloc((size_t)l->n * 4) : NULL;
+	kl_keys_put(wc->keys);
+	free(wc->lens);
+	free(wc->idx);
+	memset(wc, 0, sizeof(*wc));
+	if (!k || (l->lens && !ln)) {
+		kl_keys_put(k);
+		free(ln);
+		return;
+	}
+	if (!whole)
+		memcpy(k, l->keys, (size_t)l->n * 8);
+	if (ln)
+		memcpy(ln, l->lens, (size_t)l->n * 4);
+	wc->tag = l->tag;
+	wc->n = l->n;
+	wc->ulen = l->ulen;
+	wc->keys = k;
+	wc->lens = ln;
+	wc->whole_gen = whole ? kl->gen + 1 : 0;
+}
+
+/* Parse and check the payload of request @h; for pushes the values too.
+ * 0 or -EPROTO with *@why. */
+int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		    const void *payload, unsigned esize, int wrank,
+		    struct psd_kl_list *l, const char **why)
+{
+	static const uint64_t none; /* an empty message has no payload */
+	const uint8_t *p = payload ? payload : (const void *)&none;
+	uint64_t i, bytes = 0, bad = 0;
+	uint32_t zero = 0;
+	struct psd_kl_wcache *wc = wrank >= 0 ? &kl->wc[wrank] : NULL;
+
+	l->wc = NULL;
+	l->tag = 0;
+	if (h->flags & PSD_F_KLCACHED) {
+		/* checked when its keys came */
+		if (!wc || wc->tag != h->epoch || wc->n != h->part ||
+		    wc->ulen != h->offset) {
+			*why = "key-list tag unknown (its keys never came)";
+			return -EPROTO;
+		}
+		l->n = wc->n;
+		l->keys = wc->keys;
+		l->ulen = wc->ulen;
+		l->lens = wc->ulen ? NULL : wc->lens;
+		l->vals = payload;
+		l->bytes = h->span;
+		l->wc = wc;
+		return 0;
+	}
+	l->n = h->part;
+	l->keys = (const uint64_t *)(const void *)p;
+	l->ulen = (uint32_t)h->offset;
+	l->lens = h->offset ? NULL
+			    : (const uint32_t *)(const void *)(p + 8 * l->n);
+	l->vals = p + l->n * (h->offset ? 8 : 12);
+	/* branch-free loops: vectorised over millions of keys */
+	for (i = 1; i < l->n; i++)
+		bad |= l->keys[i] <= l->keys[i - 1];
+	if (bad) {
+		*why = "keys not sorted ascending, or repeated";
+		return -EPROTO;
+	}
+	if (l->lens) {
+		for (i = 0; i < l->n; i++) {
+			zero |= l->lens[i] == 0;
+			bytes += l->lens[i];
+		}
+		bytes *= esize;
+	} else {
+		bytes = l->n * l->ulen * esize;
+	}
+	if (zero) {
+		*why = "a key of length 0";
+		return -EPROTO;
+	}
+	if (bytes != h->span) {
+		*why = "key lengths do not add up to the value bytes";
+		return -EPROTO;
+	}
+	l->bytes = bytes;
+	l->tag = h->epoch; /* psd_kl_remember() once handled */
+	return 0;
+}
+
+static int kl_idx_reserve(struct psd_kvs_kl *kl, uint64_t n)
+{
+	uint32_t *p;
+
+	if (n <= kl->idx_cap)
+		return 0;
+	p = kl_alloc((size_t)n * sizeof(*p), false);
+	if (!p)
+		return -ENOMEM;
+	free(kl->idx);
+	kl->idx = p;
+	kl->idx_cap = n;
+	return 0;
+}
+
+/* Lower bound of @key in keys[lo, n). */
+static uint64_t kl_lower(const uint64_t *keys, uint64_t lo, uint64_t n,
+			 uint64_t key)
+{
+	uint64_t hi = n;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Slots of @l in the store into kl->idx (KL_NONE: not stored); *@nnew
+ * counts those.  A stored key of another length: PSCHED_ESIZE with the key
+ * in *@bad.  Short lists are searched, long ones merged.
+ */
+static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		     uint64_t *nnew, uint64_t *bad)
+{
+	bool search = l->n * 24 < kl->n;
+	uint64_t i, j = 0;
+
+	*nnew = 0;
+	if (kl_idx_reserve(kl, l->n))
+		return -ENOMEM;
+	for (i = 0; i < l->n; i++) {
+		uint64_t k = l->keys[i];
+
+		if (search)
+			j = kl_lower(kl->keys, j, kl->n, k);
+		else
+			while (j < kl->n && kl->keys[j] < k)
+				j++;
+		if (j < kl->n && kl->keys[j] == k) {
+			if (psd_kl_slen(kl, j) != psd_kl_len_of(l, i)) {
+				kl->idx[i] = (uint32_t)j;
+				*bad = i;
+				return PSCHED_ESIZE;
+			}
+			kl->idx[i] = (uint32_t)j;
+		} else {
+			kl->idx[i] = KL_NONE;
+			(*nnew)++;
+		}
+	}
+	return 0;
+}
+
+/*
+ * The slots of @l (every key stored) in *@idx: a tagged list's are kept
+ * until keys are added, so a list pushed every step is looked up once.
+ * 0, PSCHED_ESIZE (key index in *@bad) or -ENOMEM; *@nnew as kl_lookup.
+ */
+int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		    const uint32_t **idx, uint64_t *nnew, uint64_t *bad)
+{
+	struct psd_kl_wcache *wc = l->wc;
+	int ret;
+
+	*nnew = 0;
+	if (wc && wc->idx && wc->idx_gen == kl->gen + 1) {
+		*idx = wc->idx;
+		return 0;
+	}
+	ret = kl_lookup(kl, l, nnew, bad);
+	*idx = kl->idx;
+	if (ret || *nnew || !wc)
+		return ret;
+	if (!wc->idx)
+		wc->idx = malloc((size_t)l->n * sizeof(*wc->idx));
+	if (wc->idx) {
+		memcpy(wc->idx, kl->idx, (size_t)l->n * sizeof(*wc->idx));
+		wc->idx_gen = kl->gen + 1;
+	}
+	return 0;
+}
+
+/* The whole store, key for key and length for length? */
+bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
+			    const struct psd_kl_list *l)
+{
+	uint64_t i;
+
+	if (l->n != kl->n || !l->n ||
+	    memcmp(l->keys, kl->keys, (size_t)l->n * 8))
+		return false;
+	if (!l->lens && l->ulen == kl->ulen)
+		return true;
+	for (i = 0; i < l->n; i++)
+		if (psd_kl_len_of(l, i) != psd_kl_slen(kl, i))
+			return false;
+	return true;
+}
+
+/* Remembered for a tagged list until keys are added. */
+bool psd_kl_is_whole(const struct psd_kvs_kl *kl, const struct psd_kl_list *l)
+{
+	bool whole;
+
+	if (l->wc && l->wc->whole_gen == kl->gen + 1)
+		return true;
+	whole = psd_kl_is_whole_cmp(kl, l);
+	if (whole && l->wc)
+		l->wc->whole_gen = kl->gen + 1;
+	return whole;
+}
+
+/*
+ * Merge the @nnew keys of @l that kl->idx marks new into the store (zero
+ * values).  Either everything is rebuilt or nothing changes (-ENOMEM).
+ */
+int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		     const struct psd_kl_list *l, uint64_t nnew)
+{
+	uint64_t tot = kl->n + nnew, addel = 0, i, j = 0, k = 0, e = 0;
+	bool uni = kl->ulen || !kl->n;
+	uint32_t ulen = kl->n ? kl->ulen : psd_kl_len_of(l, 0);
+	uint64_t *keys, *offs = NULL;
+	uint32_t *lens = NULL, *stamp = NULL;
+	uint8_t *val, *acc;
+	unsigned es = kl->esize;
+
+	for (i = 0; i < l->n; i++)
+		if (nnew == l->n || kl->idx[i] == KL_NONE) {
+			addel += psd_kl_len_of(l, i);
+			if (psd_kl_len_of(l, i) != ulen)
+				uni = false;
+		}
+	if (tot >= KL_NONE)
+		return -E2BIG;
+	keys = kl_keys_alloc(tot);
+	val = kl_alloc((size_t)((kl->nelem + addel) * es), true);
+	acc = kl_alloc((size_t)((kl->nelem + addel) * es), true);
+	if (!uni) {
+		lens = malloc((size_t)tot * 4);
+		offs = malloc((size_t)tot * 8);
+	}
+	if (kl->stamp)
+		stamp = calloc((size_t)tot, 4);
+	if (!keys || !val || !acc || (!uni && (!lens || !offs)) ||
+	    (kl->stamp && !stamp)) {
+		kl_keys_put(keys);
+		free(val);
+		free(acc);
+		free(lens);
+		free(offs);
+		free(stamp);
+		return -ENOMEM;
+	}
+	/* Every key new and after the stored ones (an empty store, say):
+	 * append, no merge. */
+	if (nnew == l->n && (!kl->n || l->keys[0] > kl->keys[kl->n - 1])) {
+		if (kl->n) {
+			memcpy(keys, kl->keys, (size_t)kl->n * 8);
+			memcpy(val, kl->val, (size_t)(kl->nelem * es));
+			memcpy(acc, kl->acc, (size_t)(kl->nelem * es));
+		}
+		memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
+		if (stamp)
+			memcpy(stamp, kl->stamp, (size_t)kl->n * 4);
+		k = kl->n;
+		e = kl->nelem;
+		if (!uni) {
+			for (j = 0; j < kl->n; j++) {
+				lens[j] = psd_kl_slen(kl, j);
+				offs[j] = psd_kl_soff(kl, j);
+			}
+			for (i = 0; i < l->n; i++, k++) {
+				lens[k] = psd_kl_len_of(l, i);
+				offs[k] = e;
+				e += lens[k];
+			}
+		} else {
+			k += l->n;
+			e += addel;
+		}
+		goto done;
+	}
+	/* One 4-byte element per key, before and after: merge without a
+	 * call per key. */
+	if (uni && ulen == 1 && es == 4 && (!kl->n || kl->ulen == 1)) {
+		const uint32_t *ov = (const uint32_t *)(const void *)kl->val;
+		const uint32_t *oa = (const uint32_t *)(const void *)kl->acc;
+		uint32_t *nv = (uint32_t *)(void *)val;
+		uint32_t *na = (uint32_t *)(void *)acc;
+
+		i = 0;
+		while (i < l->n || j < kl->n) {
+			if (j < kl->n &&
+			    (i >= l->n || kl->keys[j] <= l->keys[i])) {
+				if (i < l->n && kl->keys[j] == l->keys[i])
+					i++;
+				keys[k] = kl->keys[j];
+				nv[k] = ov[j];
+				na[k] = oa[j];
+				if (stamp)
+					stamp[k] = kl->stamp[j];
+				j++;
+			} else {
+				keys[k] = l->keys[i++];
+			}
+			k++;
+		}
+		e = k;
+		goto done;
+	}
+	/* merge: i over the list, j over the store, k out, e elements */
+	i = 0;
+	while (i < l->n || j < kl->n) {
+		bool old = j < kl->n &&
+			   (i >= l->n || kl->keys[j] <= l->keys[i]);
+		uint32_t len;
+
+		if (old) {
+			if (i < l->n && kl->keys[j] == l->keys[i])
+				i++; /* stored already */
+			len = psd_kl_slen(kl, j);
+			keys[k] = kl->keys[j];
+			memcpy(val + e * es, kl->val + psd_kl_soff(kl, j) * es,
+			       (size_t)len * es);
+			memcpy(acc + e * es, kl->acc + psd_kl_soff(kl, j) * es,
+			       (size_t)len * es);
+			if (stamp)
+				stamp[k] = kl->stamp[j];
+			j++;
+		} else {
+			len = psd_kl_len_of(l, i);
+			keys[k] = l->keys[i++];
+		}
+		if (!uni) {
+			lens[k] = len;
+			offs[k] = e;
+		}
+		e += len;
+		k++;
+	}
+done:
+	kl_keys_put(kl->keys);
+	free(kl->val);
+	free(kl->acc);
+	free(kl->lens);
+	free(kl->offs);
+	free(kl->stamp);
+	kl->keys = keys;
+	kl->val = val;
+	kl->acc = acc;
+	kl->lens = lens;
+	kl->offs = offs;
+	kl->stamp = stamp;
+	kl->ulen = uni ? ulen : 0;
+	kl->n = tot;
+	kl->nelem = e;
+	kl->gen++;
+	atomic_fetch_add(&s->stored_bytes, addel * es);
+	atomic_fetch_add(&s->alloc_bytes, addel * es * 2);
+	return 0;
+}
+
+/* The open step turns partial: stamp every key a whole-store push of it
+ * filled already. */
+static int kl_go_partial(struct psd_kvs_kl *kl, uint32_t cur)
+{
+	uint64_t j;
+
+	if (kl->partial)
+		return 0;
+	if (!kl->stamp) {
+		kl->stamp = calloc((size_t)(kl->n ? kl->n : 1), 4);
+		if (!kl->stamp)
+			return -ENOMEM;
+	}
+	if (kl->full)
+		for (j = 0; j < kl->n; j++)
+			kl->stamp[j] = cur;
+	kl->partial = true;
+	return 0;
+}
+
+/* Add list @l (checked, all keys stored, kl->idx filled unless @whole) to
+ * the open step. */
+int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
+		  const uint32_t *idx)
+{
+	uint32_t cur = (uint32_t)(kl->version + 1);
+	uint64_t i, off = 0;
+	unsigned es = kl->esize;
+	int ret;
+
+	if (whole && !kl->partial) {
+		if (!kl->full++)
+			memcpy(kl->acc, l->vals, (size_t)l->bytes);
+		else
+			psd_kvs_sum(kl->dtype, kl->acc, l->vals, l->bytes);
+		return 0;
+	}
+	ret = kl_go_partial(kl, cur);
+	if (ret)
+		return ret;
+	if (!whole && kl->dtype == PSCHED_F32 && kl->ulen == 1) {
+		/* one float per key: the common sparse case, one pass */
+		const float *v = (const float *)(const void *)l->vals;
+		float *a = (float *)(void *)kl->acc;
+		uint32_t *st = kl->stamp;
+
+		for (i = 0; i < l->n; i++) {
+			uint32_t j = idx[i];
+
+			if (st[j] == cur) {
+				a[j] += v[i];
+			} else {
+				a[j] = v[i];
+				st[j] = cur;
+			}
+		}
+		return 0;
+	}
+	for (i = 0; i < l->n; i++) {
+		uint64_t j = whole ? i : idx[i];
+		uint64_t len = (uint64_t)psd_kl_len_of(l, i) * es;
+		uint8_t *dst = kl->acc + psd_kl_soff(kl, j) * es;
+
+		if (kl->stamp[j] == cur) {
+			psd_kvs_sum(kl->dtype, dst, l->vals + off, len);
+		} else {
+			memcpy(dst, l->vals + off, (size_t)len);
+			kl->stamp[j] = cur;
+		}
+		off += len;
+	}
+	return 0;
+}
+
+/* Fold the open step in: the sums become the values of the keys pushed. */
+void psd_kl_commit(struct psd_kvs *s, struct psd_kvs_kl *kl)
+{
+	uint32_t cur = (uint32_t)(kl->version + 1);
+	unsigned es = kl->esize;
+	uint8_t *tmp;
+	uint64_t j;
+
+	if (kl->partial && kl->ulen == 1 && es == 4) {
+		uint32_t *v = (uint32_t *)(void *)kl->val;
+		const uint32_t *a = (const uint32_t *)(const void *)kl->acc;
+
+		for (j = 0; j < kl->n; j++)
+			v[j] = kl->stamp[j] == cur ? a[j] : v[j];
+	} else if (kl->partial) {
+		for (j = 0; j < kl->n; j++)
+			if (kl->stamp[j] == cur)
+				memcpy(kl->val + psd_kl_soff(kl, j) * es,
+				       kl->acc + psd_kl_soff(kl, j) * es,
+				       (size_t)psd_kl_slen(kl, j) * es);
+	} else if (kl->full) {
+		tmp = kl->val;
+		kl->val = kl->acc;
+		kl->acc = tmp;
+	}
+	kl->version++;
+	kl->got = 0;
+	kl->full = 0;
+	kl->partial = false;
+	memset(kl->have, 0, s->nworker);
+}
+

@@ -1,0 +1,510 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV worker: key lists (psched_push_keys / pull_keys / pushpull_keys,
+ * include/psched.h; wire format in common/wire.h, PSD_F_KEYLIST).
+ *
+ * A key list is checked (sorted, distinct, lengths) and cut into one
+ * slice per server in a single pass over the keys, without copying them:
+ * server s owns the keys in [s * 2^64 / S, (s + 1) * 2^64 / S), so its
+ * slice is a contiguous run of the caller's keys, lengths and values, and
+ * one chunk per server sends them as they are (up to three iovecs).  The
+ * chunks then go through the worker's queue and credit like any other
+ * (kvw.h), and a pull answer lands straight in the caller's buffer.
+ *
+ * A push goes to every server, even with an empty slice: a server counts
+ * each worker's key-list steps by these messages (server/kvs_keylist.c).
+ * A pull asks only the servers that own some of its keys.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvw.h"
+
+/* One server's slice of a list. */
+struct kvw_kl_cut {
+	uint64_t first; /* key index */
+	uint64_t n;
+	uint64_t off; /* value bytes before it */
+	uint64_t bytes;
+};
+
+/*
+ * The last key list this worker sent (a copy), its tag, and the tag each
+ * server holds (wire.h, PSD_F_KLCACHED): a request with the same keys and
+ * lengths reuses the tag, and a server that has it gets no keys again.
+ * Under w->lock.
+ */
+struct kvw_klcache {
+	uint32_t tag;
+	uint32_t ulen;
+	size_t n;
+	uint64_t *keys;
+	uint32_t *lens; /* when ulen is 0 */
+	uint32_t *srv_tag; /* [num_server]: the tag the server holds */
+	unsigned nsrv;
+};
+
+void psd_kvw_kl_fini(struct psd_kvw *w)
+{
+	struct kvw_klcache *c = w->klc;
+
+	if (!c)
+		return;
+	free(c->keys);
+	free(c->lens);
+	free(c->srv_tag);
+	free(c);
+	w->klc = NULL;
+}
+
+/* Locked.  The tag of the list (0 when it cannot be cached: no memory). */
+static uint32_t kvw_kl_tag(struct psched_node *n, size_t nkeys,
+			   const uint64_t *keys, const uint32_t *lens,
+			   uint32_t ulen)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_klcache *c = w->klc;
+	uint64_t *nk;
+	uint32_t *nl = NULL;
+
+	if (!nkeys)
+		return 0;
+	if (!c) {
+		c = calloc(1, sizeof(*c));
+		if (!c)
+			return 0;
+		c->srv_tag = calloc(n->num_server, sizeof(*c->srv_tag));
+		if (!c->srv_tag) {
+			free(c);
+			return 0;
+		}
+		c->nsrv = n->num_server;
+		w->klc = c;
+	}
+	if (c->tag && c->n == nkeys && c->ulen == ulen &&
+	    !memcmp(c->keys, keys, nkeys * 8) &&
+	    (ulen || !memcmp(c->lens, lens, nkeys * 4)))
+		return c->tag;
+	nk = malloc(nkeys * 8);
+	if (!ulen)
+		nl = malloc(nkeys * 4);
+	if (!nk || (!ulen && !nl)) {
+		free(nk);
+		free(nl);
+		return 0;
+	}
+	memcpy(nk, keys, nkeys * 8);
+	if (nl)
+		memcpy(nl, lens, nkeys * 4);
+	free(c->keys);
+	free(c->lens);
+	c->keys = nk;
+	c->lens = nl;
+	c->n = nkeys;
+	c->ulen = ulen;
+	if (!++c->tag)
+		c->tag = 1;
+	return c->tag;
+}
+
+/* First index of keys[0, n) at or above @key. */
+static size_t kvw_kl_lower(const uint64_t *keys, size_t n, uint64_t key)
+{
+	size_t lo = 0, hi = n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+/*
+ * Unlocked.  Check the list and cut it per server; *@ulen is the common
+ * length of every key (0 if they differ).  The checks are branch-free
+ * loops over the arrays (vectorised), the cuts binary searches: this runs
+ * on the caller's thread for lists of millions of keys.  0 or -EINVAL /
+ * -E2BIG with psched_errmsg() set.
+ */
+static int kvw_kl_cut(size_t nkeys, const uint64_t *keys, const uint32_t *lens,
+		      uint32_t len, unsigned esize, unsigned nserver,
+		      struct kvw_kl_cut *cut, uint32_t *ulen)
+{
+	uint64_t bad = 0, off = 0, sum;
+	uint32_t zero, diff;
+	size_t i, lo;
+	unsigned s;
+
+	*ulen = lens ? (nkeys ? lens[0] : 1) : len;
+	for (i = 1; i < nkeys; i++)
+		bad |= keys[i] <= keys[i - 1];
+	if (bad) {
+		for (i = 1; keys[i] > keys[i - 1]; i++)
+			;
+		return psd_set_errmsg(-EINVAL,
+				      "key list: keys must be sorted ascending "
+				      "without duplicates, but key %zu (%llu) "
+				      "follows %llu",
+				      i, (unsigned long long)keys[i],
+				      (unsigned long long)keys[i - 1]);
+	}
+	for (s = 0; s < nserver; s++) {
+		cut[s].first = s ? kvw_kl_lower(keys, nkeys,
+						 (uint64_t)(((unsigned __int128)s
+							     << 64) /
+							    nserver))
+				 : 0;
+		if (s)
+			cut[s - 1].n = cut[s].first - cut[s - 1].first;
+	}
+	cut[nserver - 1].n = nkeys - cut[nserver - 1].first;
+	for (s = 0; s < nserver; s++) {
+		lo = cut[s].first;
+		cut[s].off = off;
+		if (!lens) {
+			sum = cut[s].n * len;
+		} else {
+			sum = 0;
+			zero = 0;
+			diff = 0;
+			for (i = lo; i < lo + cut[s].n; i++) {
+				sum += lens[i];
+				zero |= lens[i] == 0;
+				diff |= lens[i] ^ *ulen;
+			}
+			if (diff)
+				*ulen = 0;
+			if (zero) {
+				for (i = lo; lens[i]; i++)
+					;
+				return psd_set_errmsg(
+					-EINVAL,
+					"key list: key %llu (index %zu) has "
+					"length 0",
+					(unsigned long long)keys[i], i);
+			}
+		}
+		if (sum > (UINT64_MAX - off) / esize)
+			return psd_set_errmsg(-E2BIG,
+					      "key list: values overflow");
+		cut[s].bytes = sum * esize;
+		off += cut[s].bytes;
+	}
+	return 0;
+}
+
+/* Locked. */
+void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
+		    struct psd_hdr *h, struct iovec *iov, int *niov)
+{
+	const struct kvw_req *r = ch->req;
+	const struct kvw_slot *s = &r->slots[0];
+	struct kvw_klcache *c = kvw_of(n)->klc;
+	bool cached = false;
+	int k = 0;
+
+	/* Only the sender thread sends key-list chunks, in the order their
+	 * headers are made here: a server has a tag from the first chunk
+	 * that carried its keys on. */
+	if (r->kl_tag && ch->kl_n && c && ch->srank < c->nsrv) {
+		cached = c->srv_tag[ch->srank] == r->kl_tag;
+		c->srv_tag[ch->srank] = r->kl_tag;
+	}
+	*h = (struct psd_hdr){
+		.type = r->type,
+		.dtype = r->dtype,
+		.flags = PSD_F_KEYLIST,
+		.sender = n->id,
+		.key = ch->kl_n ? r->kl_keys[ch->kl_first] : 0,
+		.total = ch->span,
+		.offset = r->kl_len,
+		.span = ch->span,
+		.part = ch->kl_n,
+		.step = s->step,
+		.req = r->id,
+		.slot = (uint32_t)(ch - r->chunks),
+		.epoch = ch->kl_n ? r->kl_tag : 0,
+		.priority = r->priority,
+	};
+	if (cached)
+		h->flags |= PSD_F_KLCACHED;
+	if (ch->kl_n && !cached) {
+		iov[k].iov_base = (void *)(uintptr_t)(r->kl_keys + ch->kl_first);
+		iov[k++].iov_len = (size_t)ch->kl_n * 8;
+	}
+	if (ch->kl_n && !r->kl_len && !cached) {
+		iov[k].iov_base = (void *)(uintptr_t)(r->kl_lens + ch->kl_first);
+		iov[k++].iov_len = (size_t)ch->kl_n * 4;
+	}
+	if (kvw_is_push(r->type) && ch->span) {
+		iov[k].iov_base = (void *)(uintptr_t)(s->src + ch->off);
+		iov[k++].iov_len = (size_t)ch->span;
+	}
+	h->length = 0;
+	for (int i = 0; i < k; i++)
+		h->length += iov[i].iov_len;
+	*niov = k;
+}
+
+/* Locked.  A request of the chunks @cut asks for. */
+static int kvw_kl_req_make(struct psched_node *n, uint8_t type,
+			   const struct kvw_kl_cut *cut, struct kvw_req **out)
+{
+	bool push = kvw_is_push(type);
+	struct kvw_req *r;
+	size_t nch = 0;
+	unsigned s;
+
+	for (s = 0; s < n->num_server; s++)
+		nch += push || cut[s].n;
+	r = calloc(1, sizeof(*r) + sizeof(r->slots[0]));
+	if (!r)
+		return -ENOMEM;
+	r->srv = calloc(n->num_server, sizeof(*r->srv));
+	r->chunks = nch ? calloc(nch, sizeof(*r->chunks)) : NULL;
+	if (!r->srv || (nch && !r->chunks)) {
+		psd_kvw_req_free(r);
+		return -ENOMEM;
+	}
+	r->nslots = 1;
+	r->nchunks = nch;
+	nch = 0;
+	for (s = 0; s < n->num_server; s++) {
+		struct kvw_chunk *ch;
+
+		if (!push && !cut[s].n)
+			continue;
+		ch = &r->chunks[nch++];
+		ch->req = r;
+		ch->srank = (uint16_t)s;
+		ch->off = cut[s].off;
+		ch->span = cut[s].bytes;
+		ch->kl_first = cut[s].first;
+		ch->kl_n = cut[s].n;
+		/* credit counts the bytes a push sends */
+		ch->node.len = push ? cut[s].bytes : 0;
+		r->srv[s].pending++;
+	}
+	*out = r;
+	return 0;
+}
+
+/* Unlocked.  Check, cut, register and queue one key-list request. */
+static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
+			const uint64_t *keys, const uint32_t *lens,
+			uint32_t len, const void *push_vals, void *pull_vals,
+			enum psched_dtype dtype, int priority,
+			psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_kl_cut *cut;
+	struct kvw_req *r = NULL;
+	uint32_t ulen;
+	bool fire;
+	size_t k;
+	int ret;
+
+	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL, "only workers push and pull");
+	if (!req && !cb)
+		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	if ((unsigned)dtype > PSCHED_DTYPE_MAX)
+		return psd_set_errmsg(-EINVAL, "key list: unknown dtype %d",
+				      (int)dtype);
+	if (nkeys && (!keys || (!lens && !len) ||
+		      (kvw_is_push(type) && !push_vals) ||
+		      (type != PSD_MSG_PUSH && !pull_vals)))
+		return psd_set_errmsg(-EINVAL,
+				      "key list of %zu keys: keys, values and "
+				      "lens (or len) are needed",
+				      nkeys);
+	cut = calloc(n->num_server ? n->num_server : 1, sizeof(*cut));
+	if (!cut)
+		return psd_set_errmsg(-ENOMEM, "no memory for a key list");
+	ret = kvw_kl_cut(nkeys, keys, lens, len, psched_dtype_size(dtype),
+			 n->num_server, cut, &ulen);
+	if (ret)
+		goto out_free_cut;
+	pthread_mutex_lock(&w->lock);
+	if (n->fatal) {
+		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
+		goto out_unlock;
+	}
+	ret = kvw_kl_req_make(n, type, cut, &r);
+	if (ret) {
+		psd_set_errmsg(ret, "no memory for a key list");
+		goto out_unlock;
+	}
+	ret = psd_kvw_req_register(w, r);
+	if (ret) {
+		psd_set_errmsg(ret, "too many requests in flight");
+		goto err_free;
+	}
+	r->kl = true;
+	r->kl_keys = keys;
+	r->kl_lens = lens;
+	r->kl_len = ulen;
+	r->kl_tag = kvw_kl_tag(n, nkeys, keys, lens, ulen);
+	r->type = type;
+	r->dtype = (uint8_t)dtype;
+	r->flags = PSD_F_KEYLIST;
+	r->slots[0].key = nkeys ? keys[0] : 0;
+	r->slots[0].total = cut[n->num_server - 1].off +
+			    cut[n->num_server - 1].bytes;
+	r->slots[0].src = push_vals;
+	r->slots[0].dst = pull_vals;
+	r->slots[0].step = kvw_is_push(type) ? ++w->kl_step : w->kl_step;
+	r->cb = cb;
+	r->cb_arg = arg;
+	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
+	r->priority = w->fifo ? 0 : priority;
+	r->pending = 1; /* held until queued */
+	if (req)
+		*req = r->id;
+	for (k = 0; k < r->nchunks; k++) {
+		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
+		if (ret) {
+			/* the chunks not queued fail; the request with them */
+			psd_kvw_req_error(r, ret, "no memory to queue chunks");
+			for (; k < r->nchunks; k++) {
+				r->chunks[k].state = KVW_CH_DONE;
+				r->srv[r->chunks[k].srank].pending--;
+			}
+			break;
+		}
+		r->pending++;
+	}
+	psd_kvw_kick(w);
+	fire = psd_kvw_req_settle(w, r);
+	pthread_mutex_unlock(&w->lock);
+	free(cut);
+	if (fire)
+		psd_kvw_req_run_cb(w, r);
+	return 0;
+
+err_free:
+	psd_kvw_req_free(r);
+out_unlock:
+	pthread_mutex_unlock(&w->lock);
+out_free_cut:
+	free(cut);
+	return ret;
+}
+
+int psched_push_keys(struct psched_node *n, size_t nkeys, const uint64_t *keys,
+		     const uint32_t *lens, uint32_t len, const void *vals,
+		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
+		     void *arg, uint64_t *req)
+{
+	return kvw_kl_issue(n, PSD_MSG_PUSH, nkeys, keys, lens, len, vals,
+			    NULL, dtype, priority, cb, arg, req);
+}
+
+int psched_pull_keys(struct psched_node *n, size_t nkeys, const uint64_t *keys,
+		     const uint32_t *lens, uint32_t len, void *vals,
+		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
+		     void *arg, uint64_t *req)
+{
+	return kvw_kl_issue(n, PSD_MSG_PULL, nkeys, keys, lens, len, NULL,
+			    vals, dtype, priority, cb, arg, req);
+}
+
+int psched_pushpull_keys(struct psched_node *n, size_t nkeys,
+			 const uint64_t *keys, const uint32_t *lens,
+			 uint32_t len, const void *push_vals, void *pull_vals,
+			 enum psched_dtype dtype, int priority,
+			 psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	return kvw_kl_issue(n, PSD_MSG_PUSHPULL, nkeys, keys, lens, len,
+			    push_vals, pull_vals, dtype, priority, cb, arg,
+			    req);
+}
+
+/* Unlocked (van thread).  A pull answer lands in the caller's values at
+ * its slice. */
+int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, void **dst)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct kvw_chunk *ch;
+	struct kvw_req *r;
+
+	if (!h->length)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, h->req);
+	if (r && r->kl && !r->cancelled && h->slot < r->nchunks &&
+	    h->type == PSD_MSG_PULL_RESP && r->slots[0].dst) {
+		ch = &r->chunks[h->slot];
+		if (ch->srank == p->rank && ch->state != KVW_CH_DONE &&
+		    ch->span == h->length) {
+			r->busy++;
+			r->srv[p->rank].busy++;
+			*dst = r->slots[0].dst + ch->off;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+/* Unlocked (van thread).  An answer to a key-list chunk is in. */
+void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, void *payload)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct kvw_chunk *ch;
+	struct kvw_req *r;
+	bool fire;
+
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, h->req);
+	ch = r && r->kl && h->slot < r->nchunks ? &r->chunks[h->slot] : NULL;
+	if (!ch || ch->srank != p->rank) {
+		pthread_mutex_unlock(&w->lock);
+		psd_debug("discarding late key-list %s for request %llu "
+			  "from %s",
+			  psd_msg_type_name(h->type),
+			  (unsigned long long)h->req, c->peer);
+		return;
+	}
+	if (h->length && r->srv[p->rank].busy && r->slots[0].dst &&
+	    payload == r->slots[0].dst + ch->off) {
+		r->busy--;
+		r->srv[p->rank].busy--;
+	}
+	if (!h->status && h->type == PSD_MSG_PUSH_ACK &&
+	    r->type == PSD_MSG_PUSHPULL) {
+		psd_kvw_chunk_uncredit(w, ch); /* the answer comes later */
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	if (h->status)
+		psd_kvw_req_error(r, h->status,
+				  "%s rejected key-list %s of %llu keys from "
+				  "key %llu (step %llu): %s",
+				  p->desc, psd_msg_type_name(r->type),
+				  (unsigned long long)ch->kl_n,
+				  (unsigned long long)h->key,
+				  (unsigned long long)r->slots[0].step,
+				  psched_strerror(h->status));
+	else if (h->type == PSD_MSG_PULL_RESP && h->length != ch->span)
+		psd_kvw_req_error(r, -EPROTO,
+				  "%s answered key-list pull from key %llu "
+				  "with %llu bytes instead of %llu",
+				  p->desc, (unsigned long long)h->key,
+				  (unsigned long long)h->length,
+				  (unsigned long long)ch->span);
+	fire = psd_kvw_chunk_settle(w, ch, h->status != 0);
+	if (!r->busy)
+		pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	if (fire)
+		psd_kvw_req_run_cb(w, r);
+}
