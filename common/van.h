@@ -87,6 +87,18 @@ int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
  * other errors drop @c as psd_conn_send() does. */
 int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 		      const struct iovec *iov, int niov);
+/* psd_conn_send(), but the transport may keep a small message aside
+ * (->send_more()) until the next send on @c or psd_conn_flush(), which
+ * the caller owes before it waits for anything the message causes. */
+int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
+		       const struct iovec *iov, int niov);
+int psd_conn_flush(struct psd_conn *c);
+/* An answer: on the van thread, kept aside like psd_conn_send_more()
+ * and flushed by the van after the ->progress() call it came from (the
+ * acks of the messages one read brought go out in one write); elsewhere
+ * psd_conn_send(). */
+int psd_conn_reply(struct psd_conn *c, const struct psd_hdr *h,
+		   const struct iovec *iov, int niov);
 /* Pack and send a control message. */
 int psd_conn_send_control(struct psd_conn *c, int sender,
 			  const Psched__Control *msg);

@@ -25,7 +25,7 @@ void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
 	h.status = 0;
 	h.length = 0;
 	h.flags = req->flags & PSD_F_KEYLIST; /* routes the answer */
-	psd_conn_send(c, &h, NULL, 0);
+	psd_conn_reply(c, &h, NULL, 0);
 }
 
 void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
@@ -40,7 +40,7 @@ void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 	h.status = status;
 	h.length = 0;
 	h.flags = req->flags & PSD_F_KEYLIST; /* routes the answer */
-	psd_conn_send(c, &h, NULL, 0);
+	psd_conn_reply(c, &h, NULL, 0);
 }
 
 /* Answer a pull with the bytes it names, from @base (the value, or the
@@ -60,7 +60,7 @@ static void kvs_reply_data(struct psched_node *n, struct psd_conn *c,
 	h.length = h.span;
 	iov.iov_base = (void *)(uintptr_t)(base + (h.offset - e->off));
 	iov.iov_len = (size_t)h.span;
-	psd_conn_send(c, &h, &iov, 1);
+	psd_conn_reply(c, &h, &iov, 1);
 }
 
 void psd_kvs_reply_pull(struct psched_node *n, struct psd_conn *c,

@@ -42,11 +42,68 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 }
 
 /*
+ * Connections the sender thread sent small chunks to with
+ * psd_conn_send_more() in one pump, each with a reference: flushed when
+ * the queue has nothing more to start, so the chunks of a burst of small
+ * requests go out in one write each.
+ */
+/* A chunk is kept aside only when the next one is at most this long
+ * (a large one would delay it by its whole send). */
+#define KVW_HOLD_NEXT_MAX (16u * 1024u)
+
+struct kvw_held {
+	struct psd_conn *c[8];
+	unsigned n;
+};
+
+/* Locked.  Whether the chunk being sent on @c may wait for the next one:
+ * another chunk can start right away, and @c is or can be in @held. */
+static bool kvw_may_hold(struct psd_kvw *w, struct kvw_held *held,
+			 const struct psd_conn *c)
+{
+	struct psd_chunk_node *head = psd_chunkq_peek(&w->q);
+	unsigned i;
+
+	if (!held || !c || !head || head->len > KVW_HOLD_NEXT_MAX ||
+	    !psd_credit_can_start(&w->credit, head->len))
+		return false;
+	for (i = 0; i < held->n; i++)
+		if (held->c[i] == c)
+			return true;
+	return held->n < PSD_ARRAY_SIZE(held->c);
+}
+
+/* Unlocked.  Send what @held kept aside and drop the references. */
+static void kvw_held_flush(struct kvw_held *held)
+{
+	unsigned i;
+
+	for (i = 0; i < held->n; i++) {
+		psd_conn_flush(held->c[i]);
+		psd_conn_put(held->c[i]);
+	}
+	held->n = 0;
+}
+
+static void kvw_held_add(struct kvw_held *held, struct psd_conn *c)
+{
+	unsigned i;
+
+	for (i = 0; i < held->n; i++)
+		if (held->c[i] == c)
+			return;
+	psd_conn_get(c);
+	held->c[held->n++] = c;
+}
+
+/*
  * Locked on entry and return; dropped around the send and, when the send
  * completed the request, around its callback.  Send @ch, just taken off
- * the queue by psd_sched_next() (which counted it in flight).
+ * the queue by psd_sched_next() (which counted it in flight).  With
+ * @held, a small chunk may be kept aside for @held's flush.
  */
-void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
+static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
+			   struct kvw_held *held)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_req *r = ch->req;
@@ -55,9 +112,10 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	struct psd_stage_buf stg = { 0 };
 	struct psd_chunk_node *head;
 	struct psd_hdr h;
-	struct iovec iov = { 0 }, kiov[3];
+	struct iovec iov = { 0 }, kiov[3], *v;
 	int niov = 1;
-	bool fire = false, sent = false;
+	bool fire = false, sent = false, more;
+	struct psd_conn *conn;
 	char why[256] = "";
 	int ret = 0;
 
@@ -78,6 +136,8 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	 * waiter) while its caller memory is on its way out. */
 	r->sending++;
 	r->pending++;
+	conn = p->conn;
+	more = !job.on && !job.direct && kvw_may_hold(w, held, conn);
 	pthread_mutex_unlock(&w->lock);
 	/* GPUDirect: the device pointer itself goes to the transport (iov
 	 * is s->src + off already); staged if it cannot take it. */
@@ -96,14 +156,21 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 		ret = psd_kvw_gpu_stage_push(w, &job, &next, &stg);
 		iov.iov_base = stg.host;
 	}
-	if (!sent && !ret)
-		ret = p->dead || !p->conn ? PSCHED_ENODEDEAD
-		: r->kl ? psd_conn_send(p->conn, &h, kiov, niov)
-			: psd_conn_send(p->conn, &h, &iov, 1);
+	v = r->kl ? kiov : &iov;
+	if (!r->kl)
+		niov = 1;
+	if (!sent && !ret && (p->dead || !conn))
+		ret = PSCHED_ENODEDEAD;
+	else if (!sent && !ret && more)
+		ret = psd_conn_send_more(conn, &h, v, niov);
+	else if (!sent && !ret)
+		ret = psd_conn_send(conn, &h, v, niov);
 	else if (!sent)
 		snprintf(why, sizeof(why), "%s", psched_errmsg());
 	if (stg.n)
 		psd_kvw_gpu_unstage(w, &stg);
+	if (more && !ret)
+		kvw_held_add(held, conn);
 	pthread_mutex_lock(&w->lock);
 	r->sending--;
 	if (ch->state == KVW_CH_SENDING)
@@ -127,16 +194,31 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	}
 }
 
-/* Locked on entry and return, dropped around every send.  Start every
- * chunk the queue and the credit allow. */
+void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
+{
+	kvw_chunk_send(n, ch, NULL);
+}
+
+/* Locked on entry and return, dropped around every send and the flush.
+ * Start every chunk the queue and the credit allow. */
 static void kvw_pump_unlocks(struct psched_node *n)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct psd_chunk_node *node;
+	struct kvw_held held = { .n = 0 };
 
-	while ((node = psd_sched_next(&w->q, &w->credit)))
-		psd_kvw_chunk_send_unlocks(
-			n, psd_container_of(node, struct kvw_chunk, node));
+	for (;;) {
+		while ((node = psd_sched_next(&w->q, &w->credit)))
+			kvw_chunk_send(n,
+				       psd_container_of(node, struct kvw_chunk,
+							node),
+				       &held);
+		if (!held.n)
+			return;
+		pthread_mutex_unlock(&w->lock);
+		kvw_held_flush(&held);
+		pthread_mutex_lock(&w->lock);
+	}
 }
 
 /* Locked. */

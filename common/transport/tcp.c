@@ -37,6 +37,14 @@
  * which made a 64 MiB send quadratic under TSan.
  */
 #define TCP_TX_CHUNK (4u << 20)
+/*
+ * ->send_more() copies messages of at most TCP_HOLD_MAX bytes (header
+ * included) into a TCP_HOLD_CAP buffer and sends them together later:
+ * 40 acks or 40 small pushes then cost one sendmsg() and one wake-up of
+ * the peer instead of 40.
+ */
+#define TCP_HOLD_MAX (16u * 1024u)
+#define TCP_HOLD_CAP (64u * 1024u)
 
 struct tcp_conn {
 	struct psd_conn base;
@@ -48,6 +56,9 @@ struct tcp_conn {
 	uint8_t *dst;  /* payload destination, NULL = discard */
 	uint64_t got;  /* payload bytes received */
 	size_t budget; /* left in this progress() call */
+	/* Small messages kept aside by ->send_more() (under send_lock). */
+	uint8_t *held;
+	size_t held_len;
 };
 
 static struct tcp_conn *to_tcp(struct psd_conn *c)
@@ -229,31 +240,30 @@ static int tcp_iov_window(const struct iovec *v, int n, struct iovec *out)
 	return i;
 }
 
-static int tcp_send(struct psd_conn *c, const struct psd_hdr *h,
-		    const struct iovec *iov, int niov, unsigned timeout_ms)
+/* Write all of @v[0..@n) (entries may be empty), waiting for room in
+ * poll() up to @timeout_ms at a time. */
+static int tcp_send_all(struct psd_conn *c, struct iovec *v, int n,
+			unsigned timeout_ms)
 {
-	struct iovec win[TCP_MAX_IOV + 1];
-	uint8_t hbuf[PSD_HDR_SIZE];
-	struct iovec vec[TCP_MAX_IOV + 1];
-	struct iovec *v = vec;
+	struct iovec win[TCP_MAX_IOV + 2];
 	struct msghdr mh = { 0 };
-	int n = 1, i, ret;
 	ssize_t w;
+	int ret;
 
-	if (niov > TCP_MAX_IOV)
-		return -EINVAL;
-	psd_hdr_encode(h, hbuf);
-	vec[0].iov_base = hbuf;
-	vec[0].iov_len = PSD_HDR_SIZE;
-	for (i = 0; i < niov; i++)
-		if (iov[i].iov_len)
-			vec[n++] = iov[i];
+	while (n && !v->iov_len) {
+		v++;
+		n--;
+	}
 	while (n) {
 		mh.msg_iov = win;
 		mh.msg_iovlen = (size_t)tcp_iov_window(v, n, win);
 		w = sendmsg(c->fd, &mh, MSG_NOSIGNAL);
 		if (w >= 0) {
 			tcp_iov_advance(&v, &n, (size_t)w);
+			while (n && !v->iov_len) {
+				v++;
+				n--;
+			}
 			continue;
 		}
 		if (errno == EINTR)
@@ -264,6 +274,79 @@ static int tcp_send(struct psd_conn *c, const struct psd_hdr *h,
 		if (ret)
 			return ret;
 	}
+	return 0;
+}
+
+/* Whatever ->send_more() kept aside goes first, in the same sendmsg(). */
+static int tcp_send(struct psd_conn *c, const struct psd_hdr *h,
+		    const struct iovec *iov, int niov, unsigned timeout_ms)
+{
+	struct tcp_conn *tc = to_tcp(c);
+	uint8_t hbuf[PSD_HDR_SIZE];
+	struct iovec vec[TCP_MAX_IOV + 2];
+	int n = 0, i, ret;
+
+	if (niov > TCP_MAX_IOV)
+		return -EINVAL;
+	if (tc->held_len) {
+		vec[n].iov_base = tc->held;
+		vec[n++].iov_len = tc->held_len;
+	}
+	psd_hdr_encode(h, hbuf);
+	vec[n].iov_base = hbuf;
+	vec[n++].iov_len = PSD_HDR_SIZE;
+	for (i = 0; i < niov; i++)
+		if (iov[i].iov_len)
+			vec[n++] = iov[i];
+	ret = tcp_send_all(c, vec, n, timeout_ms);
+	tc->held_len = 0;
+	return ret;
+}
+
+static int tcp_flush(struct psd_conn *c, unsigned timeout_ms)
+{
+	struct tcp_conn *tc = to_tcp(c);
+	struct iovec v = { .iov_base = tc->held, .iov_len = tc->held_len };
+	int ret;
+
+	if (!tc->held_len)
+		return 0;
+	ret = tcp_send_all(c, &v, 1, timeout_ms);
+	tc->held_len = 0;
+	return ret;
+}
+
+static int tcp_send_more(struct psd_conn *c, const struct psd_hdr *h,
+			 const struct iovec *iov, int niov, unsigned timeout_ms)
+{
+	struct tcp_conn *tc = to_tcp(c);
+	size_t len = PSD_HDR_SIZE;
+	uint8_t *p;
+	int i, ret;
+
+	for (i = 0; i < niov && len <= TCP_HOLD_MAX; i++)
+		len += iov[i].iov_len;
+	if (len > TCP_HOLD_MAX || niov > TCP_MAX_IOV)
+		return tcp_send(c, h, iov, niov, timeout_ms);
+	if (!tc->held) {
+		tc->held = malloc(TCP_HOLD_CAP);
+		if (!tc->held)
+			return tcp_send(c, h, iov, niov, timeout_ms);
+	}
+	if (tc->held_len + len > TCP_HOLD_CAP) {
+		ret = tcp_flush(c, timeout_ms);
+		if (ret)
+			return ret;
+	}
+	p = tc->held + tc->held_len;
+	psd_hdr_encode(h, p);
+	p += PSD_HDR_SIZE;
+	for (i = 0; i < niov; i++) {
+		if (iov[i].iov_len)
+			memcpy(p, iov[i].iov_base, iov[i].iov_len);
+		p += iov[i].iov_len;
+	}
+	tc->held_len += len;
 	return 0;
 }
 
@@ -400,6 +483,9 @@ static void tcp_fini(struct psd_conn *c)
 	c->fd = -1;
 	free(tc->stage);
 	tc->stage = NULL;
+	free(tc->held);
+	tc->held = NULL;
+	tc->held_len = 0;
 }
 
 const struct psd_transport_ops psd_tcp_ops = {
@@ -410,6 +496,8 @@ const struct psd_transport_ops psd_tcp_ops = {
 	.listen_close = tcp_listen_close,
 	.connect = tcp_connect,
 	.send = tcp_send,
+	.send_more = tcp_send_more,
+	.flush = tcp_flush,
 	.progress = tcp_progress,
 	.close = tcp_close,
 	.fini = tcp_fini,

@@ -146,6 +146,19 @@ struct psd_transport_ops {
 	 * ->send() it instead); other errors as ->send(). */
 	int (*send_dev)(struct psd_conn *c, const struct psd_hdr *h,
 			const struct iovec *iov, int niov, unsigned timeout_ms);
+	/* Optional (NULL: ->send() is used): ->send(), except that the
+	 * transport may copy a small message aside and return at once; it
+	 * goes out, in order, with the next ->send() or ->send_more() that
+	 * does not fit aside, or at ->flush().  The caller must ->flush()
+	 * before it waits for anything the message may cause (the van does
+	 * so after each ->progress() call; psd_conn_reply()).  Called
+	 * with c->send_lock held. */
+	int (*send_more)(struct psd_conn *c, const struct psd_hdr *h,
+			 const struct iovec *iov, int niov,
+			 unsigned timeout_ms);
+	/* Optional with ->send_more(): send what it kept aside.  0, or as
+	 * ->send().  Called with c->send_lock held. */
+	int (*flush)(struct psd_conn *c, unsigned timeout_ms);
 	/* Input is ready (van thread): read and deliver messages.  0, or
 	 * -errno when the connection must be dropped (-ECONNRESET: EOF). */
 	int (*progress)(struct psd_conn *c);
