@@ -56,6 +56,10 @@ struct tcp_conn {
 	uint8_t *dst;  /* payload destination, NULL = discard */
 	uint64_t got;  /* payload bytes received */
 	size_t budget; /* left in this progress() call */
+	/* The last message was read in place: read only the next header
+	 * into the stage, not the start of a large payload that would then
+	 * be copied out of it. */
+	bool hdr_only;
 	/* Small messages kept aside by ->send_more() (under send_lock). */
 	uint8_t *held;
 	size_t held_len;
@@ -369,6 +373,7 @@ static int tcp_rx_header(struct tcp_conn *tc)
 	ret = psd_van_rx_header(&tc->base, &tc->hdr, &dst);
 	if (ret < 0)
 		return ret;
+	tc->hdr_only = false;
 	tc->dst = dst;
 	tc->got = 0;
 	tc->in_payload = true;
@@ -390,8 +395,9 @@ static int tcp_rx_payload(struct tcp_conn *tc)
 		tc->got += n;
 		need -= n;
 	}
-	/* Large remainder and an empty stage: read straight into place. */
-	while (need >= TCP_DIRECT_MIN && tc->dst) {
+	/* Large message, empty stage: read straight into place, to its
+	 * last byte (no read past it into the stage). */
+	while (need && tc->dst && tc->hdr.length >= TCP_DIRECT_MIN) {
 		if (!tc->budget)
 			return -EAGAIN;
 		r = recv(tc->base.fd, tc->dst + tc->got,
@@ -411,12 +417,14 @@ static int tcp_rx_payload(struct tcp_conn *tc)
 	if (need)
 		return -EAGAIN;
 	tc->in_payload = false;
+	tc->hdr_only = tc->dst && tc->hdr.length >= TCP_DIRECT_MIN;
 	psd_van_rx_msg(&tc->base, &tc->hdr, tc->dst);
 	return 0;
 }
 
 static int tcp_fill_stage(struct tcp_conn *tc)
 {
+	size_t want;
 	ssize_t r;
 
 	if (tc->stage_pos == tc->stage_end) {
@@ -430,9 +438,11 @@ static int tcp_fill_stage(struct tcp_conn *tc)
 	}
 	if (!tc->budget)
 		return -EAGAIN;
+	want = TCP_STAGE_SIZE - tc->stage_end;
+	if (tc->hdr_only && !tc->in_payload && tc->stage_end < PSD_HDR_SIZE)
+		want = PSD_HDR_SIZE - tc->stage_end;
 	do {
-		r = recv(tc->base.fd, tc->stage + tc->stage_end,
-			 TCP_STAGE_SIZE - tc->stage_end, 0);
+		r = recv(tc->base.fd, tc->stage + tc->stage_end, want, 0);
 	} while (r < 0 && errno == EINTR);
 	if (r == 0)
 		return -ECONNRESET;
