@@ -317,8 +317,9 @@ const struct opt psd_opts[] = {
 	  OPT_RANGE,
 	  OFF(socket_buf_bytes),
 	  SZ(socket_buf_bytes),
-	  "4M",
-	  "tcp: socket send and receive buffers (0 = the kernel's)" },
+	  "0",
+	  "tcp: socket send and receive buffers (0 = the kernel's, "
+	  "autotuned)" },
 	{ "rdma-device",
 	  { "PS_RDMA_DEVICE" },
 	  OPT_STR,

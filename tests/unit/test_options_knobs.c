@@ -13,7 +13,7 @@ static void test_options_transport_knob_defaults(void)
 
 	fresh(&cfg);
 	CHECK_STR(cfg.job_token, "");
-	CHECK_U64(cfg.socket_buf_bytes, ==, 4 << 20);
+	CHECK_U64(cfg.socket_buf_bytes, ==, 0);
 	CHECK_STR(cfg.rdma_device, "");
 	CHECK_EQ(cfg.rdma_port, 1);
 	CHECK_EQ(cfg.rdma_gid_index, -1);
