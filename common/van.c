@@ -31,7 +31,7 @@ struct psd_van {
 	unsigned auth_timeout_ms;
 	unsigned preauth_max_frame;
 	unsigned max_pending;
-	bool trusted; /* psd_van_opts.trusted */
+	bool trusted;	      /* psd_van_opts.trusted */
 	atomic_uint npending; /* accepted, not yet authenticated */
 	bool lis_paused;      /* listener out of epoll */
 	uint64_t lis_resume_ms;

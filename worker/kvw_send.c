@@ -41,16 +41,16 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 	iov->iov_len = (size_t)h->length;
 }
 
+/* A chunk is kept aside only when the next one is at most this long
+ * (a large one would delay it by its whole send). */
+#define KVW_HOLD_NEXT_MAX (16u * 1024u)
+
 /*
  * Connections the sender thread sent small chunks to with
  * psd_conn_send_more() in one pump, each with a reference: flushed when
  * the queue has nothing more to start, so the chunks of a burst of small
  * requests go out in one write each.
  */
-/* A chunk is kept aside only when the next one is at most this long
- * (a large one would delay it by its whole send). */
-#define KVW_HOLD_NEXT_MAX (16u * 1024u)
-
 struct kvw_held {
 	struct psd_conn *c[8];
 	unsigned n;
@@ -209,10 +209,10 @@ static void kvw_pump_unlocks(struct psched_node *n)
 
 	for (;;) {
 		while ((node = psd_sched_next(&w->q, &w->credit)))
-			kvw_chunk_send(n,
-				       psd_container_of(node, struct kvw_chunk,
-							node),
-				       &held);
+			kvw_chunk_send(
+				n,
+				psd_container_of(node, struct kvw_chunk, node),
+				&held);
 		if (!held.n)
 			return;
 		pthread_mutex_unlock(&w->lock);

@@ -33,8 +33,9 @@
 #define TCP_RX_BUDGET (8u << 20)
 /*
  * Bytes offered to one sendmsg(): the socket buffer (at most 4 MiB with
- * the kernel's default tcp_wmem) takes no more anyway, and instrumented builds check every byte offered on every call,
- * which made a 64 MiB send quadratic under TSan.
+ * the kernel's default tcp_wmem) takes no more anyway, and instrumented
+ * builds check every byte offered on every call, which made a 64 MiB
+ * send quadratic under TSan.
  */
 #define TCP_TX_CHUNK (4u << 20)
 /*

@@ -373,9 +373,9 @@ static void test_transport_send_dev(void)
  */
 static void test_transport_send_more(void)
 {
-	static const size_t sizes[] = { 1,     100,  4096, 16384 - 120,
-					16384, 3000, 1 << 20, 7,
-					50000, 16200, 5,	  65536 };
+	static const size_t sizes[] = { 1,     100,   4096,    16384 - 120,
+					16384, 3000,  1 << 20, 7,
+					50000, 16200, 5,       65536 };
 	struct tt_node a, b;
 	struct psd_conn *ab;
 	uint8_t *buf;

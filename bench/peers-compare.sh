@@ -1,0 +1,125 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# peers-compare.sh: psched (ps-bench, TCP) against dmlc/ps-lite (psl_bench,
+# ../shared/peers/ps-lite/) on this machine, in one sitting: ROUNDS rounds,
+# each running every workload once with ps-lite and once with ps-bench
+# back to back; per-round ratios, medians printed at the end
+# (docs/peers-bench.md shows a table and how it was made).
+#
+#   bench/peers-compare.sh PSL_BENCH [ROUNDS] [SECONDS]
+#   PSL_RUN=path/to/run.sh  ps-lite's launcher (default: next to PSL_BENCH,
+#                           or ../shared/peers/ps-lite/run.sh)
+#   BUILD=build             where ps-bench is
+#
+# Workloads (1 server + 1 worker, loopback): push 1 MiB x 40 keys,
+# push+pull 1 MiB x 40 (ps-lite: ZPush + ZPull), push 4 KiB x 40, push
+# 64 MiB x 4, serial 4 KiB (1 key, one request at a time: microseconds per
+# request).  CPU cores = task-clock of the whole run (perf stat; both tools'
+# start-up included) / wall time.  ps-bench's push+pull 1 MiB is also run
+# once per round with its baselines, for the ratio to TCPmax.
+set -u
+PSL=${1:?usage: peers-compare.sh PSL_BENCH [ROUNDS] [SECONDS]}
+ROUNDS=${2:-3}
+SECS=${3:-2}
+BUILD=${BUILD:-build}
+BENCH=$BUILD/bin/ps-bench
+RUN=${PSL_RUN:-}
+if [ -z "$RUN" ]; then
+	for r in "$(dirname "$PSL")/run.sh" \
+		"$(dirname "$0")/../../shared/peers/ps-lite/run.sh" \
+		/work/shared/peers/ps-lite/run.sh; do
+		[ -x "$r" ] && RUN=$r && break
+	done
+fi
+[ -x "$PSL" ] || { echo "peers-compare: no ps-lite bench at $PSL" >&2; exit 2; }
+[ -n "$RUN" ] && [ -x "$RUN" ] || { echo "peers-compare: no ps-lite run.sh (PSL_RUN)" >&2; exit 2; }
+[ -x "$BENCH" ] || { echo "peers-compare: no $BENCH (make first)" >&2; exit 2; }
+command -v perf >/dev/null || { echo "peers-compare: needs perf (linux-perf) for CPU time" >&2; exit 2; }
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+
+# cpu CMD...: run CMD, its stdout to $TMP/out; prints "cores cpu_seconds".
+cpu() {
+	local t0 t1 ms
+	t0=$(date +%s.%N)
+	# ps-lite now and then hangs at start-up or shutdown: bounded.
+	perf stat -x, -e task-clock -o "$TMP/stat" \
+		timeout -k 5 $((SECS * 5 + 60)) "$@" >"$TMP/out" 2>/dev/null
+	t1=$(date +%s.%N)
+	ms=$(awk -F, '/task-clock/{print $1}' "$TMP/stat")
+	awk -v ms="$ms" -v a="$t0" -v b="$t1" \
+		'BEGIN{printf "%.2f %.3f", ms/1000/(b-a), ms/1000}'
+}
+
+# msgib CPU_SECONDS BYTES: CPU milliseconds per GiB moved.
+msgib() {
+	awk -v c="$1" -v b="$2" 'BEGIN{printf "%.0f", (b > 0 ? c*1000/(b/1073741824) : 0)}'
+}
+
+# workload name, ps-lite mode, ps-bench mode, size in bytes, keys
+WL=("push1M push push 1048576 40"
+    "pushpull1M pushpull pushpull 1048576 40"
+    "push4K push push 4096 40"
+    "push64M push push 67108864 4"
+    "serial4K push push 4096 1")
+
+echo "# round workload psl_gbps psl_cores psched_gbps psched_cores psl_us psched_us psl_ms_per_GiB psched_ms_per_GiB"
+for ((r = 1; r <= ROUNDS; r++)); do
+	for w in "${WL[@]}"; do
+		set -- $w
+		name=$1 pm=$2 bm=$3 size=$4 keys=$5
+		set -- $(cpu "$RUN" "$PSL" 1 1 "$pm" "$size" "$keys" "$SECS" 1)
+		pc=$1 pcs=$2
+		pg=$(awk '/^RUN/{print $7}' "$TMP/out" | head -1)
+		pus=$(awk '/^RUN/{print $8}' "$TMP/out" | head -1)
+		pb=$(awk '/^RUN/{print $5 * $3 * $4}' "$TMP/out" | head -1)
+		set -- $(cpu env PS_TRANSPORT=tcp "$BENCH" --mode "$bm" \
+			--size "$size" --keys "$keys" --seconds "$SECS" --runs 1 \
+			--no-baseline)
+		bc=$1 bcs=$2
+		bg=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $4}' "$TMP/out")
+		bus=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 && $5 > 0 {printf "%.2f", 1e6/$5}' "$TMP/out")
+		bb=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1 * $2 * $3}' "$TMP/out")
+		echo "$r $name ${pg:-0} $pc ${bg:-0} $bc ${pus:-0} ${bus:-0}" \
+			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}")"
+	done
+	env PS_TRANSPORT=tcp "$BENCH" --mode pushpull --size 1M --keys 40 \
+		--seconds "$SECS" --runs 1 2>/dev/null |
+		awk -v r="$r" '$1 ~ /^[0-9]+$/ && NF >= 9 {print r, "tcpmax1M", $8, $4}'
+done | tee "$TMP/rounds"
+
+python3 - "$TMP/rounds" <<'EOF'
+import statistics as st, sys
+rows = {}
+tmax = []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if not f or f[0].startswith('#'):
+        continue
+    if f[1] == 'tcpmax1M':
+        tmax.append((float(f[2]), float(f[3])))
+        continue
+    rows.setdefault(f[1], []).append([float(x) for x in f[2:]])
+def med(xs):
+    return st.median(xs) if xs else float('nan')
+print()
+print("| workload | ps-lite | psched | psched / ps-lite | cores ps-lite / psched | CPU ms per GiB ps-lite / psched |")
+print("|---|---|---|---|---|---|")
+for name, rs in rows.items():
+    if name == 'serial4K':
+        pl, ps = med([r[4] for r in rs]), med([r[5] for r in rs])
+        ratio = med([r[5] / r[4] for r in rs if r[4] > 0])
+        unit = "us per request"
+    else:
+        pl, ps = med([r[0] for r in rs]), med([r[2] for r in rs])
+        ratio = med([r[2] / r[0] for r in rs if r[0] > 0])
+        unit = "Gbit/s"
+    print(f"| {name} ({unit}) | {pl:.2f} | {ps:.2f} | {ratio:.2f} | "
+          f"{med([r[1] for r in rs]):.2f} / {med([r[3] for r in rs]):.2f} | "
+          f"{med([r[6] for r in rs]):.0f} / {med([r[7] for r in rs]):.0f} |")
+if tmax:
+    print(f"\npush+pull 1 MiB vs TCPmax (same ps-bench run): TCPmax "
+          f"{med([t for t, g in tmax]):.2f} Gbit/s, psched {med([g for t, g in tmax]):.2f}, "
+          f"ratio {med([g / t for t, g in tmax if t > 0]):.2f} (median of {len(tmax)} rounds)")
+EOF
