@@ -157,8 +157,6 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 		iov.iov_base = stg.host;
 	}
 	v = r->kl ? kiov : &iov;
-	if (!r->kl)
-		niov = 1;
 	if (!sent && !ret && (p->dead || !conn))
 		ret = PSCHED_ENODEDEAD;
 	else if (!sent && !ret && more)
