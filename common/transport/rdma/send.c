@@ -201,16 +201,20 @@ static int rdmt_send_copy(struct rdmt_conn *rc, const struct psd_hdr *h,
 }
 
 /*
- * dev->lock held: post the payload writes as batch @wb, the last with
- * immediate.  On 0 the batch owns the references in @mrs (cleared here)
- * until its last write completes.
+ * dev->lock held: post the payload writes to @raddr/@rkey as batch @wb,
+ * the last with immediate @imm.  @hdr: a cached write (land.c): the
+ * header, then last (with the immediate) to @raddr, the payload after
+ * RDMT_LAND_HDR bytes.  On 0 the batch owns the references in @mrs
+ * (cleared here) until its last write completes.
  */
 static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
-			    int niov, struct rdmt_mr **mrs, unsigned wb)
+			    int niov, struct rdmt_mr **mrs, unsigned wb,
+			    uint64_t raddr, uint32_t rkey, uint32_t imm,
+			    const struct psd_hdr *hdr)
 {
-	struct ibv_send_wr wr[RDMT_MAX_IOV], *bad;
-	struct ibv_sge sge[RDMT_MAX_IOV];
-	uint64_t off = 0;
+	struct ibv_send_wr wr[RDMT_MAX_IOV + 1], *bad;
+	struct ibv_sge sge[RDMT_MAX_IOV + 1];
+	uint64_t off = hdr ? RDMT_LAND_HDR : 0;
 	int i, n = 0, ret;
 
 	memset(wr, 0, sizeof(wr));
@@ -225,15 +229,34 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 		wr[n].sg_list = &sge[n];
 		wr[n].num_sge = 1;
 		wr[n].opcode = IBV_WR_RDMA_WRITE;
-		wr[n].wr.rdma.remote_addr = rc->cts_addr + off;
-		wr[n].wr.rdma.rkey = rc->cts_rkey;
+		wr[n].wr.rdma.remote_addr = raddr + off;
+		wr[n].wr.rdma.rkey = rkey;
 		if (n)
 			wr[n - 1].next = &wr[n];
 		off += iov[i].iov_len;
 		n++;
 	}
+	if (hdr) {
+		uint8_t *hb = psd_rdmt_wb_hdr(rc, wb);
+
+		psd_hdr_encode(hdr, hb);
+		memset(&wr[n], 0, sizeof(wr[n]));
+		sge[n].addr = (uintptr_t)hb;
+		sge[n].length = PSD_HDR_SIZE;
+		sge[n].lkey = rc->txmr->lkey;
+		wr[n].send_flags = IBV_SEND_SIGNALED;
+		if (PSD_HDR_SIZE <= rc->max_inline)
+			wr[n].send_flags |= IBV_SEND_INLINE;
+		wr[n].sg_list = &sge[n];
+		wr[n].num_sge = 1;
+		wr[n].wr.rdma.remote_addr = raddr;
+		wr[n].wr.rdma.rkey = rkey;
+		if (n)
+			wr[n - 1].next = &wr[n];
+		n++;
+	}
 	wr[n - 1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr[n - 1].imm_data = htonl(rc->tx_cookie);
+	wr[n - 1].imm_data = htonl(imm);
 	wr[n - 1].wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb | RDMT_WB_LAST);
 	ret = -ibv_post_send(rc->qp, wr, &bad);
 	if (ret) {
@@ -282,6 +305,106 @@ static int rdmt_wait_tx_timeout(struct rdmt_conn *rc)
 			      rc->base.peer);
 }
 
+/*
+ * Large message with a grant from the peer for its (key, offset, length):
+ * RDMA-write payload and header into the granted landing buffer, no
+ * RTS/CTS (rendezvous cache, rdma_internal.h).  1: no usable grant, use
+ * RTS/CTS.  The wait for a USED grant to come back is short
+ * (RDMT_GRANT_WAIT_MS) and then falls back to RTS/CTS, so this adds no
+ * wait on the peer's van thread that RTS/CTS does not have.
+ */
+static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
+			    const struct iovec *iov, int niov,
+			    const struct timespec *dl)
+{
+	struct rdmt_dev *d = rc->dev;
+	struct rdmt_mr *mrs[RDMT_MAX_IOV] = { 0 };
+	struct timespec gdl;
+	struct rdmt_grant *g;
+	unsigned wb = 0;
+	int i, gi, ret = 0;
+
+	if (h->length > RDMT_LAND_MAX_MSG)
+		return 1;
+	pthread_mutex_lock(&d->lock);
+	gi = psd_rdmt_grant_find(&rc->grants, h->key, h->offset, h->length);
+	pthread_mutex_unlock(&d->lock);
+	if (gi < 0)
+		return 1;
+	for (i = 0; i < niov && !ret; i++)
+		if (iov[i].iov_len)
+			ret = psd_rdmt_mr_get(d, iov[i].iov_base,
+					      iov[i].iov_len, &mrs[i]);
+	if (ret) {
+		ret = 1; /* RTS/CTS registers again and says why */
+		goto out_put;
+	}
+	psd_deadline(&gdl, RDMT_GRANT_WAIT_MS);
+	if (gdl.tv_sec > dl->tv_sec ||
+	    (gdl.tv_sec == dl->tv_sec && gdl.tv_nsec > dl->tv_nsec))
+		gdl = *dl;
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		g = &rc->grants.v[gi];
+		if (rc->err || atomic_load(&rc->base.closed)) {
+			ret = rc->err ?: -ECONNRESET;
+			break;
+		}
+		/* Released, or the slot now holds another range. */
+		if (g->state == RDMT_GRANT_NONE || g->key != h->key ||
+		    g->off != h->offset || g->len != h->length) {
+			ret = 1;
+			break;
+		}
+		if (g->state == RDMT_GRANT_USED) {
+			if (pthread_cond_timedwait(&rc->cond, &d->lock,
+						   &gdl) == ETIMEDOUT) {
+				ret = 1;
+				break;
+			}
+			continue;
+		}
+		if (!rc->established || rc->tx_credits <= RDMT_RESERVE) {
+			ret = rdmt_wait_tx(rc, false, dl);
+			if (ret)
+				break;
+			continue;
+		}
+		wb = rc->wb_next;
+		if (!rc->wb_busy[wb])
+			break;
+		if (pthread_cond_timedwait(&rc->cond, &d->lock, dl)) {
+			ret = rdmt_wait_tx_timeout(rc);
+			break;
+		}
+	}
+	if (ret)
+		goto out_unlock;
+	rc->tx_credits--;
+	rc->tx_key = h->key;
+	ret = rdmt_post_writes(rc, iov, niov, mrs, wb, g->addr, g->rkey,
+			       rdmt_imm_land((unsigned)gi, g->gen), h);
+	if (ret) {
+		psd_rdmt_set_err(rc, ret);
+		goto out_unlock;
+	}
+	g->state = RDMT_GRANT_USED;
+	rc->wb_next = (wb + 1) % RDMT_WB;
+	/* As RTS/CTS: a request's buffers wait for its answer. */
+	if (!psd_msg_is_request(h->type))
+		ret = rdmt_wait_write(rc, wb, dl);
+	if (!ret) {
+		atomic_fetch_add(&psd_rdmt_st_rndv, 1);
+		atomic_fetch_add(&psd_rdmt_st_cached, 1);
+	}
+out_unlock:
+	pthread_mutex_unlock(&d->lock);
+out_put:
+	for (i = 0; i < niov; i++)
+		psd_rdmt_mr_put(d, mrs[i]);
+	return ret;
+}
+
 /* Large message: RTS, wait for CTS, write in place.  1: use the copy
  * path instead (registration failed here).  @dev: the payload is GPU
  * memory (GPUDirect), which the CPU must not read: no copy path, and a
@@ -322,7 +445,8 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 		goto out_unlock;
 	slot = rc->free_data[--rc->nfree_data];
 	rc->tx_credits--;
-	rc->tx_cookie++;
+	/* Bit 31 of an immediate marks a cached write (land_tab.h). */
+	rc->tx_cookie = (rc->tx_cookie + 1) & ~RDMT_IMM_LAND;
 	rc->tx_key = h->key;
 	rc->cts_ready = false;
 	w = (struct rdmt_wire *)(void *)psd_rdmt_tx_slot(rc, slot);
@@ -380,7 +504,8 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 	}
 	if (!ret) {
 		rc->tx_credits--;
-		ret = rdmt_post_writes(rc, iov, niov, mrs, wb);
+		ret = rdmt_post_writes(rc, iov, niov, mrs, wb, rc->cts_addr,
+				       rc->cts_rkey, rc->tx_cookie, NULL);
 		if (ret)
 			psd_rdmt_set_err(rc, ret);
 		rc->wb_next = (wb + 1) % RDMT_WB;
@@ -418,6 +543,9 @@ int psd_rdmt_send(struct psd_conn *c, const struct psd_hdr *h,
 		atomic_fetch_add(&psd_rdmt_st_eager, 1);
 		return rdmt_send_copy(rc, h, iov, niov, true, &dl);
 	}
+	ret = rdmt_send_cached(rc, h, iov, niov, &dl);
+	if (ret != 1)
+		return ret;
 	ret = rdmt_send_rndv(rc, h, iov, niov, false, &dl);
 	if (ret != 1)
 		return ret;
@@ -442,5 +570,9 @@ int psd_rdmt_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 	if (total != h->length || !total)
 		return -EINVAL;
 	psd_deadline(&dl, timeout_ms);
+	/* A grant is fine: the NIC reads the device memory either way. */
+	i = rdmt_send_cached(rc, h, iov, niov, &dl);
+	if (i != 1)
+		return i;
 	return rdmt_send_rndv(rc, h, iov, niov, true, &dl);
 }
