@@ -9,6 +9,7 @@
  * (tests/transport, tests/integration/test_rdma_vm.sh).
  */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,16 +31,18 @@ static struct rdmt_land_tab land_new(uint64_t cap)
 }
 
 static int tok[RDMT_LAND_SLOTS + 8];
+static int last_revoke;
 
 /* Receiver: grant (key, off, len) like land.c's offer; the slot. */
 static int offer(struct rdmt_land_tab *t, uint64_t key, uint64_t off,
 		 uint64_t len, unsigned *gen)
 {
-	int slot;
+	int slot, revoke;
 
 	if (psd_rdmt_land_find(t, key, off, len) >= 0)
 		return -2;
-	slot = psd_rdmt_land_pick(t, len);
+	slot = psd_rdmt_land_pick(t, len, &revoke);
+	last_revoke = revoke;
 	if (slot < 0)
 		return -1;
 	*gen = psd_rdmt_land_grant(t, (unsigned)slot, key, off, len,
@@ -143,12 +146,22 @@ static void test_land_cap(void)
 	gen[0] = psd_rdmt_land_grant(&t, 0, 0, 0, MIB, NULL, NULL);
 	CHECK_EQ(offer(&t, 3, 0, MIB, &gen[3]), -1);
 	CHECK(t.v[1].drop);
+	CHECK_EQ(last_revoke, 1); /* the peer is asked to return it */
 	CHECK(!t.v[0].drop && !t.v[2].drop);
 	/* Still granted: it stays, with its buffer. */
 	CHECK_EQ(t.v[1].state, RDMT_LAND_GRANTED);
 	CHECK(t.v[1].buf == &tok[1]);
 	CHECK_EQ(offer(&t, 3, 0, MIB, &gen[3]), -1); /* marks key 2 too */
 	CHECK(t.v[2].drop);
+	CHECK_EQ(last_revoke, 2);
+	/* The peer returns key 2 unused (a RETURN for key 1, which was not
+	 * returned, or of another generation, is refused). */
+	CHECK_EQ(psd_rdmt_land_returned(&t, 2, gen[2] + 1, &buf, &mr), -1);
+	CHECK_EQ(psd_rdmt_land_returned(&t, 0, gen[0], &buf, &mr), -1);
+	CHECK_EQ(psd_rdmt_land_returned(&t, 2, gen[2], &buf, &mr), 0);
+	CHECK(buf == &tok[2]);
+	CHECK_EQ(t.v[2].state, RDMT_LAND_FREE);
+	CHECK_EQ(psd_rdmt_land_returned(&t, 2, gen[2], &buf, &mr), -1);
 	/* Its next write comes: delivered, then released. */
 	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]),
 				     PSD_HDR_SIZE, &why),
@@ -156,12 +169,12 @@ static void test_land_cap(void)
 	CHECK(!psd_rdmt_land_done(&t, 1, &buf, &mr));
 	CHECK(buf == &tok[1] && mr == &tok[2]);
 	CHECK_EQ(t.v[1].state, RDMT_LAND_FREE);
-	CHECK_U64(t.bytes, ==, 2 * rdmt_land_size(MIB));
+	CHECK_U64(t.bytes, ==, 1 * rdmt_land_size(MIB));
 	/* A write naming the released slot is refused. */
 	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]),
 				     PSD_HDR_SIZE, &why),
 		 -1);
-	/* Room again: the new range reuses the slot, with a new generation. */
+	/* Room again: the new range reuses a slot, with a new generation. */
 	CHECK_EQ(offer(&t, 3, 0, MIB, &gen[3]), 1);
 	CHECK_U64(gen[3], !=, gen[1]);
 	free(t.v);
@@ -189,6 +202,17 @@ static void test_grant_tab(void)
 	CHECK_EQ(psd_rdmt_grant_find(&g, 1, 0, MIB / 2), -1);
 	CHECK_EQ(psd_rdmt_grant_take(&g, 4, true, 0, 0, 0, 0, 0, 0), 0);
 	CHECK_EQ(psd_rdmt_grant_find(&g, 1, 0, MIB), -1);
+	/* Revoke: only a READY grant of that generation is returned. */
+	CHECK_EQ(psd_rdmt_grant_take(&g, 4, false, 5, 1, 0, MIB, 0x1000, 9),
+		 0);
+	CHECK_EQ(psd_rdmt_grant_revoke(&g, 4, 4), 0);
+	CHECK_EQ(psd_rdmt_grant_revoke(&g, 9, 5), 0);
+	g.v[4].state = RDMT_GRANT_USED; /* written already */
+	CHECK_EQ(psd_rdmt_grant_revoke(&g, 4, 5), 0);
+	g.v[4].state = RDMT_GRANT_READY;
+	CHECK_EQ(psd_rdmt_grant_revoke(&g, 4, 5), 1);
+	CHECK_EQ(g.v[4].state, RDMT_GRANT_RETURN);
+	CHECK_EQ(psd_rdmt_grant_find(&g, 1, 0, MIB), -1); /* not usable */
 	free(g.v);
 }
 
@@ -211,7 +235,7 @@ struct m_buf {
 
 struct m_msg {
 	unsigned slot, gen;
-	bool release;
+	bool release, revoke;
 	uint64_t key, off, len, addr;
 };
 
@@ -222,6 +246,8 @@ static void test_land_model(void)
 	struct rdmt_land_tab t = land_new(24 * rdmt_land_size(65536));
 	struct rdmt_grant_tab g = { 0 };
 	unsigned nbufs = 0, wh = 0, wl = 0, cached = 0, rts = 0;
+	unsigned revokes = 0, returned = 0;
+	int revoke;
 	uint64_t part = 65536, step;
 	const char *why;
 	int i, slot, gi;
@@ -240,6 +266,22 @@ static void test_land_model(void)
 		for (i = (int)test_rng_below(3); i > 0 && wl; i--, wl--) {
 			struct m_msg *m = &wire[wh++ % M_WIRE];
 
+			if (m->revoke) {
+				void *rb = NULL, *rm = NULL;
+
+				if (!psd_rdmt_grant_revoke(&g, m->slot,
+							   m->gen))
+					continue; /* used: the write comes */
+				/* RETURN, delivered at once. */
+				CHECK_EQ(psd_rdmt_land_returned(&t, m->slot,
+								m->gen, &rb,
+								&rm),
+					 0);
+				((struct m_buf *)rb)->live = false;
+				g.v[m->slot].state = RDMT_GRANT_NONE;
+				returned++;
+				continue;
+			}
 			CHECK_EQ(psd_rdmt_grant_take(&g, m->slot, m->release,
 						     m->gen, m->key, m->off,
 						     m->len, m->addr, 1),
@@ -253,7 +295,15 @@ static void test_land_model(void)
 			rts++;
 			if (psd_rdmt_land_find(&t, key, off, len) >= 0)
 				continue;
-			slot = psd_rdmt_land_pick(&t, len);
+			slot = psd_rdmt_land_pick(&t, len, &revoke);
+			if (revoke >= 0) {
+				wire[(wh + wl++) % M_WIRE] = (struct m_msg){
+					.slot = (unsigned)revoke,
+					.gen = t.v[revoke].gen,
+					.revoke = true
+				};
+				revokes++;
+			}
 			if (slot < 0)
 				continue;
 			CHECK(nbufs < sizeof(bufs) / sizeof(bufs[0]));
@@ -263,9 +313,12 @@ static void test_land_model(void)
 						  len, b, b);
 			CHECK(wl < M_WIRE);
 			wire[(wh + wl++) % M_WIRE] =
-				(struct m_msg){ (unsigned)slot, gen, false,
-						key,		off, len,
-						(uintptr_t)b };
+				(struct m_msg){ .slot = (unsigned)slot,
+						.gen = gen,
+						.key = key,
+						.off = off,
+						.len = len,
+						.addr = (uintptr_t)b };
 			continue;
 		}
 		/* Cached write into the granted buffer. */
@@ -284,14 +337,17 @@ static void test_land_model(void)
 				&t, (unsigned)slot, key, off, len, NULL, NULL);
 
 			wire[(wh + wl++) % M_WIRE] =
-				(struct m_msg){ (unsigned)slot, gen, false,
-						key,		off, len,
-						(uintptr_t)b };
+				(struct m_msg){ .slot = (unsigned)slot,
+						.gen = gen,
+						.key = key,
+						.off = off,
+						.len = len,
+						.addr = (uintptr_t)b };
 		} else {
 			CHECK(vb == b);
 			b->live = false; /* freed: the sender's grant is USED */
 			wire[(wh + wl++) % M_WIRE] = (struct m_msg){
-				(unsigned)slot, 0, true, 0, 0, 0, 0
+				.slot = (unsigned)slot, .release = true
 			};
 		}
 		CHECK(wl < M_WIRE);
@@ -306,7 +362,12 @@ static void test_land_model(void)
 		CHECK_U64(sum, ==, t.bytes);
 		CHECK_U64(t.bytes, <=, t.cap);
 	}
-	CHECK_U64(cached, >, rts); /* the cache carries most messages */
+	/* Config switches left ranges unused: revoked, and given back. */
+	CHECK_U64(revokes, >, 0);
+	CHECK_U64(returned, >, 0);
+	printf("# model: %u cached writes, %u RTS/CTS, %u revoked, %u returned\n",
+	       cached, rts, revokes, returned);
+	CHECK_U64(cached, >, 3 * rts); /* the cache carries most messages */
 	free(t.v);
 	free(g.v);
 }

@@ -131,6 +131,8 @@ static void rdmt_on_wc(struct rdmt_dev *d, const struct ibv_wc *wc)
 		rc->free_ctl[rc->nfree_ctl++] = slot;
 		pthread_cond_broadcast(&rc->cond);
 		psd_rdmt_maybe_credit(rc);
+		if (rc->nreturn)
+			psd_rdmt_maybe_return(rc);
 		break;
 	case RDMT_WR_WRITE:
 		if (slot & RDMT_WB_LAST)

@@ -65,11 +65,14 @@ int psd_rdmt_land_offer(struct rdmt_conn *rc, const struct psd_hdr *h)
 	struct ibv_mr *mr;
 	unsigned gen;
 	void *buf;
-	int slot;
+	int slot, revoke;
 
 	if (psd_rdmt_land_find(t, h->key, h->offset, h->length) >= 0)
 		return 0;
-	slot = psd_rdmt_land_pick(t, h->length);
+	slot = psd_rdmt_land_pick(t, h->length, &revoke);
+	if (revoke >= 0)
+		return land_post(rc, (unsigned)revoke, RDMT_GRANT_REVOKE,
+				 t->v[revoke].gen, NULL);
 	if (slot < 0)
 		return 0;
 	buf = aligned_alloc(4096, (size + 4095) & ~(size_t)4095);
@@ -182,11 +185,19 @@ void psd_rdmt_on_grant(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 	uint64_t body[3];
 	int ret;
 
-	if (len < RDMT_GRANT_SIZE || w->status > RDMT_GRANT_RELEASE) {
+	if (len < RDMT_GRANT_SIZE || w->status > RDMT_GRANT_REVOKE) {
 		psd_err("rdma: dropping connection from %s: bad grant "
 			"(%u bytes, status %u)",
 			rc->base.peer, len, w->status);
 		psd_rdmt_set_err(rc, -EPROTO);
+		return;
+	}
+	if (w->status == RDMT_GRANT_REVOKE) {
+		if (psd_rdmt_grant_revoke(&rc->grants, cookie & 0xffffu,
+					  cookie >> 16)) {
+			rc->nreturn++;
+			psd_rdmt_maybe_return(rc);
+		}
 		return;
 	}
 	memcpy(body, p + RDMT_WIRE_SIZE, sizeof(body));
@@ -203,6 +214,59 @@ void psd_rdmt_on_grant(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 		return;
 	}
 	pthread_cond_broadcast(&rc->cond);
+}
+
+/* dev->lock held (progress thread): post the RETURNs owed, as control
+ * slots and credits (never the reserved one) allow; the rest go when a
+ * control slot or credits come back. */
+void psd_rdmt_maybe_return(struct rdmt_conn *rc)
+{
+	struct rdmt_grant *g;
+	struct rdmt_wire *w;
+	unsigned i, ctl;
+
+	for (i = 0; rc->nreturn && i < rc->grants.n; i++) {
+		g = &rc->grants.v[i];
+		if (g->state != RDMT_GRANT_RETURN)
+			continue;
+		if (rc->err || !rc->established || !rc->nfree_ctl ||
+		    rc->tx_credits <= RDMT_RESERVE)
+			return;
+		ctl = rc->free_ctl[--rc->nfree_ctl];
+		w = (struct rdmt_wire *)(void *)psd_rdmt_tx_slot(rc, ctl);
+		memset(w, 0, RDMT_WIRE_SIZE);
+		w->op = RDMT_OP_RETURN;
+		w->cookie = htole32(i | (unsigned)g->gen << 16);
+		if (psd_rdmt_post_slot(rc, RDMT_WR_CTL, ctl, RDMT_WIRE_SIZE)) {
+			rc->free_ctl[rc->nfree_ctl++] = ctl;
+			psd_rdmt_set_err(rc, -EIO);
+			return;
+		}
+		rc->tx_credits--;
+		g->state = RDMT_GRANT_NONE;
+		rc->nreturn--;
+	}
+}
+
+/* Van thread: the peer returned a revoked grant unused. */
+int psd_rdmt_rx_return(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
+{
+	const struct rdmt_wire *w = (const void *)p;
+	uint32_t cookie = le32toh(w->cookie);
+	void *buf = NULL, *mr = NULL;
+
+	(void)len;
+	if (psd_rdmt_land_returned(&rc->land, cookie & 0xffffu, cookie >> 16,
+				   &buf, &mr)) {
+		psd_err("rdma: dropping connection from %s: it returned "
+			"landing buffer %u (generation %u), which was not "
+			"revoked",
+			rc->base.peer, cookie & 0xffffu, cookie >> 16);
+		return -EPROTO;
+	}
+	ibv_dereg_mr(mr);
+	free(buf);
+	return 0;
 }
 
 /* fini, after the QP is destroyed: no write can land any more. */

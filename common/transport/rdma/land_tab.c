@@ -23,8 +23,9 @@ int psd_rdmt_land_find(const struct rdmt_land_tab *t, uint64_t key,
 	return -1;
 }
 
-/* Mark the least recently granted slot not yet marked for release. */
-static void land_mark_lru(struct rdmt_land_tab *t)
+/* Mark the least recently granted slot not yet marked for release;
+ * the slot to revoke, or -1. */
+static int land_mark_lru(struct rdmt_land_tab *t)
 {
 	struct rdmt_land *l, *lru = NULL;
 	unsigned i;
@@ -35,14 +36,20 @@ static void land_mark_lru(struct rdmt_land_tab *t)
 		    (!lru || l->used < lru->used))
 			lru = l;
 	}
-	if (lru)
-		lru->drop = true;
+	if (!lru)
+		return -1;
+	lru->drop = true;
+	if (lru->state != RDMT_LAND_GRANTED || lru->revoked)
+		return -1;
+	lru->revoked = true;
+	return (int)(lru - t->v);
 }
 
-int psd_rdmt_land_pick(struct rdmt_land_tab *t, uint64_t len)
+int psd_rdmt_land_pick(struct rdmt_land_tab *t, uint64_t len, int *revoke)
 {
 	unsigned i;
 
+	*revoke = -1;
 	if (!t->cap || !len || len > RDMT_LAND_MAX_MSG)
 		return -1;
 	if (!t->v) {
@@ -51,7 +58,7 @@ int psd_rdmt_land_pick(struct rdmt_land_tab *t, uint64_t len)
 			return -1;
 	}
 	if (t->bytes + rdmt_land_size(len) > t->cap) {
-		land_mark_lru(t);
+		*revoke = land_mark_lru(t);
 		return -1;
 	}
 	for (i = 0; i < t->n; i++)
@@ -59,7 +66,7 @@ int psd_rdmt_land_pick(struct rdmt_land_tab *t, uint64_t len)
 			return (int)i;
 	if (t->n < RDMT_LAND_SLOTS)
 		return (int)t->n++;
-	land_mark_lru(t);
+	*revoke = land_mark_lru(t);
 	return -1;
 }
 
@@ -76,6 +83,7 @@ unsigned psd_rdmt_land_grant(struct rdmt_land_tab *t, unsigned slot,
 		l->buf = buf;
 		l->mr = mr;
 		l->drop = false;
+		l->revoked = false;
 		t->bytes += rdmt_land_size(len);
 	}
 	l->gen = (uint16_t)((l->gen + 1) & RDMT_LAND_GEN_MASK);
@@ -127,8 +135,25 @@ bool psd_rdmt_land_done(struct rdmt_land_tab *t, unsigned slot, void **buf,
 	l->buf = NULL;
 	l->mr = NULL;
 	l->drop = false;
+	l->revoked = false;
 	l->state = RDMT_LAND_FREE;
 	return false;
+}
+
+int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot,
+			   unsigned gen, void **buf, void **mr)
+{
+	struct rdmt_land *l;
+
+	if (!t->v || slot >= t->n)
+		return -1;
+	l = &t->v[slot];
+	if (l->state != RDMT_LAND_GRANTED || !l->revoked ||
+	    l->gen != (gen & RDMT_LAND_GEN_MASK))
+		return -1;
+	/* The peer forgot the grant before returning it: free to go. */
+	l->state = RDMT_LAND_BUSY;
+	return psd_rdmt_land_done(t, slot, buf, mr) ? -1 : 0;
 }
 
 int psd_rdmt_grant_find(const struct rdmt_grant_tab *t, uint64_t key,
@@ -137,7 +162,9 @@ int psd_rdmt_grant_find(const struct rdmt_grant_tab *t, uint64_t key,
 	unsigned i;
 
 	for (i = 0; t->v && i < t->n; i++)
-		if (t->v[i].state != RDMT_GRANT_NONE && t->v[i].key == key &&
+		if ((t->v[i].state == RDMT_GRANT_READY ||
+		     t->v[i].state == RDMT_GRANT_USED) &&
+		    t->v[i].key == key &&
 		    t->v[i].off == off && t->v[i].len == len)
 			return (int)i;
 	return -1;
@@ -173,4 +200,19 @@ int psd_rdmt_grant_take(struct rdmt_grant_tab *t, unsigned slot, bool release,
 	g->gen = (uint16_t)(gen & RDMT_LAND_GEN_MASK);
 	g->state = RDMT_GRANT_READY;
 	return 0;
+}
+
+int psd_rdmt_grant_revoke(struct rdmt_grant_tab *t, unsigned slot,
+			  unsigned gen)
+{
+	struct rdmt_grant *g;
+
+	if (!t->v || slot >= t->n)
+		return 0;
+	g = &t->v[slot];
+	if (g->state != RDMT_GRANT_READY ||
+	    g->gen != (gen & RDMT_LAND_GEN_MASK))
+		return 0;
+	g->state = RDMT_GRANT_RETURN;
+	return 1;
 }

@@ -45,7 +45,8 @@ struct rdmt_land {
 	uint64_t used; /* tick of the last grant (LRU) */
 	uint16_t gen;
 	uint8_t state;
-	bool drop; /* release after the next write instead of re-granting */
+	bool drop;    /* release after the next write instead of re-granting */
+	bool revoked; /* REVOKE sent: the peer returns it or writes once */
 };
 
 struct rdmt_land_tab {
@@ -60,6 +61,7 @@ enum rdmt_grant_state {
 	RDMT_GRANT_NONE = 0,
 	RDMT_GRANT_READY,
 	RDMT_GRANT_USED,
+	RDMT_GRANT_RETURN, /* revoked while READY: RETURN to be posted */
 };
 
 struct rdmt_grant {
@@ -91,10 +93,16 @@ static inline uint64_t rdmt_land_size(uint64_t len)
 int psd_rdmt_land_find(const struct rdmt_land_tab *t, uint64_t key,
 		       uint64_t off, uint64_t len);
 /* A slot for a new grant of a @len-byte range, or -1: the cache is off,
- * @len is out of range, or there is no room (then the least recently
- * granted slot is marked to be released after its next write, so room
- * comes back as ranges change). */
-int psd_rdmt_land_pick(struct rdmt_land_tab *t, uint64_t len);
+ * @len is out of range, or there is no room.  Then the least recently
+ * granted slot is marked to be released after its next write, and
+ * *@revoke is set to it (else -1): the caller sends the peer a REVOKE,
+ * so a range no longer used (config switch, re-init) gives its room back
+ * too. */
+int psd_rdmt_land_pick(struct rdmt_land_tab *t, uint64_t len, int *revoke);
+/* The peer RETURNed revoked slot @slot of generation @gen unused: 0 and
+ * the slot is FREE (*@buf, *@mr are the caller's to free), or -1. */
+int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot,
+			   unsigned gen, void **buf, void **mr);
 /* The slot is granted now (new buffer @buf/@mr, or a re-grant of a BUSY
  * slot when @buf is NULL); returns the generation to send. */
 unsigned psd_rdmt_land_grant(struct rdmt_land_tab *t, unsigned slot,
@@ -111,7 +119,7 @@ int psd_rdmt_land_claim(struct rdmt_land_tab *t, uint32_t imm,
 bool psd_rdmt_land_done(struct rdmt_land_tab *t, unsigned slot, void **buf,
 			void **mr);
 
-/* Sender. */
+/* Sender.  find matches READY and USED grants. */
 int psd_rdmt_grant_find(const struct rdmt_grant_tab *t, uint64_t key,
 			uint64_t off, uint64_t len);
 /* The peer granted (@release false) or released slot @slot; -EPROTO for
@@ -119,5 +127,10 @@ int psd_rdmt_grant_find(const struct rdmt_grant_tab *t, uint64_t key,
 int psd_rdmt_grant_take(struct rdmt_grant_tab *t, unsigned slot, bool release,
 			unsigned gen, uint64_t key, uint64_t off, uint64_t len,
 			uint64_t addr, uint32_t rkey);
+/* The peer revokes slot @slot of generation @gen: 1 when it is READY
+ * (now RETURN: the caller posts a RETURN), 0 when it was used already
+ * (the write is on its way and the peer releases it after) or unknown. */
+int psd_rdmt_grant_revoke(struct rdmt_grant_tab *t, unsigned slot,
+			  unsigned gen);
 
 #endif

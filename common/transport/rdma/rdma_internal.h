@@ -44,7 +44,9 @@
  *         next RTS then follows the writes on the wire, so the receiver
  *         finds it queued right behind the write-with-immediate.
  *  CREDIT wire only: returns receive credits when no other traffic does.
- *  GRANT  wire + key, offset, length (le64): the rendezvous cache, below.
+ *  GRANT  wire + key, offset, length (le64): the rendezvous cache, below
+ *         (status: give, release, or revoke).
+ *  RETURN wire: a revoked grant handed back unused (rendezvous cache).
  * Receive credits: each side pre-posts PS_RDMA_RECV_DEPTH buffers (+2
  * spare for CREDIT messages) and tells the peer in the connect private
  * data; a sender spends one credit per SEND or write-with-immediate and
@@ -82,8 +84,14 @@
  * other) or a failed peer (the connection and its buffers go) cannot make
  * a grant point at memory that changed meaning.  Memory: at most
  * RDMT_LAND_CAP (and a quarter of PS_RDMA_MR_BUDGET; 0 turns the cache
- * off) per connection, messages up to RDMT_LAND_MAX_MSG; over the cap the
- * least recently granted range is released after its next write.
+ * off) per connection, messages up to RDMT_LAND_MAX_MSG.  Over the cap
+ * the least recently granted range is revoked: GRANT with status revoke;
+ * the sender's progress thread answers RETURN if it has not used the
+ * grant (and forgets it first), else its write is on the way and the
+ * receiver releases the buffer after it.  So a range no longer used
+ * (config switch, re-init) gives its room back, and still no buffer is
+ * freed while the peer may write into it.  RETURN, sent by the progress
+ * thread, never spends the reserved credit.
  * GPUDirect: a receiver whose consumer chose device memory (rx_dev) gets
  * no grant for that range, so those keep the NIC writing device memory;
  * a sender's device payload may use a grant (the NIC reads it, the
@@ -155,11 +163,13 @@ enum rdmt_op {
 	RDMT_OP_CTS = 4,
 	RDMT_OP_CREDIT = 5,
 	RDMT_OP_GRANT = 6,
+	RDMT_OP_RETURN = 7,
 };
 
 /* GRANT status */
 #define RDMT_GRANT_GIVE	   0
 #define RDMT_GRANT_RELEASE 1
+#define RDMT_GRANT_REVOKE  2
 #define RDMT_GRANT_SIZE	   (RDMT_WIRE_SIZE + 24)
 #define RDMT_GRANT_WAIT_MS 5 /* a USED grant: wait this long for the next */
 
@@ -313,6 +323,7 @@ struct rdmt_conn {
 
 	/* rendezvous cache: the peer's grants (dev->lock) */
 	struct rdmt_grant_tab grants;
+	unsigned nreturn; /* grants in state RETURN */
 
 	/* receiver state, van thread only */
 	struct rdmt_land_tab land; /* our grants to the peer */
@@ -371,6 +382,8 @@ int psd_rdmt_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 int psd_rdmt_land_offer(struct rdmt_conn *rc, const struct psd_hdr *h);
 int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e);
 void psd_rdmt_on_grant(struct rdmt_conn *rc, const uint8_t *p, uint32_t len);
+void psd_rdmt_maybe_return(struct rdmt_conn *rc);
+int psd_rdmt_rx_return(struct rdmt_conn *rc, const uint8_t *p, uint32_t len);
 void psd_rdmt_land_fini(struct rdmt_conn *rc);
 uint8_t *psd_rdmt_wb_hdr(struct rdmt_conn *rc, unsigned wb);
 

@@ -70,6 +70,8 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 	}
 	rc->tx_credits += le16toh(w->credits);
 	pthread_cond_broadcast(&rc->cond);
+	if (rc->nreturn)
+		psd_rdmt_maybe_return(rc);
 	switch (w->op) {
 	case RDMT_OP_CTS:
 		if (!rc->cts_ready && le32toh(w->cookie) == rc->tx_cookie) {
@@ -308,6 +310,9 @@ static int rdmt_rx_one(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	} else if (w->op == RDMT_OP_CONT && rc->rx_state == RDMT_RX_COPY) {
 		ret = rdmt_rx_part(rc, p + RDMT_WIRE_SIZE,
 				   e->len - RDMT_WIRE_SIZE);
+	} else if (w->op == RDMT_OP_RETURN) {
+		/* From the peer's progress thread: between any two parts. */
+		ret = psd_rdmt_rx_return(rc, p, e->len);
 	} else if (w->op == RDMT_OP_RTS && rc->rx_state == RDMT_RX_IDLE) {
 		ret = rdmt_rx_rts(rc, p, e->len);
 	} else {
