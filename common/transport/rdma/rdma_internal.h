@@ -72,8 +72,9 @@
  * over in the landing buffer itself, else it is copied once into the
  * chosen buffer.  Then it grants the slot again with the next generation,
  * or releases it (status 1) and frees it.
- * A grant is one write: the sender marks it USED and waits up to
- * RDMT_GRANT_WAIT_MS for the next grant before falling back to RTS/CTS;
+ * A grant is one write: the sender marks it USED and the next message
+ * of the range waits for the next grant or the release (RTS/CTS then) --
+ * no new dependency: an RTS would queue behind that write too;
  * the receiver frees a buffer only after a write into it arrived (never
  * while granted), and only when the connection is gone otherwise (after
  * the QP is destroyed), so a cached write can never land in freed or
@@ -171,7 +172,6 @@ enum rdmt_op {
 #define RDMT_GRANT_RELEASE 1
 #define RDMT_GRANT_REVOKE  2
 #define RDMT_GRANT_SIZE	   (RDMT_WIRE_SIZE + 24)
-#define RDMT_GRANT_WAIT_MS 5 /* a USED grant: wait this long for the next */
 
 /* CTS status */
 #define RDMT_CTS_WRITE	 0

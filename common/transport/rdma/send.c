@@ -309,9 +309,10 @@ static int rdmt_wait_tx_timeout(struct rdmt_conn *rc)
  * Large message with a grant from the peer for its (key, offset, length):
  * RDMA-write payload and header into the granted landing buffer, no
  * RTS/CTS (rendezvous cache, rdma_internal.h).  1: no usable grant, use
- * RTS/CTS.  The wait for a USED grant to come back is short
- * (RDMT_GRANT_WAIT_MS) and then falls back to RTS/CTS, so this adds no
- * wait on the peer's van thread that RTS/CTS does not have.
+ * RTS/CTS.  A USED grant comes back (or is released) once the peer's
+ * van thread delivered the previous message of the range: RTS/CTS would
+ * wait for that too (the RTS queues behind it), so waiting for the grant
+ * adds no dependency on the peer that RTS/CTS does not have.
  */
 static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
 			    const struct iovec *iov, int niov,
@@ -319,7 +320,6 @@ static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
 {
 	struct rdmt_dev *d = rc->dev;
 	struct rdmt_mr *mrs[RDMT_MAX_IOV] = { 0 };
-	struct timespec gdl;
 	struct rdmt_grant *g;
 	unsigned wb = 0;
 	int i, gi, ret = 0;
@@ -339,10 +339,6 @@ static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
 		ret = 1; /* RTS/CTS registers again and says why */
 		goto out_put;
 	}
-	psd_deadline(&gdl, RDMT_GRANT_WAIT_MS);
-	if (gdl.tv_sec > dl->tv_sec ||
-	    (gdl.tv_sec == dl->tv_sec && gdl.tv_nsec > dl->tv_nsec))
-		gdl = *dl;
 	pthread_mutex_lock(&d->lock);
 	for (;;) {
 		g = &rc->grants.v[gi];
@@ -357,9 +353,14 @@ static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
 			break;
 		}
 		if (g->state == RDMT_GRANT_USED) {
-			if (pthread_cond_timedwait(&rc->cond, &d->lock,
-						   &gdl) == ETIMEDOUT) {
-				ret = 1;
+			if (pthread_cond_timedwait(&rc->cond, &d->lock, dl) ==
+			    ETIMEDOUT) {
+				ret = psd_set_errmsg(
+					-ETIMEDOUT,
+					"rdma: %s never took back its "
+					"landing buffer of key %llu",
+					rc->base.peer,
+					(unsigned long long)h->key);
 				break;
 			}
 			continue;
