@@ -171,6 +171,7 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 		memcpy(dst, payload, (size_t)l->len);
 		payload = dst;
 	}
+	rc->n_landed++;
 	psd_van_rx_msg(&rc->base, &rc->rx_hdr, payload);
 	if (atomic_load(&rc->base.closed))
 		return -ECONNRESET;
@@ -275,6 +276,13 @@ void psd_rdmt_land_fini(struct rdmt_conn *rc)
 	struct rdmt_land_tab *t = &rc->land;
 	unsigned i;
 
+	if (rc->n_cached || rc->n_rndv || rc->n_landed)
+		psd_info("rdma: connection with %s closed: sent %llu large "
+			 "messages by cached write, %llu by RTS/CTS; received "
+			 "%llu by cached write",
+			 rc->base.peer, (unsigned long long)rc->n_cached,
+			 (unsigned long long)rc->n_rndv,
+			 (unsigned long long)rc->n_landed);
 	for (i = 0; t->v && i < t->n; i++) {
 		if (t->v[i].mr)
 			ibv_dereg_mr(t->v[i].mr);

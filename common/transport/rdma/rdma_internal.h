@@ -324,6 +324,9 @@ struct rdmt_conn {
 	/* rendezvous cache: the peer's grants (dev->lock) */
 	struct rdmt_grant_tab grants;
 	unsigned nreturn; /* grants in state RETURN */
+	uint64_t n_cached; /* messages sent by a cached write */
+	uint64_t n_rndv;   /* ... by RTS/CTS */
+	uint64_t n_landed; /* received by a cached write (van thread) */
 
 	/* receiver state, van thread only */
 	struct rdmt_land_tab land; /* our grants to the peer */

@@ -397,6 +397,7 @@ static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
 	if (!ret) {
 		atomic_fetch_add(&psd_rdmt_st_rndv, 1);
 		atomic_fetch_add(&psd_rdmt_st_cached, 1);
+		rc->n_cached++;
 	}
 out_unlock:
 	pthread_mutex_unlock(&d->lock);
@@ -515,8 +516,10 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 	 * after the write landed (KV API): do not wait for the write. */
 	if (!ret && !psd_msg_is_request(h->type))
 		ret = rdmt_wait_write(rc, wb, dl);
-	if (!ret)
+	if (!ret) {
 		atomic_fetch_add(&psd_rdmt_st_rndv, 1);
+		rc->n_rndv++;
+	}
 out_unlock:
 	pthread_mutex_unlock(&d->lock);
 out_put:
