@@ -199,6 +199,7 @@ static int rdmt_alloc_bufs(struct rdmt_conn *rc)
 	for (i = 0; i < RDMT_CTL_SLOTS; i++)
 		rc->free_ctl[rc->nfree_ctl++] = d->k.send_depth + i;
 	rc->credit_thresh = d->k.recv_depth / 4 ? d->k.recv_depth / 4 : 1;
+	rc->peer_credits = d->k.recv_depth; /* told in the connect data */
 	rc->land.cap = d->k.mr_budget / 4 < RDMT_LAND_CAP ? d->k.mr_budget / 4
 							   : RDMT_LAND_CAP;
 	return 0;

@@ -52,7 +52,11 @@
  * data; a sender spends one credit per SEND or write-with-immediate and
  * stops at zero, so a slow receiver stalls the sender instead of causing
  * RNR retries.  The receiver returns credits after its van thread has
- * consumed a buffer, piggybacked on every message or by CREDIT.
+ * consumed a buffer, piggybacked on every message or by CREDIT: once
+ * PS_RDMA_RECV_DEPTH/4 are owed, or at once when the peer is down to the
+ * reserved credit (counted in peer_credits), since its van thread may
+ * wait for a credit to post a CTS or GRANT while this side's van waits
+ * for that very message and so sends nothing to piggyback on.
  *
  * Rendezvous cache.  After a message of (key, offset, length) came by
  * RTS/CTS into host memory, the receiver allocates and registers a
@@ -300,6 +304,7 @@ struct rdmt_conn {
 	unsigned tx_outstanding; /* signaled WRs not yet completed */
 	unsigned tx_credits;	 /* peer receive buffers we may use */
 	unsigned rx_unannounced; /* re-posted buffers not yet announced */
+	unsigned peer_credits;	 /* credits the peer holds, as we count */
 	unsigned credit_thresh;
 	bool credit_inflight;
 	unsigned peer_buf;

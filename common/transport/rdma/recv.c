@@ -53,6 +53,11 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 	struct rdmt_rxq_ent *e;
 
 	rc->rx_posted--;
+	/* Everything but CREDIT (spare buffers) spent one of our credits. */
+	if ((wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ||
+	     wc->byte_len < RDMT_WIRE_SIZE || w->op != RDMT_OP_CREDIT) &&
+	    rc->peer_credits)
+		rc->peer_credits--;
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		e = &rc->rxq[(rc->rxq_head + rc->rxq_len++) % rc->recv_cnt];
 		e->slot = slot;

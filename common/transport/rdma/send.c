@@ -53,6 +53,7 @@ int psd_rdmt_post_slot(struct rdmt_conn *rc, unsigned kind, unsigned slot,
 	if (ret)
 		return ret;
 	rc->rx_unannounced -= give;
+	rc->peer_credits += give;
 	rc->tx_outstanding++;
 	return 0;
 }
@@ -64,7 +65,11 @@ void psd_rdmt_maybe_credit(struct rdmt_conn *rc)
 	unsigned slot;
 
 	if (rc->err || rc->credit_inflight || !rc->established ||
-	    rc->rx_unannounced < rc->credit_thresh || !rc->nfree_ctl)
+	    !rc->rx_unannounced || !rc->nfree_ctl)
+		return;
+	/* Owed enough, or the peer may be stuck on its reserve. */
+	if (rc->rx_unannounced < rc->credit_thresh &&
+	    rc->peer_credits > RDMT_RESERVE)
 		return;
 	slot = rc->free_ctl[--rc->nfree_ctl];
 	w = (struct rdmt_wire *)(void *)psd_rdmt_tx_slot(rc, slot);
