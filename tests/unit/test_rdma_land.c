@@ -45,8 +45,8 @@ static int offer(struct rdmt_land_tab *t, uint64_t key, uint64_t off,
 	last_revoke = revoke;
 	if (slot < 0)
 		return -1;
-	*gen = psd_rdmt_land_grant(t, (unsigned)slot, key, off, len,
-				   &tok[slot], &tok[slot + 1]);
+	*gen = psd_rdmt_land_grant(t, (unsigned)slot, key, off, len, &tok[slot],
+				   &tok[slot + 1]);
 	return slot;
 }
 
@@ -94,8 +94,8 @@ static void test_land_generations(void)
 	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen), PSD_HDR_SIZE,
 				     &why),
 		 -1);
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen2),
-				     PSD_HDR_SIZE, &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen2), PSD_HDR_SIZE,
+				     &why),
 		 0);
 	/* Generations wrap within 15 bits and skip 0. */
 	t.v[0].gen = RDMT_LAND_GEN_MASK;
@@ -139,8 +139,8 @@ static void test_land_cap(void)
 	for (i = 0; i < 3; i++)
 		CHECK_EQ(offer(&t, (uint64_t)i, 0, MIB, &gen[i]), i);
 	/* Key 0 is used again: key 1 is now the least recent. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen[0]),
-				     PSD_HDR_SIZE, &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen[0]), PSD_HDR_SIZE,
+				     &why),
 		 0);
 	CHECK(psd_rdmt_land_done(&t, 0, &buf, &mr));
 	gen[0] = psd_rdmt_land_grant(&t, 0, 0, 0, MIB, NULL, NULL);
@@ -163,16 +163,16 @@ static void test_land_cap(void)
 	CHECK_EQ(t.v[2].state, RDMT_LAND_FREE);
 	CHECK_EQ(psd_rdmt_land_returned(&t, 2, gen[2], &buf, &mr), -1);
 	/* Its next write comes: delivered, then released. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]),
-				     PSD_HDR_SIZE, &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]), PSD_HDR_SIZE,
+				     &why),
 		 1);
 	CHECK(!psd_rdmt_land_done(&t, 1, &buf, &mr));
 	CHECK(buf == &tok[1] && mr == &tok[2]);
 	CHECK_EQ(t.v[1].state, RDMT_LAND_FREE);
 	CHECK_U64(t.bytes, ==, 1 * rdmt_land_size(MIB));
 	/* A write naming the released slot is refused. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]),
-				     PSD_HDR_SIZE, &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]), PSD_HDR_SIZE,
+				     &why),
 		 -1);
 	/* Room again: the new range reuses a slot, with a new generation. */
 	CHECK_EQ(offer(&t, 3, 0, MIB, &gen[3]), 1);
@@ -193,8 +193,7 @@ static void test_grant_tab(void)
 	CHECK_EQ(psd_rdmt_grant_take(&g, 4, false, 1, 1, 0,
 				     RDMT_LAND_MAX_MSG + 1, 0x1000, 9),
 		 -EPROTO);
-	CHECK_EQ(psd_rdmt_grant_take(&g, 4, false, 3, 1, 0, MIB, 0x1000, 9),
-		 0);
+	CHECK_EQ(psd_rdmt_grant_take(&g, 4, false, 3, 1, 0, MIB, 0x1000, 9), 0);
 	CHECK_EQ(psd_rdmt_grant_find(&g, 1, 0, MIB), 4);
 	CHECK_EQ(g.v[4].state, RDMT_GRANT_READY);
 	CHECK_EQ(g.v[4].gen, 3u);
@@ -203,8 +202,7 @@ static void test_grant_tab(void)
 	CHECK_EQ(psd_rdmt_grant_take(&g, 4, true, 0, 0, 0, 0, 0, 0), 0);
 	CHECK_EQ(psd_rdmt_grant_find(&g, 1, 0, MIB), -1);
 	/* Revoke: only a READY grant of that generation is returned. */
-	CHECK_EQ(psd_rdmt_grant_take(&g, 4, false, 5, 1, 0, MIB, 0x1000, 9),
-		 0);
+	CHECK_EQ(psd_rdmt_grant_take(&g, 4, false, 5, 1, 0, MIB, 0x1000, 9), 0);
 	CHECK_EQ(psd_rdmt_grant_revoke(&g, 4, 4), 0);
 	CHECK_EQ(psd_rdmt_grant_revoke(&g, 9, 5), 0);
 	g.v[4].state = RDMT_GRANT_USED; /* written already */
@@ -269,13 +267,11 @@ static void test_land_model(void)
 			if (m->revoke) {
 				void *rb = NULL, *rm = NULL;
 
-				if (!psd_rdmt_grant_revoke(&g, m->slot,
-							   m->gen))
+				if (!psd_rdmt_grant_revoke(&g, m->slot, m->gen))
 					continue; /* used: the write comes */
 				/* RETURN, delivered at once. */
-				CHECK_EQ(psd_rdmt_land_returned(&t, m->slot,
-								m->gen, &rb,
-								&rm),
+				CHECK_EQ(psd_rdmt_land_returned(
+						 &t, m->slot, m->gen, &rb, &rm),
 					 0);
 				((struct m_buf *)rb)->live = false;
 				g.v[m->slot].state = RDMT_GRANT_NONE;
@@ -346,9 +342,9 @@ static void test_land_model(void)
 		} else {
 			CHECK(vb == b);
 			b->live = false; /* freed: the sender's grant is USED */
-			wire[(wh + wl++) % M_WIRE] = (struct m_msg){
-				.slot = (unsigned)slot, .release = true
-			};
+			wire[(wh + wl++) % M_WIRE] =
+				(struct m_msg){ .slot = (unsigned)slot,
+						.release = true };
 		}
 		CHECK(wl < M_WIRE);
 	}
@@ -365,7 +361,8 @@ static void test_land_model(void)
 	/* Config switches left ranges unused: revoked, and given back. */
 	CHECK_U64(revokes, >, 0);
 	CHECK_U64(returned, >, 0);
-	printf("# model: %u cached writes, %u RTS/CTS, %u revoked, %u returned\n",
+	printf("# model: %u cached writes, %u RTS/CTS, %u revoked, %u "
+	       "returned\n",
 	       cached, rts, revokes, returned);
 	CHECK_U64(cached, >, 3 * rts); /* the cache carries most messages */
 	free(t.v);

@@ -172,9 +172,9 @@ static int rdmt_alloc_bufs(struct rdmt_conn *rc)
 	rc->send_cnt = d->k.send_depth + RDMT_CTL_SLOTS;
 	rc->rxbuf = aligned_alloc(4096, ((rc->recv_cnt * b) + 4095) & ~4095ul);
 	/* + a header per write batch for cached writes (psd_rdmt_wb_hdr) */
-	rc->txbuf = aligned_alloc(4096, ((rc->send_cnt * b) +
-					 RDMT_WB * RDMT_LAND_HDR + 4095) &
-						~4095ul);
+	rc->txbuf = aligned_alloc(
+		4096, ((rc->send_cnt * b) + RDMT_WB * RDMT_LAND_HDR + 4095) &
+			      ~4095ul);
 	rc->free_data = calloc(d->k.send_depth, sizeof(unsigned));
 	rc->rxq = calloc(rc->recv_cnt, sizeof(*rc->rxq));
 	if (!rc->rxbuf || !rc->txbuf || !rc->free_data || !rc->rxq)
@@ -201,7 +201,7 @@ static int rdmt_alloc_bufs(struct rdmt_conn *rc)
 	rc->credit_thresh = d->k.recv_depth / 4 ? d->k.recv_depth / 4 : 1;
 	rc->peer_credits = d->k.recv_depth; /* told in the connect data */
 	rc->land.cap = d->k.mr_budget / 4 < RDMT_LAND_CAP ? d->k.mr_budget / 4
-							   : RDMT_LAND_CAP;
+							  : RDMT_LAND_CAP;
 	return 0;
 }
 
@@ -591,8 +591,8 @@ static void rdmt_fini(struct psd_conn *c)
 	if (rc->qp) {
 		rdma_destroy_qp(rc->id);
 		pthread_mutex_lock(&d->lock);
-		d->cq_used -= rc->send_cnt + RDMT_MAX_IOV + RDMT_WB +
-			      rc->recv_cnt;
+		d->cq_used -=
+			rc->send_cnt + RDMT_MAX_IOV + RDMT_WB + rc->recv_cnt;
 		pthread_mutex_unlock(&d->lock);
 	}
 	if (d) {

@@ -90,8 +90,7 @@ int psd_rdmt_land_offer(struct rdmt_conn *rc, const struct psd_hdr *h)
 	}
 	gen = psd_rdmt_land_grant(t, (unsigned)slot, h->key, h->offset,
 				  h->length, buf, mr);
-	return land_post(rc, (unsigned)slot, RDMT_GRANT_GIVE, gen,
-			 &t->v[slot]);
+	return land_post(rc, (unsigned)slot, RDMT_GRANT_GIVE, gen, &t->v[slot]);
 }
 
 /* Van thread: after delivering BUSY @slot, grant it again or release it. */
@@ -103,8 +102,8 @@ static int land_again(struct rdmt_conn *rc, unsigned slot)
 	unsigned gen;
 
 	if (psd_rdmt_land_done(t, slot, &buf, &mr)) {
-		gen = psd_rdmt_land_grant(t, slot, l->key, l->off, l->len,
-					  NULL, NULL);
+		gen = psd_rdmt_land_grant(t, slot, l->key, l->off, l->len, NULL,
+					  NULL);
 		return land_post(rc, slot, RDMT_GRANT_GIVE, gen, l);
 	}
 	/* The peer's grant is used up: nothing can write here any more. */
@@ -167,7 +166,8 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 		payload = NULL;
 	else if (dst != rc->base.scratch) {
 		/* The consumer chose the place (in place, parked, a pull's
-		 * output): one copy.  Otherwise hand the landing buffer over. */
+		 * output): one copy.  Otherwise hand the landing buffer over.
+		 */
 		memcpy(dst, payload, (size_t)l->len);
 		payload = dst;
 	}
@@ -202,11 +202,10 @@ void psd_rdmt_on_grant(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 		return;
 	}
 	memcpy(body, p + RDMT_WIRE_SIZE, sizeof(body));
-	ret = psd_rdmt_grant_take(&rc->grants, cookie & 0xffffu,
-				  w->status == RDMT_GRANT_RELEASE, cookie >> 16,
-				  le64toh(body[0]), le64toh(body[1]),
-				  le64toh(body[2]), le64toh(w->addr),
-				  le32toh(w->rkey));
+	ret = psd_rdmt_grant_take(
+		&rc->grants, cookie & 0xffffu, w->status == RDMT_GRANT_RELEASE,
+		cookie >> 16, le64toh(body[0]), le64toh(body[1]),
+		le64toh(body[2]), le64toh(w->addr), le32toh(w->rkey));
 	if (ret) {
 		psd_err("rdma: dropping connection from %s: bad grant of "
 			"slot %u (%s)",

@@ -140,8 +140,8 @@ bool psd_rdmt_land_done(struct rdmt_land_tab *t, unsigned slot, void **buf,
 	return false;
 }
 
-int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot,
-			   unsigned gen, void **buf, void **mr)
+int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot, unsigned gen,
+			   void **buf, void **mr)
 {
 	struct rdmt_land *l;
 
@@ -164,8 +164,8 @@ int psd_rdmt_grant_find(const struct rdmt_grant_tab *t, uint64_t key,
 	for (i = 0; t->v && i < t->n; i++)
 		if ((t->v[i].state == RDMT_GRANT_READY ||
 		     t->v[i].state == RDMT_GRANT_USED) &&
-		    t->v[i].key == key &&
-		    t->v[i].off == off && t->v[i].len == len)
+		    t->v[i].key == key && t->v[i].off == off &&
+		    t->v[i].len == len)
 			return (int)i;
 	return -1;
 }
@@ -202,8 +202,7 @@ int psd_rdmt_grant_take(struct rdmt_grant_tab *t, unsigned slot, bool release,
 	return 0;
 }
 
-int psd_rdmt_grant_revoke(struct rdmt_grant_tab *t, unsigned slot,
-			  unsigned gen)
+int psd_rdmt_grant_revoke(struct rdmt_grant_tab *t, unsigned slot, unsigned gen)
 {
 	struct rdmt_grant *g;
 

@@ -28,9 +28,9 @@
 #define RDMT_LAND_SLOTS	   1024u
 #define RDMT_IMM_LAND	   0x80000000u /* immediate: a cached write */
 #define RDMT_LAND_GEN_MASK 0x7fffu
-#define RDMT_LAND_MAX_MSG  (4u << 20)	     /* larger: always RTS/CTS */
-#define RDMT_LAND_CAP	   (64ull << 20)     /* bytes per connection */
-#define RDMT_LAND_HDR	   128u		     /* header room before the payload */
+#define RDMT_LAND_MAX_MSG  (4u << 20)	 /* larger: always RTS/CTS */
+#define RDMT_LAND_CAP	   (64ull << 20) /* bytes per connection */
+#define RDMT_LAND_HDR	   128u		 /* header room before the payload */
 
 enum rdmt_land_state {
 	RDMT_LAND_FREE = 0,
@@ -40,8 +40,8 @@ enum rdmt_land_state {
 
 struct rdmt_land {
 	uint64_t key, off, len;
-	void *buf; /* RDMT_LAND_HDR + len bytes; NULL when FREE */
-	void *mr;  /* its struct ibv_mr * */
+	void *buf;     /* RDMT_LAND_HDR + len bytes; NULL when FREE */
+	void *mr;      /* its struct ibv_mr * */
 	uint64_t used; /* tick of the last grant (LRU) */
 	uint16_t gen;
 	uint8_t state;
@@ -101,8 +101,8 @@ int psd_rdmt_land_find(const struct rdmt_land_tab *t, uint64_t key,
 int psd_rdmt_land_pick(struct rdmt_land_tab *t, uint64_t len, int *revoke);
 /* The peer RETURNed revoked slot @slot of generation @gen unused: 0 and
  * the slot is FREE (*@buf, *@mr are the caller's to free), or -1. */
-int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot,
-			   unsigned gen, void **buf, void **mr);
+int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot, unsigned gen,
+			   void **buf, void **mr);
 /* The slot is granted now (new buffer @buf/@mr, or a re-grant of a BUSY
  * slot when @buf is NULL); returns the generation to send. */
 unsigned psd_rdmt_land_grant(struct rdmt_land_tab *t, unsigned slot,
@@ -115,7 +115,8 @@ int psd_rdmt_land_claim(struct rdmt_land_tab *t, uint32_t imm,
 			uint32_t byte_len, const char **why);
 /* Delivery of BUSY @slot is over: true to grant it again (the caller
  * calls psd_rdmt_land_grant() with @buf NULL), false to release it: the
- * slot is FREE again and the buffer and MR (*@buf, *@mr) are the caller's to free. */
+ * slot is FREE again and the buffer and MR (*@buf, *@mr) are the caller's to
+ * free. */
 bool psd_rdmt_land_done(struct rdmt_land_tab *t, unsigned slot, void **buf,
 			void **mr);
 

@@ -151,7 +151,7 @@
 #include "land_tab.h"
 
 #define RDMT_MAGIC	0x44525350u /* "PSRD" */
-#define RDMT_VERSION	2u /* 2: GRANT (rendezvous cache) */
+#define RDMT_VERSION	2u	    /* 2: GRANT (rendezvous cache) */
 #define RDMT_MAX_IOV	8
 #define RDMT_CTL_SLOTS	4
 #define RDMT_SPARE_RECV 2 /* for CREDIT messages, never counted */
@@ -328,7 +328,7 @@ struct rdmt_conn {
 
 	/* rendezvous cache: the peer's grants (dev->lock) */
 	struct rdmt_grant_tab grants;
-	unsigned nreturn; /* grants in state RETURN */
+	unsigned nreturn;  /* grants in state RETURN */
 	uint64_t n_cached; /* messages sent by a cached write */
 	uint64_t n_rndv;   /* ... by RTS/CTS */
 	uint64_t n_landed; /* received by a cached write (van thread) */
