@@ -64,26 +64,26 @@ static void test_land_generations(void)
 	CHECK_EQ(offer(&t, 7, 0, 65536, &gen2), -2); /* one slot a range */
 	CHECK_U64(t.bytes, ==, rdmt_land_size(65536));
 	/* Not a cached write at all, a slot never granted, a bad length. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, 5, PSD_HDR_SIZE, &why), -1);
+	CHECK_EQ(psd_rdmt_land_claim(&t, 5, 65536 + PSD_HDR_SIZE, &why), -1);
 	CHECK(strstr(why, "no landing buffer") != NULL);
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(3, 1), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(3, 1),
+				     65536 + PSD_HDR_SIZE, &why),
 		 -1);
 	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen),
-				     PSD_HDR_SIZE + 1, &why),
+				     65536 + PSD_HDR_SIZE + 1, &why),
 		 -1);
 	CHECK(strstr(why, "header") != NULL);
 	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen + 1),
-				     PSD_HDR_SIZE, &why),
+				     65536 + PSD_HDR_SIZE, &why),
 		 -1);
 	CHECK(strstr(why, "generation") != NULL);
 	/* The right one: BUSY, a second write into it is refused. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen),
+				     65536 + PSD_HDR_SIZE, &why),
 		 0);
 	CHECK_EQ(t.v[0].state, RDMT_LAND_BUSY);
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen),
+				     65536 + PSD_HDR_SIZE, &why),
 		 -1);
 	CHECK(strstr(why, "not granted") != NULL);
 	/* Granted again: a new generation; the old one is stale now. */
@@ -91,11 +91,11 @@ static void test_land_generations(void)
 	gen2 = psd_rdmt_land_grant(&t, 0, 7, 0, 65536, NULL, NULL);
 	CHECK_EQ(gen2, gen + 1);
 	CHECK(t.v[0].buf == &tok[0]); /* same buffer, same range */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen),
+				     65536 + PSD_HDR_SIZE, &why),
 		 -1);
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen2), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen2),
+				     65536 + PSD_HDR_SIZE, &why),
 		 0);
 	/* Generations wrap within 15 bits and skip 0. */
 	t.v[0].gen = RDMT_LAND_GEN_MASK;
@@ -139,8 +139,8 @@ static void test_land_cap(void)
 	for (i = 0; i < 3; i++)
 		CHECK_EQ(offer(&t, (uint64_t)i, 0, MIB, &gen[i]), i);
 	/* Key 0 is used again: key 1 is now the least recent. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen[0]), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(0, gen[0]),
+				     MIB + PSD_HDR_SIZE, &why),
 		 0);
 	CHECK(psd_rdmt_land_done(&t, 0, &buf, &mr));
 	gen[0] = psd_rdmt_land_grant(&t, 0, 0, 0, MIB, NULL, NULL);
@@ -163,16 +163,16 @@ static void test_land_cap(void)
 	CHECK_EQ(t.v[2].state, RDMT_LAND_FREE);
 	CHECK_EQ(psd_rdmt_land_returned(&t, 2, gen[2], &buf, &mr), -1);
 	/* Its next write comes: delivered, then released. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]),
+				     MIB + PSD_HDR_SIZE, &why),
 		 1);
 	CHECK(!psd_rdmt_land_done(&t, 1, &buf, &mr));
 	CHECK(buf == &tok[1] && mr == &tok[2]);
 	CHECK_EQ(t.v[1].state, RDMT_LAND_FREE);
 	CHECK_U64(t.bytes, ==, 1 * rdmt_land_size(MIB));
 	/* A write naming the released slot is refused. */
-	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]), PSD_HDR_SIZE,
-				     &why),
+	CHECK_EQ(psd_rdmt_land_claim(&t, rdmt_imm_land(1, gen[1]),
+				     MIB + PSD_HDR_SIZE, &why),
 		 -1);
 	/* Room again: the new range reuses a slot, with a new generation. */
 	CHECK_EQ(offer(&t, 3, 0, MIB, &gen[3]), 1);
@@ -324,7 +324,7 @@ static void test_land_model(void)
 		g.v[gi].state = RDMT_GRANT_USED;
 		slot = psd_rdmt_land_claim(
 			&t, rdmt_imm_land((unsigned)gi, g.v[gi].gen),
-			PSD_HDR_SIZE, &why);
+			len + PSD_HDR_SIZE, &why);
 		CHECK_EQ(slot, gi);
 		CHECK(t.v[slot].buf == b);
 		cached++;

@@ -214,7 +214,8 @@ static int rdmt_create_qp_on(struct rdmt_conn *rc)
 		.qp_type = IBV_QPT_RC,
 		.cap = { .max_send_wr = rc->send_cnt + RDMT_MAX_IOV + RDMT_WB,
 			 .max_recv_wr = rc->recv_cnt,
-			 .max_send_sge = 1,
+			 /* a cached write: payload iovs + header */
+			 .max_send_sge = RDMT_MAX_IOV + 1,
 			 .max_recv_sge = 1,
 			 .max_inline_data = d->k.inline_bytes },
 	};

@@ -136,8 +136,8 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	}
 	l = &rc->land.v[slot];
 	buf = l->buf;
-	ret = psd_hdr_decode(buf, psd_van_max_tensor(&rc->base), &rc->rx_hdr,
-			     &why);
+	ret = psd_hdr_decode(buf + l->len, psd_van_max_tensor(&rc->base),
+			     &rc->rx_hdr, &why);
 	if (ret) {
 		psd_err("rdma: dropping connection from %s: malformed header "
 			"in a cached write: %s",
@@ -161,7 +161,7 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	ret = psd_van_rx_header(&rc->base, &rc->rx_hdr, &dst);
 	if (ret < 0)
 		return ret;
-	payload = buf + RDMT_LAND_HDR;
+	payload = buf;
 	if (ret == PSD_RX_DISCARD)
 		payload = NULL;
 	else if (dst != rc->base.scratch) {

@@ -114,8 +114,8 @@ int psd_rdmt_land_claim(struct rdmt_land_tab *t, uint32_t imm,
 		       "(generation mismatch)";
 		return -1;
 	}
-	if (byte_len != PSD_HDR_SIZE) {
-		*why = "does not end with a message header";
+	if (byte_len != l->len + PSD_HDR_SIZE) {
+		*why = "is not the granted range's payload and header";
 		return -1;
 	}
 	l->state = RDMT_LAND_BUSY;

@@ -30,7 +30,7 @@
 #define RDMT_LAND_GEN_MASK 0x7fffu
 #define RDMT_LAND_MAX_MSG  (4u << 20)	 /* larger: always RTS/CTS */
 #define RDMT_LAND_CAP	   (64ull << 20) /* bytes per connection */
-#define RDMT_LAND_HDR	   128u		 /* header room before the payload */
+#define RDMT_LAND_HDR	   128u		 /* header room after the payload */
 
 enum rdmt_land_state {
 	RDMT_LAND_FREE = 0,
@@ -40,7 +40,8 @@ enum rdmt_land_state {
 
 struct rdmt_land {
 	uint64_t key, off, len;
-	void *buf;     /* RDMT_LAND_HDR + len bytes; NULL when FREE */
+	void *buf;     /* len + RDMT_LAND_HDR bytes: payload, then header;
+			* NULL when FREE */
 	void *mr;      /* its struct ibv_mr * */
 	uint64_t used; /* tick of the last grant (LRU) */
 	uint16_t gen;
@@ -108,8 +109,8 @@ int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot, unsigned gen,
 unsigned psd_rdmt_land_grant(struct rdmt_land_tab *t, unsigned slot,
 			     uint64_t key, uint64_t off, uint64_t len,
 			     void *buf, void *mr);
-/* A cached write arrived with immediate @imm, its last write (the one
- * with the immediate, which carries the header) @byte_len bytes long:
+/* A cached write arrived with immediate @imm, @byte_len bytes long
+ * (one write: the payload, then the header right after it):
  * the slot (now BUSY), or -1 with *@why saying what is wrong with it. */
 int psd_rdmt_land_claim(struct rdmt_land_tab *t, uint32_t imm,
 			uint32_t byte_len, const char **why);

@@ -60,11 +60,11 @@
  *
  * Rendezvous cache.  After a message of (key, offset, length) came by
  * RTS/CTS into host memory, the receiver allocates and registers a
- * landing buffer for that range (transport-owned: RDMT_LAND_HDR bytes of
- * room for the header, then the payload) and GRANTs it to the sender:
+ * landing buffer for that range (transport-owned: the payload, then
+ * RDMT_LAND_HDR bytes of room for the header) and GRANTs it to the sender:
  * slot, generation (in cookie), address and rkey (status 0).  The next
  * message of that range from that peer needs no RTS/CTS: the sender
- * RDMA-writes the payload, then the psd header with immediate
+ * RDMA-writes payload and psd header (gathered, one write) with immediate
  * RDMT_IMM_LAND | gen << 16 | slot, and (a request) returns, or (an
  * answer) waits for the write to complete.  The receiver's van thread
  * checks the immediate against its grant (slot granted, same generation,

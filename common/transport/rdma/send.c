@@ -207,9 +207,9 @@ static int rdmt_send_copy(struct rdmt_conn *rc, const struct psd_hdr *h,
 
 /*
  * dev->lock held: post the payload writes to @raddr/@rkey as batch @wb,
- * the last with immediate @imm.  @hdr: a cached write (land.c): the
- * header, then last (with the immediate) to @raddr, the payload after
- * RDMT_LAND_HDR bytes.  On 0 the batch owns the references in @mrs
+ * the last with immediate @imm.  @hdr: a cached write (land.c): one
+ * write of the payload and the header right after it.  On 0 the batch
+ * owns the references in @mrs
  * (cleared here) until its last write completes.
  */
 static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
@@ -217,21 +217,24 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 			    uint64_t raddr, uint32_t rkey, uint32_t imm,
 			    const struct psd_hdr *hdr)
 {
-	struct ibv_send_wr wr[RDMT_MAX_IOV + 1], *bad;
+	struct ibv_send_wr wr[RDMT_MAX_IOV], *bad;
 	struct ibv_sge sge[RDMT_MAX_IOV + 1];
-	uint64_t off = hdr ? RDMT_LAND_HDR : 0;
-	int i, n = 0, ret;
+	uint64_t off = 0;
+	int i, n = 0, ns = 0, ret;
 
 	memset(wr, 0, sizeof(wr));
 	for (i = 0; i < niov; i++) {
 		if (!iov[i].iov_len)
 			continue;
-		sge[n].addr = (uintptr_t)iov[i].iov_base;
-		sge[n].length = (uint32_t)iov[i].iov_len;
-		sge[n].lkey = mrs[i]->mr->lkey;
+		sge[ns].addr = (uintptr_t)iov[i].iov_base;
+		sge[ns].length = (uint32_t)iov[i].iov_len;
+		sge[ns].lkey = mrs[i]->mr->lkey;
+		ns++;
+		if (hdr)
+			continue; /* one WR gathers them all, below */
 		wr[n].wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb);
 		wr[n].send_flags = IBV_SEND_SIGNALED;
-		wr[n].sg_list = &sge[n];
+		wr[n].sg_list = &sge[ns - 1];
 		wr[n].num_sge = 1;
 		wr[n].opcode = IBV_WR_RDMA_WRITE;
 		wr[n].wr.rdma.remote_addr = raddr + off;
@@ -242,23 +245,21 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 		n++;
 	}
 	if (hdr) {
+		/* Cached write: payload then header, contiguous at @raddr,
+		 * in one write with immediate. */
 		uint8_t *hb = psd_rdmt_wb_hdr(rc, wb);
 
 		psd_hdr_encode(hdr, hb);
-		memset(&wr[n], 0, sizeof(wr[n]));
-		sge[n].addr = (uintptr_t)hb;
-		sge[n].length = PSD_HDR_SIZE;
-		sge[n].lkey = rc->txmr->lkey;
-		wr[n].send_flags = IBV_SEND_SIGNALED;
-		if (PSD_HDR_SIZE <= rc->max_inline)
-			wr[n].send_flags |= IBV_SEND_INLINE;
-		wr[n].sg_list = &sge[n];
-		wr[n].num_sge = 1;
-		wr[n].wr.rdma.remote_addr = raddr;
-		wr[n].wr.rdma.rkey = rkey;
-		if (n)
-			wr[n - 1].next = &wr[n];
-		n++;
+		sge[ns].addr = (uintptr_t)hb;
+		sge[ns].length = PSD_HDR_SIZE;
+		sge[ns].lkey = rc->txmr->lkey;
+		ns++;
+		wr[0].send_flags = IBV_SEND_SIGNALED;
+		wr[0].sg_list = sge;
+		wr[0].num_sge = ns;
+		wr[0].wr.rdma.remote_addr = raddr;
+		wr[0].wr.rdma.rkey = rkey;
+		n = 1;
 	}
 	wr[n - 1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr[n - 1].imm_data = htonl(imm);
