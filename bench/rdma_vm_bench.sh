@@ -4,8 +4,11 @@
 # round runs ib_write_bw, then ps-bench RDMA push/pull and TCP push/pull
 # once for every size; the table gives medians over the rounds of each
 # figure and of each round's ratios.
+#   PS_BENCH_BASE  another build tree (e.g. of main): its ps-bench RDMA
+#                  push/pull run in the same rounds, as a before/after
 set -euo pipefail
 BUILD=${BUILD:-build}
+BASE=${PS_BENCH_BASE:-}
 SECS=${PS_BENCH_SECONDS:-3}
 ROUNDS=${PS_BENCH_ROUNDS:-3}
 SIZES=(65536 1048576 16777216)
@@ -34,9 +37,9 @@ ib_bw() {
 	echo "${bw:-nan}"
 }
 
-# psb TRANSPORT MODE: one ps-bench run over all sizes, CSV
+# psb TRANSPORT MODE [BUILD]: one ps-bench run over all sizes, CSV
 psb() {
-	"$BUILD/bin/ps-bench" --transport "$1" --root-uri "$addr" --mode "$2" \
+	"${3:-$BUILD}/bin/ps-bench" --transport "$1" --root-uri "$addr" --mode "$2" \
 		--size "$(IFS=,; echo "${SIZES[*]}")" --seconds "$SECS" --runs 1 \
 		--dtype raw --no-baseline --csv 2>"$out/err" ||
 		{ echo "ps-bench --transport $1 --mode $2 failed:" >&2; tail -n 20 "$out/err" >&2; exit 1; }
@@ -49,6 +52,9 @@ for r in $(seq "$ROUNDS"); do
 	for t in rdma tcp; do
 		for m in push pull; do psb "$t" "$m" >"$out/$t.$m.$r"; done
 	done
+	if [ -n "$BASE" ]; then
+		for m in push pull; do psb rdma "$m" "$BASE" >"$out/base.$m.$r"; done
+	fi
 	echo "# round $r: ib $(awk '{printf "%s=%s ", $1, $2}' "$out/ib.$r")" >&2
 done
 col() { # FILE-PREFIX SIZE ROUND: goodput
@@ -68,4 +74,15 @@ for s in "${SIZES[@]}"; do
 		"$(med tcp.push "$s")" "$(med tcp.pull "$s")" \
 		"$(medratio rdma.push tcp.push "$s")" "$(medratio rdma.pull tcp.pull "$s")"
 done
+if [ -n "$BASE" ]; then
+	printf '\n# the same rounds, RDMA with ps-bench of %s (before):\n' "$BASE"
+	printf '%10s %10s %6s %10s %6s %11s %11s\n' "#bytes" "base_push" "/ib" \
+		"base_pull" "/ib" "push new/b" "pull new/b"
+	for s in "${SIZES[@]}"; do
+		printf '%10s %10s %6.2f %10s %6.2f %11.2f %11.2f\n' "$s" \
+			"$(med base.push "$s")" "$(medratio base.push ib "$s")" \
+			"$(med base.pull "$s")" "$(medratio base.pull ib "$s")" \
+			"$(medratio rdma.push base.push "$s")" "$(medratio rdma.pull base.pull "$s")"
+	done
+fi
 echo "# Gb/s of payload (goodput); ratios are medians of per-round ratios"

@@ -195,6 +195,7 @@ extern const struct psd_transport_ops psd_rdma_ops;
 struct psd_rdma_stats {
 	uint64_t eager;	       /* messages sent in one SEND */
 	uint64_t rndv;	       /* messages RDMA-written in place */
+	uint64_t cached;       /* of those: by a cached grant, no RTS/CTS */
 	uint64_t copy;	       /* large messages copied through SENDs */
 	uint64_t regs;	       /* memory registrations */
 	uint64_t evictions;    /* cached registrations dropped */

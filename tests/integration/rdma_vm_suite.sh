@@ -27,6 +27,9 @@ for b in "$BUILD" ${PS_TEST_RDMA_ASAN_BUILD:-build-asan}; do
 	done
 	part "$b: cluster (PS_TRANSPORT=rdma)" env BUILD="$b" PS_TRANSPORT=rdma \
 		bash tests/integration/test_cluster.sh
+	# Partition sizes switch under live rendezvous-cache grants.
+	part "$b: config switches (PS_TRANSPORT=rdma)" env BUILD="$b" PS_TRANSPORT=rdma \
+		bash tests/integration/test_config.sh
 	part "$b: transport choice (auto picks rdma)" env BUILD="$b" \
 		PS_TEST_EXPECT_RDMA=1 bash tests/integration/test_transport_choice.sh
 done

@@ -171,14 +171,18 @@ static int rdmt_alloc_bufs(struct rdmt_conn *rc)
 	rc->recv_cnt = d->k.recv_depth + RDMT_SPARE_RECV;
 	rc->send_cnt = d->k.send_depth + RDMT_CTL_SLOTS;
 	rc->rxbuf = aligned_alloc(4096, ((rc->recv_cnt * b) + 4095) & ~4095ul);
-	rc->txbuf = aligned_alloc(4096, ((rc->send_cnt * b) + 4095) & ~4095ul);
+	/* + a header per write batch for cached writes (psd_rdmt_wb_hdr) */
+	rc->txbuf = aligned_alloc(
+		4096, ((rc->send_cnt * b) + RDMT_WB * RDMT_LAND_HDR + 4095) &
+			      ~4095ul);
 	rc->free_data = calloc(d->k.send_depth, sizeof(unsigned));
 	rc->rxq = calloc(rc->recv_cnt, sizeof(*rc->rxq));
 	if (!rc->rxbuf || !rc->txbuf || !rc->free_data || !rc->rxq)
 		return -ENOMEM;
 	rc->rxmr = ibv_reg_mr(d->pd, rc->rxbuf, rc->recv_cnt * b,
 			      IBV_ACCESS_LOCAL_WRITE);
-	rc->txmr = ibv_reg_mr(d->pd, rc->txbuf, rc->send_cnt * b, 0);
+	rc->txmr = ibv_reg_mr(d->pd, rc->txbuf,
+			      rc->send_cnt * b + RDMT_WB * RDMT_LAND_HDR, 0);
 	if (!rc->rxmr || !rc->txmr) {
 		int ret = psd_neg_errno();
 
@@ -195,6 +199,9 @@ static int rdmt_alloc_bufs(struct rdmt_conn *rc)
 	for (i = 0; i < RDMT_CTL_SLOTS; i++)
 		rc->free_ctl[rc->nfree_ctl++] = d->k.send_depth + i;
 	rc->credit_thresh = d->k.recv_depth / 4 ? d->k.recv_depth / 4 : 1;
+	rc->peer_credits = d->k.recv_depth; /* told in the connect data */
+	rc->land.cap = d->k.mr_budget / 4 < RDMT_LAND_CAP ? d->k.mr_budget / 4
+							  : RDMT_LAND_CAP;
 	return 0;
 }
 
@@ -205,9 +212,10 @@ static int rdmt_create_qp_on(struct rdmt_conn *rc)
 		.send_cq = d->cq,
 		.recv_cq = d->cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = rc->send_cnt + RDMT_MAX_IOV,
+		.cap = { .max_send_wr = rc->send_cnt + RDMT_MAX_IOV + RDMT_WB,
 			 .max_recv_wr = rc->recv_cnt,
-			 .max_send_sge = 1,
+			 /* a cached write: payload iovs + header */
+			 .max_send_sge = RDMT_MAX_IOV + 1,
 			 .max_recv_sge = 1,
 			 .max_inline_data = d->k.inline_bytes },
 	};
@@ -584,7 +592,8 @@ static void rdmt_fini(struct psd_conn *c)
 	if (rc->qp) {
 		rdma_destroy_qp(rc->id);
 		pthread_mutex_lock(&d->lock);
-		d->cq_used -= rc->send_cnt + RDMT_MAX_IOV + rc->recv_cnt;
+		d->cq_used -=
+			rc->send_cnt + RDMT_MAX_IOV + RDMT_WB + rc->recv_cnt;
 		pthread_mutex_unlock(&d->lock);
 	}
 	if (d) {
@@ -594,6 +603,8 @@ static void rdmt_fini(struct psd_conn *c)
 			psd_rdmt_wb_done(rc, (unsigned)i);
 		}
 	}
+	if (d)
+		psd_rdmt_land_fini(rc); /* the QP is gone: no write can land */
 	if (rc->rxmr)
 		ibv_dereg_mr(rc->rxmr);
 	if (rc->txmr)

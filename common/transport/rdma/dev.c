@@ -24,7 +24,8 @@ static pthread_mutex_t rdmt_glock = PTHREAD_MUTEX_INITIALIZER;
 static struct rdmt_dev *rdmt_the_dev; /* guarded by rdmt_glock */
 
 atomic_uint_fast64_t psd_rdmt_st_regs, psd_rdmt_st_evicts, psd_rdmt_st_rndv,
-	psd_rdmt_st_eager, psd_rdmt_st_copy, psd_rdmt_st_reg_fail;
+	psd_rdmt_st_eager, psd_rdmt_st_copy, psd_rdmt_st_reg_fail,
+	psd_rdmt_st_cached;
 
 /* Copy the device's knobs from @src (the van's; NULL: the defaults).
  * options.c validated every range. */
@@ -130,6 +131,8 @@ static void rdmt_on_wc(struct rdmt_dev *d, const struct ibv_wc *wc)
 		rc->free_ctl[rc->nfree_ctl++] = slot;
 		pthread_cond_broadcast(&rc->cond);
 		psd_rdmt_maybe_credit(rc);
+		if (rc->nreturn)
+			psd_rdmt_maybe_return(rc);
 		break;
 	case RDMT_WR_WRITE:
 		if (slot & RDMT_WB_LAST)
@@ -428,6 +431,7 @@ void psd_rdma_stats(struct psd_rdma_stats *st)
 	st->eager = atomic_load(&psd_rdmt_st_eager);
 	st->copy = atomic_load(&psd_rdmt_st_copy);
 	st->reg_failures = atomic_load(&psd_rdmt_st_reg_fail);
+	st->cached = atomic_load(&psd_rdmt_st_cached);
 	pthread_mutex_lock(&rdmt_glock);
 	d = rdmt_the_dev;
 	if (d) {

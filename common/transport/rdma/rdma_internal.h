@@ -44,12 +44,63 @@
  *         next RTS then follows the writes on the wire, so the receiver
  *         finds it queued right behind the write-with-immediate.
  *  CREDIT wire only: returns receive credits when no other traffic does.
+ *  GRANT  wire + key, offset, length (le64): the rendezvous cache, below
+ *         (status: give, release, or revoke).
+ *  RETURN wire: a revoked grant handed back unused (rendezvous cache).
  * Receive credits: each side pre-posts PS_RDMA_RECV_DEPTH buffers (+2
  * spare for CREDIT messages) and tells the peer in the connect private
  * data; a sender spends one credit per SEND or write-with-immediate and
  * stops at zero, so a slow receiver stalls the sender instead of causing
  * RNR retries.  The receiver returns credits after its van thread has
- * consumed a buffer, piggybacked on every message or by CREDIT.
+ * consumed a buffer, piggybacked on every message or by CREDIT: once
+ * PS_RDMA_RECV_DEPTH/4 are owed, or at once when the peer is down to the
+ * reserved credit (counted in peer_credits), since its van thread may
+ * wait for a credit to post a CTS or GRANT while this side's van waits
+ * for that very message and so sends nothing to piggyback on.
+ *
+ * Rendezvous cache.  After a message of (key, offset, length) came by
+ * RTS/CTS into host memory, the receiver allocates and registers a
+ * landing buffer for that range (transport-owned: the payload, then
+ * RDMT_LAND_HDR bytes of room for the header) and GRANTs it to the sender:
+ * slot, generation (in cookie), address and rkey (status 0).  The next
+ * message of that range from that peer needs no RTS/CTS: the sender
+ * RDMA-writes payload and psd header (gathered, one write) with immediate
+ * RDMT_IMM_LAND | gen << 16 | slot, and (a request) returns, or (an
+ * answer) waits for the write to complete.  The receiver's van thread
+ * checks the immediate against its grant (slot granted, same generation,
+ * header length), decodes the header from the buffer and delivers the
+ * message as any other: rx_header picks the destination (rx_direct is
+ * false: the CPU copies out of the landing buffer, so GPU memory is never
+ * chosen); when the consumer did not choose one (the van's scratch
+ * buffer, e.g. a server summing several workers) the payload is handed
+ * over in the landing buffer itself, else it is copied once into the
+ * chosen buffer.  Then it grants the slot again with the next generation,
+ * or releases it (status 1) and frees it.
+ * A grant is one write: the sender marks it USED and the next message
+ * of the range waits for the next grant or the release (RTS/CTS then) --
+ * no new dependency: an RTS would queue behind that write too;
+ * the receiver frees a buffer only after a write into it arrived (never
+ * while granted), and only when the connection is gone otherwise (after
+ * the QP is destroyed), so a cached write can never land in freed or
+ * reused memory.  Invalidation needs no round trip: the landing buffer
+ * belongs to the transport, so re-registration of application memory,
+ * re-init of a key, a config switch (new partition ranges: new keys of
+ * the cache, and the header inside is checked by the consumer like any
+ * other) or a failed peer (the connection and its buffers go) cannot make
+ * a grant point at memory that changed meaning.  Memory: at most
+ * RDMT_LAND_CAP (and a quarter of PS_RDMA_MR_BUDGET; 0 turns the cache
+ * off) per connection, messages up to RDMT_LAND_MAX_MSG.  Over the cap
+ * the least recently granted range is revoked: GRANT with status revoke;
+ * the sender's progress thread answers RETURN if it has not used the
+ * grant (and forgets it first), else its write is on the way and the
+ * receiver releases the buffer after it.  So a range no longer used
+ * (config switch, re-init) gives its room back, and still no buffer is
+ * freed while the peer may write into it.  RETURN, sent by the progress
+ * thread, never spends the reserved credit.
+ * GPUDirect: a receiver whose consumer chose device memory (rx_dev) gets
+ * no grant for that range, so those keep the NIC writing device memory;
+ * a sender's device payload may use a grant (the NIC reads it, the
+ * receiver's CPU copies it out of host memory).
  *
  * Registration cache: LRU of MRs by address range with a byte budget
  * (PS_RDMA_MR_BUDGET); unused MRs are deregistered on eviction.  A failed
@@ -97,8 +148,10 @@
 
 #include "transport/transport.h"
 
+#include "land_tab.h"
+
 #define RDMT_MAGIC	0x44525350u /* "PSRD" */
-#define RDMT_VERSION	1u
+#define RDMT_VERSION	2u	    /* 2: GRANT (rendezvous cache) */
 #define RDMT_MAX_IOV	8
 #define RDMT_CTL_SLOTS	4
 #define RDMT_SPARE_RECV 2 /* for CREDIT messages, never counted */
@@ -114,7 +167,15 @@ enum rdmt_op {
 	RDMT_OP_RTS = 3,
 	RDMT_OP_CTS = 4,
 	RDMT_OP_CREDIT = 5,
+	RDMT_OP_GRANT = 6,
+	RDMT_OP_RETURN = 7,
 };
+
+/* GRANT status */
+#define RDMT_GRANT_GIVE	   0
+#define RDMT_GRANT_RELEASE 1
+#define RDMT_GRANT_REVOKE  2
+#define RDMT_GRANT_SIZE	   (RDMT_WIRE_SIZE + 24)
 
 /* CTS status */
 #define RDMT_CTS_WRITE	 0
@@ -243,6 +304,7 @@ struct rdmt_conn {
 	unsigned tx_outstanding; /* signaled WRs not yet completed */
 	unsigned tx_credits;	 /* peer receive buffers we may use */
 	unsigned rx_unannounced; /* re-posted buffers not yet announced */
+	unsigned peer_credits;	 /* credits the peer holds, as we count */
 	unsigned credit_thresh;
 	bool credit_inflight;
 	unsigned peer_buf;
@@ -264,7 +326,16 @@ struct rdmt_conn {
 	unsigned wb_next;
 	uint64_t tx_key;
 
+	/* rendezvous cache: the peer's grants (dev->lock) */
+	struct rdmt_grant_tab grants;
+	unsigned nreturn;  /* grants in state RETURN */
+	uint64_t n_cached; /* messages sent by a cached write */
+	uint64_t n_rndv;   /* ... by RTS/CTS */
+	uint64_t n_landed; /* received by a cached write (van thread) */
+
 	/* receiver state, van thread only */
+	struct rdmt_land_tab land; /* our grants to the peer */
+	bool rx_grant;		   /* grant the range once this RTS is in */
 	enum rdmt_rx_state rx_state;
 	struct psd_hdr rx_hdr;
 	uint8_t *rx_dst;
@@ -276,7 +347,7 @@ struct rdmt_conn {
 /* Counters for tests and logs (dev.c). */
 extern atomic_uint_fast64_t psd_rdmt_st_regs, psd_rdmt_st_evicts,
 	psd_rdmt_st_rndv, psd_rdmt_st_eager, psd_rdmt_st_copy,
-	psd_rdmt_st_reg_fail;
+	psd_rdmt_st_reg_fail, psd_rdmt_st_cached;
 
 static inline struct rdmt_conn *to_rdmt(struct psd_conn *c)
 {
@@ -315,7 +386,17 @@ int psd_rdmt_send(struct psd_conn *c, const struct psd_hdr *h,
 int psd_rdmt_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 		      const struct iovec *iov, int niov, unsigned timeout_ms);
 
+/* land.c */
+int psd_rdmt_land_offer(struct rdmt_conn *rc, const struct psd_hdr *h);
+int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e);
+void psd_rdmt_on_grant(struct rdmt_conn *rc, const uint8_t *p, uint32_t len);
+void psd_rdmt_maybe_return(struct rdmt_conn *rc);
+int psd_rdmt_rx_return(struct rdmt_conn *rc, const uint8_t *p, uint32_t len);
+void psd_rdmt_land_fini(struct rdmt_conn *rc);
+uint8_t *psd_rdmt_wb_hdr(struct rdmt_conn *rc, unsigned wb);
+
 /* recv.c */
+int psd_rdmt_ctl_take(struct rdmt_conn *rc, unsigned *slot);
 int psd_rdmt_post_recv(struct rdmt_conn *rc, unsigned slot);
 void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 		      unsigned slot);

@@ -53,6 +53,11 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 	struct rdmt_rxq_ent *e;
 
 	rc->rx_posted--;
+	/* Everything but CREDIT (spare buffers) spent one of our credits. */
+	if ((wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ||
+	     wc->byte_len < RDMT_WIRE_SIZE || w->op != RDMT_OP_CREDIT) &&
+	    rc->peer_credits)
+		rc->peer_credits--;
 	if (wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM) {
 		e = &rc->rxq[(rc->rxq_head + rc->rxq_len++) % rc->recv_cnt];
 		e->slot = slot;
@@ -70,6 +75,8 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 	}
 	rc->tx_credits += le16toh(w->credits);
 	pthread_cond_broadcast(&rc->cond);
+	if (rc->nreturn)
+		psd_rdmt_maybe_return(rc);
 	switch (w->op) {
 	case RDMT_OP_CTS:
 		if (!rc->cts_ready && le32toh(w->cookie) == rc->tx_cookie) {
@@ -92,6 +99,13 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 		if (psd_rdmt_post_recv(rc, slot))
 			psd_rdmt_set_err(rc, -EIO);
 		return;
+	case RDMT_OP_GRANT:
+		psd_rdmt_on_grant(rc, (const uint8_t *)w, wc->byte_len);
+		rc->rx_unannounced++;
+		if (psd_rdmt_post_recv(rc, slot))
+			psd_rdmt_set_err(rc, -EIO);
+		psd_rdmt_maybe_credit(rc);
+		return;
 	default:
 		e = &rc->rxq[(rc->rxq_head + rc->rxq_len++) % rc->recv_cnt];
 		e->slot = slot;
@@ -102,15 +116,14 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 	}
 }
 
-/* Post a CTS (van thread).  Control slots and the reserved credit are
+/* Van thread: take a control slot and a credit (the reserved one too).
+ * On 0 dev->lock is held; the caller posts the slot (psd_rdmt_post_slot,
+ * RDMT_WR_CTL) and unlocks.  Control slots and the reserved credit are
  * freed by the progress thread, so this wait never needs the van. */
-static int rdmt_post_cts(struct rdmt_conn *rc, uint8_t status, uint64_t addr,
-			 uint32_t rkey)
+int psd_rdmt_ctl_take(struct rdmt_conn *rc, unsigned *slot)
 {
 	struct rdmt_dev *d = rc->dev;
-	struct rdmt_wire *w;
 	struct timespec dl;
-	unsigned slot;
 	int ret = 0;
 
 	psd_deadline(&dl, 10000);
@@ -118,7 +131,10 @@ static int rdmt_post_cts(struct rdmt_conn *rc, uint8_t status, uint64_t addr,
 	while (!rc->err && (!rc->nfree_ctl || !rc->tx_credits))
 		if (pthread_cond_timedwait(&rc->cond, &d->lock, &dl) ==
 		    ETIMEDOUT) {
-			ret = -ETIMEDOUT;
+			ret = psd_set_errmsg(-ETIMEDOUT,
+					     "rdma: %s took no control "
+					     "message for 10 s",
+					     rc->base.peer);
 			break;
 		}
 	if (rc->err || ret) {
@@ -126,8 +142,23 @@ static int rdmt_post_cts(struct rdmt_conn *rc, uint8_t status, uint64_t addr,
 		pthread_mutex_unlock(&d->lock);
 		return ret;
 	}
-	slot = rc->free_ctl[--rc->nfree_ctl];
+	*slot = rc->free_ctl[--rc->nfree_ctl];
 	rc->tx_credits--;
+	return 0;
+}
+
+/* Post a CTS (van thread). */
+static int rdmt_post_cts(struct rdmt_conn *rc, uint8_t status, uint64_t addr,
+			 uint32_t rkey)
+{
+	struct rdmt_dev *d = rc->dev;
+	struct rdmt_wire *w;
+	unsigned slot;
+	int ret;
+
+	ret = psd_rdmt_ctl_take(rc, &slot);
+	if (ret)
+		return ret;
 	w = (struct rdmt_wire *)(void *)psd_rdmt_tx_slot(rc, slot);
 	memset(w, 0, sizeof(*w));
 	w->op = RDMT_OP_CTS;
@@ -241,6 +272,8 @@ static int rdmt_rx_rts(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 		return rdmt_post_cts(rc, RDMT_CTS_COPY, 0, 0);
 	}
 	rc->rx_state = RDMT_RX_WRITE;
+	/* Host memory: worth a cached grant once it is in (land.c). */
+	rc->rx_grant = !rc->base.rx_dev;
 	return rdmt_post_cts(rc, RDMT_CTS_WRITE, (uintptr_t)rc->rx_dst,
 			     rc->rx_mr->mr->rkey);
 }
@@ -258,7 +291,10 @@ static int rdmt_rx_imm(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	rc->rx_mr = NULL;
 	rc->rx_state = RDMT_RX_IDLE;
 	psd_van_rx_msg(&rc->base, &rc->rx_hdr, rc->rx_dst);
-	return 0;
+	if (!rc->rx_grant)
+		return 0;
+	rc->rx_grant = false;
+	return psd_rdmt_land_offer(rc, &rc->rx_hdr);
 }
 
 static int rdmt_rx_one(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
@@ -268,7 +304,9 @@ static int rdmt_rx_one(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	size_t hl = RDMT_WIRE_SIZE + PSD_HDR_SIZE;
 	int ret;
 
-	if (e->imm)
+	if (e->imm && (e->imm_data & RDMT_IMM_LAND))
+		ret = psd_rdmt_rx_land(rc, e);
+	else if (e->imm)
 		ret = rdmt_rx_imm(rc, e);
 	else if (w->op == RDMT_OP_EAGER && rc->rx_state == RDMT_RX_IDLE) {
 		ret = rdmt_rx_hdr(rc, p, e->len, false);
@@ -277,6 +315,9 @@ static int rdmt_rx_one(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	} else if (w->op == RDMT_OP_CONT && rc->rx_state == RDMT_RX_COPY) {
 		ret = rdmt_rx_part(rc, p + RDMT_WIRE_SIZE,
 				   e->len - RDMT_WIRE_SIZE);
+	} else if (w->op == RDMT_OP_RETURN) {
+		/* From the peer's progress thread: between any two parts. */
+		ret = psd_rdmt_rx_return(rc, p, e->len);
 	} else if (w->op == RDMT_OP_RTS && rc->rx_state == RDMT_RX_IDLE) {
 		ret = rdmt_rx_rts(rc, p, e->len);
 	} else {

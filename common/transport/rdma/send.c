@@ -53,6 +53,7 @@ int psd_rdmt_post_slot(struct rdmt_conn *rc, unsigned kind, unsigned slot,
 	if (ret)
 		return ret;
 	rc->rx_unannounced -= give;
+	rc->peer_credits += give;
 	rc->tx_outstanding++;
 	return 0;
 }
@@ -64,7 +65,11 @@ void psd_rdmt_maybe_credit(struct rdmt_conn *rc)
 	unsigned slot;
 
 	if (rc->err || rc->credit_inflight || !rc->established ||
-	    rc->rx_unannounced < rc->credit_thresh || !rc->nfree_ctl)
+	    !rc->rx_unannounced || !rc->nfree_ctl)
+		return;
+	/* Owed enough, or the peer may be stuck on its reserve. */
+	if (rc->rx_unannounced < rc->credit_thresh &&
+	    rc->peer_credits > RDMT_RESERVE)
 		return;
 	slot = rc->free_ctl[--rc->nfree_ctl];
 	w = (struct rdmt_wire *)(void *)psd_rdmt_tx_slot(rc, slot);
@@ -201,39 +206,63 @@ static int rdmt_send_copy(struct rdmt_conn *rc, const struct psd_hdr *h,
 }
 
 /*
- * dev->lock held: post the payload writes as batch @wb, the last with
- * immediate.  On 0 the batch owns the references in @mrs (cleared here)
- * until its last write completes.
+ * dev->lock held: post the payload writes to @raddr/@rkey as batch @wb,
+ * the last with immediate @imm.  @hdr: a cached write (land.c): one
+ * write of the payload and the header right after it.  On 0 the batch
+ * owns the references in @mrs
+ * (cleared here) until its last write completes.
  */
 static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
-			    int niov, struct rdmt_mr **mrs, unsigned wb)
+			    int niov, struct rdmt_mr **mrs, unsigned wb,
+			    uint64_t raddr, uint32_t rkey, uint32_t imm,
+			    const struct psd_hdr *hdr)
 {
 	struct ibv_send_wr wr[RDMT_MAX_IOV], *bad;
-	struct ibv_sge sge[RDMT_MAX_IOV];
+	struct ibv_sge sge[RDMT_MAX_IOV + 1];
 	uint64_t off = 0;
-	int i, n = 0, ret;
+	int i, n = 0, ns = 0, ret;
 
 	memset(wr, 0, sizeof(wr));
 	for (i = 0; i < niov; i++) {
 		if (!iov[i].iov_len)
 			continue;
-		sge[n].addr = (uintptr_t)iov[i].iov_base;
-		sge[n].length = (uint32_t)iov[i].iov_len;
-		sge[n].lkey = mrs[i]->mr->lkey;
+		sge[ns].addr = (uintptr_t)iov[i].iov_base;
+		sge[ns].length = (uint32_t)iov[i].iov_len;
+		sge[ns].lkey = mrs[i]->mr->lkey;
+		ns++;
+		if (hdr)
+			continue; /* one WR gathers them all, below */
 		wr[n].wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb);
 		wr[n].send_flags = IBV_SEND_SIGNALED;
-		wr[n].sg_list = &sge[n];
+		wr[n].sg_list = &sge[ns - 1];
 		wr[n].num_sge = 1;
 		wr[n].opcode = IBV_WR_RDMA_WRITE;
-		wr[n].wr.rdma.remote_addr = rc->cts_addr + off;
-		wr[n].wr.rdma.rkey = rc->cts_rkey;
+		wr[n].wr.rdma.remote_addr = raddr + off;
+		wr[n].wr.rdma.rkey = rkey;
 		if (n)
 			wr[n - 1].next = &wr[n];
 		off += iov[i].iov_len;
 		n++;
 	}
+	if (hdr) {
+		/* Cached write: payload then header, contiguous at @raddr,
+		 * in one write with immediate. */
+		uint8_t *hb = psd_rdmt_wb_hdr(rc, wb);
+
+		psd_hdr_encode(hdr, hb);
+		sge[ns].addr = (uintptr_t)hb;
+		sge[ns].length = PSD_HDR_SIZE;
+		sge[ns].lkey = rc->txmr->lkey;
+		ns++;
+		wr[0].send_flags = IBV_SEND_SIGNALED;
+		wr[0].sg_list = sge;
+		wr[0].num_sge = ns;
+		wr[0].wr.rdma.remote_addr = raddr;
+		wr[0].wr.rdma.rkey = rkey;
+		n = 1;
+	}
 	wr[n - 1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr[n - 1].imm_data = htonl(rc->tx_cookie);
+	wr[n - 1].imm_data = htonl(imm);
 	wr[n - 1].wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb | RDMT_WB_LAST);
 	ret = -ibv_post_send(rc->qp, wr, &bad);
 	if (ret) {
@@ -282,6 +311,108 @@ static int rdmt_wait_tx_timeout(struct rdmt_conn *rc)
 			      rc->base.peer);
 }
 
+/*
+ * Large message with a grant from the peer for its (key, offset, length):
+ * RDMA-write payload and header into the granted landing buffer, no
+ * RTS/CTS (rendezvous cache, rdma_internal.h).  1: no usable grant, use
+ * RTS/CTS.  A USED grant comes back (or is released) once the peer's
+ * van thread delivered the previous message of the range: RTS/CTS would
+ * wait for that too (the RTS queues behind it), so waiting for the grant
+ * adds no dependency on the peer that RTS/CTS does not have.
+ */
+static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
+			    const struct iovec *iov, int niov,
+			    const struct timespec *dl)
+{
+	struct rdmt_dev *d = rc->dev;
+	struct rdmt_mr *mrs[RDMT_MAX_IOV] = { 0 };
+	struct rdmt_grant *g;
+	unsigned wb = 0;
+	int i, gi, ret = 0;
+
+	if (h->length > RDMT_LAND_MAX_MSG)
+		return 1;
+	pthread_mutex_lock(&d->lock);
+	gi = psd_rdmt_grant_find(&rc->grants, h->key, h->offset, h->length);
+	pthread_mutex_unlock(&d->lock);
+	if (gi < 0)
+		return 1;
+	for (i = 0; i < niov && !ret; i++)
+		if (iov[i].iov_len)
+			ret = psd_rdmt_mr_get(d, iov[i].iov_base,
+					      iov[i].iov_len, &mrs[i]);
+	if (ret) {
+		ret = 1; /* RTS/CTS registers again and says why */
+		goto out_put;
+	}
+	pthread_mutex_lock(&d->lock);
+	for (;;) {
+		g = &rc->grants.v[gi];
+		if (rc->err || atomic_load(&rc->base.closed)) {
+			ret = rc->err ?: -ECONNRESET;
+			break;
+		}
+		/* Released, or the slot now holds another range. */
+		if (g->state == RDMT_GRANT_NONE || g->key != h->key ||
+		    g->off != h->offset || g->len != h->length) {
+			ret = 1;
+			break;
+		}
+		if (g->state == RDMT_GRANT_USED) {
+			if (pthread_cond_timedwait(&rc->cond, &d->lock, dl) ==
+			    ETIMEDOUT) {
+				ret = psd_set_errmsg(
+					-ETIMEDOUT,
+					"rdma: %s never took back its "
+					"landing buffer of key %llu",
+					rc->base.peer,
+					(unsigned long long)h->key);
+				break;
+			}
+			continue;
+		}
+		if (!rc->established || rc->tx_credits <= RDMT_RESERVE) {
+			ret = rdmt_wait_tx(rc, false, dl);
+			if (ret)
+				break;
+			continue;
+		}
+		wb = rc->wb_next;
+		if (!rc->wb_busy[wb])
+			break;
+		if (pthread_cond_timedwait(&rc->cond, &d->lock, dl)) {
+			ret = rdmt_wait_tx_timeout(rc);
+			break;
+		}
+	}
+	if (ret)
+		goto out_unlock;
+	rc->tx_credits--;
+	rc->tx_key = h->key;
+	ret = rdmt_post_writes(rc, iov, niov, mrs, wb, g->addr, g->rkey,
+			       rdmt_imm_land((unsigned)gi, g->gen), h);
+	if (ret) {
+		psd_rdmt_set_err(rc, ret);
+		goto out_unlock;
+	}
+	g->state = RDMT_GRANT_USED;
+	rc->wb_next = (wb + 1) % RDMT_WB;
+	/* As RTS/CTS: a request's buffers wait for its answer. */
+	if (!psd_msg_is_request(h->type))
+		ret = rdmt_wait_write(rc, wb, dl);
+	if (!ret) {
+		atomic_fetch_add(&psd_rdmt_st_rndv, 1);
+		atomic_fetch_add(&psd_rdmt_st_cached, 1);
+		rc->n_cached++;
+	}
+out_unlock:
+	pthread_mutex_unlock(&d->lock);
+out_put:
+	for (i = 0; i < niov; i++)
+		psd_rdmt_mr_put(d, mrs[i]);
+	return ret;
+}
+
 /* Large message: RTS, wait for CTS, write in place.  1: use the copy
  * path instead (registration failed here).  @dev: the payload is GPU
  * memory (GPUDirect), which the CPU must not read: no copy path, and a
@@ -322,7 +453,8 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 		goto out_unlock;
 	slot = rc->free_data[--rc->nfree_data];
 	rc->tx_credits--;
-	rc->tx_cookie++;
+	/* Bit 31 of an immediate marks a cached write (land_tab.h). */
+	rc->tx_cookie = (rc->tx_cookie + 1) & ~RDMT_IMM_LAND;
 	rc->tx_key = h->key;
 	rc->cts_ready = false;
 	w = (struct rdmt_wire *)(void *)psd_rdmt_tx_slot(rc, slot);
@@ -380,7 +512,8 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 	}
 	if (!ret) {
 		rc->tx_credits--;
-		ret = rdmt_post_writes(rc, iov, niov, mrs, wb);
+		ret = rdmt_post_writes(rc, iov, niov, mrs, wb, rc->cts_addr,
+				       rc->cts_rkey, rc->tx_cookie, NULL);
 		if (ret)
 			psd_rdmt_set_err(rc, ret);
 		rc->wb_next = (wb + 1) % RDMT_WB;
@@ -389,8 +522,10 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 	 * after the write landed (KV API): do not wait for the write. */
 	if (!ret && !psd_msg_is_request(h->type))
 		ret = rdmt_wait_write(rc, wb, dl);
-	if (!ret)
+	if (!ret) {
 		atomic_fetch_add(&psd_rdmt_st_rndv, 1);
+		rc->n_rndv++;
+	}
 out_unlock:
 	pthread_mutex_unlock(&d->lock);
 out_put:
@@ -418,6 +553,9 @@ int psd_rdmt_send(struct psd_conn *c, const struct psd_hdr *h,
 		atomic_fetch_add(&psd_rdmt_st_eager, 1);
 		return rdmt_send_copy(rc, h, iov, niov, true, &dl);
 	}
+	ret = rdmt_send_cached(rc, h, iov, niov, &dl);
+	if (ret != 1)
+		return ret;
 	ret = rdmt_send_rndv(rc, h, iov, niov, false, &dl);
 	if (ret != 1)
 		return ret;
@@ -442,5 +580,9 @@ int psd_rdmt_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 	if (total != h->length || !total)
 		return -EINVAL;
 	psd_deadline(&dl, timeout_ms);
+	/* A grant is fine: the NIC reads the device memory either way. */
+	i = rdmt_send_cached(rc, h, iov, niov, &dl);
+	if (i != 1)
+		return i;
 	return rdmt_send_rndv(rc, h, iov, niov, true, &dl);
 }
