@@ -24,7 +24,11 @@
  * are: the frame carries the sender's iovec addresses and the receiver,
  * once psd_van_rx_header() chose the destination, copies straight from
  * the sender's memory with process_vm_readv() (one copy), then
- * acknowledges; the sender's send() returns on that acknowledgement.
+ * acknowledges; the sender's send() returns on that acknowledgement,
+ * except for requests (push, pushpull, init: transport.h lets them
+ * return once the payload is on its way), which return once the frame is
+ * posted, up to SHM_CMA_WINDOW unacknowledged per connection, so large
+ * pushes are pipelined instead of one in flight per connection.
  * Each receiver probes at connect time whether it may read its peer and
  * tells the peer's sender in the ring's control block; when a read fails
  * with EPERM later, the receiver asks the sender to stream the rest of
@@ -69,10 +73,17 @@
 #define SHM_PORT_SPAN 40000u
 #define SHM_NFDS      5 /* memfd + 4 eventfds */
 #define SHM_NO_STREAM UINT64_MAX
+/* SHM_CMA_ASYNC messages a sender may have unacknowledged at a time */
+#define SHM_CMA_WINDOW 64u
 
 enum shm_mode {
 	SHM_INLINE = 1, /* payload follows in the ring */
 	SHM_CMA = 2,	/* receiver reads the sender's iovecs */
+	/* The same for a request (psd_msg_is_request()): the sender did
+	 * not wait for the acknowledgement (its buffers stay untouched
+	 * until the answer, transport.h), so it cannot stream the payload
+	 * if the read is refused: the receiver drops the connection. */
+	SHM_CMA_ASYNC = 3,
 };
 
 /*
