@@ -340,35 +340,6 @@ static int shm_rx_inline(struct shm_conn *sc, size_t *budget)
 	return 1;
 }
 
-/* Read @len payload bytes from offset sc->got out of the sender's
- * memory; bytes read or -errno. */
-static ssize_t shm_cma_read(struct shm_conn *sc, size_t len)
-{
-	struct iovec lv = { .iov_base = sc->dst + sc->got, .iov_len = len };
-	struct iovec rv[SHM_MAX_IOV];
-	uint64_t skip = sc->got;
-	uint32_t i;
-	int n = 0;
-	ssize_t r;
-
-	for (i = 0; i < sc->niov && len; i++) {
-		if (skip >= sc->riov[i].len) {
-			skip -= sc->riov[i].len;
-			continue;
-		}
-		rv[n].iov_base = (void *)(uintptr_t)(sc->riov[i].base + skip);
-		rv[n].iov_len = (size_t)(sc->riov[i].len - skip);
-		if (rv[n].iov_len > len)
-			rv[n].iov_len = len;
-		len -= rv[n++].iov_len;
-		skip = 0;
-	}
-	r = process_vm_readv(sc->peer_pid, &lv, 1, rv, (unsigned long)n, 0);
-	if (r < 0)
-		return psd_neg_errno();
-	return r ? r : -EFAULT;
-}
-
 /* Tell the sender its CMA message is done (@from SHM_NO_STREAM) or that
  * it must stream the payload from byte @from on. */
 static void shm_rx_ack(struct shm_conn *sc, uint64_t from)
@@ -391,7 +362,7 @@ static int shm_rx_cma(struct shm_conn *sc, size_t *budget)
 		if (!*budget)
 			return -EAGAIN;
 		n = n < SHM_CMA_CHUNK ? n : SHM_CMA_CHUNK;
-		r = shm_cma_read(sc, (size_t)n);
+		r = psd_shm_cma_read(sc, (size_t)n);
 		if (r == -EPERM && sc->mode == SHM_CMA_ASYNC) {
 			/* The sender did not wait: it cannot stream. */
 			psd_warn("shm: reading a %llu-byte request from %s "

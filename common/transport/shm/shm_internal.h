@@ -66,7 +66,8 @@
 #define SHM_CMA_MIN   (32u << 10) /* payloads from here: process_vm_readv */
 #define SHM_MAX_IOV   64
 #define SHM_RX_BUDGET (8u << 20) /* bytes one progress() call moves */
-#define SHM_CMA_CHUNK (1u << 20) /* bytes per process_vm_readv() */
+#define SHM_CMA_CHUNK (2u << 20) /* bytes per psd_shm_cma_read() */
+#define SHM_SPLIT_MIN (256u << 10) /* from here split with the helper */
 #define SHM_MAGIC     0x31306d6873737070ull /* "ppsshm01" */
 #define SHM_HELLO_MS  2000u /* accept: wait for the connector's hello */
 #define SHM_PORT_BASE 20000u
@@ -152,6 +153,15 @@ struct shm_conn {
 	uint64_t got;
 	struct shm_riov riov[SHM_MAX_IOV];
 };
+
+/* copy.c */
+/* Read @len payload bytes at offset @off of the current message out of
+ * the sender's memory into sc->dst + @off: bytes read or -errno. */
+ssize_t psd_shm_cma_read_at(const struct shm_conn *sc, uint64_t off,
+			    size_t len);
+/* The same from sc->got on, large pieces split with the process's copy
+ * helper thread (van thread only). */
+ssize_t psd_shm_cma_read(const struct shm_conn *sc, size_t len);
 
 /* setup.c */
 /* Both ends in one process order their ring updates through this too. */
