@@ -6,7 +6,8 @@
 #     link is shm (logged per server, PS_VERBOSE=1), the servers listen on
 #     an shm name besides their TCP port, exact sums on both sides of the
 #     ring/process_vm_readv threshold; the links authenticated (the job
-#     secret is on, as always);
+#     secret is on, as always); a stranger's push on the shm listener
+#     before authenticating is dropped (attack.py shm-push);
 #  2. the same cluster with one worker at PS_TRANSPORT=tcp: that worker
 #     uses TCP to both servers (explicit means exactly that), the other shm;
 #  3. network namespaces joined by a veth pair: scheduler, server and one
@@ -43,6 +44,27 @@ for i in 1 2; do
 done
 grep -q "transport: tcp (auto: " "$TMP/server1.err" || die "auto 2x2: the job transport is not tcp"
 echo "ok auto 2x2 links shm, sums exact: $(cat "$TMP/worker1.out")"
+
+# 1b. A stranger on a server's shm listener is held to the same
+# authentication as on TCP: a push before it is refused, the job runs.
+rm -f "$TMP"/server*.err # the port read below must be the new server's
+start_scheduler 1 1
+start_servers 1
+for i in $(seq 1 $((100 * MULT))); do
+	shm_port=$(sed -n 's/.*transport auto: shm port \([0-9]*\) .*/\1/p' "$TMP/server1.err")
+	[ -n "$shm_port" ] && break
+	sleep 0.1
+done
+[ -n "$shm_port" ] || die "auth: the server logged no shm port"
+python3 "$(dirname "$0")/attack.py" shm-push "$shm_port" || die "auth: the stranger's shm push was not refused"
+start_workers 1 --steps 3 --keys 2 --sizes 4,64K,1M
+wait_pid "${WORKER_PIDS[0]}" 120 || die "auth: worker exited $?"
+grep -q "verified" "$TMP/worker1.out" || die "auth: worker did not verify"
+[ "$(links "$TMP/worker1.err")" = "shm " ] || die "auth: worker links '$(links "$TMP/worker1.err")'"
+wait_pid "${SERVER_PIDS[0]}" 30 || die "auth: server exited $?"
+grep -q "push message before authenticating" "$TMP/server1.err" ||
+	die "auth: the server did not log the stranger's push: $(grep -i shm "$TMP/server1.err")"
+echo "ok shm stranger: push before authenticating dropped, the job ran over shm"
 
 # 2. One worker with an explicit PS_TRANSPORT=tcp keeps TCP.
 start_scheduler 2 2
