@@ -24,8 +24,9 @@ struct psd_peer {
 	int rank;
 	char host[256];
 	unsigned port;
-	unsigned shm_port;  /* auto: the server's shm listener, 0 none */
-	char host_key[96]; /* psd_shm_host_key() of the peer, "" unknown */
+	unsigned shm_port; /* auto: the server's shm listener, 0 none */
+	char host_key[PSD_SHM_HOST_KEY_LEN]; /* psd_shm_host_key() of the peer,
+						"" unknown */
 	struct psd_conn *conn; /* worker -> server data connection */
 	bool dead;
 	bool departed; /* worker said goodbye (finalized) */
@@ -84,7 +85,7 @@ struct psched_node {
 	unsigned listen_port;
 	/* PS_TRANSPORT=auto: where shm reaches (psd_shm_host_key(), "" when
 	 * not auto or unknown) and a server's shm listener (0: none). */
-	char host_key[96];
+	char host_key[PSD_SHM_HOST_KEY_LEN];
 	unsigned shm_port;
 	int id;
 	int rank;

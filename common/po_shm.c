@@ -50,8 +50,8 @@ void psd_po_shm_setup(struct psched_node *n)
 }
 
 /* Why @p is or is not reached by shm; true when it is to be tried. */
-static bool po_shm_wanted(const struct psched_node *n,
-			  const struct psd_peer *p, const char **why)
+static bool po_shm_wanted(const struct psched_node *n, const struct psd_peer *p,
+			  const char **why)
 {
 	if (!n->host_key[0]) {
 		*why = strcmp(n->cfg.transport, "auto")
@@ -94,8 +94,8 @@ int psd_po_connect_server(struct psched_node *n, struct psd_peer *p,
 			 p->desc, p->shm_port, psched_strerror(ret),
 			 n->ops->name);
 		spent = psd_now_ms() - t0;
-		timeout_ms = spent < timeout_ms ? timeout_ms - (unsigned)spent
-						: 1;
+		timeout_ms =
+			spent < timeout_ms ? timeout_ms - (unsigned)spent : 1;
 	}
 	snprintf(a.host, sizeof(a.host), "%s", p->host);
 	a.port = p->port;
