@@ -7,7 +7,7 @@
 #     an shm name besides their TCP port, exact sums on both sides of the
 #     ring/process_vm_readv threshold; the links authenticated (the job
 #     secret is on, as always); a stranger's push on the shm listener
-#     before authenticating is dropped (attack.py shm-push);
+#     before authenticating is dropped (shm_attack.py);
 #  2. the same cluster with one worker at PS_TRANSPORT=tcp: that worker
 #     uses TCP to both servers (explicit means exactly that), the other shm;
 #  3. network namespaces joined by a veth pair: scheduler, server and one
@@ -56,7 +56,7 @@ for i in $(seq 1 $((100 * MULT))); do
 	sleep 0.1
 done
 [ -n "$shm_port" ] || die "auth: the server logged no shm port"
-python3 "$(dirname "$0")/attack.py" shm-push "$shm_port" || die "auth: the stranger's shm push was not refused"
+python3 "$(dirname "$0")/shm_attack.py" shm-push "$shm_port" || die "auth: the stranger's shm push was not refused"
 start_workers 1 --steps 3 --keys 2 --sizes 4,64K,1M
 wait_pid "${WORKER_PIDS[0]}" 120 || die "auth: worker exited $?"
 grep -q "verified" "$TMP/worker1.out" || die "auth: worker did not verify"
