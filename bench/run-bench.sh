@@ -6,18 +6,21 @@
 # rounds; each round measures TCPmax (plain sockets, same bytes per
 # iteration, large writes, 1 or 2 streams) and RawTCP (same request
 # pattern), then psched's window (ps-bench --help, README "Programs").
-# PS_BENCH_SECONDS sets the window (4 windows per round).
+# PS_BENCH_SECONDS sets the window (4 windows per round).  psched runs over
+# TCP like its baselines (PS_BENCH_TRANSPORT; auto would link the local
+# cluster by shm, bench/shm-vs-tcp.sh compares the two).
 set -euo pipefail
 BUILD=${BUILD:-build}
 B=$BUILD/bin/ps-bench
 SECS=${PS_BENCH_SECONDS:-2}
+T=${PS_BENCH_TRANSPORT:-tcp}
 for mode in push pull pushpull; do
 	echo "## $mode, throughput"
-	"$B" --mode "$mode" --size 4K,64K,1M,16M,64M --seconds "$SECS" --runs 3
+	"$B" --transport "$T" --mode "$mode" --size 4K,64K,1M,16M,64M --seconds "$SECS" --runs 3
 	echo
 done
 for mode in push pull; do
 	echo "## $mode, serial latency (1 request outstanding)"
-	"$B" --mode "$mode" --size 4K,1M --keys 1 --seconds "$SECS" --runs 3
+	"$B" --transport "$T" --mode "$mode" --size 4K,1M --keys 1 --seconds "$SECS" --runs 3
 	echo
 done

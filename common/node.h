@@ -24,6 +24,9 @@ struct psd_peer {
 	int rank;
 	char host[256];
 	unsigned port;
+	unsigned shm_port; /* auto: the server's shm listener, 0 none */
+	char host_key[PSD_SHM_HOST_KEY_LEN]; /* psd_shm_host_key() of the peer,
+						"" unknown */
 	struct psd_conn *conn; /* worker -> server data connection */
 	bool dead;
 	bool departed; /* worker said goodbye (finalized) */
@@ -80,6 +83,10 @@ struct psched_node {
 	struct psd_van *van;
 	char host[256];
 	unsigned listen_port;
+	/* PS_TRANSPORT=auto: where shm reaches (psd_shm_host_key(), "" when
+	 * not auto or unknown) and a server's shm listener (0: none). */
+	char host_key[PSD_SHM_HOST_KEY_LEN];
+	unsigned shm_port;
 	int id;
 	int rank;
 	unsigned num_server;
@@ -143,6 +150,15 @@ int psd_po_start(struct psched_node *n);
  * @deadline (ms, psd_now_ms()). */
 int psd_po_join(struct psched_node *n, uint64_t deadline);
 void psd_po_stop(struct psched_node *n);
+/* PS_TRANSPORT=auto (po_shm.c): our shm host key and, on a server, an
+ * shm listener beside the main one (after psd_van_listen(), before
+ * psd_van_start()); a failure only logs (peers then use n->ops). */
+void psd_po_shm_setup(struct psched_node *n);
+/* Open p->conn to server @p: by shm when both advertised the same shm
+ * host key, else (or when that fails) over n->ops; the choice is logged
+ * (info).  0 or -errno as psd_van_connect(). */
+int psd_po_connect_server(struct psched_node *n, struct psd_peer *p,
+			  unsigned timeout_ms);
 /* The postoffice's van callbacks for @n, as psd_po_start() gives them to
  * its van (also for tests/fuzz/fuzz_node.c, which feeds them frames). */
 void psd_po_van_cb(struct psched_node *n, struct psd_van_cb *cb);

@@ -114,6 +114,8 @@ static int po_register(struct psched_node *n)
 	ni.role = (Psched__Role)n->cfg.role;
 	ni.host = n->host;
 	ni.port = n->listen_port;
+	ni.shm_port = n->shm_port;
+	ni.host_key = n->host_key;
 	reg.node = &ni;
 	reg.transport = (char *)(uintptr_t)n->ops->name;
 	reg.num_server = n->cfg.num_server;

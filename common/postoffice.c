@@ -117,6 +117,9 @@ static void po_on_table(struct psched_node *n, const Psched__NodeTable *t)
 		p->rank = ni->rank;
 		snprintf(p->host, sizeof(p->host), "%s", ni->host);
 		p->port = ni->port;
+		p->shm_port = ni->shm_port <= 65535 ? ni->shm_port : 0;
+		snprintf(p->host_key, sizeof(p->host_key), "%s",
+			 ni->host_key ? ni->host_key : "");
 		po_peer_desc(p);
 	}
 	pthread_mutex_lock(&n->lock);
@@ -558,7 +561,6 @@ static int po_connect_servers(struct psched_node *n, uint64_t deadline)
 {
 	Psched__Hello hello = PSCHED__HELLO__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
-	struct psd_addr a;
 	struct psd_peer *p;
 	unsigned i;
 	int ret;
@@ -571,11 +573,8 @@ static int po_connect_servers(struct psched_node *n, uint64_t deadline)
 		p = &n->peers[i];
 		if (p->id < 0 || p->role != PSCHED_ROLE_SERVER)
 			continue;
-		snprintf(a.host, sizeof(a.host), "%s", p->host);
-		a.port = p->port;
-		ret = psd_van_connect(n->van, &a,
-				      (unsigned)(deadline - psd_now_ms() + 1),
-				      "server", &p->conn);
+		ret = psd_po_connect_server(
+			n, p, (unsigned)(deadline - psd_now_ms() + 1));
 		if (ret)
 			return psd_set_errmsg(ret, "cannot connect to %s: %s",
 					      p->desc, psched_strerror(ret));
@@ -627,6 +626,7 @@ int psd_po_start(struct psched_node *n)
 		if (ret)
 			return ret;
 	}
+	psd_po_shm_setup(n);
 	ret = psd_van_start(n->van);
 	if (ret)
 		return ret;

@@ -21,6 +21,10 @@ struct psd_van {
 	int evfd;
 	struct psd_listener lis;
 	bool listening;
+	/* A second listener on another transport (auto: shm beside tcp or
+	 * rdma, psd_van_listen_also()); accepts like the first. */
+	struct psd_listener lis2;
+	bool listening2;
 	pthread_t thread;
 	bool started;
 	atomic_bool stop;
@@ -68,6 +72,7 @@ static bool van_rl_ok(struct van_ratelimit *rl, uint64_t now,
 /* The epoll cookie for the eventfd and the listener. */
 static char van_tag_wake;
 static char van_tag_listen;
+static char van_tag_listen2;
 
 int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 		   struct psd_van **out)
@@ -90,6 +95,7 @@ int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 	van->trusted = o->trusted;
 	van->spare_fd = -1;
 	van->lis.fd = -1;
+	van->lis2.fd = -1;
 	pthread_mutex_init(&van->lock, NULL);
 	psd_list_init(&van->conns);
 	van->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -140,6 +146,29 @@ int psd_van_listen(struct psd_van *van, const struct psd_addr *addr,
 	van->listening = true;
 	*port = van->lis.port;
 	van->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	return 0;
+}
+
+int psd_van_listen_also(struct psd_van *van,
+			const struct psd_transport_ops *ops,
+			const struct psd_addr *addr, unsigned *port)
+{
+	struct epoll_event ev = { .events = EPOLLIN,
+				  .data.ptr = &van_tag_listen2 };
+	int ret;
+
+	van->lis2.ops = ops;
+	van->lis2.knobs = &van->knobs;
+	ret = ops->listen(&van->lis2, addr);
+	if (ret)
+		return ret;
+	if (epoll_ctl(van->epfd, EPOLL_CTL_ADD, van->lis2.fd, &ev)) {
+		ret = psd_neg_errno();
+		ops->listen_close(&van->lis2);
+		return ret;
+	}
+	van->listening2 = true;
+	*port = van->lis2.port;
 	return 0;
 }
 
@@ -508,8 +537,11 @@ void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload)
  * cap, until fewer connections wait to authenticate). */
 static void van_listen_pause(struct psd_van *van, uint64_t resume_ms)
 {
-	if (!van->lis_paused)
+	if (!van->lis_paused) {
 		epoll_ctl(van->epfd, EPOLL_CTL_DEL, van->lis.fd, NULL);
+		if (van->listening2)
+			epoll_ctl(van->epfd, EPOLL_CTL_DEL, van->lis2.fd, NULL);
+	}
 	van->lis_paused = true;
 	van->lis_resume_ms = resume_ms;
 }
@@ -527,6 +559,14 @@ static void van_listen_maybe_resume(struct psd_van *van, uint64_t now)
 		van->lis_resume_ms = now + VAN_EMFILE_PAUSE;
 		return;
 	}
+	ev.data.ptr = &van_tag_listen2;
+	if (van->listening2 &&
+	    epoll_ctl(van->epfd, EPOLL_CTL_ADD, van->lis2.fd, &ev) &&
+	    errno != EEXIST) {
+		epoll_ctl(van->epfd, EPOLL_CTL_DEL, van->lis.fd, NULL);
+		van->lis_resume_ms = now + VAN_EMFILE_PAUSE;
+		return;
+	}
 	van->lis_paused = false;
 }
 
@@ -536,7 +576,8 @@ static void van_listen_maybe_resume(struct psd_van *van, uint64_t now)
  * listener ready), take the spare back, and pause accepting for a while.
  * Logged once per VAN_RL_MS, never a busy loop.
  */
-static void van_accept_emfile(struct psd_van *van, int err)
+static void van_accept_emfile(struct psd_van *van, struct psd_listener *lis,
+			      int err)
 {
 	uint64_t now = psd_now_ms();
 	unsigned skipped;
@@ -544,7 +585,7 @@ static void van_accept_emfile(struct psd_van *van, int err)
 
 	if (van->spare_fd >= 0) {
 		close(van->spare_fd);
-		fd = accept4(van->lis.fd, NULL, NULL, SOCK_CLOEXEC);
+		fd = accept4(lis->fd, NULL, NULL, SOCK_CLOEXEC);
 		if (fd >= 0)
 			close(fd);
 		van->spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
@@ -554,11 +595,11 @@ static void van_accept_emfile(struct psd_van *van, int err)
 		psd_err("accept on port %u failed: %s; closing new connections "
 			"and pausing accept for %u ms at a time (%u more "
 			"failures in the last %u s; raise ulimit -n)",
-			van->lis.port, psched_strerror(err), VAN_EMFILE_PAUSE,
+			lis->port, psched_strerror(err), VAN_EMFILE_PAUSE,
 			skipped, VAN_RL_MS / 1000);
 }
 
-static void van_accept_all(struct psd_van *van)
+static void van_accept_all(struct psd_van *van, struct psd_listener *lis)
 {
 	struct psd_conn *c;
 	unsigned skipped;
@@ -573,18 +614,18 @@ static void van_accept_all(struct psd_van *van)
 					"authenticating (PS_MAX_PENDING_AUTH): "
 					"newer ones wait in the kernel's "
 					"backlog",
-					van->max_pending, van->lis.port);
+					van->max_pending, lis->port);
 			return;
 		}
-		c = van_conn_alloc(van, van->ops);
+		c = van_conn_alloc(van, lis->ops);
 		if (!c)
 			return;
-		ret = van->ops->accept(&van->lis, c);
+		ret = lis->ops->accept(lis, c);
 		if (ret) {
 			psd_conn_put(c);
 			if (ret == -EMFILE || ret == -ENFILE ||
 			    ret == -ENOBUFS || ret == -ENOMEM)
-				van_accept_emfile(van, ret);
+				van_accept_emfile(van, lis, ret);
 			else if (ret != -EAGAIN &&
 				 van_rl_ok(&van->rl_accept, psd_now_ms(),
 					   &skipped))
@@ -619,7 +660,11 @@ static void van_handle(struct psd_van *van, struct epoll_event *ev)
 		return;
 	}
 	if (ev->data.ptr == &van_tag_listen) {
-		van_accept_all(van);
+		van_accept_all(van, &van->lis);
+		return;
+	}
+	if (ev->data.ptr == &van_tag_listen2) {
+		van_accept_all(van, &van->lis2);
 		return;
 	}
 	c = ev->data.ptr;
@@ -749,6 +794,8 @@ void psd_van_destroy(struct psd_van *van)
 	}
 	if (van->listening)
 		van->ops->listen_close(&van->lis);
+	if (van->listening2)
+		van->lis2.ops->listen_close(&van->lis2);
 	if (van->spare_fd >= 0)
 		close(van->spare_fd);
 	close(van->evfd);

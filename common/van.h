@@ -56,6 +56,12 @@ void psd_van_destroy(struct psd_van *van);
 /* Listen on @addr; *@port gets the bound port. */
 int psd_van_listen(struct psd_van *van, const struct psd_addr *addr,
 		   unsigned *port);
+/* Listen on @addr over @ops as well (before psd_van_start()); peers
+ * accepted there go through the same callbacks and limits.  *@port gets
+ * the bound port. */
+int psd_van_listen_also(struct psd_van *van,
+			const struct psd_transport_ops *ops,
+			const struct psd_addr *addr, unsigned *port);
 /* Start the receive thread (after listen, before connect). */
 int psd_van_start(struct psd_van *van);
 /* Connect to @addr and add the connection to the loop.  On 0 the caller

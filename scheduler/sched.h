@@ -18,6 +18,9 @@ struct sched_node {
 	int rank;
 	char host[256];
 	unsigned port;
+	unsigned shm_port;		     /* auto: shm listener, 0 none */
+	char host_key[PSD_SHM_HOST_KEY_LEN]; /* psd_shm_host_key(), "" unknown
+					      */
 	uint64_t last_seen_ms;
 	bool used;
 	bool dead;

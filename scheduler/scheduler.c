@@ -192,6 +192,8 @@ static void sched_send_table(struct psched_node *n)
 		infos[i].rank = sn->rank;
 		infos[i].host = sn->host;
 		infos[i].port = sn->port;
+		infos[i].shm_port = sn->shm_port;
+		infos[i].host_key = sn->host_key;
 		ptrs[i] = &infos[i];
 	}
 	t.n_nodes = s->cap;
@@ -322,6 +324,9 @@ static void sched_on_register(struct psched_node *n, struct psd_conn *c,
 	sn->role = (enum psched_role)r->node->role;
 	snprintf(sn->host, sizeof(sn->host), "%s", r->node->host);
 	sn->port = r->node->port;
+	sn->shm_port = r->node->shm_port <= 65535 ? r->node->shm_port : 0;
+	snprintf(sn->host_key, sizeof(sn->host_key), "%s",
+		 r->node->host_key ? r->node->host_key : "");
 	sn->last_seen_ms = psd_now_ms();
 	snprintf(sn->desc, sizeof(sn->desc), "%s from %s (pid %d)",
 		 psched_role_name(sn->role), c->peer, r->pid);

@@ -184,6 +184,16 @@ extern const struct psd_transport_ops psd_tcp_ops;
 extern const struct psd_transport_ops psd_loop_ops;
 /* Shared memory between processes of one host (shm.c). */
 extern const struct psd_transport_ops psd_shm_ops;
+/*
+ * Where shared memory reaches (shm/setup.c): "<boot id>/<netns>/<uid>",
+ * this boot of the kernel, the network namespace (the shm listeners'
+ * abstract Unix names live in it) and our uid (the listener refuses
+ * others).  Two processes with equal keys can link by shm; different
+ * keys (another host, another namespace or user) must not try.  0, or
+ * -errno with psched_errmsg() naming what could not be read.
+ */
+#define PSD_SHM_HOST_KEY_LEN 96
+int psd_shm_host_key(char *buf, size_t len);
 #ifdef PSCHED_HAVE_RDMA
 extern const struct psd_transport_ops psd_rdma_ops;
 #define PSD_RDMA_OPS (&psd_rdma_ops)

@@ -289,6 +289,84 @@ static void test_transport_requests(void)
 		free(bufs[i]);
 }
 
+struct tt_req_sender {
+	struct psd_conn *c;
+	uint8_t **bufs;
+	size_t len;
+	unsigned count;
+	atomic_uint sent;
+	int err;
+};
+
+static void *tt_req_sender_main(void *arg)
+{
+	struct tt_req_sender *s = arg;
+	unsigned i;
+
+	for (i = 0; i < s->count; i++) {
+		s->err = tt_send_type(s->c, PSD_MSG_PUSH, 8, i, s->bufs[i],
+				      s->len);
+		if (s->err)
+			break;
+		atomic_fetch_add(&s->sent, 1);
+	}
+	return NULL;
+}
+
+/*
+ * Large requests to a receiver that stopped consuming (its van thread
+ * blocked in rx_data after the first): shm returns from each send once
+ * the frame is posted, up to its window of 64 unacknowledged requests
+ * (SHM_CMA_WINDOW), then blocks; every transport delivers them all
+ * intact once the receiver resumes.
+ */
+static void test_transport_requests_pipelined(void)
+{
+	enum { WINDOW = 64, N = WINDOW + 5 };
+	static const size_t len = 64 << 10;
+	struct tt_req_sender s = { .len = len, .count = N };
+	struct tt_node a, b;
+	struct psd_conn *ab;
+	uint8_t *bufs[N];
+	pthread_t thr;
+	unsigned sent, i;
+
+	tt_node_init(&a, false);
+	tt_node_init(&b, true);
+	ab = tt_connect(&a, b.port);
+	for (i = 0; i < N; i++) {
+		bufs[i] = malloc(len);
+		CHECK(bufs[i] != NULL);
+	}
+	s.c = ab;
+	s.bufs = bufs;
+	pthread_mutex_lock(&b.lock);
+	b.gate = true;
+	pthread_mutex_unlock(&b.lock);
+	CHECK_EQ(pthread_create(&thr, NULL, tt_req_sender_main, &s), 0);
+	usleep((useconds_t)test_timeout_ms(700) * 1000);
+	sent = atomic_load(&s.sent);
+	pthread_mutex_lock(&b.lock);
+	b.gate = false;
+	pthread_cond_broadcast(&b.cond);
+	pthread_mutex_unlock(&b.lock);
+	if (!strcmp(tt_transport(), "shm")) {
+		/* the first was read before rx_data blocked, 64 more posted */
+		CHECK_U64(sent, ==, WINDOW + 1);
+	}
+	pthread_join(thr, NULL);
+	CHECK_EQ(s.err, 0);
+	CHECK_EQ(atomic_load(&s.sent), N);
+	tt_wait(&b, N, 0, 60000, "pipelined requests");
+	tt_check_clean(&b);
+	CHECK_U64(b.next_step[8], ==, N);
+	psd_conn_put(ab);
+	tt_node_fini(&a);
+	tt_node_fini(&b);
+	for (i = 0; i < N; i++)
+		free(bufs[i]);
+}
+
 /*
  * psd_conn_send_dev() (GPUDirect RDMA; host memory stands in for device
  * memory here, no RDMA device can register GPU memory in the test VM):
@@ -435,6 +513,7 @@ const struct test_case test_list[] = {
 	{ "transport_many_outstanding", test_transport_many_outstanding },
 	{ "transport_credit_stall", test_transport_credit_stall },
 	{ "transport_requests", test_transport_requests },
+	{ "transport_requests_pipelined", test_transport_requests_pipelined },
 	{ "transport_send_dev", test_transport_send_dev },
 	{ "transport_close_while_busy", test_transport_close_while_busy },
 	{ NULL, NULL },

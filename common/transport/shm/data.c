@@ -130,10 +130,11 @@ static int shm_tx_stream(struct shm_conn *sc, const struct iovec *iov, int niov,
 	return 0;
 }
 
-/* Wait until the consumer acknowledged our last CMA message; *@from: where
- * to stream the payload from if it could not read it (SHM_NO_STREAM). */
-static int shm_tx_wait_ack(struct shm_conn *sc, unsigned timeout_ms,
-			   uint64_t *from)
+/* Wait until at most @window of our CMA messages are unacknowledged
+ * (0: all acknowledged); then *@from (if not NULL): where to stream the
+ * last one's payload from if it could not be read (SHM_NO_STREAM). */
+static int shm_tx_wait_ack(struct shm_conn *sc, uint64_t window,
+			   unsigned timeout_ms, uint64_t *from)
 {
 	uint64_t deadline_ms = psd_now_ms() + timeout_ms;
 	uint64_t acked;
@@ -143,16 +144,17 @@ static int shm_tx_wait_ack(struct shm_conn *sc, unsigned timeout_ms,
 		acked = atomic_load_explicit(&sc->tx.ctl->acked,
 					     memory_order_acquire);
 		shm_local_acquire(sc);
-		if (acked == sc->cma_sent)
-			break;
 		if (acked > sc->cma_sent)
 			return -EPROTO;
+		if (sc->cma_sent - acked <= window)
+			break;
 		ret = shm_tx_wait(sc, deadline_ms);
 		if (ret)
 			return ret;
 	}
-	*from = atomic_load_explicit(&sc->tx.ctl->stream_from,
-				     memory_order_relaxed);
+	if (from)
+		*from = atomic_load_explicit(&sc->tx.ctl->stream_from,
+					     memory_order_relaxed);
 	return 0;
 }
 
@@ -171,8 +173,8 @@ static int shm_send(struct psd_conn *c, const struct psd_hdr *h,
 		return -EINVAL;
 	psd_hdr_encode(h, fr.hdr);
 	if (h->length >= SHM_CMA_MIN && atomic_load(&sc->tx.ctl->cma_ok))
-		fr.mode = SHM_CMA;
-	for (i = 0; i < niov && fr.mode == SHM_CMA; i++) {
+		fr.mode = psd_msg_is_request(h->type) ? SHM_CMA_ASYNC : SHM_CMA;
+	for (i = 0; i < niov && fr.mode != SHM_INLINE; i++) {
 		if (!iov[i].iov_len)
 			continue;
 		rv.base = (uint64_t)(uintptr_t)iov[i].iov_base;
@@ -181,13 +183,23 @@ static int shm_send(struct psd_conn *c, const struct psd_hdr *h,
 		       sizeof(rv));
 	}
 	memcpy(buf, &fr, sizeof(fr));
+	/* Bound what the receiver still has to read of us. */
+	if (fr.mode == SHM_CMA_ASYNC) {
+		ret = shm_tx_wait_ack(sc, SHM_CMA_WINDOW - 1, timeout_ms, NULL);
+		if (ret)
+			return ret;
+	}
 	ret = shm_tx_put(sc, buf, sizeof(fr) + fr.niov * sizeof(rv), true,
 			 timeout_ms);
 	if (ret)
 		return ret;
+	if (fr.mode == SHM_CMA_ASYNC) {
+		sc->cma_sent++;
+		return 0;
+	}
 	if (fr.mode == SHM_CMA) {
 		sc->cma_sent++;
-		ret = shm_tx_wait_ack(sc, timeout_ms, &from);
+		ret = shm_tx_wait_ack(sc, 0, timeout_ms, &from);
 		if (ret || from == SHM_NO_STREAM)
 			return ret;
 	} else {
@@ -245,7 +257,8 @@ static int shm_rx_frame(struct shm_conn *sc, struct shm_frame *fr)
 	if (avail < (int64_t)sizeof(*fr))
 		return avail < 0 ? (int)avail : 0;
 	shm_ring_get(sc->rx.data, sc->rx_tail, fr, sizeof(*fr));
-	if ((fr->mode != SHM_INLINE && fr->mode != SHM_CMA) ||
+	if ((fr->mode != SHM_INLINE && fr->mode != SHM_CMA &&
+	     fr->mode != SHM_CMA_ASYNC) ||
 	    (fr->mode == SHM_INLINE && fr->niov) || fr->niov > SHM_MAX_IOV) {
 		psd_err("dropping connection from %s: bad frame (mode %u, "
 			"%u iovecs)",
@@ -275,7 +288,7 @@ static int shm_rx_header(struct shm_conn *sc)
 		return ret;
 	ret = psd_hdr_decode(fr.hdr, psd_van_max_tensor(&sc->base), &sc->hdr,
 			     &why);
-	if (!ret && sc->mode == SHM_CMA && shm_rx_check_table(sc)) {
+	if (!ret && sc->mode != SHM_INLINE && shm_rx_check_table(sc)) {
 		why = "iovec table does not match the length";
 		ret = -EPROTO;
 	}
@@ -327,35 +340,6 @@ static int shm_rx_inline(struct shm_conn *sc, size_t *budget)
 	return 1;
 }
 
-/* Read @len payload bytes from offset sc->got out of the sender's
- * memory; bytes read or -errno. */
-static ssize_t shm_cma_read(struct shm_conn *sc, size_t len)
-{
-	struct iovec lv = { .iov_base = sc->dst + sc->got, .iov_len = len };
-	struct iovec rv[SHM_MAX_IOV];
-	uint64_t skip = sc->got;
-	uint32_t i;
-	int n = 0;
-	ssize_t r;
-
-	for (i = 0; i < sc->niov && len; i++) {
-		if (skip >= sc->riov[i].len) {
-			skip -= sc->riov[i].len;
-			continue;
-		}
-		rv[n].iov_base = (void *)(uintptr_t)(sc->riov[i].base + skip);
-		rv[n].iov_len = (size_t)(sc->riov[i].len - skip);
-		if (rv[n].iov_len > len)
-			rv[n].iov_len = len;
-		len -= rv[n++].iov_len;
-		skip = 0;
-	}
-	r = process_vm_readv(sc->peer_pid, &lv, 1, rv, (unsigned long)n, 0);
-	if (r < 0)
-		return psd_neg_errno();
-	return r ? r : -EFAULT;
-}
-
 /* Tell the sender its CMA message is done (@from SHM_NO_STREAM) or that
  * it must stream the payload from byte @from on. */
 static void shm_rx_ack(struct shm_conn *sc, uint64_t from)
@@ -378,7 +362,17 @@ static int shm_rx_cma(struct shm_conn *sc, size_t *budget)
 		if (!*budget)
 			return -EAGAIN;
 		n = n < SHM_CMA_CHUNK ? n : SHM_CMA_CHUNK;
-		r = shm_cma_read(sc, (size_t)n);
+		r = psd_shm_cma_read(sc, (size_t)n);
+		if (r == -EPERM && sc->mode == SHM_CMA_ASYNC) {
+			/* The sender did not wait: it cannot stream. */
+			psd_warn("shm: reading a %llu-byte request from %s "
+				 "was refused (process_vm_readv: %s; it "
+				 "worked when the connection was made); "
+				 "dropping the connection",
+				 (unsigned long long)sc->hdr.length,
+				 sc->base.peer, strerror(EPERM));
+			return -ECONNRESET;
+		}
 		if (r == -EPERM) {
 			/* Refused now (it worked at connect): ring mode. */
 			psd_shm_cma_warn(sc->peer_pid, (int)r);
@@ -412,7 +406,7 @@ static int shm_rx_step(struct shm_conn *sc, size_t *budget)
 {
 	if (!sc->in_payload)
 		return shm_rx_header(sc);
-	if (sc->mode == SHM_CMA)
+	if (sc->mode != SHM_INLINE)
 		return shm_rx_cma(sc, budget);
 	return shm_rx_inline(sc, budget);
 }

@@ -466,3 +466,33 @@ int psd_shm_accept(struct psd_listener *l, struct psd_conn *c)
 	snprintf(c->peer, sizeof(c->peer), "shm pid %d", (int)sc->peer_pid);
 	return 0;
 }
+
+/* ---- host key ---------------------------------------------------------- */
+
+int psd_shm_host_key(char *buf, size_t len)
+{
+	char boot[64] = "";
+	struct stat st;
+	size_t n;
+	FILE *f;
+	int ret;
+
+	f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!f)
+		return psd_set_errmsg(psd_neg_errno(),
+				      "shm: cannot read "
+				      "/proc/sys/kernel/random/boot_id");
+	n = fread(boot, 1, sizeof(boot) - 1, f);
+	fclose(f);
+	boot[n] = 0;
+	boot[strcspn(boot, "\n")] = 0;
+	if (strlen(boot) < 16)
+		return psd_set_errmsg(-EIO, "shm: bad boot id '%s'", boot);
+	if (stat("/proc/self/ns/net", &st))
+		return psd_set_errmsg(psd_neg_errno(),
+				      "shm: cannot stat /proc/self/ns/net");
+	ret = snprintf(buf, len, "%s/%llx:%llu/%u", boot,
+		       (unsigned long long)st.st_dev,
+		       (unsigned long long)st.st_ino, (unsigned)getuid());
+	return ret > 0 && (size_t)ret < len ? 0 : -ENAMETOOLONG;
+}

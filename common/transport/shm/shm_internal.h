@@ -24,7 +24,11 @@
  * are: the frame carries the sender's iovec addresses and the receiver,
  * once psd_van_rx_header() chose the destination, copies straight from
  * the sender's memory with process_vm_readv() (one copy), then
- * acknowledges; the sender's send() returns on that acknowledgement.
+ * acknowledges; the sender's send() returns on that acknowledgement,
+ * except for requests (push, pushpull, init: transport.h lets them
+ * return once the payload is on its way), which return once the frame is
+ * posted, up to SHM_CMA_WINDOW unacknowledged per connection, so large
+ * pushes are pipelined instead of one in flight per connection.
  * Each receiver probes at connect time whether it may read its peer and
  * tells the peer's sender in the ring's control block; when a read fails
  * with EPERM later, the receiver asks the sender to stream the rest of
@@ -61,18 +65,26 @@
 #define SHM_MAP_SIZE  (2u * SHM_CTL_SIZE + 2u * SHM_RING_SIZE)
 #define SHM_CMA_MIN   (32u << 10) /* payloads from here: process_vm_readv */
 #define SHM_MAX_IOV   64
-#define SHM_RX_BUDGET (8u << 20) /* bytes one progress() call moves */
-#define SHM_CMA_CHUNK (1u << 20) /* bytes per process_vm_readv() */
+#define SHM_RX_BUDGET (8u << 20)   /* bytes one progress() call moves */
+#define SHM_CMA_CHUNK (2u << 20)   /* bytes per psd_shm_cma_read() */
+#define SHM_SPLIT_MIN (256u << 10) /* from here split with the helper */
 #define SHM_MAGIC     0x31306d6873737070ull /* "ppsshm01" */
 #define SHM_HELLO_MS  2000u /* accept: wait for the connector's hello */
 #define SHM_PORT_BASE 20000u
 #define SHM_PORT_SPAN 40000u
 #define SHM_NFDS      5 /* memfd + 4 eventfds */
 #define SHM_NO_STREAM UINT64_MAX
+/* SHM_CMA_ASYNC messages a sender may have unacknowledged at a time */
+#define SHM_CMA_WINDOW 64u
 
 enum shm_mode {
 	SHM_INLINE = 1, /* payload follows in the ring */
 	SHM_CMA = 2,	/* receiver reads the sender's iovecs */
+	/* The same for a request (psd_msg_is_request()): the sender did
+	 * not wait for the acknowledgement (its buffers stay untouched
+	 * until the answer, transport.h), so it cannot stream the payload
+	 * if the read is refused: the receiver drops the connection. */
+	SHM_CMA_ASYNC = 3,
 };
 
 /*
@@ -141,6 +153,15 @@ struct shm_conn {
 	uint64_t got;
 	struct shm_riov riov[SHM_MAX_IOV];
 };
+
+/* copy.c */
+/* Read @len payload bytes at offset @off of the current message out of
+ * the sender's memory into sc->dst + @off: bytes read or -errno. */
+ssize_t psd_shm_cma_read_at(const struct shm_conn *sc, uint64_t off,
+			    size_t len);
+/* The same from sc->got on, large pieces split with the process's copy
+ * helper thread (van thread only). */
+ssize_t psd_shm_cma_read(const struct shm_conn *sc, size_t len);
 
 /* setup.c */
 /* Both ends in one process order their ring updates through this too. */
