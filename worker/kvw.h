@@ -120,6 +120,11 @@ struct kvw_chunk {
 	bool gpu_rx;	 /* a device pull answer is being received */
 	struct psd_stage_buf stg; /* pinned slots of that answer (none:
 				     GPUDirect, or the scratch buffer) */
+	struct psd_stage_buf tx_stg; /* pinned slots a staged push went out
+				      * of: held until the chunk settles, as
+				      * a transport may return from a
+				      * request's send before the peer read
+				      * it (shm, rdma; transport.h) */
 	uint64_t coff;	 /* compressed push: payload at req->cbuf + coff */
 	uint64_t clen;
 	uint64_t kl_first; /* key list: first key index of the slice */

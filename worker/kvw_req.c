@@ -191,6 +191,10 @@ bool psd_kvw_chunk_settle(struct psd_kvw *w, struct kvw_chunk *ch, bool failed)
 	if (psd_tl_on(&w->tl))
 		kvw_tl_record(w, ch, failed);
 	ch->state = KVW_CH_DONE;
+	if (ch->tx_stg.n) {
+		psd_kvw_gpu_unstage(w, &ch->tx_stg);
+		ch->tx_stg.n = 0;
+	}
 	if (r->srv[ch->srank].pending)
 		r->srv[ch->srank].pending--;
 	psd_kvw_kick(w);

@@ -165,14 +165,18 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 		ret = psd_conn_send(conn, &h, v, niov);
 	else if (!sent)
 		snprintf(why, sizeof(why), "%s", psched_errmsg());
-	if (stg.n)
-		psd_kvw_gpu_unstage(w, &stg);
 	if (more && !ret)
 		kvw_held_add(held, conn);
 	pthread_mutex_lock(&w->lock);
 	r->sending--;
 	if (ch->state == KVW_CH_SENDING)
 		ch->state = KVW_CH_SENT;
+	/* The staged copy stays until the chunk settles (its answer, an
+	 * error or a cancel), unless that happened already. */
+	if (stg.n && ch->state != KVW_CH_DONE && !ret)
+		ch->tx_stg = stg;
+	else if (stg.n)
+		psd_kvw_gpu_unstage(w, &stg);
 	if (ret && ch->state != KVW_CH_DONE) {
 		psd_kvw_req_error(
 			r, ret, "%s of key %llu (step %llu) to %s failed: %s",
