@@ -171,9 +171,11 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	r->sending--;
 	if (ch->state == KVW_CH_SENDING)
 		ch->state = KVW_CH_SENT;
-	/* The staged copy stays until the chunk settles (its answer, an
+	/* A staged copy a transport may still read (transport.h,
+	 * req_send_early) stays until the chunk settles (its answer, an
 	 * error or a cancel), unless that happened already. */
-	if (stg.n && ch->state != KVW_CH_DONE && !ret)
+	if (stg.n && !ret && conn && conn->ops->req_send_early &&
+	    ch->state != KVW_CH_DONE)
 		ch->tx_stg = stg;
 	else if (stg.n)
 		psd_kvw_gpu_unstage(w, &stg);

@@ -117,6 +117,11 @@ struct psd_listener {
 struct psd_transport_ops {
 	const char *name; /* "tcp", "rdma", "loop" */
 	size_t conn_size; /* van zero-allocates this per connection */
+	/* ->send() of a request may return before the peer has read its
+	 * payload (the exception under ->send()): a caller that lends the
+	 * buffer only for the send (the worker's GPU staging slots) must
+	 * keep it until the answer. */
+	bool req_send_early;
 	/* Bind and listen on @addr (port 0 = any); sets l->fd and l->port.
 	 * Any thread; errors name the address in psched_errmsg(). */
 	int (*listen)(struct psd_listener *l, const struct psd_addr *addr);

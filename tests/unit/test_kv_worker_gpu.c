@@ -330,6 +330,61 @@ static void test_gpu_direct_choose(void)
 	}
 }
 
+/*
+ * A transport whose request sends may return before the peer read the
+ * payload (transport.h, req_send_early: shm, rdma) gets staging slots
+ * that stay the chunk's until its answer.  Pool of one chunk, server
+ * holding answers, a 2-chunk device push: with such a transport chunk 1
+ * cannot take the slots (chunk 0's send returned but it is unanswered)
+ * until chunk 0 is answered; with plain loop both go out at once.  Every
+ * chunk carries its own bytes either way.
+ */
+static void test_gpu_staging_held_until_answer(void)
+{
+	const uint64_t part = 8192, len = 16384;
+	static struct psd_transport_ops early;
+	static uint8_t dev[16384], plain[16384];
+	const void *pv = dev;
+	int k;
+
+	for (size_t i = 0; i < len; i++)
+		plain[i] = (uint8_t)(i * 7 + (i >> 8));
+	fk_transcode(dev, plain, len);
+	early = psd_loop_ops;
+	early.req_send_early = true;
+	for (k = 0; k < 2; k++) {
+		struct tk_ctx *t;
+		struct tk_srv *fs;
+		uint64_t key, id, i;
+
+		tk_worker_ops = k ? &early : NULL;
+		t = fk_setup(part, 0, 4096, 2);
+		tk_worker_ops = NULL;
+		fs = &t->srv[0];
+		key = tk_key_on(0, 1, len / 4, 300);
+		tk_hold(fs, true);
+		CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len,
+					    PSCHED_F32, 0, 0, NULL, NULL, &id),
+			 0);
+		if (!k) {
+			tk_wait_logged(fs, 2); /* both out, none answered */
+		} else {
+			tk_wait_logged(fs, 1);
+			usleep(200 * 1000);
+			CHECK_EQ(tk_logged(fs), 1); /* chunk 1 waits */
+			tk_srv_answer(fs, 0);
+			tk_wait_logged(fs, 2);
+		}
+		tk_srv_answer(fs, k ? 1 : 0);
+		if (!k)
+			tk_srv_answer(fs, 1);
+		CHECK_EQ(tk_wait(t, id), 0);
+		for (i = 0; i < len / part; i++)
+			CHECK_U64(fs->sum[i], ==, fk_fnv(plain + i * part, part));
+		tk_teardown(t);
+	}
+}
+
 /* The worker's transport in these tests: loop, named "rdma", with a
  * ->send_dev() that records what it was handed and can refuse, and a
  * ->progress() that says whether answers are "NIC-written" (rx_direct,
@@ -544,6 +599,8 @@ const struct test_case test_list[] = {
 	{ "gpu priority overtakes the copy ahead",
 	  test_gpu_priority_overtakes_copy_ahead },
 	{ "gpu chunk larger than the pool", test_gpu_chunk_too_big },
+	{ "gpu staging slots held until the answer (early-return sends)",
+	  test_gpu_staging_held_until_answer },
 	{ "gpu bad device", test_gpu_bad_device },
 	{ "gpu direct: the decision", test_gpu_direct_choose },
 	{ "gpu direct on: device pointers to the transport, no copies",

@@ -632,6 +632,7 @@ static void rdmt_fini(struct psd_conn *c)
 const struct psd_transport_ops psd_rdma_ops = {
 	.name = "rdma",
 	.conn_size = sizeof(struct rdmt_conn),
+	.req_send_early = true,
 	.listen = rdmt_listen_on,
 	.accept = rdmt_accept_conn,
 	.listen_close = rdmt_listen_close,

@@ -476,6 +476,7 @@ static void shm_fini(struct psd_conn *c)
 const struct psd_transport_ops psd_shm_ops = {
 	.name = "shm",
 	.conn_size = sizeof(struct shm_conn),
+	.req_send_early = true,
 	.listen = psd_shm_listen,
 	.accept = psd_shm_accept,
 	.listen_close = psd_shm_listen_close,
