@@ -11,44 +11,7 @@
 
 #include "van.h"
 
-struct psd_van {
-	const struct psd_transport_ops *ops;
-	struct psd_van_cb cb;
-	uint64_t max_tensor;
-	unsigned send_timeout_ms;
-	struct psd_transport_knobs knobs;
-	int epfd;
-	int evfd;
-	struct psd_listener lis;
-	bool listening;
-	/* A second listener on another transport (auto: shm beside tcp or
-	 * rdma, psd_van_listen_also()); accepts like the first. */
-	struct psd_listener lis2;
-	bool listening2;
-	pthread_t thread;
-	bool started;
-	atomic_bool stop;
-	pthread_mutex_t lock; /* guards conns */
-	struct psd_list conns;
-	atomic_uint_fast64_t tx_bytes, rx_bytes, tx_msgs, rx_msgs;
-	/* Pre-authentication limits (auth.h); the rest is van thread only. */
-	unsigned auth_timeout_ms;
-	unsigned preauth_max_frame;
-	unsigned max_pending;
-	bool trusted;	      /* psd_van_opts.trusted */
-	atomic_uint npending; /* accepted, not yet authenticated */
-	bool lis_paused;      /* listener out of epoll */
-	uint64_t lis_resume_ms;
-	int spare_fd; /* given up on EMFILE to shed one connection */
-	/* Connections the van thread sent to with ->send_more() this
-	 * round, each with a reference; flushed before it waits again. */
-	struct psd_conn *held[64];
-	unsigned nheld;
-	struct van_ratelimit {
-		uint64_t next_ms;
-		unsigned suppressed;
-	} rl_accept, rl_pending, rl_deadline;
-};
+#include "van_int.h"
 
 /* Milliseconds between two log lines of one kind of flood. */
 #define VAN_RL_MS 5000u
@@ -310,137 +273,6 @@ void *psd_conn_scratch(struct psd_conn *c, size_t len)
 	c->scratch = p;
 	c->scratch_cap = len;
 	return p;
-}
-
-enum conn_send_how { CONN_SEND, CONN_SEND_DEV, CONN_SEND_MORE };
-
-static int conn_send(struct psd_conn *c, const struct psd_hdr *h,
-		     const struct iovec *iov, int niov, enum conn_send_how how)
-{
-	struct psd_van *van = c->van;
-	unsigned t = van->send_timeout_ms;
-	int ret;
-
-	if (atomic_load(&c->closed))
-		return -ECONNRESET;
-	if (how == CONN_SEND_DEV && !c->ops->send_dev)
-		return psd_set_errmsg(-EOPNOTSUPP,
-				      "the %s transport cannot send device "
-				      "memory",
-				      c->ops->name);
-	pthread_mutex_lock(&c->send_lock);
-	if (how == CONN_SEND_DEV)
-		ret = c->ops->send_dev(c, h, iov, niov, t);
-	else if (how == CONN_SEND_MORE && c->ops->send_more)
-		ret = c->ops->send_more(c, h, iov, niov, t);
-	else
-		ret = c->ops->send(c, h, iov, niov, t);
-	pthread_mutex_unlock(&c->send_lock);
-	if (ret == -EOPNOTSUPP && how == CONN_SEND_DEV)
-		return ret; /* nothing went out: the caller stages it */
-	if (ret) {
-		psd_warn("send of %s to %s failed: %s; dropping the connection",
-			 psd_msg_type_name(h->type), c->peer,
-			 psched_strerror(ret));
-		psd_conn_close(c);
-		return ret;
-	}
-	atomic_fetch_add(&van->tx_bytes, h->length);
-	atomic_fetch_add(&van->tx_msgs, 1);
-	return 0;
-}
-
-int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
-		  const struct iovec *iov, int niov)
-{
-	return conn_send(c, h, iov, niov, CONN_SEND);
-}
-
-int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
-		      const struct iovec *iov, int niov)
-{
-	return conn_send(c, h, iov, niov, CONN_SEND_DEV);
-}
-
-int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
-		       const struct iovec *iov, int niov)
-{
-	return conn_send(c, h, iov, niov, CONN_SEND_MORE);
-}
-
-int psd_conn_flush(struct psd_conn *c)
-{
-	int ret;
-
-	if (!c->ops->flush)
-		return 0;
-	pthread_mutex_lock(&c->send_lock);
-	ret = c->ops->flush(c, c->van->send_timeout_ms);
-	pthread_mutex_unlock(&c->send_lock);
-	if (ret && !atomic_load(&c->closed)) {
-		psd_warn("send to %s failed: %s; dropping the connection",
-			 c->peer, psched_strerror(ret));
-		psd_conn_close(c);
-	}
-	return ret;
-}
-
-/* Van thread: send everything kept aside this round. */
-static void van_flush_held(struct psd_van *van)
-{
-	unsigned i;
-
-	for (i = 0; i < van->nheld; i++) {
-		psd_conn_flush(van->held[i]);
-		psd_conn_put(van->held[i]);
-	}
-	van->nheld = 0;
-}
-
-int psd_conn_reply(struct psd_conn *c, const struct psd_hdr *h,
-		   const struct iovec *iov, int niov)
-{
-	struct psd_van *van = c->van;
-	unsigned i;
-	int ret;
-
-	if (!c->ops->send_more || !psd_van_is_self(van))
-		return psd_conn_send(c, h, iov, niov);
-	for (i = 0; i < van->nheld && van->held[i] != c; i++)
-		;
-	if (i == van->nheld && i == PSD_ARRAY_SIZE(van->held))
-		return psd_conn_send(c, h, iov, niov);
-	ret = psd_conn_send_more(c, h, iov, niov);
-	if (!ret && i == van->nheld) {
-		psd_conn_get(c);
-		van->held[van->nheld++] = c;
-	}
-	return ret;
-}
-
-int psd_conn_send_control(struct psd_conn *c, int sender,
-			  const Psched__Control *msg)
-{
-	struct psd_hdr h = { .type = PSD_MSG_CONTROL, .sender = sender };
-	uint8_t small[512];
-	uint8_t *buf = small;
-	struct iovec iov;
-	size_t len = psched__control__get_packed_size(msg);
-	int ret;
-
-	if (len > sizeof(small)) {
-		buf = malloc(len);
-		if (!buf)
-			return -ENOMEM;
-	}
-	psched__control__pack(msg, buf);
-	h.length = len;
-	iov.iov_base = buf;
-	iov.iov_len = len;
-	ret = psd_conn_send(c, &h, &iov, 1);
-	if (buf != small)
-		free(buf);
-	return ret;
 }
 
 uint64_t psd_van_max_tensor(const struct psd_conn *c)
@@ -729,7 +561,7 @@ static void *van_thread(void *arg)
 		n = epoll_wait(van->epfd, evs, PSD_ARRAY_SIZE(evs), wait);
 		for (i = 0; i < n; i++) {
 			van_handle(van, &evs[i]);
-			van_flush_held(van);
+			psd_van_flush_held(van);
 		}
 		now = psd_now_ms();
 		if (now >= next_check) {
@@ -741,10 +573,10 @@ static void *van_thread(void *arg)
 			next_tick = psd_now_ms() + van->cb.tick_ms;
 			if (van->cb.tick)
 				van->cb.tick(van->cb.arg);
-			van_flush_held(van);
+			psd_van_flush_held(van);
 		}
 	}
-	van_flush_held(van);
+	psd_van_flush_held(van);
 	return NULL;
 }
 

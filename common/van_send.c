@@ -1,0 +1,141 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Van sends (van.h): header + payload on a connection under its send
+ * lock, device payloads, small messages kept aside by the transport
+ * (->send_more()) until a flush, the van thread's answers held for one
+ * flush per round, and control messages.  A failed send drops the
+ * connection.
+ */
+#include <stdlib.h>
+
+#include "van_int.h"
+
+enum conn_send_how { CONN_SEND, CONN_SEND_DEV, CONN_SEND_MORE };
+
+static int conn_send(struct psd_conn *c, const struct psd_hdr *h,
+		     const struct iovec *iov, int niov, enum conn_send_how how)
+{
+	struct psd_van *van = c->van;
+	unsigned t = van->send_timeout_ms;
+	int ret;
+
+	if (atomic_load(&c->closed))
+		return -ECONNRESET;
+	if (how == CONN_SEND_DEV && !c->ops->send_dev)
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "the %s transport cannot send device "
+				      "memory",
+				      c->ops->name);
+	pthread_mutex_lock(&c->send_lock);
+	if (how == CONN_SEND_DEV)
+		ret = c->ops->send_dev(c, h, iov, niov, t);
+	else if (how == CONN_SEND_MORE && c->ops->send_more)
+		ret = c->ops->send_more(c, h, iov, niov, t);
+	else
+		ret = c->ops->send(c, h, iov, niov, t);
+	pthread_mutex_unlock(&c->send_lock);
+	if (ret == -EOPNOTSUPP && how == CONN_SEND_DEV)
+		return ret; /* nothing went out: the caller stages it */
+	if (ret) {
+		psd_warn("send of %s to %s failed: %s; dropping the connection",
+			 psd_msg_type_name(h->type), c->peer,
+			 psched_strerror(ret));
+		psd_conn_close(c);
+		return ret;
+	}
+	atomic_fetch_add(&van->tx_bytes, h->length);
+	atomic_fetch_add(&van->tx_msgs, 1);
+	return 0;
+}
+
+int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
+		  const struct iovec *iov, int niov)
+{
+	return conn_send(c, h, iov, niov, CONN_SEND);
+}
+
+int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
+		      const struct iovec *iov, int niov)
+{
+	return conn_send(c, h, iov, niov, CONN_SEND_DEV);
+}
+
+int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
+		       const struct iovec *iov, int niov)
+{
+	return conn_send(c, h, iov, niov, CONN_SEND_MORE);
+}
+
+int psd_conn_flush(struct psd_conn *c)
+{
+	int ret;
+
+	if (!c->ops->flush)
+		return 0;
+	pthread_mutex_lock(&c->send_lock);
+	ret = c->ops->flush(c, c->van->send_timeout_ms);
+	pthread_mutex_unlock(&c->send_lock);
+	if (ret && !atomic_load(&c->closed)) {
+		psd_warn("send to %s failed: %s; dropping the connection",
+			 c->peer, psched_strerror(ret));
+		psd_conn_close(c);
+	}
+	return ret;
+}
+
+void psd_van_flush_held(struct psd_van *van)
+{
+	unsigned i;
+
+	for (i = 0; i < van->nheld; i++) {
+		psd_conn_flush(van->held[i]);
+		psd_conn_put(van->held[i]);
+	}
+	van->nheld = 0;
+}
+
+int psd_conn_reply(struct psd_conn *c, const struct psd_hdr *h,
+		   const struct iovec *iov, int niov)
+{
+	struct psd_van *van = c->van;
+	unsigned i;
+	int ret;
+
+	if (!c->ops->send_more || !psd_van_is_self(van))
+		return psd_conn_send(c, h, iov, niov);
+	for (i = 0; i < van->nheld && van->held[i] != c; i++)
+		;
+	if (i == van->nheld && i == PSD_ARRAY_SIZE(van->held))
+		return psd_conn_send(c, h, iov, niov);
+	ret = psd_conn_send_more(c, h, iov, niov);
+	if (!ret && i == van->nheld) {
+		psd_conn_get(c);
+		van->held[van->nheld++] = c;
+	}
+	return ret;
+}
+
+int psd_conn_send_control(struct psd_conn *c, int sender,
+			  const Psched__Control *msg)
+{
+	struct psd_hdr h = { .type = PSD_MSG_CONTROL, .sender = sender };
+	uint8_t small[512];
+	uint8_t *buf = small;
+	struct iovec iov;
+	size_t len = psched__control__get_packed_size(msg);
+	int ret;
+
+	if (len > sizeof(small)) {
+		buf = malloc(len);
+		if (!buf)
+			return -ENOMEM;
+	}
+	psched__control__pack(msg, buf);
+	h.length = len;
+	iov.iov_base = buf;
+	iov.iov_len = len;
+	ret = psd_conn_send(c, &h, &iov, 1);
+	if (buf != small)
+		free(buf);
+	return ret;
+}
