@@ -20,9 +20,12 @@ if [ -z "${PY_SANITIZED:-}" ] && have_torch; then
 	timeout $((180 * MULT)) "$PYTHON" -m psched.launch -s 1 -w 2 -- "$PYTHON" "$TMP/torch_ex.py" >"$TMP/torch.out" 2>&1 ||
 		{ cat "$TMP/torch.out"; die "the README's PyTorch example failed"; }
 	cat "$TMP/torch.out"
-	n=$(grep -c "^rank [01] of 2: loss" "$TMP/torch.out")
-	[ "$n" = 2 ] || die "the PyTorch example printed $n rank lines, want 2"
-	w=$(sed -n 's/^rank [01] of 2: loss [0-9.]*, weights //p' "$TMP/torch.out" | sort -u | wc -l)
+	# Both ranks write to one file: their lines may run together, so
+	# each rank's answer is counted where it appears (as for mx below).
+	grep -o "rank [01] of 2: loss [0-9.]*, weights -\{0,1\}[0-9]*\.[0-9]\{6\}" "$TMP/torch.out" >"$TMP/torch.ranks"
+	n=$(cut -d' ' -f2 "$TMP/torch.ranks" | sort -u | wc -l)
+	[ "$n" = 2 ] || die "the PyTorch example printed $n ranks' lines, want 2"
+	w=$(sed 's/.*, weights //' "$TMP/torch.ranks" | sort -u | wc -l)
 	[ "$w" = 1 ] || die "the workers of the PyTorch example ended with different weights"
 	# Alone (no launcher) it is one worker.
 	env -u DMLC_ROLE timeout $((120 * MULT)) "$PYTHON" "$TMP/torch_ex.py" >"$TMP/torch1.out" 2>&1 ||
