@@ -80,6 +80,7 @@ struct kvw_key {
 	uint64_t step;	   /* pushes of this key so far */
 	uint64_t last_req; /* duplicate-key check within a request */
 	float *residual;   /* gradient compression: what was not sent yet */
+	uint64_t rowbytes; /* row-sparse key: bytes per row (kvw_rows.c) */
 };
 
 struct kvw_srv {
@@ -152,6 +153,7 @@ struct kvw_req {
 	int cmp; /* compress kind of this push (common/compress.h) */
 	float cmp_threshold;
 	uint8_t *cbuf; /* compressed payloads of every chunk */
+	struct kvw_rows *rows; /* a row-sparse request (kvw_rows.c) */
 	size_t nslots;
 	struct kvw_slot slots[];
 };
@@ -343,6 +345,20 @@ int psd_kvw_gpu_fake_direct(struct psched_node *n, const char *transport,
 			    bool probe_on);
 /* Locked.  Device requests of @w go by GPUDirect. */
 bool psd_kvw_gpu_direct(const struct psd_kvw *w);
+
+/* kvw_rows.c: row-sparse requests (flag PSD_F_ROWS; payloads of every
+ * chunk in r->cbuf).  Any lock: free @x (NULL is a no-op). */
+void psd_kvw_rows_free(struct kvw_rows *x);
+/* Locked.  psd_kvw_req_layout() of a row-sparse request. */
+int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r);
+/* Locked.  Header fields and payload of a row-sparse chunk. */
+void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
+		      struct iovec *iov);
+/* Unlocked (van thread): answers with PSD_F_ROWS. */
+int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, void **dst);
+void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
+			  const struct psd_hdr *h, void *payload);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);

@@ -27,6 +27,8 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 		return -EPROTO;
 	}
 	*dst = NULL;
+	if (h->flags & PSD_F_ROWS)
+		return psd_kvw_rows_rx_header(n, c, h, dst);
 	if (!h->length)
 		return 0;
 	pthread_mutex_lock(&w->lock);
@@ -119,6 +121,10 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 	struct kvw_req *r;
 	bool fire = false;
 
+	if (h->flags & PSD_F_ROWS) {
+		psd_kvw_rows_rx_data(n, c, h, payload);
+		return;
+	}
 	pthread_mutex_lock(&w->lock);
 	r = psd_kvw_req_find(w, h->req);
 	ch = r && h->slot < r->nchunks ? &r->chunks[h->slot] : NULL;
