@@ -93,8 +93,8 @@ int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload,
 
 #define ROWS_ADD(type)                                                         \
 	do {                                                                   \
-		type *d = dst;                                                 \
-		const type *s = src;                                           \
+		type *restrict d = dst;                                        \
+		const type *restrict s = src;                                  \
 		for (i = 0; i < bytes / sizeof(type); i++)                     \
 			d[i] += s[i];                                          \
 	} while (0)

@@ -59,6 +59,38 @@ static int rows_pair_cmp(const void *a, const void *b)
 	return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
+/* Stable LSD radix sort of @p (@n pairs, ids below @rows) by id, 11
+ * bits a pass: equal ids keep their order.  0 or -ENOMEM. */
+static int rows_radix(struct kvw_rows_pair *p, size_t n, uint64_t rows)
+{
+	struct kvw_rows_pair *tmp = malloc(n * sizeof(*tmp)), *a = p, *b = tmp,
+			     *t;
+	size_t cnt[2048], i, sum, c;
+	unsigned shift;
+
+	if (!tmp)
+		return -ENOMEM;
+	for (shift = 0; shift < 64 && (rows - 1) >> shift; shift += 11) {
+		memset(cnt, 0, sizeof(cnt));
+		for (i = 0; i < n; i++)
+			cnt[(a[i].id >> shift) & 2047]++;
+		for (i = 0, sum = 0; i < 2048; i++) {
+			c = cnt[i];
+			cnt[i] = sum;
+			sum += c;
+		}
+		for (i = 0; i < n; i++)
+			b[cnt[(a[i].id >> shift) & 2047]++] = a[i];
+		t = a;
+		a = b;
+		b = t;
+	}
+	if (a != p)
+		memcpy(p, a, n * sizeof(*p));
+	free(tmp);
+	return 0;
+}
+
 /* Locked.  Check and sort the ids of a request on key @k. */
 static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 			  const uint64_t *ids, struct kvw_rows **out)
@@ -94,7 +126,9 @@ static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 		if (i && ids[i] <= ids[i - 1])
 			sorted = false;
 	}
-	if (!sorted)
+	if (!sorted && n > 64 && !rows_radix(x->pairs, n, x->rows))
+		sorted = false;
+	else if (!sorted)
 		qsort(x->pairs, n, sizeof(*x->pairs), rows_pair_cmp);
 	for (i = 0; i < n; i++)
 		if (!i || x->pairs[i].id != x->pairs[i - 1].id)
