@@ -119,7 +119,7 @@ static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 				"is out of range, the table has %llu rows",
 				(unsigned long long)key,
 				(unsigned long long)ids[i], i,
-				(unsigned long long)x->rows);
+				(unsigned long long)(k->total / k->rowbytes));
 		}
 		x->pairs[i].id = ids[i];
 		x->pairs[i].pos = i;
