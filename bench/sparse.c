@@ -36,7 +36,7 @@ struct sp {
 	uint64_t *ids[SP_BATCHES];
 	size_t uniq[SP_BATCHES]; /* distinct rows per batch */
 	float *rows, *out, *dense, *dout;
-	uint64_t bytes; /* batch bytes */
+	uint64_t bytes;	 /* batch bytes */
 	uint64_t stored; /* distinct rows over all batches */
 };
 
@@ -84,8 +84,8 @@ static size_t sp_distinct(const uint64_t *v, size_t n)
 static int sp_alloc(struct sp *p)
 {
 	const struct bopts *o = p->o;
-	uint64_t seed = 0x9e3779b97f4a7c15ull * (uint64_t)(
-				psched_node_rank(p->node) + 1);
+	uint64_t seed = 0x9e3779b97f4a7c15ull *
+			(uint64_t)(psched_node_rank(p->node) + 1);
 	size_t b = o->batch_rows, i, j, all_n = (size_t)b * SP_BATCHES;
 	uint64_t *all = malloc(all_n * sizeof(*all)), *tmp;
 
@@ -190,8 +190,8 @@ static int sp_agree(struct sp *p, double t_iter, uint64_t *iters)
 	void *out = &sum;
 	int ret;
 
-	ret = psched_pushpull(p->node, &key, 1, &in, &out, &len, PSCHED_F32,
-			      0, NULL, NULL, &req);
+	ret = psched_pushpull(p->node, &key, 1, &in, &out, &len, PSCHED_F32, 0,
+			      NULL, NULL, &req);
 	if (!ret)
 		ret = psched_wait(p->node, req, 0);
 	*iters = (uint64_t)(sum / (float)psched_num_workers(p->node));
@@ -255,8 +255,7 @@ int bench_sparse_worker(struct psched_node *node, const struct bopts *o)
 		wg = (double)wire * o->width * 4 * 8 / el_s / 1e9;
 		dg = (double)dni * p.bytes * 8 / el_d / 1e9;
 		printf("SPARSE %u %.6f %.6f %.6f %llu %llu\n", r, lg, wg, dg,
-		       (unsigned long long)p.stored,
-		       (unsigned long long)spi);
+		       (unsigned long long)p.stored, (unsigned long long)spi);
 		if (o->sync)
 			printf("DONE 0 %u %.6f\n", r, lg);
 		fflush(stdout);

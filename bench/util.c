@@ -19,8 +19,7 @@
 
 #include "bench.h"
 
-const char *const bench_mode_names[] = { "push", "pull", "pushpull",
-					       "sparse" };
+const char *const bench_mode_names[] = { "push", "pull", "pushpull", "sparse" };
 
 double bench_now_s(void)
 {

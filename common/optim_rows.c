@@ -15,8 +15,7 @@ static bool rows_float(uint8_t dtype)
 	       dtype == PSCHED_F16 || dtype == PSCHED_BF16;
 }
 
-bool psd_upd_rows_covers(struct psd_updater *u, uint8_t dtype,
-			 unsigned *nstate)
+bool psd_upd_rows_covers(struct psd_updater *u, uint8_t dtype, unsigned *nstate)
 {
 	*nstate = 0;
 	switch (atomic_load(&u->kind)) {

@@ -46,8 +46,8 @@ void psd_rows_prefix_get(const uint8_t *buf, struct psd_rows_prefix *p)
 	memcpy(&p->pieces, buf + 4, 4);
 }
 
-int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload,
-		   uint64_t lo, uint64_t n, char *why, unsigned len)
+int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload, uint64_t lo,
+		   uint64_t n, char *why, unsigned len)
 {
 	uint64_t per = h->type == PSD_MSG_PUSH ? 8 + h->part : 8;
 	struct psd_rows_prefix p;

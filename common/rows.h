@@ -37,8 +37,8 @@ void psd_rows_prefix_get(const uint8_t *buf, struct psd_rows_prefix *p);
  * increasing (sorted, no duplicates: the worker sums duplicates before
  * sending).  0, or -EPROTO with the reason in @why (@len bytes).
  */
-int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload,
-		   uint64_t lo, uint64_t n, char *why, unsigned len);
+int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload, uint64_t lo,
+		   uint64_t n, char *why, unsigned len);
 
 /* dst += src for @bytes bytes of elements of @dtype (float16 and bfloat16
  * added in float32; raw: src replaces dst). */

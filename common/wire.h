@@ -70,9 +70,9 @@ enum psd_msg_type {
  *   INIT:      no payload: declares the table (rows start at zero).
  * Never with PSD_F_COMPRESSED or PSD_F_HAS_VALUE; PUSH_ACK carries none.
  */
-#define PSD_F_ROWS	 0x08u
-#define PSD_ROWS_PREFIX	 8u
-#define PSD_F_ALL	 (0x03u | PSD_F_ROWS)
+#define PSD_F_ROWS	0x08u
+#define PSD_ROWS_PREFIX 8u
+#define PSD_F_ALL	(0x03u | PSD_F_ROWS)
 
 struct psd_hdr {
 	uint8_t type;

@@ -57,10 +57,10 @@ struct kvs_rows {
 	struct rows_arena state; /* optimizer states per stored row */
 	uint64_t version;	 /* steps applied */
 	/* the open step (version + 1) */
-	uint32_t *got;	/* [nworker] pieces received */
-	uint32_t *want; /* [nworker] pieces announced, 0 = none yet */
-	unsigned wdone; /* workers whose pieces are all in */
-	struct rows_tab mtab;	/* row id -> merge slot */
+	uint32_t *got;	      /* [nworker] pieces received */
+	uint32_t *want;	      /* [nworker] pieces announced, 0 = none yet */
+	unsigned wdone;	      /* workers whose pieces are all in */
+	struct rows_tab mtab; /* row id -> merge slot */
 	struct rows_arena merge;
 	struct psd_list pulls; /* struct psd_kvs_wait, ids in buf */
 	struct psd_list held;  /* early pushes, payload in buf */
@@ -325,8 +325,9 @@ static struct kvs_rows *rows_check_entry(struct psched_node *n,
 		return NULL;
 	}
 	if (!e && psd_kvs_entry_find(s, h->key)) {
-		psd_kvs_reject(n, c, h, PSCHED_ESIZE,
-			       "the key is a dense tensor here, not row-sparse");
+		psd_kvs_reject(
+			n, c, h, PSCHED_ESIZE,
+			"the key is a dense tensor here, not row-sparse");
 		return NULL;
 	}
 	if (!e && h->type != PSD_MSG_INIT) {
@@ -356,8 +357,8 @@ static struct kvs_rows *rows_check_entry(struct psched_node *n,
 				(unsigned long long)e->rowbytes, e->dtype);
 		return NULL;
 	}
-	if (h->offset != e->lo * e->rowbytes ||
-	    h->span != e->n * e->rowbytes || !e->n) {
+	if (h->offset != e->lo * e->rowbytes || h->span != e->n * e->rowbytes ||
+	    !e->n) {
 		psd_kvs_reject(n, c, h, -EPROTO,
 			       "row range is not the one this server holds");
 		return NULL;
@@ -643,8 +644,8 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
 		return;
 	}
-	if (h->step - (e->version + 1) > s->max_ahead ||
-	    h->length > limit || s->parked_bytes > limit - h->length) {
+	if (h->step - (e->version + 1) > s->max_ahead || h->length > limit ||
+	    s->parked_bytes > limit - h->length) {
 		psd_kvs_rejectf(n, c, h, -ERANGE,
 				"row push of key %llu for step %llu: too far "
 				"ahead of the open step %llu or no room to "

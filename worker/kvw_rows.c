@@ -144,8 +144,7 @@ static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
 			   uint32_t pieces, uint8_t dtype, uint8_t *buf)
 {
-	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt,
-				     .pieces = pieces };
+	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt, .pieces = pieces };
 	uint8_t *rows = buf + PSD_ROWS_PREFIX + cnt * 8;
 	size_t u, j;
 
@@ -232,8 +231,8 @@ static void rows_chunk(struct kvw_req *r, size_t k, unsigned s, uint64_t lo,
 	x->cu[k] = u0;
 	x->cn[k] = cnt;
 	ch->coff = *boff;
-	ch->clen = r->type == PSD_MSG_PUSH   ? PSD_ROWS_PREFIX +
-						     cnt * (8 + x->rowbytes)
+	ch->clen = r->type == PSD_MSG_PUSH
+			   ? PSD_ROWS_PREFIX + cnt * (8 + x->rowbytes)
 		   : r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8
 					     : 0;
 	ch->node.len = r->type == PSD_MSG_PUSH ? ch->clen : 0;
@@ -389,8 +388,8 @@ void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
 		return;
 	}
 	landed = h->length && r->srv[p->rank].busy &&
-		 payload == r->rows->land + r->rows->cu[h->slot] *
-						    r->rows->rowbytes;
+		 payload == r->rows->land +
+				    r->rows->cu[h->slot] * r->rows->rowbytes;
 	if (landed) {
 		if (!r->rows->direct && !r->cancelled)
 			rows_scatter(r->rows, h->slot);
@@ -504,8 +503,9 @@ static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 		return psd_set_errmsg(-EINVAL, "need a request id or callback");
 	if (nids && (!ids || (type == PSD_MSG_PUSH && !src) ||
 		     (type == PSD_MSG_PULL && !out)))
-		return psd_set_errmsg(-EINVAL, "row-sparse %s of key %llu: "
-					       "no row ids or no row buffer",
+		return psd_set_errmsg(-EINVAL,
+				      "row-sparse %s of key %llu: "
+				      "no row ids or no row buffer",
 				      psd_msg_type_name(type),
 				      (unsigned long long)key);
 	if (nids > UINT32_MAX)
@@ -607,8 +607,7 @@ int psched_row_sparse_init(struct psched_node *n, uint64_t key, uint64_t rows,
 
 	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
 		return psd_set_errmsg(-EINVAL, "only workers initialise keys");
-	if ((unsigned)dtype > PSCHED_DTYPE_MAX || !width ||
-	    width > UINT32_MAX)
+	if ((unsigned)dtype > PSCHED_DTYPE_MAX || !width || width > UINT32_MAX)
 		return psd_set_errmsg(-EINVAL,
 				      "row-sparse key %llu: bad dtype or width",
 				      (unsigned long long)key);

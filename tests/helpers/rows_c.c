@@ -54,7 +54,7 @@ static size_t push_ids(int r, int s, uint64_t *ids)
 		ids[i] = ((uint64_t)i * i * 7 + (uint64_t)r * 13 +
 			  (uint64_t)s * 31) %
 			 R;
-	ids[3] = ids[0];     /* duplicates inside one push */
+	ids[3] = ids[0]; /* duplicates inside one push */
 	ids[n - 1] = ids[1];
 	ids[5] = R / 2 - 1; /* both sides of the 2-server boundary */
 	ids[6] = R / 2;
@@ -109,8 +109,7 @@ static void wait_req(uint64_t req, const char *what)
 {
 	int ret = psched_wait(node, req, tmo);
 
-	CHECK(!ret, "%s: %s (%s)", what, psched_strerror(ret),
-	      psched_errmsg());
+	CHECK(!ret, "%s: %s (%s)", what, psched_strerror(ret), psched_errmsg());
 }
 
 /* Pull rows @ids and compare every element with @want (R x WIDTH). */
@@ -292,7 +291,8 @@ static void run_optimizer(uint64_t key, const char *opt)
 				buf[i * WIDTH + j] =
 					(float)(push_val(rank, s, ids[i], i,
 							 j) /
-						8.0 - 0.2);
+							8.0 -
+						0.2);
 		ret = psched_row_sparse_push(node, key, n, ids, buf, 0, NULL,
 					     NULL, &req);
 		CHECK(!ret, "push: %s", psched_errmsg());
@@ -305,12 +305,11 @@ static void run_optimizer(uint64_t key, const char *opt)
 				hit[ids[i]] = true;
 				for (j = 0; j < WIDTH; j++)
 					g[ids[i] * WIDTH + j] +=
-						(double)(float)(push_val(
-								    r, s,
-								    ids[i], i,
-								    j) /
-								    8.0 -
-							    0.2);
+						(double)(float)(push_val(r, s,
+									 ids[i],
+									 i, j) /
+									8.0 -
+								0.2);
 			}
 		}
 		for (i = 0; i < R; i++) {

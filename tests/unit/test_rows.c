@@ -32,9 +32,9 @@ static void test_rows_place_covers(void)
 				CHECK_U64(n, >=, tabs[t] / ns);
 				next = lo + n;
 				for (id = lo; id < lo + n && id < lo + 3; id++)
-					CHECK_EQ(psd_rows_owner(tabs[t], ns,
-								id),
-						 s);
+					CHECK_EQ(
+						psd_rows_owner(tabs[t], ns, id),
+						s);
 				if (n)
 					CHECK_EQ(psd_rows_owner(tabs[t], ns,
 								lo + n - 1),
@@ -167,7 +167,8 @@ static void test_rows_add_dtypes(void)
 {
 	float f[3] = { 1, 2, 3 }, g[3] = { 0.5f, -2, 4 };
 	double d[2] = { 1e300, 1 }, e[2] = { 1e300, -3 };
-	uint16_t b[2] = { 0x3f80, 0x4000 }, c[2] = { 0x3f80, 0x3f80 }; /* bf16 */
+	uint16_t b[2] = { 0x3f80, 0x4000 },
+		 c[2] = { 0x3f80, 0x3f80 }; /* bf16 */
 
 	psd_rows_add(PSCHED_F32, f, g, sizeof(f));
 	CHECK(f[0] == 1.5f && f[1] == 0 && f[2] == 7);
