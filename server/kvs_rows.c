@@ -564,10 +564,11 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 	}
 }
 
-/* A checked piece of the open step from worker @wrank. */
-static void rows_piece(struct psched_node *n, struct psd_conn *c,
-		       struct kvs_rows *e, const struct psd_hdr *h,
-		       const uint8_t *payload, int wrank)
+/* A checked piece of the open step from worker @wrank: summed (0), or
+ * refused and answered (an error). */
+static int rows_piece(struct psched_node *n, struct psd_conn *c,
+		      struct kvs_rows *e, const struct psd_hdr *h,
+		      const uint8_t *payload, int wrank)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_rows_prefix p;
@@ -580,16 +581,15 @@ static void rows_piece(struct psched_node *n, struct psd_conn *c,
 				"but %u were announced and %u received",
 				p.pieces, (unsigned long long)h->step,
 				e->want[wrank], e->got[wrank]);
-		return;
+		return -EPROTO;
 	}
-	if (rows_merge(s, e, payload)) {
-		psd_kvs_reject(n, c, h, -ENOMEM,
-			       "no memory to sum a row-sparse push");
-		return;
-	}
+	if (rows_merge(s, e, payload))
+		return psd_kvs_reject(n, c, h, -ENOMEM,
+				      "no memory to sum a row-sparse push");
 	e->want[wrank] = p.pieces;
 	if (++e->got[wrank] == p.pieces && ++e->wdone == s->nworker)
 		rows_step_finish(n, e);
+	return 0;
 }
 
 /* Pushes held for the step now open, in arrival order. */
@@ -635,8 +635,9 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 		return;
 	}
 	if (h->step == e->version + 1) {
-		psd_kvs_send_ack(n, c, h);
-		rows_piece(n, c, e, h, payload, wrank);
+		/* The ack only for a piece summed: a refusal answers it. */
+		if (!rows_piece(n, c, e, h, payload, wrank))
+			psd_kvs_send_ack(n, c, h);
 		rows_replay_held(n, e);
 		return;
 	}
