@@ -18,6 +18,7 @@ enum bmode {
 	MODE_PUSH,
 	MODE_PULL,
 	MODE_PUSHPULL,
+	MODE_SPARSE, /* row-sparse push + pull vs dense pushpull (sparse.c) */
 };
 
 struct bopts {
@@ -37,6 +38,11 @@ struct bopts {
 	char transport[16];
 	char root_uri[256]; /* local cluster: address the nodes dial */
 	unsigned kl_keys;   /* --keys-per-request: key-list mode (keylist.c) */
+	/* --mode sparse */
+	uint64_t rows;
+	unsigned width;
+	unsigned batch_rows;
+	double zipf;
 };
 
 struct bresult {
@@ -54,6 +60,10 @@ struct bresult {
 	/* Per round, filled by the launcher. */
 	double good_r[MAX_RUNS], raw_r[MAX_RUNS], max_r[MAX_RUNS];
 	unsigned streams_r[MAX_RUNS];
+	/* --mode sparse, per round: dense baseline and distinct-row goodput
+	 * (Gbit/s, summed over workers); most distinct rows one pushed. */
+	double dense_r[MAX_RUNS], wire_r[MAX_RUNS];
+	uint64_t stored;
 };
 
 extern const char *const bench_mode_names[];
@@ -76,6 +86,11 @@ double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk);
 /* Parse ps-bench's own options (after psched_cfg_parse_args() took the
  * cluster's); on a bad one print what it accepts to stderr, -EINVAL. */
 int bench_parse_opts(int argc, char **argv, struct bopts *o);
+/* opts.c: one of --rows, --width, --batch-rows, --zipf (@c its getopt
+ * value), and the whole sparse set (the table within 4 GiB, the batch
+ * buffers within memory; --size does not apply). */
+int bench_parse_sparse_opt(int c, const char *val, struct bopts *o);
+int bench_sparse_check(struct bopts *o);
 /* --help text. */
 void bench_usage(void);
 /*
@@ -98,6 +113,14 @@ int bench_kl_collect(const struct bopts *o, FILE **fps, unsigned nw,
 		     struct bkl_result *res);
 void bench_kl_report(const struct bopts *o, const struct bkl_result *res,
 		     double rss_mib);
+/* Worker under a launcher: "WAIT si r" and wait for the go. */
+int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r);
+/* sparse.c: the --mode sparse worker (0 or 1), a worker's SPARSE line
+ * folded into @res, and the report (@rss_mib: servers' peak RSS summed). */
+int bench_sparse_worker(struct psched_node *node, const struct bopts *o);
+void bench_sparse_fold(const char *line, struct bresult *res);
+void bench_sparse_report(const struct bopts *o, const struct bresult *res,
+			 double rss_mib);
 
 /* Start the local cluster, run the workers, print the table. */
 int bench_launch(const struct bopts *o, int argc, char **argv);

@@ -186,6 +186,8 @@ static int wait_line(struct child *c, const char *tag, unsigned si, unsigned r,
 	while (fgets(line, sizeof(line), c->fp)) {
 		if (!strncmp(line, "RESULT ", 7)) {
 			fold_result(line, o, res);
+		} else if (!strncmp(line, "SPARSE ", 7)) {
+			bench_sparse_fold(line, res);
 		} else if (tag && !strncmp(line, want, wl) &&
 			   (line[wl] == ' ' || line[wl] == '\n')) {
 			if (val)
@@ -360,10 +362,14 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	for (i = 0; i <= o->servers; i++)
 		reap(&cs[i]);
 	for (i = 1; i <= o->servers; i++)
-		if (cs[i].ru.ru_maxrss > rss)
+		if (o->mode == MODE_SPARSE)
+			rss += cs[i].ru.ru_maxrss; /* all servers' memory */
+		else if (cs[i].ru.ru_maxrss > rss)
 			rss = cs[i].ru.ru_maxrss;
 	if (o->kl_keys)
 		bench_kl_report(o, &klres, rss / 1024.0);
+	else if (o->mode == MODE_SPARSE)
+		bench_sparse_report(o, res, rss / 1024.0);
 	else
 		bench_report(o, res, rss / 1024.0);
 	free(wargv);

@@ -235,7 +235,7 @@ static int lat_reserve(double **lat, size_t *cap, size_t need)
  * (it measures the baselines while the cluster idles) and report each
  * window's goodput after it: "WAIT si r" ... "DONE si r gbps".
  */
-static int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r)
+int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r)
 {
 	char c;
 	ssize_t n;
@@ -357,6 +357,8 @@ static int run_worker(struct psched_node *node, const struct bopts *o)
 	unsigned si;
 	int ret;
 
+	if (o->mode == MODE_SPARSE)
+		return bench_sparse_worker(node, o);
 	for (si = 0; si < o->nsizes; si++) {
 		memset(&res, 0, sizeof(res));
 		ret = bench_size(node, o, si, &res);
@@ -407,7 +409,11 @@ int main(int argc, char **argv)
 			   .seconds = 2,
 			   .runs = 3,
 			   .baseline = true,
-			   .dtype = PSCHED_F32 };
+			   .dtype = PSCHED_F32,
+			   .rows = 10000000,
+			   .width = 64,
+			   .batch_rows = 8192,
+			   .zipf = 1.1 };
 	struct psched_cfg cfg;
 	int ret;
 

@@ -63,12 +63,12 @@ static int parse_mode(const char *val, enum bmode *out)
 {
 	unsigned m;
 
-	for (m = 0; m <= MODE_PUSHPULL; m++)
+	for (m = 0; m <= MODE_SPARSE; m++)
 		if (!strcmp(val, bench_mode_names[m])) {
 			*out = (enum bmode)m;
 			return 0;
 		}
-	return bad_arg("mode", val, "push, pull or pushpull");
+	return bad_arg("mode", val, "push, pull, pushpull or sparse");
 }
 
 static int parse_dtype(const char *val, enum psched_dtype *out)
@@ -198,6 +198,11 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'K':
 		return parse_uint("keys-per-request", val, 1, MAX_KL_KEYS,
 				  &o->kl_keys);
+	case 'R':
+	case 'W':
+	case 'b':
+	case 'Z':
+		return bench_parse_sparse_opt(c, val, o);
 	default: /* getopt has said what is wrong */
 		return -EINVAL;
 	}
@@ -219,6 +224,10 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "csv", no_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "keys-per-request", required_argument, NULL, 'K' },
+		{ "rows", required_argument, NULL, 'R' },
+		{ "width", required_argument, NULL, 'W' },
+		{ "batch-rows", required_argument, NULL, 'b' },
+		{ "zipf", required_argument, NULL, 'Z' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = "4K,64K,1M,16M,64M";
@@ -244,6 +253,8 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 				"table: no --csv or --json\n");
 		return -EINVAL;
 	}
+	if (o->mode == MODE_SPARSE)
+		return bench_sparse_check(o);
 	ret = parse_sizes(sizes, o);
 	if (!ret && o->kl_keys)
 		return check_kl_memory(o);
@@ -278,9 +289,80 @@ void bench_usage(void)
 	       "--runs rounds\n"
 	       "                  (dmlc's test_kv_app_benchmark; --size, "
 	       "--mode, --seconds unused)\n\n"
+	       "  --mode sparse: row_sparse push + pull of zipf-chosen rows of "
+	       "an embedding\n  table vs a dense pushpull of as many bytes "
+	       "(README \"Row-sparse tensors\"):\n"
+	       "  --rows N        table rows, 1..2^32 [10000000]\n"
+	       "  --width N       floats per row, 1..65536 [64]\n"
+	       "  --batch-rows N  rows per push and pull, 1..1048576 [8192]\n"
+	       "  --zipf A        zipf exponent of the row choice, 0..10 "
+	       "[1.1]\n\n"
 	       "%s\n"
 	       "Progress goes to stderr when it is a terminal.  Exit status: "
 	       "0 done, 1 a run\nfailed, 2 bad arguments.\n\n",
 	       bench_legend);
 	psched_cfg_usage(stdout);
+}
+
+static int parse_u64(const char *name, const char *val, uint64_t min,
+		     uint64_t max, uint64_t *out)
+{
+	unsigned long long v;
+	char want[96], *end;
+
+	snprintf(want, sizeof(want), "a whole number from %llu to %llu",
+		 (unsigned long long)min, (unsigned long long)max);
+	if (*val < '0' || *val > '9')
+		return bad_arg(name, val, want);
+	errno = 0;
+	v = strtoull(val, &end, 10);
+	if (errno || *end || v < min || v > max)
+		return bad_arg(name, val, want);
+	*out = v;
+	return 0;
+}
+
+int bench_parse_sparse_opt(int c, const char *val, struct bopts *o)
+{
+	char *end;
+	double v;
+
+	switch (c) {
+	case 'R':
+		return parse_u64("rows", val, 1, 1ull << 32, &o->rows);
+	case 'W':
+		return parse_uint("width", val, 1, 65536, &o->width);
+	case 'b':
+		return parse_uint("batch-rows", val, 1, 1u << 20,
+				  &o->batch_rows);
+	default:
+		errno = 0;
+		v = strtod(val, &end);
+		if (errno || end == val || *end || !isfinite(v) || v < 0 ||
+		    v > 10)
+			return bad_arg("zipf", val,
+				       "an exponent from 0 to 10 (e.g. 1.1)");
+		o->zipf = v;
+		return 0;
+	}
+}
+
+int bench_sparse_check(struct bopts *o)
+{
+	uint64_t table = o->rows * o->width * 4;
+	uint64_t batch = (uint64_t)o->batch_rows * o->width * 4;
+
+	if (table > (4ull << 30)) {
+		fprintf(stderr,
+			"ps-bench: --rows %llu x --width %u float32 is %llu "
+			"bytes, above PS_MAX_TENSOR_BYTES' default 4G\n",
+			(unsigned long long)o->rows, o->width,
+			(unsigned long long)table);
+		return -EINVAL;
+	}
+	/* The launcher's one "size": the batch's bytes. */
+	o->sizes[0] = batch;
+	o->nsizes = 1;
+	o->baseline = false; /* the dense pushpull is the baseline */
+	return 0;
 }

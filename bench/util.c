@@ -19,7 +19,7 @@
 
 #include "bench.h"
 
-const char *const bench_mode_names[] = { "push", "pull", "pushpull" };
+const char *const bench_mode_names[] = { "push", "pull", "pushpull", "sparse" };
 
 double bench_now_s(void)
 {

@@ -77,6 +77,21 @@ bool psd_upd_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 		   uint64_t range_off, uint64_t range_len, uint64_t off,
 		   void *stored, const void *merged, uint64_t nbytes);
 
+/*
+ * Row-sparse keys (common/optim_rows.c): lazy updates row by row.
+ * psd_upd_rows_covers(): an updater applies to rows of @dtype (else the
+ * caller's default rule), with *@nstate state arrays per element.
+ * psd_upd_rows_apply(): fold gradient row @g into weight row @w (row @row
+ * of key @key, @width elements of @dtype); @state holds that row's
+ * *@nstate arrays of @width doubles (zero at first) and @t its update
+ * count, both updated.  Rows never pushed are never touched.
+ */
+bool psd_upd_rows_covers(struct psd_updater *u, uint8_t dtype,
+			 unsigned *nstate);
+void psd_upd_rows_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
+			uint64_t row, uint64_t width, void *w, const void *g,
+			double *state, uint32_t *t);
+
 /* Where this holder keeps key @key: true with its dtype, total bytes and
  * byte range, or false when it does not hold the key. */
 typedef bool psd_upd_range_fn(void *arg, uint64_t key, uint8_t *dtype,

@@ -63,9 +63,47 @@ const char *psd_msg_type_name(unsigned type)
 	return type <= PSD_MSG_TYPE_MAX ? names[type] : "?";
 }
 
+/* The same for a row-sparse message (wire.h, PSD_F_ROWS); the row ids
+ * themselves are checked by the server (psd_rows_check()). */
+static int hdr_check_rows(const struct psd_hdr *h, const char **why)
+{
+	uint64_t rb = h->part;
+
+	*why = "malformed row-sparse message";
+	if (h->flags & (PSD_F_COMPRESSED | PSD_F_HAS_VALUE))
+		return -EPROTO;
+	if (!rb || h->total % rb || h->offset % rb || h->span % rb) {
+		*why = "row-sparse sizes not a multiple of the row size";
+		return -EPROTO;
+	}
+	switch (h->type) {
+	case PSD_MSG_PUSH:
+		if (h->length < PSD_ROWS_PREFIX ||
+		    (h->length - PSD_ROWS_PREFIX) % (8 + rb))
+			return -EPROTO;
+		return 0;
+	case PSD_MSG_PULL:
+		if (h->length < PSD_ROWS_PREFIX ||
+		    (h->length - PSD_ROWS_PREFIX) % 8)
+			return -EPROTO;
+		return 0;
+	case PSD_MSG_PULL_RESP:
+		if (h->length % rb || (h->status && h->length))
+			return -EPROTO;
+		return 0;
+	case PSD_MSG_INIT:
+		return h->length ? -EPROTO : 0;
+	default:
+		*why = "row-sparse flag on a pushpull, ack or control message";
+		return -EPROTO;
+	}
+}
+
 /* Payload length a well-formed message of this type must carry. */
 static int hdr_check_length(const struct psd_hdr *h, const char **why)
 {
+	if (h->flags & PSD_F_ROWS)
+		return hdr_check_rows(h, why);
 	switch (h->type) {
 	case PSD_MSG_CONTROL:
 		if (h->length > PSD_MAX_CONTROL) {

@@ -81,7 +81,26 @@ enum psd_msg_type {
  * same list every step sends its keys once.
  */
 #define PSD_F_KLCACHED	 0x10u
-#define PSD_F_ALL	 0x17u
+/*
+ * PUSH, PULL, INIT, PULL_RESP of a row-sparse key (common/rows.h): a
+ * table of total / part rows of part bytes (the row width times the
+ * element size); offset and span are the byte range of the rows the
+ * receiving server holds (row range times part).  Payloads:
+ *   PUSH:      u32 nrows, u32 pieces, nrows x u64 row ids (strictly
+ *              increasing, within the server's rows), nrows rows of part
+ *              bytes; pieces = how many row pushes this worker sends this
+ *              server for this step (the step is complete on the server
+ *              when every worker's pieces are in).  Length 8 + nrows *
+ *              (8 + part); nrows may be 0 (an empty push still counts).
+ *   PULL:      u32 nrows, u32 0, nrows x u64 row ids (as for PUSH).
+ *   PULL_RESP: the nrows rows asked for, in the order asked (length
+ *              nrows * part; none on error).
+ *   INIT:      no payload: declares the table (rows start at zero).
+ * Never with PSD_F_COMPRESSED or PSD_F_HAS_VALUE; PUSH_ACK carries none.
+ */
+#define PSD_F_ROWS	0x08u
+#define PSD_ROWS_PREFIX 8u
+#define PSD_F_ALL	(0x17u | PSD_F_ROWS)
 
 struct psd_hdr {
 	uint8_t type;

@@ -286,6 +286,38 @@ int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
 		enum psched_dtype dtype, unsigned timeout_ms);
 
 /*
+ * Row-sparse tensors (embedding tables; README "Row-sparse tensors").  A
+ * row-sparse key is a table of @rows rows of @width elements of @dtype,
+ * placed on the servers by row range; servers store only rows ever
+ * pushed (the others read as zeros).  psched_row_sparse_init() declares
+ * it (collective, like psched_init(); every worker passes the same shape;
+ * blocks).  psched_row_sparse_push() pushes @nrows rows (@rows: @nrows x
+ * width elements, row i for id @row_ids[i]; duplicate ids are summed; an
+ * empty push, @nrows 0, is a step too): each push is one step, and when
+ * every worker's push of a step is in, each row pushed by any worker is
+ * folded into the table: by default it is replaced by the sum of that
+ * step's pushes of it (async mode: the sum is added); an optimizer
+ * updates only those rows (lazy update).  Rows nobody pushed are
+ * unchanged.  psched_row_sparse_pull() copies rows @row_ids (any order,
+ * repeats allowed) into @out (@nrows x width elements) once the table
+ * includes this worker's latest push; only servers owning those rows are
+ * asked.  Buffers stay the caller's until the request completes (as for
+ * psched_push).  A row id >= rows fails with -EINVAL before anything is
+ * sent; an unknown key with PSCHED_EUNKNOWNKEY.
+ */
+int psched_row_sparse_init(struct psched_node *node, uint64_t key,
+			   uint64_t rows, uint64_t width,
+			   enum psched_dtype dtype, unsigned timeout_ms);
+int psched_row_sparse_push(struct psched_node *node, uint64_t key,
+			   size_t nrows, const uint64_t *row_ids,
+			   const void *rows, int priority, psched_done_fn *cb,
+			   void *arg, uint64_t *req);
+int psched_row_sparse_pull(struct psched_node *node, uint64_t key,
+			   size_t nrows, const uint64_t *row_ids, void *out,
+			   int priority, psched_done_fn *cb, void *arg,
+			   uint64_t *req);
+
+/*
  * Wait for request @req to complete, at most @timeout_ms (0 = the node's
  * request timeout).  Returns the request's result; -ETIMEDOUT names the
  * peers still owing an answer.  A request may be waited on once; after a

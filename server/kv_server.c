@@ -23,6 +23,7 @@ static void kvs_conn_closed(struct psched_node *n, struct psd_conn *c)
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
 		psd_kvs_drop_entry_waits(n, e, c, 0, NULL, false);
 	psd_kvs_kl_drop(n, c, 0, NULL);
+	psd_kvs_rows_drop(n, c, 0, NULL);
 	if (kc) {
 		psd_kvs_hold_free(s, kc->hold, kc->hold_len);
 		free(kc);
@@ -55,6 +56,7 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
 		psd_kvs_drop_entry_waits(n, e, NULL, err, s->broken_msg, false);
 	psd_kvs_kl_drop(n, NULL, err, s->broken_msg);
+	psd_kvs_rows_drop(n, NULL, err, s->broken_msg);
 }
 
 static void kvs_entry_drop(void *val, void *arg)
@@ -73,6 +75,7 @@ static void kvs_destroy(struct psched_node *n)
 	if (!s)
 		return;
 	psd_map_clear(&s->entries, kvs_entry_drop, n);
+	psd_kvs_rows_fini(n);
 	psd_map_fini(&s->entries);
 	psd_cfgtab_fini(&s->cfgs);
 	psd_kvs_states_drop(s);

@@ -65,9 +65,13 @@ struct psd_kvs_entry {
 	char *conflict;
 };
 
+struct kvs_rows;
+struct psd_kvs_rows;
+
 /* What the header hook decided for the message now being received. */
 struct psd_kvs_conn {
 	struct psd_kvs_entry *e;
+	struct kvs_rows *rows; /* a row-sparse request (kvs_rows.c) */
 	int wrank;
 	bool direct;	   /* payload went straight into e->merge */
 	void *hold;	   /* payload buffer of an early push, owned */
@@ -105,6 +109,7 @@ struct psd_kvs {
 	atomic_uint_fast64_t alloc_bytes;  /* bytes allocated for them */
 	bool gpu_sum; /* PS_SERVER_GPU_SUM: float sums on CUDA device 0 */
 	struct psd_kvs_kl *kl; /* key lists (kvs_keylist.c), made on use */
+	struct psd_kvs_rows *rows; /* row-sparse keys, made on first use */
 };
 
 static inline struct psd_kvs *psd_kvs_of(const struct psched_node *n)
@@ -210,6 +215,17 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
 		     const char *why);
 void psd_kvs_kl_free(struct psd_kvs *s);
+/* kvs_rows.c: row-sparse keys (PSD_F_ROWS requests).  Van thread. */
+int psd_kvs_rows_rx_header(struct psched_node *n, struct psd_conn *c,
+			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			   void **dst);
+void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
+			  const struct psd_hdr *h, void *payload);
+/* Drop the waits of @c (every wait when NULL), answering @err unless 0. */
+void psd_kvs_rows_drop(struct psched_node *n, struct psd_conn *c, int err,
+		       const char *why);
+bool psd_kvs_rows_has(const struct psd_kvs *s, uint64_t key);
+void psd_kvs_rows_fini(struct psched_node *n);
 
 /* kv_server.c.  Van thread: apply a worker's ServerCommand, already
  * checked by server/command.c: @mode 0 unchanged, 1 sync, 2 async; @opt

@@ -93,6 +93,10 @@ static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
 	struct psd_kvs_entry *e = psd_kvs_entry_find(s, h->key);
 	int ret;
 
+	if (!e && psd_kvs_rows_has(s, h->key))
+		return psd_kvs_reject(n, c, h, PSCHED_ESIZE,
+				      "the key is row-sparse here: use the "
+				      "row-sparse calls");
 	if (!e && h->type == PSD_MSG_PULL)
 		return psd_kvs_reject(n, c, h, PSCHED_EUNKNOWNKEY,
 				      "unknown key (never pushed or "
@@ -253,6 +257,8 @@ int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
 		return -ENOMEM;
 	memset(kc, 0, sizeof(*kc));
 	kc->wrank = p->rank;
+	if (h->flags & PSD_F_ROWS)
+		return psd_kvs_rows_rx_header(n, c, kc, h, dst);
 	if (h->total > psd_van_max_tensor(c)) {
 		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
 				"key %llu: %s sent a tensor of %llu bytes, "
@@ -379,6 +385,10 @@ void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 
 	if (h->flags & PSD_F_KEYLIST) {
 		psd_kvs_kl_rx_data(n, c, h, payload);
+		return;
+	}
+	if (h->flags & PSD_F_ROWS) {
+		psd_kvs_rows_rx_data(n, c, h, payload);
 		return;
 	}
 	if (!kc || !kc->e)

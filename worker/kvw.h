@@ -80,6 +80,7 @@ struct kvw_key {
 	uint64_t step;	   /* pushes of this key so far */
 	uint64_t last_req; /* duplicate-key check within a request */
 	float *residual;   /* gradient compression: what was not sent yet */
+	uint64_t rowbytes; /* row-sparse key: bytes per row (kvw_rows.c) */
 };
 
 struct kvw_srv {
@@ -166,6 +167,7 @@ struct kvw_req {
 	uint32_t kl_tag; /* list tag (wire.h PSD_F_KLCACHED), 0: none */
 	const uint64_t *kl_keys;
 	const uint32_t *kl_lens;
+	struct kvw_rows *rows; /* a row-sparse request (kvw_rows.c) */
 	size_t nslots;
 	struct kvw_slot slots[];
 };
@@ -370,6 +372,19 @@ int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 void psd_kvw_kl_fini(struct psd_kvw *w);
 void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 			const struct psd_hdr *h, void *payload);
+/* kvw_rows.c: row-sparse requests (flag PSD_F_ROWS; payloads of every
+ * chunk in r->cbuf).  Any lock: free @x (NULL is a no-op). */
+void psd_kvw_rows_free(struct kvw_rows *x);
+/* Locked.  psd_kvw_req_layout() of a row-sparse request. */
+int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r);
+/* Locked.  Header fields and payload of a row-sparse chunk. */
+void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
+		      struct iovec *iov);
+/* Unlocked (van thread): answers with PSD_F_ROWS. */
+int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, void **dst);
+void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
+			  const struct psd_hdr *h, void *payload);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);

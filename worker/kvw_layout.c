@@ -58,6 +58,11 @@ static int kvw_key_check(struct psd_kvw *w, struct psched_node *n, uint8_t type,
 		if (!k)
 			return psd_set_errmsg(-ENOMEM, "no memory for keys");
 	}
+	if (k->rowbytes)
+		return psd_set_errmsg(PSCHED_ESIZE,
+				      "%s of key %llu: the key is row-sparse "
+				      "(psched_row_sparse_push / _pull)",
+				      tn, (unsigned long long)key);
 	if (k->total != len || k->dtype != dtype)
 		return psd_set_errmsg(PSCHED_ESIZE,
 				      "%s of key %llu: %llu bytes of dtype %d, "
@@ -317,6 +322,8 @@ int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r)
 	int ret;
 
 	kvw_req_config(w, r);
+	if (r->rows)
+		return psd_kvw_rows_layout(n, r);
 	total = kvw_req_count(n, r);
 	if (total > UINT32_MAX)
 		return psd_set_errmsg(-E2BIG,

@@ -97,6 +97,7 @@ void psd_kvw_req_free(struct kvw_req *r)
 	for (i = 0; i < r->nslots; i++)
 		free(r->slots[i].codes);
 	free(r->cbuf);
+	psd_kvw_rows_free(r->rows);
 	free(r->chunks);
 	free(r->srv);
 	free(r);

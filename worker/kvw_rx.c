@@ -29,6 +29,8 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 	*dst = NULL;
 	if (h->flags & PSD_F_KEYLIST)
 		return psd_kvw_kl_rx_header(n, c, h, dst);
+	if (h->flags & PSD_F_ROWS)
+		return psd_kvw_rows_rx_header(n, c, h, dst);
 	if (!h->length)
 		return 0;
 	pthread_mutex_lock(&w->lock);
@@ -123,6 +125,10 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 
 	if (h->flags & PSD_F_KEYLIST) {
 		psd_kvw_kl_rx_data(n, c, h, payload);
+		return;
+	}
+	if (h->flags & PSD_F_ROWS) {
+		psd_kvw_rows_rx_data(n, c, h, payload);
 		return;
 	}
 	pthread_mutex_lock(&w->lock);

@@ -39,6 +39,8 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 			: r->cmp ? (void *)(r->cbuf + ch->coff)
 				 : (void *)(uintptr_t)(s->src + ch->off);
 	iov->iov_len = (size_t)h->length;
+	if (r->rows)
+		psd_kvw_rows_hdr(ch, h, iov);
 }
 
 /* A chunk is kept aside only when the next one is at most this long

@@ -55,6 +55,7 @@ _LAZY = {
     "bfloat16": ("kvstore", "bfloat16"),
     "from_bfloat16": ("kvstore", "from_bfloat16"),
     "to_bfloat16": ("kvstore", "to_bfloat16"),
+    "RowSparse": ("rowsparse", "RowSparse"),
 }
 
 
@@ -74,4 +75,4 @@ def __dir__():
 
 __all__ = ["__version__", "KVStore", "PSchedError", "create", "kv",
            "kvstore", "optimizer", "opt", "bfloat16", "from_bfloat16",
-           "to_bfloat16"]
+           "to_bfloat16", "RowSparse"]

@@ -25,6 +25,8 @@ import traceback
 import numpy as np
 
 from . import _lib
+from . import rowsparse as _rs
+from .rowsparse import RowSparse
 from .optimizer import Optimizer as _PyOptimizer
 
 __all__ = ["KVStore", "PSchedError", "create", "cuda_check"]
@@ -292,7 +294,12 @@ class KVStore:
 
     def init(self, key, value):
         """Declare keys with initial values (collective: every worker
-        calls it with the same keys; rank 0's values are stored)."""
+        calls it with the same keys; rank 0's values are stored).  A
+        RowSparse value (shape, dtype, no rows) declares a row-sparse
+        key (README "Row-sparse tensors")."""
+        if _rs.is_row_sparse_arg(value):
+            _rs.call(self, _rs.init, key, value)
+            return
         items = []
         for ck, k, arrs in self._entries(key, value, "init"):
             if ck in self._meta:
@@ -394,7 +401,12 @@ class KVStore:
     def push(self, key, value, priority=0):
         """Add @value to the keys' aggregate of this step (asynchronous:
         returns once sent; don't modify @value until a later pull,
-        pushpull or wait of the key).  Larger @priority = more urgent."""
+        pushpull or wait of the key).  Larger @priority = more urgent.
+        A RowSparse (or scipy.sparse) value pushes just its rows to a
+        row-sparse key, and blocks until the servers have them."""
+        if _rs.is_row_sparse_arg(value):
+            _rs.call(self, _rs.push, key, value, priority)
+            return
         items = self._push_items(self._entries(key, value, "push"), "push")
         self._issue(self._lib.psched_kvstore_push, items, priority)
         # Bound what a push-only loop keeps alive.
@@ -414,6 +426,21 @@ class KVStore:
         self._issue(self._lib.psched_kvstore_pull, items, priority)
         if block:
             self.wait([e[1] for e in entries])
+
+    def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
+        """MXNet's row_sparse_pull: rows @row_ids of a row-sparse key
+        into @out (a RowSparse, or an array of len(row_ids) x width);
+        lists of keys take lists of outs and row_ids.  Blocks."""
+        if out is None or row_ids is None:
+            raise PSchedError("row_sparse_pull: out and row_ids are "
+                              "required", -22)
+        if isinstance(key, (list, tuple)):
+            if not isinstance(row_ids, (list, tuple)):
+                row_ids = [row_ids] * len(key)
+            return [_rs.call(self, _rs.row_sparse_pull, k, o, priority, r)
+                    for k, o, r in zip(key, out, row_ids)]
+        return _rs.call(self, _rs.row_sparse_pull, key, out, priority,
+                        row_ids)
 
     def pushpull(self, key, value, out=None, priority=0, block=True):
         """push then pull in one round trip; @out None = into @value."""

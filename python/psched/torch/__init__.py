@@ -44,6 +44,7 @@ import torch
 from .. import _lib
 from .. import optimizer as _optimizer
 from ..kvstore import KVStore, PSchedError, bfloat16 as _np_bf16
+from . import _sparse
 
 __all__ = ["init", "shutdown", "size", "rank", "local_rank", "local_size",
            "push_pull", "push_pull_inplace", "push_pull_async",
@@ -564,6 +565,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return hook
 
     def _ps_push(self, p):
+        if p.grad is not None and p.grad.is_sparse:
+            # nn.Embedding(sparse=True): only the touched rows (_sparse.py)
+            g = _sparse.push_pull(self._ps_ctx, self._ps_names[p], p,
+                                  p.grad)
+            self._ps_handles[p] = (None, None, g)
+            return
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         g, ctx = self._ps_compression.compress(p.grad.detach())
@@ -580,6 +587,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                 self._ps_push(p)
         for _, p in self._ps_params:   # front layers first
             hid, ctx, g = self._ps_handles.pop(p)
+            if hid is None:   # a sparse gradient, averaged already
+                p.grad = g
+                self._ps_delay[p] = self._ps_passes
+                continue
             out = synchronize(hid)
             if ctx is not None or out.data_ptr() != p.grad.data_ptr():
                 p.grad.copy_(self._ps_compression.decompress(out, ctx))

@@ -1,0 +1,750 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV server: row-sparse keys (embedding tables; common/rows.h, wire.h
+ * PSD_F_ROWS).  A server holds the row range placement gives it, but
+ * stores only the rows ever pushed: a hash table from row id to a slot
+ * in slabs of rows (a row never pushed reads as zeros), so memory follows
+ * the rows stored, not the table's size.
+ *
+ * Sync steps: each worker sends every server holding rows of the table
+ * its pieces of a step (at least one, possibly empty), each announcing
+ * how many pieces it sent; the pieces' rows are summed into a sparse
+ * merge table, and once every worker's pieces are in, each merged row is
+ * folded into the stored row (default: the sum replaces it; an optimizer
+ * updates only those rows, lazily, with per-row states).  Rows not pushed
+ * in a step are left alone.  Async: each piece is folded at once (default:
+ * added).  Pulls wait until the version includes the puller's step.
+ *
+ * Van thread only, like the rest of the server.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvs.h"
+#include "rows.h"
+
+#define ROWS_SLAB_SHIFT 10u
+#define ROWS_SLAB	(1u << ROWS_SLAB_SHIFT)
+#define ROWS_EMPTY	UINT64_MAX
+
+/* Open-addressing map row id -> slot (linear probing, load <= 3/4). */
+struct rows_tab {
+	uint64_t *ids;
+	uint32_t *idx;
+	uint64_t cap; /* power of two, 0 = none yet */
+	uint64_t count;
+};
+
+/* Rows of rowbytes bytes in slabs of ROWS_SLAB rows, zeroed. */
+struct rows_arena {
+	uint8_t **slabs;
+	uint64_t nslabs;
+	uint64_t count;
+	uint64_t rowbytes;
+};
+
+struct kvs_rows {
+	uint64_t key;
+	uint64_t total;
+	uint64_t rowbytes;
+	uint8_t dtype;
+	uint64_t lo; /* rows [lo, lo + n) are this server's */
+	uint64_t n;
+	int creator;
+	struct rows_tab tab;	 /* stored rows */
+	struct rows_arena val;	 /* their values */
+	struct rows_arena state; /* optimizer states per stored row */
+	uint64_t version;	 /* steps applied */
+	/* the open step (version + 1) */
+	uint32_t *got;	      /* [nworker] pieces received */
+	uint32_t *want;	      /* [nworker] pieces announced, 0 = none yet */
+	unsigned wdone;	      /* workers whose pieces are all in */
+	struct rows_tab mtab; /* row id -> merge slot */
+	struct rows_arena merge;
+	struct psd_list pulls; /* struct psd_kvs_wait, ids in buf */
+	struct psd_list held;  /* early pushes, payload in buf */
+};
+
+struct psd_kvs_rows {
+	struct psd_map keys; /* key -> struct kvs_rows */
+	uint8_t *rbuf;	     /* pull answers are built here */
+	uint64_t rcap;
+};
+
+static uint64_t rows_hash(uint64_t id, uint64_t cap)
+{
+	return (id * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
+}
+
+static bool rows_tab_get(const struct rows_tab *t, uint64_t id, uint32_t *out)
+{
+	uint64_t i;
+
+	if (!t->cap)
+		return false;
+	for (i = rows_hash(id, t->cap);; i = (i + 1) & (t->cap - 1)) {
+		if (t->ids[i] == id) {
+			*out = t->idx[i];
+			return true;
+		}
+		if (t->ids[i] == ROWS_EMPTY)
+			return false;
+	}
+}
+
+static void rows_tab_place(struct rows_tab *t, uint64_t id, uint32_t idx)
+{
+	uint64_t i = rows_hash(id, t->cap);
+
+	while (t->ids[i] != ROWS_EMPTY)
+		i = (i + 1) & (t->cap - 1);
+	t->ids[i] = id;
+	t->idx[i] = idx;
+	t->count++;
+}
+
+static int rows_tab_grow(struct psd_kvs *s, struct rows_tab *t)
+{
+	struct rows_tab nt = { .cap = t->cap ? 2 * t->cap : 1024 };
+	uint64_t i;
+
+	nt.ids = malloc(nt.cap * sizeof(*nt.ids));
+	nt.idx = malloc(nt.cap * sizeof(*nt.idx));
+	if (!nt.ids || !nt.idx) {
+		free(nt.ids);
+		free(nt.idx);
+		return -ENOMEM;
+	}
+	memset(nt.ids, 0xff, nt.cap * sizeof(*nt.ids));
+	for (i = 0; i < t->cap; i++)
+		if (t->ids[i] != ROWS_EMPTY)
+			rows_tab_place(&nt, t->ids[i], t->idx[i]);
+	atomic_fetch_add(&s->alloc_bytes, (nt.cap - t->cap) * 12);
+	free(t->ids);
+	free(t->idx);
+	*t = nt;
+	return 0;
+}
+
+static int rows_tab_put(struct psd_kvs *s, struct rows_tab *t, uint64_t id,
+			uint32_t idx)
+{
+	int ret;
+
+	if ((t->count + 1) * 4 > t->cap * 3) {
+		ret = rows_tab_grow(s, t);
+		if (ret)
+			return ret;
+	}
+	rows_tab_place(t, id, idx);
+	return 0;
+}
+
+static void rows_tab_clear(struct rows_tab *t)
+{
+	if (t->count)
+		memset(t->ids, 0xff, t->cap * sizeof(*t->ids));
+	t->count = 0;
+}
+
+static void rows_tab_fini(struct psd_kvs *s, struct rows_tab *t)
+{
+	atomic_fetch_sub(&s->alloc_bytes, t->cap * 12);
+	free(t->ids);
+	free(t->idx);
+	memset(t, 0, sizeof(*t));
+}
+
+static uint8_t *rows_at(const struct rows_arena *a, uint64_t i)
+{
+	return a->slabs[i >> ROWS_SLAB_SHIFT] +
+	       (i & (ROWS_SLAB - 1)) * a->rowbytes;
+}
+
+/* A new zeroed row; its slot in *@out.  0 or -ENOMEM. */
+static int rows_arena_new(struct psd_kvs *s, struct rows_arena *a,
+			  uint64_t *out)
+{
+	uint64_t sl = a->count >> ROWS_SLAB_SHIFT;
+	uint8_t **ns;
+
+	if (a->count >= UINT32_MAX)
+		return -ENOMEM;
+	if (sl >= a->nslabs) {
+		ns = realloc(a->slabs, (sl + 1) * sizeof(*ns));
+		if (!ns)
+			return -ENOMEM;
+		a->slabs = ns;
+		ns[sl] = calloc(ROWS_SLAB, a->rowbytes);
+		if (!ns[sl])
+			return -ENOMEM;
+		a->nslabs = sl + 1;
+		atomic_fetch_add(&s->alloc_bytes, ROWS_SLAB * a->rowbytes);
+	}
+	*out = a->count++;
+	return 0;
+}
+
+static void rows_arena_fini(struct psd_kvs *s, struct rows_arena *a)
+{
+	uint64_t i;
+
+	for (i = 0; i < a->nslabs; i++)
+		free(a->slabs[i]);
+	atomic_fetch_sub(&s->alloc_bytes, a->nslabs * ROWS_SLAB * a->rowbytes);
+	free(a->slabs);
+	a->slabs = NULL;
+	a->nslabs = a->count = 0;
+}
+
+static struct psd_kvs_rows *rows_all(struct psd_kvs *s)
+{
+	if (!s->rows) {
+		s->rows = calloc(1, sizeof(*s->rows));
+		if (s->rows)
+			psd_map_init(&s->rows->keys);
+	}
+	return s->rows;
+}
+
+static void rows_wait_free(struct psd_kvs *s, struct psd_kvs_wait *w)
+{
+	psd_conn_put(w->conn);
+	psd_kvs_hold_free(s, w->buf, w->h.length);
+	free(w);
+}
+
+/* Drop the waits of @c (all when NULL) on @head, answering @err unless 0
+ * (held pushes were answered when held). */
+static void rows_drop_list(struct psched_node *n, struct psd_list *head,
+			   struct psd_conn *c, int err, const char *why)
+{
+	struct psd_list *pos, *tmp;
+
+	psd_list_for_each_safe (pos, tmp, head) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (c && w->conn != c)
+			continue;
+		psd_list_del(&w->link);
+		if (err && w->h.type == PSD_MSG_PULL)
+			psd_kvs_reject(n, w->conn, &w->h, err, why);
+		rows_wait_free(psd_kvs_of(n), w);
+	}
+}
+
+void psd_kvs_rows_drop(struct psched_node *n, struct psd_conn *c, int err,
+		       const char *why)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct kvs_rows *e;
+	size_t pos = 0;
+
+	if (!s->rows)
+		return;
+	while ((e = psd_map_next(&s->rows->keys, &pos, NULL))) {
+		rows_drop_list(n, &e->pulls, c, err, why);
+		rows_drop_list(n, &e->held, c, err, why);
+	}
+}
+
+static void rows_entry_free(void *val, void *arg)
+{
+	struct psched_node *n = arg;
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct kvs_rows *e = val;
+
+	rows_drop_list(n, &e->pulls, NULL, 0, NULL);
+	rows_drop_list(n, &e->held, NULL, 0, NULL);
+	rows_tab_fini(s, &e->tab);
+	rows_tab_fini(s, &e->mtab);
+	atomic_fetch_sub(&s->stored_bytes, e->val.count * e->rowbytes);
+	rows_arena_fini(s, &e->val);
+	rows_arena_fini(s, &e->state);
+	rows_arena_fini(s, &e->merge);
+	free(e->got);
+	free(e->want);
+	free(e);
+}
+
+void psd_kvs_rows_fini(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	if (!s->rows)
+		return;
+	psd_map_clear(&s->rows->keys, rows_entry_free, n);
+	psd_map_fini(&s->rows->keys);
+	free(s->rows->rbuf);
+	free(s->rows);
+	s->rows = NULL;
+}
+
+static struct kvs_rows *rows_entry_create(struct psched_node *n,
+					  const struct psd_hdr *h)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct kvs_rows *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->key = h->key;
+	e->total = h->total;
+	e->rowbytes = h->part;
+	e->dtype = h->dtype;
+	psd_rows_place(h->total / h->part, n->num_server, (unsigned)n->rank,
+		       &e->lo, &e->n);
+	e->val.rowbytes = e->merge.rowbytes = e->rowbytes;
+	e->got = calloc(s->nworker ? s->nworker : 1, sizeof(*e->got));
+	e->want = calloc(s->nworker ? s->nworker : 1, sizeof(*e->want));
+	psd_list_init(&e->pulls);
+	psd_list_init(&e->held);
+	if (!e->got || !e->want || psd_map_put(&rows_all(s)->keys, h->key, e)) {
+		free(e->got);
+		free(e->want);
+		free(e);
+		return NULL;
+	}
+	return e;
+}
+
+/* Check @h against the key's entry (created by an init); NULL when
+ * refused (answered). */
+static struct kvs_rows *rows_check_entry(struct psched_node *n,
+					 struct psd_conn *c,
+					 const struct psd_hdr *h)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_rows *all = rows_all(s);
+	struct kvs_rows *e = all ? psd_map_get(&all->keys, h->key) : NULL;
+
+	if (!all) {
+		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for row tables");
+		return NULL;
+	}
+	if (!e && psd_kvs_entry_find(s, h->key)) {
+		psd_kvs_reject(
+			n, c, h, PSCHED_ESIZE,
+			"the key is a dense tensor here, not row-sparse");
+		return NULL;
+	}
+	if (!e && h->type != PSD_MSG_INIT) {
+		psd_kvs_reject(n, c, h, PSCHED_EUNKNOWNKEY,
+			       "unknown row-sparse key (never initialised)");
+		return NULL;
+	}
+	if (!e) {
+		e = rows_entry_create(n, h);
+		if (!e) {
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory for a row-sparse key");
+			return NULL;
+		}
+		e->creator = c->peer_id;
+	}
+	if (e->total != h->total || e->rowbytes != h->part ||
+	    e->dtype != h->dtype) {
+		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
+				"row-sparse key %llu: %llu rows of %llu bytes "
+				"of dtype %u asked, but the table has %llu "
+				"rows of %llu bytes of dtype %u",
+				(unsigned long long)h->key,
+				(unsigned long long)(h->total / h->part),
+				(unsigned long long)h->part, h->dtype,
+				(unsigned long long)(e->total / e->rowbytes),
+				(unsigned long long)e->rowbytes, e->dtype);
+		return NULL;
+	}
+	if (h->offset != e->lo * e->rowbytes || h->span != e->n * e->rowbytes ||
+	    !e->n) {
+		psd_kvs_reject(n, c, h, -EPROTO,
+			       "row range is not the one this server holds");
+		return NULL;
+	}
+	return e;
+}
+
+int psd_kvs_rows_rx_header(struct psched_node *n, struct psd_conn *c,
+			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			   void **dst)
+{
+	*dst = NULL; /* the connection's scratch buffer */
+	kc->rows = NULL;
+	if (h->total > psd_van_max_tensor(c)) {
+		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
+				"row-sparse key %llu: a table of %llu bytes, "
+				"above this server's PS_MAX_TENSOR_BYTES %llu",
+				(unsigned long long)h->key,
+				(unsigned long long)h->total,
+				(unsigned long long)psd_van_max_tensor(c));
+		return h->length ? PSD_RX_DISCARD : 0;
+	}
+	kc->rows = rows_check_entry(n, c, h);
+	if (!kc->rows)
+		return h->length ? PSD_RX_DISCARD : 0;
+	return 0;
+}
+
+/* Rows of @e asked by pull @h (@ids) into the reply buffer, then send. */
+static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
+			    struct kvs_rows *e, const struct psd_hdr *req,
+			    const uint8_t *payload)
+{
+	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
+	struct psd_rows_prefix p;
+	struct psd_hdr h = *req;
+	struct iovec iov;
+	uint64_t i, id, len;
+	uint32_t slot;
+
+	psd_rows_prefix_get(payload, &p);
+	len = (uint64_t)p.nrows * e->rowbytes;
+	if (len > all->rcap) {
+		uint8_t *nb = realloc(all->rbuf, (size_t)len);
+
+		if (!nb) {
+			psd_kvs_reject(n, c, req, -ENOMEM,
+				       "no memory for a row-sparse answer");
+			return;
+		}
+		all->rbuf = nb;
+		all->rcap = len;
+	}
+	for (i = 0; i < p.nrows; i++) {
+		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
+		if (rows_tab_get(&e->tab, id, &slot))
+			memcpy(all->rbuf + i * e->rowbytes,
+			       rows_at(&e->val, slot), (size_t)e->rowbytes);
+		else
+			memset(all->rbuf + i * e->rowbytes, 0,
+			       (size_t)e->rowbytes);
+	}
+	h.type = PSD_MSG_PULL_RESP;
+	h.sender = n->id;
+	h.flags = PSD_F_ROWS;
+	h.step = e->version;
+	h.length = len;
+	iov.iov_base = all->rbuf;
+	iov.iov_len = (size_t)len;
+	psd_conn_send(c, &h, &iov, 1);
+}
+
+/* Stored row @id of @e (created zero when new), or NULL (no memory). */
+static uint8_t *rows_stored(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
+			    uint32_t *slotp)
+{
+	uint64_t slot;
+	uint32_t i;
+
+	if (rows_tab_get(&e->tab, id, &i)) {
+		*slotp = i;
+		return rows_at(&e->val, i);
+	}
+	if (rows_arena_new(s, &e->val, &slot) ||
+	    rows_tab_put(s, &e->tab, id, (uint32_t)slot))
+		return NULL;
+	atomic_fetch_add(&s->stored_bytes, e->rowbytes);
+	*slotp = (uint32_t)slot;
+	return rows_at(&e->val, slot);
+}
+
+/* Lazy update: the installed optimizer updates stored row @slot (@w)
+ * with gradient @g, keeping that row's states (common/optim_rows.c).
+ * 0 done, 1 no optimizer applies (the default rule does), -ENOMEM. */
+static int rows_optimize(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
+			 uint32_t slot, uint8_t *w, const uint8_t *g)
+{
+	uint64_t width = e->rowbytes / psched_dtype_size(e->dtype);
+	uint64_t need, i;
+	unsigned ns;
+	uint8_t *st;
+
+	if (!psd_upd_rows_covers(&s->upd, e->dtype, &ns))
+		return 1;
+	/* Per row: ns state arrays of width doubles, then the row's update
+	 * count.  A change of optimizer state layout starts them over. */
+	need = ns * width * 8 + 8;
+	if (e->state.rowbytes != need) {
+		rows_arena_fini(s, &e->state);
+		e->state.rowbytes = need;
+	}
+	while (e->state.count <= slot)
+		if (rows_arena_new(s, &e->state, &i))
+			return -ENOMEM;
+	st = rows_at(&e->state, slot);
+	psd_upd_rows_apply(&s->upd, e->key, e->dtype, id, width, w, g,
+			   (double *)(void *)st,
+			   (uint32_t *)(void *)(st + ns * width * 8));
+	return 0;
+}
+
+/* Fold summed row @g of row @id into the stored row; @add: the default
+ * rule adds (async) instead of replacing (sync). */
+static int rows_fold(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
+		     const uint8_t *g, bool add)
+{
+	uint32_t slot;
+	uint8_t *w = rows_stored(s, e, id, &slot);
+	int ret;
+
+	if (!w)
+		return -ENOMEM;
+	ret = rows_optimize(s, e, id, slot, w, g);
+	if (ret <= 0)
+		return ret;
+	if (add)
+		psd_rows_add(e->dtype, w, g, e->rowbytes);
+	else
+		memcpy(w, g, (size_t)e->rowbytes);
+	return 0;
+}
+
+/* Sum a checked push payload into the open step's merge rows. */
+static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
+		      const uint8_t *payload)
+{
+	struct psd_rows_prefix p;
+	const uint8_t *rows;
+	uint64_t i, id, slot;
+	uint32_t m;
+
+	psd_rows_prefix_get(payload, &p);
+	rows = payload + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	for (i = 0; i < p.nrows; i++) {
+		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
+		if (rows_tab_get(&e->mtab, id, &m)) {
+			psd_rows_add(e->dtype, rows_at(&e->merge, m),
+				     rows + i * e->rowbytes, e->rowbytes);
+			continue;
+		}
+		if (rows_arena_new(s, &e->merge, &slot) ||
+		    rows_tab_put(s, &e->mtab, id, (uint32_t)slot))
+			return -ENOMEM;
+		memcpy(rows_at(&e->merge, slot), rows + i * e->rowbytes,
+		       (size_t)e->rowbytes);
+	}
+	return 0;
+}
+
+/* Every worker's pieces are in: fold the merged rows, bump the version,
+ * answer the pulls it covers. */
+static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_list *pos, *tmp;
+	uint64_t i;
+
+	for (i = 0; i < e->mtab.cap && e->mtab.count; i++)
+		if (e->mtab.ids[i] != ROWS_EMPTY &&
+		    rows_fold(s, e, e->mtab.ids[i],
+			      rows_at(&e->merge, e->mtab.idx[i]), false))
+			psd_err("row-sparse key %llu step %llu: no memory to "
+				"store row %llu; it keeps its old value",
+				(unsigned long long)e->key,
+				(unsigned long long)(e->version + 1),
+				(unsigned long long)e->mtab.ids[i]);
+	rows_tab_clear(&e->mtab);
+	/* The merge slabs stay for the next step (rows are overwritten). */
+	e->merge.count = 0;
+	memset(e->got, 0, s->nworker * sizeof(*e->got));
+	memset(e->want, 0, s->nworker * sizeof(*e->want));
+	e->wdone = 0;
+	e->version++;
+	psd_list_for_each_safe (pos, tmp, &e->pulls) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (w->want > e->version)
+			continue;
+		psd_list_del(&w->link);
+		rows_reply_pull(n, w->conn, e, &w->h, w->buf);
+		rows_wait_free(s, w);
+	}
+}
+
+/* A checked piece of the open step from worker @wrank: summed (0), or
+ * refused and answered (an error). */
+static int rows_piece(struct psched_node *n, struct psd_conn *c,
+		      struct kvs_rows *e, const struct psd_hdr *h,
+		      const uint8_t *payload, int wrank)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_rows_prefix p;
+
+	psd_rows_prefix_get(payload, &p);
+	if ((e->want[wrank] && e->want[wrank] != p.pieces) ||
+	    e->got[wrank] >= p.pieces) {
+		psd_kvs_rejectf(n, c, h, -EPROTO,
+				"row push announces %u pieces for step %llu, "
+				"but %u were announced and %u received",
+				p.pieces, (unsigned long long)h->step,
+				e->want[wrank], e->got[wrank]);
+		return -EPROTO;
+	}
+	if (rows_merge(s, e, payload))
+		return psd_kvs_reject(n, c, h, -ENOMEM,
+				      "no memory to sum a row-sparse push");
+	e->want[wrank] = p.pieces;
+	if (++e->got[wrank] == p.pieces && ++e->wdone == s->nworker)
+		rows_step_finish(n, e);
+	return 0;
+}
+
+/* Pushes held for the step now open, in arrival order. */
+static void rows_replay_held(struct psched_node *n, struct kvs_rows *e)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_list *pos;
+	bool again = true;
+
+	while (again) {
+		again = false;
+		psd_list_for_each (pos, &e->held) {
+			struct psd_kvs_wait *w = psd_container_of(
+				pos, struct psd_kvs_wait, link);
+			uint64_t v = e->version;
+			struct psd_peer *p;
+
+			if (w->want != v + 1)
+				continue;
+			psd_list_del(&w->link);
+			p = psd_node_peer(n, w->h.sender);
+			if (p && p->role == PSCHED_ROLE_WORKER)
+				rows_piece(n, w->conn, e, &w->h, w->buf,
+					   p->rank);
+			rows_wait_free(s, w);
+			again = true; /* the list changed under us */
+			break;
+		}
+	}
+}
+
+/* A checked push of @e (sync mode). */
+static void rows_on_push(struct psched_node *n, struct psd_conn *c,
+			 struct kvs_rows *e, const struct psd_hdr *h,
+			 const uint8_t *payload, int wrank)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	uint64_t limit = psd_kvs_parked_limit(s);
+	void *buf;
+
+	if (h->step <= e->version) {
+		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
+		return;
+	}
+	if (h->step == e->version + 1) {
+		/* The ack only for a piece summed: a refusal answers it. */
+		if (!rows_piece(n, c, e, h, payload, wrank))
+			psd_kvs_send_ack(n, c, h);
+		rows_replay_held(n, e);
+		return;
+	}
+	if (s->broken) {
+		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+		return;
+	}
+	if (h->step - (e->version + 1) > s->max_ahead || h->length > limit ||
+	    s->parked_bytes > limit - h->length) {
+		psd_kvs_rejectf(n, c, h, -ERANGE,
+				"row push of key %llu for step %llu: too far "
+				"ahead of the open step %llu or no room to "
+				"hold it (PS_MAX_STEPS_AHEAD, "
+				"PS_MAX_PARKED_BYTES)",
+				(unsigned long long)h->key,
+				(unsigned long long)h->step,
+				(unsigned long long)(e->version + 1));
+		return;
+	}
+	buf = malloc((size_t)h->length);
+	if (!buf || psd_kvs_queue_wait(c, &e->held, h, h->step, buf)) {
+		free(buf);
+		psd_kvs_reject(n, c, h, -ENOMEM,
+			       "no memory to hold an early row push");
+		return;
+	}
+	memcpy(buf, payload, (size_t)h->length);
+	s->parked_bytes += h->length;
+	psd_kvs_send_ack(n, c, h);
+}
+
+/* Async: fold each row at once (default rule: add). */
+static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
+			       struct kvs_rows *e, const struct psd_hdr *h,
+			       const uint8_t *payload)
+{
+	struct psd_rows_prefix p;
+	const uint8_t *rows;
+	uint64_t i, id;
+
+	psd_rows_prefix_get(payload, &p);
+	rows = payload + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	for (i = 0; i < p.nrows; i++) {
+		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
+		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
+			      true)) {
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory to store rows");
+			return;
+		}
+	}
+	e->version++;
+	psd_kvs_reply_status(n, c, h, 0);
+}
+
+static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
+			 struct kvs_rows *e, const struct psd_hdr *h,
+			 const uint8_t *payload)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	void *buf;
+
+	if (s->async || e->version >= h->step) {
+		rows_reply_pull(n, c, e, h, payload);
+		return;
+	}
+	if (s->broken) {
+		psd_kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
+		return;
+	}
+	buf = malloc((size_t)h->length);
+	if (!buf || psd_kvs_queue_wait(c, &e->pulls, h, h->step, buf)) {
+		free(buf);
+		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
+		return;
+	}
+	memcpy(buf, payload, (size_t)h->length);
+	s->parked_bytes += h->length;
+}
+
+void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
+			  const struct psd_hdr *h, void *payload)
+{
+	struct psd_kvs_conn *kc = c->ctx;
+	struct kvs_rows *e = kc ? kc->rows : NULL;
+	char why[256];
+
+	if (!e)
+		return; /* refused at the header */
+	kc->rows = NULL;
+	if (h->type == PSD_MSG_INIT) {
+		psd_kvs_reply_status(n, c, h, 0);
+		return;
+	}
+	if (psd_rows_check(h, payload, e->lo, e->n, why, sizeof(why))) {
+		psd_kvs_reject(n, c, h, -EPROTO, why);
+		return;
+	}
+	if (h->type == PSD_MSG_PULL)
+		rows_on_pull(n, c, e, h, payload);
+	else if (psd_kvs_of(n)->async)
+		rows_on_async_push(n, c, e, h, payload);
+	else if (kc->wrank >= 0 && (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
+		rows_on_push(n, c, e, h, payload, kc->wrank);
+}
+
+bool psd_kvs_rows_has(const struct psd_kvs *s, uint64_t key)
+{
+	return s->rows && psd_map_get(&s->rows->keys, key);
+}

@@ -1,0 +1,370 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Row-sparse keys in a real dist_sync job (tests/integration/
+ * test_rows.sh; one copy per worker, every copy knows what every worker
+ * pushes, so each checks the whole table independently):
+ *  - exact sums over several steps of pushes from every worker, with
+ *    duplicate row ids inside one push, an empty push, rows on both
+ *    sides of the servers' row boundary; float32, float64, bfloat16;
+ *    pulls in sorted, reverse and repeating orders;
+ *  - bad requests refused with a clear error and nothing stored: a row
+ *    id out of range, a dense push on the row key, another shape;
+ *  - lazy sgd, adagrad and adam on the servers against a reference
+ *    written here from the textbook rules (rows not pushed keep their
+ *    weights; each row counts its own updates).
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "psched/kvstore.h"
+
+#define CHECK(c, ...)                                                          \
+	do {                                                                   \
+		if (!(c)) {                                                    \
+			fprintf(stderr, "rows_c rank %d: FAIL %s: ", rank,     \
+				#c);                                           \
+			fprintf(stderr, __VA_ARGS__);                          \
+			fprintf(stderr, "\n");                                 \
+			exit(1);                                               \
+		}                                                              \
+	} while (0)
+
+#define R     1000u
+#define WIDTH 5u
+#define STEPS 4
+#define MAXN  64
+
+static int rank = -1;
+static int nw;
+static struct psched_node *node;
+static unsigned tmo = 60000;
+
+/* The rows worker @r pushes at step @s (1-based): ids into @ids, count
+ * returned.  Worker 1 pushes nothing at step 2. */
+static size_t push_ids(int r, int s, uint64_t *ids)
+{
+	size_t n = 20 + 5 * (size_t)r, i;
+
+	if (r == 1 && s == 2)
+		return 0;
+	for (i = 0; i < n; i++)
+		ids[i] = ((uint64_t)i * i * 7 + (uint64_t)r * 13 +
+			  (uint64_t)s * 31) %
+			 R;
+	ids[3] = ids[0]; /* duplicates inside one push */
+	ids[n - 1] = ids[1];
+	ids[5] = R / 2 - 1; /* both sides of the 2-server boundary */
+	ids[6] = R / 2;
+	ids[7] = R / 2;
+	return n;
+}
+
+/* Element @j of the row worker @r pushes for id @id at step @s, entry
+ * @i: small integers, exact in every dtype here. */
+static double push_val(int r, int s, uint64_t id, size_t i, unsigned j)
+{
+	return (double)(1 + (r + s + (int)(id % 5) + (int)j + (int)i) % 4);
+}
+
+static float bf16_to_f(uint16_t h)
+{
+	uint32_t u = (uint32_t)h << 16;
+	float f;
+
+	memcpy(&f, &u, 4);
+	return f;
+}
+
+static uint16_t f_to_bf16(float f)
+{
+	uint32_t u;
+
+	memcpy(&u, &f, 4);
+	return (uint16_t)(u >> 16); /* exact for the small integers used */
+}
+
+static void put(enum psched_dtype dt, void *buf, size_t i, double v)
+{
+	if (dt == PSCHED_F64)
+		((double *)buf)[i] = v;
+	else if (dt == PSCHED_BF16)
+		((uint16_t *)buf)[i] = f_to_bf16((float)v);
+	else
+		((float *)buf)[i] = (float)v;
+}
+
+static double get(enum psched_dtype dt, const void *buf, size_t i)
+{
+	if (dt == PSCHED_F64)
+		return ((const double *)buf)[i];
+	if (dt == PSCHED_BF16)
+		return bf16_to_f(((const uint16_t *)buf)[i]);
+	return ((const float *)buf)[i];
+}
+
+static void wait_req(uint64_t req, const char *what)
+{
+	int ret = psched_wait(node, req, tmo);
+
+	CHECK(!ret, "%s: %s (%s)", what, psched_strerror(ret), psched_errmsg());
+}
+
+/* Pull rows @ids and compare every element with @want (R x WIDTH). */
+static void pull_check(uint64_t key, enum psched_dtype dt, const uint64_t *ids,
+		       size_t n, const double *want, const char *what, int s)
+{
+	size_t es = psched_dtype_size(dt), i;
+	uint8_t *out = malloc(n * WIDTH * es + 1);
+	uint64_t req;
+	unsigned j;
+	int ret;
+
+	CHECK(out, "no memory");
+	memset(out, 0xee, n * WIDTH * es);
+	ret = psched_row_sparse_pull(node, key, n, ids, out, 1, NULL, NULL,
+				     &req);
+	CHECK(!ret, "pull: %s", psched_errmsg());
+	wait_req(req, what);
+	for (i = 0; i < n; i++)
+		for (j = 0; j < WIDTH; j++)
+			CHECK(get(dt, out, i * WIDTH + j) ==
+				      want[ids[i] * WIDTH + j],
+			      "%s step %d key %llu row %llu elem %u: got %g "
+			      "want %g",
+			      what, s, (unsigned long long)key,
+			      (unsigned long long)ids[i], j,
+			      get(dt, out, i * WIDTH + j),
+			      want[ids[i] * WIDTH + j]);
+	free(out);
+}
+
+/* Sums, default rule: a row pushed in step s holds the sum of its step-s
+ * pushes (duplicates included); other rows keep their value. */
+static void run_sums(uint64_t key, enum psched_dtype dt)
+{
+	static double want[R * WIDTH], sum[R * WIDTH];
+	static uint64_t all[R], rev[R], dup[3 * R], ids[MAXN];
+	static uint8_t buf[MAXN * WIDTH * 8];
+	static bool hit[R];
+	uint64_t req;
+	size_t n, i, k;
+	unsigned j;
+	int s, r, ret;
+
+	ret = psched_row_sparse_init(node, key, R, WIDTH, dt, tmo);
+	CHECK(!ret, "init key %llu: %s", (unsigned long long)key,
+	      psched_errmsg());
+	for (i = 0; i < R; i++) {
+		all[i] = i;
+		rev[i] = R - 1 - i;
+		dup[3 * i] = dup[3 * i + 1] = (i * 17) % R;
+		dup[3 * i + 2] = i;
+	}
+	memset(want, 0, sizeof(want));
+	pull_check(key, dt, all, R, want, "initial pull", 0);
+	for (s = 1; s <= STEPS; s++) {
+		n = push_ids(rank, s, ids);
+		for (i = 0; i < n; i++)
+			for (j = 0; j < WIDTH; j++)
+				put(dt, buf, i * WIDTH + j,
+				    push_val(rank, s, ids[i], i, j));
+		ret = psched_row_sparse_push(node, key, n, ids, buf, s, NULL,
+					     NULL, &req);
+		CHECK(!ret, "push step %d: %s", s, psched_errmsg());
+		wait_req(req, "push");
+		/* What every worker pushed this step. */
+		memset(sum, 0, sizeof(sum));
+		memset(hit, 0, sizeof(hit));
+		for (r = 0; r < nw; r++) {
+			k = push_ids(r, s, ids);
+			for (i = 0; i < k; i++) {
+				hit[ids[i]] = true;
+				for (j = 0; j < WIDTH; j++)
+					sum[ids[i] * WIDTH + j] +=
+						push_val(r, s, ids[i], i, j);
+			}
+		}
+		for (i = 0; i < R; i++)
+			if (hit[i])
+				memcpy(want + i * WIDTH, sum + i * WIDTH,
+				       WIDTH * sizeof(double));
+		pull_check(key, dt, all, R, want, "sorted pull", s);
+		pull_check(key, dt, rev, R, want, "reverse pull", s);
+		pull_check(key, dt, dup, 3 * R, want, "repeating pull", s);
+	}
+}
+
+/* Refusals: clear errors, nothing sent, nothing stored. */
+static void run_refusals(uint64_t key)
+{
+	static float row[WIDTH] = { 9, 9, 9, 9, 9 }, out[WIDTH], dense[8];
+	uint64_t bad = R, ok = 3, req, len = sizeof(dense);
+	const void *vals[1] = { dense };
+	int ret;
+
+	ret = psched_row_sparse_push(node, key, 1, &bad, row, 0, NULL, NULL,
+				     &req);
+	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "out of range"),
+	      "out-of-range id: %d %s", ret, psched_errmsg());
+	ret = psched_row_sparse_pull(node, key, 1, &bad, out, 0, NULL, NULL,
+				     &req);
+	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "out of range"),
+	      "out-of-range pull id: %d %s", ret, psched_errmsg());
+	ret = psched_push(node, &key, 1, vals, &len, PSCHED_F32, 0, NULL, NULL,
+			  &req);
+	CHECK(ret == PSCHED_ESIZE && strstr(psched_errmsg(), "row-sparse"),
+	      "dense push on a row key: %d %s", ret, psched_errmsg());
+	ret = psched_row_sparse_init(node, key, R, WIDTH + 1, PSCHED_F32, tmo);
+	CHECK(ret == PSCHED_ESIZE, "another width accepted: %d %s", ret,
+	      psched_errmsg());
+	ret = psched_row_sparse_push(node, 999, 1, &ok, row, 0, NULL, NULL,
+				     &req);
+	CHECK(ret == PSCHED_EUNKNOWNKEY, "unknown key: %d %s", ret,
+	      psched_errmsg());
+}
+
+/* The reference rules (MXNet's sgd / adagrad / adam, lazy: only rows
+ * with a gradient this step, each row with its own update count). */
+static void ref_step(const char *opt, double *w, double g, double *s0,
+		     double *s1, unsigned t)
+{
+	const double lr = 0.1, wd = 0.01, eps = 1e-7, b1 = 0.9, b2 = 0.999;
+
+	if (!strcmp(opt, "sgd")) {
+		*w = *w - lr * (g + wd * *w);
+	} else if (!strcmp(opt, "adagrad")) {
+		g = g + wd * *w;
+		*s0 = *s0 + g * g;
+		*w = *w - lr * g / (sqrt(*s0) + eps);
+	} else {
+		g = g + wd * *w;
+		*s0 = b1 * *s0 + (1 - b1) * g;
+		*s1 = b2 * *s1 + (1 - b2) * g * g;
+		*w = *w - lr * sqrt(1 - pow(b2, t)) / (1 - pow(b1, t)) * *s0 /
+				  (sqrt(*s1) + 1e-8);
+	}
+	(void)eps;
+}
+
+static void run_optimizer(uint64_t key, const char *opt)
+{
+	static double w[R * WIDTH], s0[R * WIDTH], s1[R * WIDTH];
+	static double g[R * WIDTH];
+	static unsigned t[R];
+	static bool hit[R];
+	static uint64_t all[R], ids[MAXN];
+	static float buf[MAXN * WIDTH], out[R * WIDTH];
+	struct psched_optimizer o;
+	uint64_t req;
+	size_t n, i, k;
+	unsigned j;
+	int s, r, ret;
+	double tol;
+
+	psched_optimizer_init(&o);
+	CHECK(!psched_optimizer_defaults(&o, opt), "defaults %s", opt);
+	o.learning_rate = 0.1;
+	o.wd = 0.01;
+	if (!strcmp(opt, "adagrad"))
+		o.epsilon = 1e-7;
+	if (!strcmp(opt, "adam"))
+		o.epsilon = 1e-8;
+	ret = rank ? 0 : psched_servers_configure(node, NULL, &o, tmo);
+	CHECK(!ret, "configure %s: %s", opt, psched_errmsg());
+	ret = psched_barrier(node, PSCHED_GROUP_WORKERS, tmo);
+	CHECK(!ret, "barrier");
+	ret = psched_row_sparse_init(node, key, R, WIDTH, PSCHED_F32, tmo);
+	CHECK(!ret, "init: %s", psched_errmsg());
+	memset(w, 0, sizeof(w));
+	memset(s0, 0, sizeof(s0));
+	memset(s1, 0, sizeof(s1));
+	memset(t, 0, sizeof(t));
+	for (i = 0; i < R; i++)
+		all[i] = i;
+	for (s = 1; s <= STEPS; s++) {
+		n = push_ids(rank, s, ids);
+		for (i = 0; i < n; i++)
+			for (j = 0; j < WIDTH; j++)
+				buf[i * WIDTH + j] =
+					(float)(push_val(rank, s, ids[i], i,
+							 j) /
+							8.0 -
+						0.2);
+		ret = psched_row_sparse_push(node, key, n, ids, buf, 0, NULL,
+					     NULL, &req);
+		CHECK(!ret, "push: %s", psched_errmsg());
+		wait_req(req, "optimizer push");
+		memset(g, 0, sizeof(g));
+		memset(hit, 0, sizeof(hit));
+		for (r = 0; r < nw; r++) {
+			k = push_ids(r, s, ids);
+			for (i = 0; i < k; i++) {
+				hit[ids[i]] = true;
+				for (j = 0; j < WIDTH; j++)
+					g[ids[i] * WIDTH + j] +=
+						(double)(float)(push_val(r, s,
+									 ids[i],
+									 i, j) /
+									8.0 -
+								0.2);
+			}
+		}
+		for (i = 0; i < R; i++) {
+			if (!hit[i])
+				continue;
+			t[i]++;
+			for (j = 0; j < WIDTH; j++) {
+				k = i * WIDTH + j;
+				ref_step(opt, &w[k], g[k], &s0[k], &s1[k],
+					 t[i]);
+				w[k] = (double)(float)w[k];
+			}
+		}
+		ret = psched_row_sparse_pull(node, key, R, all, out, 0, NULL,
+					     NULL, &req);
+		CHECK(!ret, "pull: %s", psched_errmsg());
+		wait_req(req, "optimizer pull");
+		for (k = 0; k < R * WIDTH; k++) {
+			tol = 1e-5 * (fabs(w[k]) + 1e-3);
+			CHECK(fabs(out[k] - w[k]) <= tol,
+			      "%s step %d row %zu elem %zu: got %.9g want "
+			      "%.9g",
+			      opt, s, k / WIDTH, k % WIDTH, out[k], w[k]);
+			/* Lazy: a row never pushed stays exactly zero. */
+			CHECK(t[k / WIDTH] || out[k] == 0.0f,
+			      "%s: untouched row %zu changed to %g", opt,
+			      k / WIDTH, out[k]);
+		}
+	}
+}
+
+int main(void)
+{
+	struct psched_kvstore *kv;
+	int ret;
+
+	ret = psched_kvstore_create("dist_sync", NULL, &kv);
+	if (ret) {
+		fprintf(stderr, "rows_c: create: %s\n", psched_errmsg());
+		return 1;
+	}
+	rank = psched_kvstore_rank(kv);
+	nw = psched_kvstore_num_workers(kv);
+	node = psched_kvstore_node(kv);
+	if (getenv("PS_TEST_TIMEOUT_MULT"))
+		tmo *= (unsigned)atoi(getenv("PS_TEST_TIMEOUT_MULT"));
+	run_sums(7, PSCHED_F32);
+	run_sums(8, PSCHED_F64);
+	run_sums(9, PSCHED_BF16);
+	run_refusals(7);
+	run_optimizer(20, "sgd");
+	run_optimizer(21, "adagrad");
+	run_optimizer(22, "adam");
+	ret = psched_kvstore_destroy(kv);
+	CHECK(!ret, "destroy: %s", psched_errmsg());
+	printf("rows_c rank %d: ok\n", rank);
+	return 0;
+}

@@ -1,0 +1,628 @@
+// SPDX-License-Identifier: MIT
+/*
+ * KV worker: row-sparse keys (embedding tables; common/rows.h, wire.h
+ * PSD_F_ROWS).  A push of (row ids, rows) is sorted by row id, duplicate
+ * ids summed, and sliced by the servers' row ranges; every server holding
+ * rows of the table gets at least one piece per push (an empty one if no
+ * row is its), since its step completes when every worker's pieces are
+ * in.  A pull asks only the servers owning the rows it names.  Each
+ * server's slice is cut into pieces of the partition size of the step's
+ * config and the pieces go through the same priority queue and credit
+ * gate as dense chunks (kvw.h).  Locking words as in kvw.h.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "kvw.h"
+#include "rows.h"
+
+/* One asked row: its id and where it is in the caller's buffer. */
+struct kvw_rows_pair {
+	uint64_t id;
+	uint64_t pos;
+};
+
+struct kvw_rows {
+	uint64_t rows;
+	uint64_t rowbytes;
+	size_t n;		     /* rows asked (pairs) */
+	struct kvw_rows_pair *pairs; /* sorted by id, then position */
+	size_t nu;		     /* distinct ids */
+	size_t *ustart;		     /* [nu + 1]: first pair of each id */
+	const uint8_t *src;	     /* push: the caller's rows */
+	uint8_t *out;		     /* pull: the caller's buffer */
+	uint8_t *land;		     /* pull: answers land here */
+	bool direct;		     /* land == out: ids sorted, distinct */
+	size_t *cu;		     /* per chunk: first distinct id */
+	size_t *cn;		     /* per chunk: distinct ids */
+};
+
+void psd_kvw_rows_free(struct kvw_rows *x)
+{
+	if (!x)
+		return;
+	free(x->pairs);
+	free(x->ustart);
+	if (!x->direct)
+		free(x->land);
+	free(x->cu);
+	free(x->cn);
+	free(x);
+}
+
+static int rows_pair_cmp(const void *a, const void *b)
+{
+	const struct kvw_rows_pair *x = a, *y = b;
+
+	if (x->id != y->id)
+		return x->id < y->id ? -1 : 1;
+	return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+/* Stable LSD radix sort of @p (@n pairs, ids below @rows) by id, 11
+ * bits a pass: equal ids keep their order.  0 or -ENOMEM. */
+static int rows_radix(struct kvw_rows_pair *p, size_t n, uint64_t rows)
+{
+	struct kvw_rows_pair *tmp = malloc(n * sizeof(*tmp)), *a = p, *b = tmp,
+			     *t;
+	size_t cnt[2048], i, sum, c;
+	unsigned shift;
+
+	if (!tmp)
+		return -ENOMEM;
+	for (shift = 0; shift < 64 && (rows - 1) >> shift; shift += 11) {
+		memset(cnt, 0, sizeof(cnt));
+		for (i = 0; i < n; i++)
+			cnt[(a[i].id >> shift) & 2047]++;
+		for (i = 0, sum = 0; i < 2048; i++) {
+			c = cnt[i];
+			cnt[i] = sum;
+			sum += c;
+		}
+		for (i = 0; i < n; i++)
+			b[cnt[(a[i].id >> shift) & 2047]++] = a[i];
+		t = a;
+		a = b;
+		b = t;
+	}
+	if (a != p)
+		memcpy(p, a, n * sizeof(*p));
+	free(tmp);
+	return 0;
+}
+
+/* Locked.  Check and sort the ids of a request on key @k. */
+static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
+			  const uint64_t *ids, struct kvw_rows **out)
+{
+	struct kvw_rows *x = calloc(1, sizeof(*x));
+	size_t i, u = 0;
+	bool sorted = true;
+
+	if (!x)
+		return -ENOMEM;
+	x->rows = k->total / k->rowbytes;
+	x->rowbytes = k->rowbytes;
+	x->n = n;
+	x->pairs = malloc((n ? n : 1) * sizeof(*x->pairs));
+	x->ustart = malloc((n + 1) * sizeof(*x->ustart));
+	if (!x->pairs || !x->ustart) {
+		psd_kvw_rows_free(x);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++) {
+		if (ids[i] >= x->rows) {
+			psd_kvw_rows_free(x);
+			return psd_set_errmsg(
+				-EINVAL,
+				"row-sparse key %llu: row id %llu (index %zu) "
+				"is out of range, the table has %llu rows",
+				(unsigned long long)key,
+				(unsigned long long)ids[i], i,
+				(unsigned long long)(k->total / k->rowbytes));
+		}
+		x->pairs[i].id = ids[i];
+		x->pairs[i].pos = i;
+		if (i && ids[i] <= ids[i - 1])
+			sorted = false;
+	}
+	if (!sorted && n > 64 && !rows_radix(x->pairs, n, x->rows))
+		sorted = false;
+	else if (!sorted)
+		qsort(x->pairs, n, sizeof(*x->pairs), rows_pair_cmp);
+	for (i = 0; i < n; i++)
+		if (!i || x->pairs[i].id != x->pairs[i - 1].id)
+			x->ustart[u++] = i;
+	x->nu = u;
+	x->ustart[u] = n;
+	x->direct = sorted;
+	*out = x;
+	return 0;
+}
+
+/* Locked.  Pack distinct rows [u0, u0 + cnt) of a push into @buf. */
+static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
+			   uint32_t pieces, uint8_t dtype, uint8_t *buf)
+{
+	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt, .pieces = pieces };
+	uint8_t *rows = buf + PSD_ROWS_PREFIX + cnt * 8;
+	size_t u, j;
+
+	psd_rows_prefix_put(buf, &p);
+	for (u = 0; u < cnt; u++) {
+		const struct kvw_rows_pair *pr = &x->pairs[x->ustart[u0 + u]];
+		uint8_t *dst = rows + u * x->rowbytes;
+
+		memcpy(buf + PSD_ROWS_PREFIX + u * 8, &pr->id, 8);
+		memcpy(dst, x->src + pr->pos * x->rowbytes, x->rowbytes);
+		/* Duplicate ids in one push are summed here. */
+		for (j = x->ustart[u0 + u] + 1; j < x->ustart[u0 + u + 1]; j++)
+			psd_rows_add(dtype, dst,
+				     x->src + x->pairs[j].pos * x->rowbytes,
+				     x->rowbytes);
+	}
+}
+
+static void rows_pack_pull(const struct kvw_rows *x, size_t u0, size_t cnt,
+			   uint8_t *buf)
+{
+	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt };
+	size_t u;
+
+	psd_rows_prefix_put(buf, &p);
+	for (u = 0; u < cnt; u++)
+		memcpy(buf + PSD_ROWS_PREFIX + u * 8,
+		       &x->pairs[x->ustart[u0 + u]].id, 8);
+}
+
+/* Locked.  Distinct ids per piece, and which servers get pieces. */
+static uint64_t rows_per_piece(const struct psd_kvw *w, const struct kvw_req *r)
+{
+	const struct kvw_rows *x = r->rows;
+	uint64_t per = r->type == PSD_MSG_PUSH ? 8 + x->rowbytes : x->rowbytes;
+
+	if (w->fifo || !r->slots[0].part || r->slots[0].part < per)
+		return w->fifo || !r->slots[0].part ? UINT32_MAX : 1;
+	per = r->slots[0].part / per;
+	return per < UINT32_MAX ? per : UINT32_MAX;
+}
+
+/* Locked.  Count pieces: first distinct id of server @s in *@u0. */
+static uint64_t rows_server_span(const struct kvw_rows *x, unsigned ns,
+				 unsigned s, size_t *u0, size_t *cnt)
+{
+	uint64_t lo, n;
+	size_t u = *u0;
+
+	psd_rows_place(x->rows, ns, s, &lo, &n);
+	while (u < x->nu && x->pairs[x->ustart[u]].id < lo + n)
+		u++;
+	*cnt = u - *u0;
+	return n;
+}
+
+/* Locked.  Pieces of server @s of @r: push: at least one if it holds
+ * rows; pull, init: as its rows ask. */
+static uint64_t rows_pieces(const struct kvw_req *r, uint64_t held, size_t cnt,
+			    uint64_t per)
+{
+	if (!held)
+		return 0;
+	if (r->type == PSD_MSG_INIT)
+		return 1;
+	if (r->type == PSD_MSG_PULL && !cnt)
+		return 0;
+	return cnt ? (cnt + per - 1) / per : 1;
+}
+
+/* Locked.  Fill chunk @k and its payload room. */
+static void rows_chunk(struct kvw_req *r, size_t k, unsigned s, uint64_t lo,
+		       uint64_t held, size_t u0, size_t cnt, uint64_t *boff)
+{
+	struct kvw_rows *x = r->rows;
+	struct kvw_chunk *ch = &r->chunks[k];
+
+	ch->req = r;
+	ch->slot = 0;
+	ch->srank = (uint16_t)s;
+	ch->off = lo * x->rowbytes;
+	ch->span = held * x->rowbytes;
+	ch->part = x->rowbytes;
+	x->cu[k] = u0;
+	x->cn[k] = cnt;
+	ch->coff = *boff;
+	ch->clen = r->type == PSD_MSG_PUSH
+			   ? PSD_ROWS_PREFIX + cnt * (8 + x->rowbytes)
+		   : r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8
+					     : 0;
+	ch->node.len = r->type == PSD_MSG_PUSH ? ch->clen : 0;
+	*boff += ch->clen;
+	r->srv[s].pending++;
+}
+
+/* Locked.  Cut @r into pieces (two passes: count, then fill). */
+static int rows_cut(struct psched_node *n, struct kvw_req *r, uint64_t per,
+		    bool fill, size_t *nchunks, uint64_t *bytes)
+{
+	struct kvw_rows *x = r->rows;
+	size_t u0 = 0, cnt, k = 0, j, take;
+	uint64_t held, lo, pcs, boff = 0;
+	unsigned s;
+
+	for (s = 0; s < n->num_server; s++) {
+		held = rows_server_span(x, n->num_server, s, &u0, &cnt);
+		psd_rows_place(x->rows, n->num_server, s, &lo, &held);
+		pcs = rows_pieces(r, held, cnt, per);
+		for (j = 0; j < pcs; j++, k++) {
+			take = cnt - j * per < per ? cnt - j * per : per;
+			if (!cnt)
+				take = 0;
+			if (fill)
+				rows_chunk(r, k, s, lo, held, u0 + j * per,
+					   take, &boff);
+			else
+				boff += PSD_ROWS_PREFIX +
+					take * (8 + x->rowbytes);
+			if (fill && r->type == PSD_MSG_PUSH)
+				rows_pack_push(x, u0 + j * per, take,
+					       (uint32_t)pcs, r->dtype,
+					       r->cbuf + r->chunks[k].coff);
+			else if (fill && r->type == PSD_MSG_PULL)
+				rows_pack_pull(x, u0 + j * per, take,
+					       r->cbuf + r->chunks[k].coff);
+		}
+		u0 += cnt;
+	}
+	*nchunks = k;
+	*bytes = boff;
+	return 0;
+}
+
+/* Locked.  psd_kvw_req_layout() of a row-sparse request (its config is
+ * set): cut it into pieces, pack their payloads, queue them. */
+int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_rows *x = r->rows;
+	uint64_t per = rows_per_piece(w, r), bytes;
+	size_t nch, k;
+	int ret;
+
+	rows_cut(n, r, per, false, &nch, &bytes);
+	r->chunks = calloc(nch ? nch : 1, sizeof(*r->chunks));
+	x->cu = calloc(nch ? nch : 1, sizeof(*x->cu));
+	x->cn = calloc(nch ? nch : 1, sizeof(*x->cn));
+	r->cbuf = malloc(bytes ? bytes : 1);
+	if (!x->direct && r->type == PSD_MSG_PULL && !x->land)
+		x->land = malloc(x->nu ? x->nu * x->rowbytes : 1);
+	if (x->direct)
+		x->land = x->out;
+	if (!r->chunks || !x->cu || !x->cn || !r->cbuf ||
+	    (r->type == PSD_MSG_PULL && !x->land && x->nu))
+		return psd_set_errmsg(-ENOMEM, "no memory to cut a row-sparse "
+					       "request");
+	r->nchunks = nch;
+	rows_cut(n, r, per, true, &nch, &bytes);
+	for (k = 0; k < r->nchunks; k++) {
+		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
+		if (ret) {
+			while (k--)
+				psd_chunkq_remove(&w->q, &r->chunks[k].node);
+			r->nchunks = 0;
+			memset(r->srv, 0, n->num_server * sizeof(*r->srv));
+			return psd_set_errmsg(ret, "no memory to queue chunks");
+		}
+	}
+	r->pending += (unsigned)r->nchunks;
+	return 0;
+}
+
+/* Locked.  The header and payload of row-sparse chunk @ch. */
+void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
+		      struct iovec *iov)
+{
+	const struct kvw_req *r = ch->req;
+
+	h->flags = PSD_F_ROWS;
+	h->part = r->rows->rowbytes;
+	h->length = ch->clen;
+	iov->iov_base = ch->clen ? r->cbuf + ch->coff : NULL;
+	iov->iov_len = (size_t)ch->clen;
+}
+
+/* Unlocked (van thread).  Where a row-sparse pull answer lands. */
+int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
+			   const struct psd_hdr *h, void **dst)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct kvw_chunk *ch;
+	struct kvw_req *r;
+
+	*dst = NULL;
+	if (!h->length)
+		return 0;
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, h->req);
+	if (r && r->rows && !r->cancelled && h->slot < r->nchunks) {
+		ch = &r->chunks[h->slot];
+		if (r->slots[0].key == h->key && ch->srank == p->rank &&
+		    ch->state != KVW_CH_DONE &&
+		    h->length == r->rows->cn[h->slot] * r->rows->rowbytes) {
+			r->busy++;
+			r->srv[p->rank].busy++;
+			*dst = r->rows->land +
+			       r->rows->cu[h->slot] * r->rows->rowbytes;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return 0;
+}
+
+/* Locked.  Copy answered distinct rows to every position asking them. */
+static void rows_scatter(const struct kvw_rows *x, size_t k)
+{
+	size_t u, j;
+
+	for (u = x->cu[k]; u < x->cu[k] + x->cn[k]; u++)
+		for (j = x->ustart[u]; j < x->ustart[u + 1]; j++)
+			memcpy(x->out + x->pairs[j].pos * x->rowbytes,
+			       x->land + u * x->rowbytes, x->rowbytes);
+}
+
+/* Unlocked (van thread).  A row-sparse pull answer is in. */
+void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
+			  const struct psd_hdr *h, void *payload)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	struct kvw_chunk *ch;
+	struct kvw_req *r;
+	bool fire, landed;
+
+	pthread_mutex_lock(&w->lock);
+	r = psd_kvw_req_find(w, h->req);
+	ch = r && r->rows && h->slot < r->nchunks ? &r->chunks[h->slot] : NULL;
+	if (!ch || r->slots[0].key != h->key || ch->srank != p->rank) {
+		pthread_mutex_unlock(&w->lock);
+		return;
+	}
+	landed = h->length && r->srv[p->rank].busy &&
+		 payload == r->rows->land +
+				    r->rows->cu[h->slot] * r->rows->rowbytes;
+	if (landed) {
+		if (!r->rows->direct && !r->cancelled)
+			rows_scatter(r->rows, h->slot);
+		r->busy--;
+		r->srv[p->rank].busy--;
+	} else if (h->length != r->rows->cn[h->slot] * r->rows->rowbytes)
+		psd_kvw_req_error(r, -EPROTO,
+				  "%s answered a row pull of key %llu with "
+				  "%llu bytes instead of %llu",
+				  p->desc, (unsigned long long)h->key,
+				  (unsigned long long)h->length,
+				  (unsigned long long)(r->rows->cn[h->slot] *
+						       r->rows->rowbytes));
+	fire = psd_kvw_chunk_settle(w, ch, false);
+	if (!r->busy)
+		pthread_cond_broadcast(&w->cond);
+	pthread_mutex_unlock(&w->lock);
+	if (fire)
+		psd_kvw_req_run_cb(w, r);
+}
+
+/* Locked.  A request of one slot on row-sparse key @k. */
+static struct kvw_req *rows_req_alloc(struct psched_node *n, uint8_t type,
+				      uint64_t key, const struct kvw_key *k)
+{
+	struct kvw_req *r;
+
+	r = calloc(1, sizeof(*r) + sizeof(r->slots[0]));
+	if (!r)
+		return NULL;
+	r->srv = calloc(n->num_server, sizeof(*r->srv));
+	if (!r->srv) {
+		free(r);
+		return NULL;
+	}
+	r->type = type;
+	r->dtype = k->dtype;
+	r->nslots = 1;
+	r->slots[0].key = key;
+	r->slots[0].total = k->total;
+	r->slots[0].step = k->step;
+	psd_list_init(&r->park_link);
+	return r;
+}
+
+/* Locked.  Step bookkeeping of a push, as for dense keys. */
+static void rows_req_step(struct psd_kvw *w, struct kvw_req *r,
+			  struct kvw_key *k)
+{
+	if (r->type != PSD_MSG_PUSH)
+		return;
+	r->slots[0].step = ++k->step;
+	if (k->step > w->max_step)
+		w->max_step = k->step;
+	if (w->preparing && k->step > w->prep_step)
+		r->parked = true;
+}
+
+/* Locked.  Build and register a request; *@out then holds its hold. */
+static int rows_req_make(struct psched_node *n, uint8_t type, uint64_t key,
+			 size_t nids, const uint64_t *ids, const void *src,
+			 void *out, struct kvw_req **rp)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_key *k = psd_map_get(&w->keys, key);
+	struct kvw_rows *x = NULL;
+	struct kvw_req *r;
+	int ret;
+
+	if (!k || !k->rowbytes)
+		return psd_set_errmsg(PSCHED_EUNKNOWNKEY,
+				      "key %llu is not a row-sparse key this "
+				      "worker initialised "
+				      "(psched_row_sparse_init)",
+				      (unsigned long long)key);
+	ret = rows_ctx_build(k, key, nids, ids, &x);
+	if (ret)
+		return ret == -ENOMEM ? psd_set_errmsg(ret, "no memory") : ret;
+	x->src = src;
+	x->out = out;
+	r = rows_req_alloc(n, type, key, k);
+	if (!r) {
+		psd_kvw_rows_free(x);
+		return psd_set_errmsg(-ENOMEM, "no memory for a request");
+	}
+	r->rows = x;
+	ret = psd_kvw_req_register(w, r);
+	if (ret) {
+		psd_kvw_req_free(r);
+		return psd_set_errmsg(ret, "too many requests");
+	}
+	rows_req_step(w, r, k);
+	*rp = r;
+	return 0;
+}
+
+/* Unlocked.  Issue a row-sparse request. */
+static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
+		      size_t nids, const uint64_t *ids, const void *src,
+		      void *out, int priority, psched_done_fn *cb, void *arg,
+		      uint64_t *req)
+{
+	struct psd_kvw *w = n ? kvw_of(n) : NULL;
+	struct kvw_req *r = NULL;
+	bool fire;
+	int ret;
+
+	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL, "only workers push and pull");
+	if (!req && !cb)
+		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	if (nids && (!ids || (type == PSD_MSG_PUSH && !src) ||
+		     (type == PSD_MSG_PULL && !out)))
+		return psd_set_errmsg(-EINVAL,
+				      "row-sparse %s of key %llu: "
+				      "no row ids or no row buffer",
+				      psd_msg_type_name(type),
+				      (unsigned long long)key);
+	if (nids > UINT32_MAX)
+		return psd_set_errmsg(-E2BIG, "more than 2^32 rows at once");
+	pthread_mutex_lock(&w->lock);
+	if (n->fatal) {
+		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
+		pthread_mutex_unlock(&w->lock);
+		return ret;
+	}
+	ret = rows_req_make(n, type, key, nids, ids, src, out, &r);
+	if (ret) {
+		pthread_mutex_unlock(&w->lock);
+		return ret;
+	}
+	r->cb = cb;
+	r->cb_arg = arg;
+	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
+	r->flags = PSD_F_ROWS;
+	r->priority = w->fifo ? 0 : priority;
+	r->pending = 1; /* held until issued */
+	if (req)
+		*req = r->id;
+	if (r->parked) {
+		r->pending++; /* until the config commit */
+		psd_list_add_tail(&w->parked, &r->park_link);
+	} else if ((ret = psd_kvw_req_layout(n, r))) {
+		psd_kvw_req_error(r, ret, "%s", psched_errmsg());
+		r->pending = 1;
+	}
+	psd_kvw_kick(w);
+	fire = psd_kvw_req_settle(w, r);
+	pthread_mutex_unlock(&w->lock);
+	if (fire)
+		psd_kvw_req_run_cb(w, r);
+	return 0;
+}
+
+int psched_row_sparse_push(struct psched_node *n, uint64_t key, size_t nrows,
+			   const uint64_t *row_ids, const void *rows,
+			   int priority, psched_done_fn *cb, void *arg,
+			   uint64_t *req)
+{
+	return rows_issue(n, PSD_MSG_PUSH, key, nrows, row_ids, rows, NULL,
+			  priority, cb, arg, req);
+}
+
+int psched_row_sparse_pull(struct psched_node *n, uint64_t key, size_t nrows,
+			   const uint64_t *row_ids, void *out, int priority,
+			   psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	return rows_issue(n, PSD_MSG_PULL, key, nrows, row_ids, NULL, out,
+			  priority, cb, arg, req);
+}
+
+/* Locked.  Declare row-sparse key @key on this worker. */
+static int rows_key_declare(struct psd_kvw *w, uint64_t key, uint64_t rows,
+			    uint64_t rowbytes, enum psched_dtype dtype,
+			    uint64_t max)
+{
+	struct kvw_key *k = psd_map_get(&w->keys, key);
+
+	if (!rows || !rowbytes || rows > max / rowbytes)
+		return psd_set_errmsg(PSCHED_ESIZE,
+				      "row-sparse key %llu: %llu rows of %llu "
+				      "bytes: empty, or above "
+				      "PS_MAX_TENSOR_BYTES",
+				      (unsigned long long)key,
+				      (unsigned long long)rows,
+				      (unsigned long long)rowbytes);
+	if (k && (k->rowbytes != rowbytes || k->dtype != dtype ||
+		  k->total != rows * rowbytes))
+		return psd_set_errmsg(PSCHED_ESIZE,
+				      "key %llu already exists with another "
+				      "shape or dtype",
+				      (unsigned long long)key);
+	if (k)
+		return 0;
+	k = calloc(1, sizeof(*k));
+	if (!k)
+		return psd_set_errmsg(-ENOMEM, "no memory for keys");
+	k->total = rows * rowbytes;
+	k->dtype = (uint8_t)dtype;
+	k->rowbytes = rowbytes;
+	if (psd_map_put(&w->keys, key, k)) {
+		free(k);
+		return psd_set_errmsg(-ENOMEM, "no memory for keys");
+	}
+	return 0;
+}
+
+int psched_row_sparse_init(struct psched_node *n, uint64_t key, uint64_t rows,
+			   uint64_t width, enum psched_dtype dtype,
+			   unsigned timeout_ms)
+{
+	struct psd_kvw *w = n ? kvw_of(n) : NULL;
+	uint64_t req;
+	int ret;
+
+	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL, "only workers initialise keys");
+	if ((unsigned)dtype > PSCHED_DTYPE_MAX || !width || width > UINT32_MAX)
+		return psd_set_errmsg(-EINVAL,
+				      "row-sparse key %llu: bad dtype or width",
+				      (unsigned long long)key);
+	pthread_mutex_lock(&w->lock);
+	ret = rows_key_declare(w, key, rows, width * psched_dtype_size(dtype),
+			       dtype, n->cfg.max_tensor_bytes);
+	pthread_mutex_unlock(&w->lock);
+	if (ret)
+		return ret;
+	ret = rows_issue(n, PSD_MSG_INIT, key, 0, NULL, NULL, NULL, 0, NULL,
+			 NULL, &req);
+	if (ret)
+		return ret;
+	ret = psched_wait(n, req, timeout_ms);
+	if (ret)
+		return ret;
+	return psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+}
