@@ -77,10 +77,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (h.length > PSD_MAX_CONTROL) {
 		abort();
 	}
+	/* A row-sparse message (PSD_F_ROWS): whole rows of part bytes, a
+	 * push carrying the prefix and (id, row) pairs, never a pushpull. */
+	if ((h.flags & PSD_F_ROWS) &&
+	    (!h.part || h.total % h.part || h.offset % h.part ||
+	     h.span % h.part || (h.flags & PSD_F_COMPRESSED) ||
+	     h.type == PSD_MSG_PUSHPULL ||
+	     (h.type == PSD_MSG_PUSH &&
+	      (h.length < PSD_ROWS_PREFIX ||
+	       (h.length - PSD_ROWS_PREFIX) % (8 + h.part)))))
+		abort();
 	/* (A compressed push carries its codec's length, checked by
 	 * hdr_check_length() against the codecs.) */
 	if ((h.type == PSD_MSG_PUSH || h.type == PSD_MSG_PUSHPULL) &&
-	    !(h.flags & (PSD_F_COMPRESSED | PSD_F_KEYLIST)) &&
+	    !(h.flags & (PSD_F_COMPRESSED | PSD_F_KEYLIST | PSD_F_ROWS)) &&
 	    h.length != h.span)
 		abort();
 	psd_hdr_encode(&h, buf);
