@@ -31,38 +31,6 @@ bool psd_upd_rows_covers(struct psd_updater *u, uint8_t dtype, unsigned *nstate)
 	}
 }
 
-static double rows_load(uint8_t dtype, const void *p, uint64_t i)
-{
-	switch (dtype) {
-	case PSCHED_F64:
-		return ((const double *)p)[i];
-	case PSCHED_F16:
-		return psd_f16_to_f32(((const uint16_t *)p)[i]);
-	case PSCHED_BF16:
-		return psd_bf16_to_f32(((const uint16_t *)p)[i]);
-	default:
-		return ((const float *)p)[i];
-	}
-}
-
-static void rows_store(uint8_t dtype, void *p, uint64_t i, double v)
-{
-	switch (dtype) {
-	case PSCHED_F64:
-		((double *)p)[i] = v;
-		break;
-	case PSCHED_F16:
-		((uint16_t *)p)[i] = psd_f32_to_f16((float)v);
-		break;
-	case PSCHED_BF16:
-		((uint16_t *)p)[i] = psd_f32_to_bf16((float)v);
-		break;
-	default:
-		((float *)p)[i] = (float)v;
-		break;
-	}
-}
-
 void psd_upd_rows_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 			uint64_t row, uint64_t width, void *w, const void *g,
 			double *state, uint32_t *t)
@@ -91,11 +59,11 @@ void psd_upd_rows_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 	for (i = 0; i < width; i++) {
 		for (k = 0; k < ns; k++)
 			s[k] = state[k * width + i];
-		wv = rows_load(dtype, w, i);
-		psd_opt_step(&p, &wv, rows_load(dtype, g, i), s, *t);
+		wv = psd_upd_load(dtype, w, i);
+		psd_opt_step(&p, &wv, psd_upd_load(dtype, g, i), s, *t);
 		for (k = 0; k < ns; k++)
 			state[k * width + i] = s[k];
-		rows_store(dtype, w, i, wv);
+		psd_upd_store(dtype, w, i, wv);
 	}
 	pthread_mutex_unlock(&u->lock);
 }

@@ -258,38 +258,6 @@ static struct psd_upd_state *upd_state_find(struct psd_updater *u, uint64_t key,
 	return NULL;
 }
 
-static double upd_load(uint8_t dtype, const void *p, size_t i)
-{
-	switch (dtype) {
-	case PSCHED_F64:
-		return ((const double *)p)[i];
-	case PSCHED_F16:
-		return psd_f16_to_f32(((const uint16_t *)p)[i]);
-	case PSCHED_BF16:
-		return psd_bf16_to_f32(((const uint16_t *)p)[i]);
-	default:
-		return ((const float *)p)[i];
-	}
-}
-
-static void upd_store(uint8_t dtype, void *p, size_t i, double v)
-{
-	switch (dtype) {
-	case PSCHED_F64:
-		((double *)p)[i] = v;
-		break;
-	case PSCHED_F16:
-		((uint16_t *)p)[i] = psd_f32_to_f16((float)v);
-		break;
-	case PSCHED_BF16:
-		((uint16_t *)p)[i] = psd_f32_to_bf16((float)v);
-		break;
-	default:
-		((float *)p)[i] = (float)v;
-		break;
-	}
-}
-
 /* Lock held: apply the optimizer to @n elements; state element @i0 is
  * the first one's (@st NULL: no state kept). */
 static void upd_run(struct psd_updater *u, const struct psd_opt_params *p,
@@ -305,8 +273,8 @@ static void upd_run(struct psd_updater *u, const struct psd_opt_params *p,
 
 	for (i = 0; i < n; i++) {
 		j = i0 + i;
-		w = upd_load(dtype, stored, i);
-		g = upd_load(dtype, merged, i);
+		w = psd_upd_load(dtype, stored, i);
+		g = psd_upd_load(dtype, merged, i);
 		t = 1;
 		if (st) {
 			if (st->master && st->cnt[j] == 0)
@@ -314,7 +282,7 @@ static void upd_run(struct psd_updater *u, const struct psd_opt_params *p,
 			if (st->master)
 				w = ((float *)st->arr[st->nstate])[j];
 			for (k = 0; k < st->nstate; k++)
-				s[k] = upd_load(sd, st->arr[k], j);
+				s[k] = psd_upd_load(sd, st->arr[k], j);
 			if (st->cnt[j] < UINT32_MAX)
 				st->cnt[j]++;
 			t = st->cnt[j];
@@ -322,11 +290,11 @@ static void upd_run(struct psd_updater *u, const struct psd_opt_params *p,
 		psd_opt_step(p, &w, g, s, t);
 		if (st) {
 			for (k = 0; k < st->nstate; k++)
-				upd_store(sd, st->arr[k], j, s[k]);
+				psd_upd_store(sd, st->arr[k], j, s[k]);
 			if (st->master)
 				((float *)st->arr[st->nstate])[j] = (float)w;
 		}
-		upd_store(dtype, stored, i, w);
+		psd_upd_store(dtype, stored, i, w);
 	}
 	(void)u;
 }

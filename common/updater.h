@@ -130,4 +130,39 @@ uint16_t psd_f32_to_bf16(float f);
 /* dst[i] = bf16(f32(dst[i]) + f32(src[i])) for @n elements. */
 void psd_bf16_add(uint16_t *dst, const uint16_t *src, size_t n);
 
+/* Element @i of @p (dtype @dtype: f64, f16, bf16, else f32) as a double,
+ * and back (rounded to the dtype): the optimizer rules' view of a value,
+ * dense (updater.c) and per row (optim_rows.c). */
+static inline double psd_upd_load(uint8_t dtype, const void *p, size_t i)
+{
+	switch (dtype) {
+	case PSCHED_F64:
+		return ((const double *)p)[i];
+	case PSCHED_F16:
+		return psd_f16_to_f32(((const uint16_t *)p)[i]);
+	case PSCHED_BF16:
+		return psd_bf16_to_f32(((const uint16_t *)p)[i]);
+	default:
+		return ((const float *)p)[i];
+	}
+}
+
+static inline void psd_upd_store(uint8_t dtype, void *p, size_t i, double v)
+{
+	switch (dtype) {
+	case PSCHED_F64:
+		((double *)p)[i] = v;
+		break;
+	case PSCHED_F16:
+		((uint16_t *)p)[i] = psd_f32_to_f16((float)v);
+		break;
+	case PSCHED_BF16:
+		((uint16_t *)p)[i] = psd_f32_to_bf16((float)v);
+		break;
+	default:
+		((float *)p)[i] = (float)v;
+		break;
+	}
+}
+
 #endif
