@@ -15,16 +15,8 @@
 
 #include "psched.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "keylist rank %d: FAIL %s: ", rank,    \
-				#c);                                           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "keylist rank %d", rank
+#include "check.h"
 
 static int rank = -1;
 static unsigned nw;

@@ -21,16 +21,8 @@
 
 #include "psched/kvstore.h"
 
-#define CHECK(c, ...)                                                          \
-	do {                                                                   \
-		if (!(c)) {                                                    \
-			fprintf(stderr, "rows_c rank %d: FAIL %s: ", rank,     \
-				#c);                                           \
-			fprintf(stderr, __VA_ARGS__);                          \
-			fprintf(stderr, "\n");                                 \
-			exit(1);                                               \
-		}                                                              \
-	} while (0)
+#define CHECK_WHO "rows_c rank %d", rank
+#include "check.h"
 
 #define R     1000u
 #define WIDTH 5u
