@@ -134,37 +134,6 @@ static void tt_drop_rx_data(void *arg, struct psd_conn *c,
 	pthread_mutex_unlock(&n->lock);
 }
 
-/* tt_node_init() with the callbacks above, listening. */
-static void tt_drop_node_init(struct tt_node *n)
-{
-	struct psd_van_opts vo = { .ops = tt_ops(),
-				   .max_tensor = 1ull << 30,
-				   .send_timeout_ms =
-					   (unsigned)test_timeout_ms(20000),
-				   .cfg = tt_config(),
-				   .trusted = true };
-	struct psd_van_cb cb = { .arg = n,
-				 .accepted = tt_accepted,
-				 .rx_header = tt_drop_rx_header,
-				 .rx_data = tt_drop_rx_data,
-				 .closed = tt_closed };
-	struct psd_addr a = { .port = 0 };
-	pthread_condattr_t ca;
-
-	memset(n, 0, sizeof(*n));
-	pthread_mutex_init(&n->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&n->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	CHECK_EQ(psd_van_create(&vo, &cb, &n->van), 0);
-	snprintf(a.host, sizeof(a.host), "%s", tt_host());
-	if (psd_van_listen(n->van, &a, &n->port))
-		test_fail_at(__FILE__, __LINE__, "listen on %s: %s", a.host,
-			     psched_errmsg());
-	CHECK_EQ(psd_van_start(n->van), 0);
-}
-
 /* A granted range the receiver then discards (a server refusing a push
  * that came too early, say): the cached write is thrown away, the payload
  * is never delivered, and the range stays cached for the next ones. */
@@ -180,7 +149,7 @@ static void test_cache_discard(void)
 	buf = malloc(1 << 20);
 	CHECK(buf != NULL);
 	tt_node_init(&a, false);
-	tt_drop_node_init(&b);
+	tt_node_init_rx(&b, true, tt_drop_rx_header, tt_drop_rx_data);
 	ab = tt_connect(&a, b.port);
 	CHECK_U64(tt_run(ab, &b, buf, 1 << 20, 2, 4, false), >=, 2);
 	atomic_store(&tt_drop2, true);

@@ -285,7 +285,13 @@ static inline void tt_closed(void *arg, struct psd_conn *c, int err)
 	pthread_mutex_unlock(&n->lock);
 }
 
-static inline void tt_node_init(struct tt_node *n, bool listen)
+/* tt_node_init() with the node's own receive callbacks. */
+static inline void tt_node_init_rx(
+	struct tt_node *n, bool listen,
+	int (*rx_header)(void *, struct psd_conn *, const struct psd_hdr *,
+			 void **),
+	void (*rx_data)(void *, struct psd_conn *, const struct psd_hdr *,
+			void *))
 {
 	struct psd_van_opts vo = { .ops = tt_ops(),
 				   .max_tensor = 1ull << 30,
@@ -295,8 +301,8 @@ static inline void tt_node_init(struct tt_node *n, bool listen)
 				   .trusted = true };
 	struct psd_van_cb cb = { .arg = n,
 				 .accepted = tt_accepted,
-				 .rx_header = tt_rx_header,
-				 .rx_data = tt_rx_data,
+				 .rx_header = rx_header,
+				 .rx_data = rx_data,
 				 .closed = tt_closed };
 	struct psd_addr a = { .port = 0 };
 	pthread_condattr_t ca;
@@ -315,6 +321,11 @@ static inline void tt_node_init(struct tt_node *n, bool listen)
 				     a.host, psched_errmsg());
 	}
 	CHECK_EQ(psd_van_start(n->van), 0);
+}
+
+static inline void tt_node_init(struct tt_node *n, bool listen)
+{
+	tt_node_init_rx(n, listen, tt_rx_header, tt_rx_data);
 }
 
 static inline void tt_node_fini(struct tt_node *n)
