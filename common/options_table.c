@@ -151,6 +151,15 @@ const struct opt psd_opts[] = {
 	  0,
 	  "0",
 	  "bytes in flight per worker (0 = unlimited)" },
+	{ "keylist-cache",
+	  { "PS_KEYLIST_CACHE" },
+	  OPT_BOOL,
+	  OFF(keylist_cache),
+	  0,
+	  "1",
+	  "worker: keep a copy of the last key list so that a repeat of it "
+	  "travels as values only (1|0; 0 saves the copy and the compare "
+	  "when every list differs)" },
 	{ "scheduling",
 	  { "PS_SCHEDULING" },
 	  OPT_STR,

@@ -126,6 +126,7 @@ struct psched_cfg {
 	unsigned gpu_streams;	  /* PS_GPU_STREAMS 1..16 */
 	int server_gpu_sum;	  /* PS_SERVER_GPU_SUM: 0 | 1 */
 	char gpu_direct[8];	  /* PS_GPU_DIRECT: auto | 0 | 1 */
+	int keylist_cache;	  /* PS_KEYLIST_CACHE: 0 | 1 (worker) */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

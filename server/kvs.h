@@ -77,6 +77,8 @@ struct psd_kvs_conn {
 	void *hold;	   /* payload buffer of an early push, owned */
 	uint64_t hold_len; /* its bytes, counted in parked_bytes */
 	bool kl;	   /* a key-list request accepted at its header */
+	void *kl_own;	   /* its payload buffer, when the store may adopt
+			    * it (kvs_klstore.c psd_kl_rxbuf()) */
 };
 
 struct psd_kvs {

@@ -184,7 +184,7 @@ static void kl_wait_free(struct psd_kvs_wait *w)
  */
 static void kl_push(struct psched_node *n, struct psd_conn *c,
 		    const struct psd_hdr *h, const void *payload, int wrank,
-		    bool acked)
+		    bool acked, bool own)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = s->kl;
@@ -209,6 +209,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 				"malformed key list: %s (nothing stored)", why);
 		goto count;
 	}
+	l.own = own;
 	if (!kl->has_dtype && l.n) {
 		kl->has_dtype = true;
 		kl->dtype = h->dtype;
@@ -313,7 +314,7 @@ static void kl_advance(struct psched_node *n)
 			psd_list_del(&w->link);
 			if (p && p->rank >= 0 && (unsigned)p->rank < s->nworker)
 				kl_push(n, w->conn, &w->h, w->buf, p->rank,
-					true);
+					true, false);
 			psd_conn_put(w->conn);
 			psd_kvs_hold_free(s, w->buf, w->h.length);
 			free(w);
@@ -400,6 +401,10 @@ static int kl_early_header(struct psched_node *n, struct psd_conn *c,
 	return 0;
 }
 
+/* A first list of this many payload bytes or more lands in a buffer the
+ * store adopts; smaller ones are copied from the scratch buffer. */
+#define KL_ADOPT_MIN (1u << 20)
+
 int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 			 struct psd_kvs_conn *kc, const struct psd_hdr *h,
 			 void **dst)
@@ -441,6 +446,12 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 		ret = kl_early_header(n, c, kc, h, dst);
 		if (ret)
 			return ret;
+	} else if (push && !kl->n && h->part && h->length >= KL_ADOPT_MIN &&
+		   !(h->flags & PSD_F_KLCACHED)) {
+		/* keys for an empty store: into a buffer it can keep */
+		kc->kl_own = psd_kl_rxbuf(h->length);
+		if (kc->kl_own)
+			*dst = kc->kl_own;
 	}
 	kc->kl = true;
 	return 0;
@@ -455,11 +466,19 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 	struct psd_hdr hh = *h;
 	const char *why = "";
 	struct psd_kl_list l;
-	void *buf;
+	void *buf, *own;
 
 	if (!kc || !kc->kl || !kl)
 		return; /* refused at the header */
 	kc->kl = false;
+	own = kc->kl_own;
+	kc->kl_own = NULL;
+	if (own) {
+		kl_push(n, c, h, own, kc->wrank, false, true);
+		psd_kl_rxbuf_put(own); /* kept if the store adopted it */
+		kl_advance(n);
+		return;
+	}
 	if (h->type == PSD_MSG_PULL) {
 		if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype),
 			     kc->wrank, &l, &why)) {
@@ -515,7 +534,7 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 		}
 		return;
 	}
-	kl_push(n, c, h, buf ? buf : payload, kc->wrank, false);
+	kl_push(n, c, h, buf ? buf : payload, kc->wrank, false, false);
 	if (buf)
 		psd_kvs_hold_free(s, buf, h->length);
 	kl_advance(n);
@@ -530,6 +549,12 @@ void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
 
 	if (!kl)
 		return;
+	if (c && c->ctx) {
+		struct psd_kvs_conn *kc = c->ctx;
+
+		psd_kl_rxbuf_put(kc->kl_own); /* a message cut short */
+		kc->kl_own = NULL;
+	}
 	psd_list_for_each_safe (pos, tmp, &kl->pulls) {
 		struct psd_kvs_wait *w =
 			psd_container_of(pos, struct psd_kvs_wait, link);

@@ -34,6 +34,9 @@ struct psd_kvs_kl {
 	uint64_t *offs;	   /* element offset of each key */
 	uint64_t nelem;	   /* elements stored */
 	uint8_t *val, *acc; /* nelem elements each */
+	/* The key blocks val and acc lie in when adopted from a message
+	 * (psd_kl_rxbuf()), NULL when they are their own allocation. */
+	uint64_t *val_blk, *acc_blk;
 	uint32_t *stamp;   /* per key: step whose push acc holds */
 	uint64_t version;  /* steps applied */
 	unsigned got;	   /* workers whose push of the open step is in */
@@ -60,6 +63,9 @@ struct psd_kl_list {
 	uint64_t bytes;
 	struct psd_kl_wcache *wc; /* the tagged copy, if any */
 	uint32_t tag;	      /* came with its keys and this tag */
+	/* The payload is a key block from psd_kl_rxbuf() starting with
+	 * the keys: an empty store adopts it rather than copying. */
+	bool own;
 };
 
 static inline uint32_t psd_kl_len_of(const struct psd_kl_list *l, uint64_t i)
@@ -97,6 +103,11 @@ int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 bool psd_kl_is_whole(const struct psd_kvs_kl *kl, const struct psd_kl_list *l);
 bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 			 const struct psd_kl_list *l);
+/* A buffer of @len bytes for a message's payload that the store can
+ * adopt as its key array (psd_kl_list.own), or NULL; psd_kl_rxbuf_put()
+ * drops the message's hold on it. */
+void *psd_kl_rxbuf(uint64_t len);
+void psd_kl_rxbuf_put(void *buf);
 /* Store @l's @nnew new keys (value 0): all or nothing (-ENOMEM). */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		  const struct psd_kl_list *l, uint64_t nnew);

@@ -53,6 +53,25 @@ static void kl_keys_put(uint64_t *k)
 		free(h);
 }
 
+void *psd_kl_rxbuf(uint64_t len)
+{
+	return kl_keys_alloc((len + 7) / 8);
+}
+
+void psd_kl_rxbuf_put(void *buf)
+{
+	kl_keys_put(buf);
+}
+
+/* Free value array @p, which lies in key block @blk when adopted. */
+static void kl_vals_free(uint8_t *p, uint64_t *blk)
+{
+	if (blk)
+		kl_keys_put(blk);
+	else
+		free(p);
+}
+
 struct psd_kvs_kl *psd_kl_get(struct psched_node *n)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
@@ -86,8 +105,8 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 	kl_keys_put(kl->keys);
 	free(kl->lens);
 	free(kl->offs);
-	free(kl->val);
-	free(kl->acc);
+	kl_vals_free(kl->val, kl->val_blk);
+	kl_vals_free(kl->acc, kl->acc_blk);
 	free(kl->stamp);
 	for (unsigned w = 0; w < s->nworker; w++) {
 		kl_keys_put(kl->wc[w].keys);
@@ -343,10 +362,17 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	uint64_t tot = kl->n + nnew, addel = 0, i, j = 0, k = 0, e = 0;
 	bool uni = kl->ulen || !kl->n;
 	uint32_t ulen = kl->n ? kl->ulen : psd_kl_len_of(l, 0);
-	uint64_t *keys, *offs = NULL;
+	uint64_t *keys, *offs = NULL, *acc_blk = NULL;
 	uint32_t *lens = NULL, *stamp = NULL;
 	uint8_t *val, *acc;
 	unsigned es = kl->esize;
+	/* The first list into an empty store, in a buffer of its own: its
+	 * keys become the key array and (one length, aligned values) its
+	 * values the open step's sums, without a copy -- fresh pages for a
+	 * copy cost as much as the copy itself. */
+	bool adopt = l->own && !kl->n && nnew == l->n;
+	bool adopt_acc = adopt && l->ulen && !kl->full && !kl->partial &&
+			 !((uintptr_t)l->vals % (es < 8 ? es : 8));
 
 	for (i = 0; i < l->n; i++)
 		if (nnew == l->n || kl->idx[i] == KL_NONE) {
@@ -356,9 +382,15 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		}
 	if (tot >= KL_NONE)
 		return -E2BIG;
-	keys = kl_keys_alloc(tot);
+	keys = adopt ? kl_keys_get((uint64_t *)(uintptr_t)l->keys)
+		     : kl_keys_alloc(tot);
 	val = kl_alloc((size_t)((kl->nelem + addel) * es), true);
-	acc = kl_alloc((size_t)((kl->nelem + addel) * es), true);
+	if (adopt_acc) {
+		acc = (uint8_t *)(uintptr_t)l->vals;
+		acc_blk = kl_keys_get((uint64_t *)(uintptr_t)l->keys);
+	} else {
+		acc = kl_alloc((size_t)((kl->nelem + addel) * es), true);
+	}
 	if (!uni) {
 		lens = malloc((size_t)tot * 4);
 		offs = malloc((size_t)tot * 8);
@@ -369,7 +401,7 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	    (kl->stamp && !stamp)) {
 		kl_keys_put(keys);
 		free(val);
-		free(acc);
+		kl_vals_free(acc, acc_blk);
 		free(lens);
 		free(offs);
 		free(stamp);
@@ -383,7 +415,8 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 			memcpy(val, kl->val, (size_t)(kl->nelem * es));
 			memcpy(acc, kl->acc, (size_t)(kl->nelem * es));
 		}
-		memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
+		if (!adopt)
+			memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
 		if (stamp)
 			memcpy(stamp, kl->stamp, (size_t)kl->n * 4);
 		k = kl->n;
@@ -464,8 +497,10 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	}
 done:
 	kl_keys_put(kl->keys);
-	free(kl->val);
-	free(kl->acc);
+	kl_vals_free(kl->val, kl->val_blk);
+	kl_vals_free(kl->acc, kl->acc_blk);
+	kl->val_blk = NULL;
+	kl->acc_blk = acc_blk;
 	free(kl->lens);
 	free(kl->offs);
 	free(kl->stamp);
@@ -515,8 +550,10 @@ int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 	int ret;
 
 	if (whole && !kl->partial) {
-		if (!kl->full++)
-			memcpy(kl->acc, l->vals, (size_t)l->bytes);
+		if (!kl->full++) {
+			if (kl->acc != l->vals) /* else adopted: in place */
+				memcpy(kl->acc, l->vals, (size_t)l->bytes);
+		}
 		else
 			psd_kvs_sum(kl->dtype, kl->acc, l->vals, l->bytes);
 		return 0;
@@ -579,9 +616,13 @@ void psd_kl_commit(struct psd_kvs *s, struct psd_kvs_kl *kl)
 				       kl->acc + psd_kl_soff(kl, j) * es,
 				       (size_t)psd_kl_slen(kl, j) * es);
 	} else if (kl->full) {
+		uint64_t *blk = kl->val_blk;
+
 		tmp = kl->val;
 		kl->val = kl->acc;
 		kl->acc = tmp;
+		kl->val_blk = kl->acc_blk;
+		kl->acc_blk = blk;
 	}
 	kl->version++;
 	kl->got = 0;

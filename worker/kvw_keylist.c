@@ -33,14 +33,24 @@ struct kvw_kl_cut {
  * The last key list this worker sent (a copy), its tag, and the tag each
  * server holds (wire.h, PSD_F_KLCACHED): a request with the same keys and
  * lengths reuses the tag, and a server that has it gets no keys again.
- * Under w->lock.
+ *
+ * The copy is the cost of a new list (80 MB at 10 M keys), so it is made
+ * while the request is on its way: the caller compares and picks the tag
+ * under mu (not w->lock, which the sender and receive threads need),
+ * queues the request, then copies and only then drops mu -- another
+ * caller's compare never sees half a copy.  The buffers are kept and
+ * reused while lists fit (fresh pages cost as much as the copy).
+ * srv_tag and nsrv are under w->lock; the rest under mu.
  */
 struct kvw_klcache {
-	uint32_t tag;
+	pthread_mutex_t mu;
+	uint32_t next_tag; /* the tag of the cached list when valid */
 	uint32_t ulen;
+	bool valid; /* keys/lens hold the list of tag */
 	size_t n;
 	uint64_t *keys;
 	uint32_t *lens; /* when ulen is 0 */
+	size_t keys_cap, lens_cap;
 	uint32_t *srv_tag; /* [num_server]: the tag the server holds */
 	unsigned nsrv;
 };
@@ -51,6 +61,7 @@ void psd_kvw_kl_fini(struct psd_kvw *w)
 
 	if (!c)
 		return;
+	pthread_mutex_destroy(&c->mu);
 	free(c->keys);
 	free(c->lens);
 	free(c->srv_tag);
@@ -58,54 +69,77 @@ void psd_kvw_kl_fini(struct psd_kvw *w)
 	w->klc = NULL;
 }
 
-/* Locked.  The tag of the list (0 when it cannot be cached: no memory). */
-static uint32_t kvw_kl_tag(struct psched_node *n, size_t nkeys,
-			   const uint64_t *keys, const uint32_t *lens,
-			   uint32_t ulen)
+/* The cache, made on first use (NULL: off, or no memory; lists then
+ * always carry their keys). */
+static struct kvw_klcache *kvw_klc_get(struct psched_node *n)
 {
 	struct psd_kvw *w = kvw_of(n);
-	struct kvw_klcache *c = w->klc;
-	uint64_t *nk;
-	uint32_t *nl = NULL;
+	struct kvw_klcache *c;
 
-	if (!nkeys)
-		return 0;
-	if (!c) {
-		c = calloc(1, sizeof(*c));
-		if (!c)
-			return 0;
-		c->srv_tag = calloc(n->num_server, sizeof(*c->srv_tag));
-		if (!c->srv_tag) {
+	if (!n->cfg.keylist_cache)
+		return NULL;
+	pthread_mutex_lock(&w->lock);
+	c = w->klc;
+	if (!c && (c = calloc(1, sizeof(*c)))) {
+		c->srv_tag = calloc(n->num_server ? n->num_server : 1,
+				    sizeof(*c->srv_tag));
+		if (!c->srv_tag || pthread_mutex_init(&c->mu, NULL)) {
+			free(c->srv_tag);
 			free(c);
-			return 0;
+			c = NULL;
+		} else {
+			c->nsrv = n->num_server;
+			w->klc = c;
 		}
-		c->nsrv = n->num_server;
-		w->klc = c;
 	}
-	if (c->tag && c->n == nkeys && c->ulen == ulen &&
+	pthread_mutex_unlock(&w->lock);
+	return c;
+}
+
+/* mu held.  The tag of list @keys/@lens/@ulen: the cached one when the
+ * list is the cached list (*@copy false), else a new one (*@copy true:
+ * kvw_kl_copy() once the request is queued). */
+static uint32_t kvw_kl_tag(struct kvw_klcache *c, size_t nkeys,
+			   const uint64_t *keys, const uint32_t *lens,
+			   uint32_t ulen, bool *copy)
+{
+	*copy = false;
+	if (c->valid && c->n == nkeys && c->ulen == ulen &&
 	    !memcmp(c->keys, keys, nkeys * 8) &&
 	    (ulen || !memcmp(c->lens, lens, nkeys * 4)))
-		return c->tag;
-	nk = malloc(nkeys * 8);
-	if (!ulen)
-		nl = malloc(nkeys * 4);
-	if (!nk || (!ulen && !nl)) {
-		free(nk);
-		free(nl);
-		return 0;
+		return c->next_tag;
+	c->valid = false;
+	if (!++c->next_tag)
+		c->next_tag = 1;
+	*copy = true;
+	return c->next_tag;
+}
+
+/* mu held.  Keep list @keys/@lens/@ulen as the list of the tag just
+ * picked; without memory the cache stays invalid (the next request
+ * sends its keys under a new tag). */
+static void kvw_kl_copy(struct kvw_klcache *c, size_t nkeys,
+			const uint64_t *keys, const uint32_t *lens,
+			uint32_t ulen)
+{
+	if (nkeys > c->keys_cap) {
+		free(c->keys);
+		c->keys = malloc(nkeys * 8);
+		c->keys_cap = c->keys ? nkeys : 0;
 	}
-	memcpy(nk, keys, nkeys * 8);
-	if (nl)
-		memcpy(nl, lens, nkeys * 4);
-	free(c->keys);
-	free(c->lens);
-	c->keys = nk;
-	c->lens = nl;
+	if (!ulen && nkeys > c->lens_cap) {
+		free(c->lens);
+		c->lens = malloc(nkeys * 4);
+		c->lens_cap = c->lens ? nkeys : 0;
+	}
+	if (!c->keys || (!ulen && !c->lens))
+		return;
+	memcpy(c->keys, keys, nkeys * 8);
+	if (!ulen)
+		memcpy(c->lens, lens, nkeys * 4);
 	c->n = nkeys;
 	c->ulen = ulen;
-	if (!++c->tag)
-		c->tag = 1;
-	return c->tag;
+	c->valid = true;
 }
 
 /* First index of keys[0, n) at or above @key. */
@@ -302,10 +336,11 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 			psched_done_fn *cb, void *arg, uint64_t *req)
 {
 	struct psd_kvw *w = kvw_of(n);
+	struct kvw_klcache *c = NULL;
 	struct kvw_kl_cut *cut;
 	struct kvw_req *r = NULL;
-	uint32_t ulen;
-	bool fire;
+	uint32_t ulen, tag = 0;
+	bool fire, copy = false;
 	size_t k;
 	int ret;
 
@@ -330,6 +365,11 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 			 n->num_server, cut, &ulen);
 	if (ret)
 		goto out_free_cut;
+	c = nkeys ? kvw_klc_get(n) : NULL;
+	if (c) {
+		pthread_mutex_lock(&c->mu);
+		tag = kvw_kl_tag(c, nkeys, keys, lens, ulen, &copy);
+	}
 	pthread_mutex_lock(&w->lock);
 	if (n->fatal) {
 		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
@@ -349,7 +389,7 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	r->kl_keys = keys;
 	r->kl_lens = lens;
 	r->kl_len = ulen;
-	r->kl_tag = kvw_kl_tag(n, nkeys, keys, lens, ulen);
+	r->kl_tag = tag;
 	r->type = type;
 	r->dtype = (uint8_t)dtype;
 	r->flags = PSD_F_KEYLIST;
@@ -383,6 +423,12 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	fire = psd_kvw_req_settle(w, r);
 	pthread_mutex_unlock(&w->lock);
 	free(cut);
+	/* The request is on its way; the caller's keys stay valid until it
+	 * completes, so the copy is made meanwhile. */
+	if (copy)
+		kvw_kl_copy(c, nkeys, keys, lens, ulen);
+	if (c)
+		pthread_mutex_unlock(&c->mu);
 	if (fire)
 		psd_kvw_req_run_cb(w, r);
 	return 0;
@@ -391,6 +437,8 @@ err_free:
 	psd_kvw_req_free(r);
 out_unlock:
 	pthread_mutex_unlock(&w->lock);
+	if (c)
+		pthread_mutex_unlock(&c->mu);
 out_free_cut:
 	free(cut);
 	return ret;

@@ -3,7 +3,8 @@
 # + 1 worker, 2 + 2 and 3 + 3; every worker checks exact sums step by step
 # against a model of all workers' pushes, pulls of subsets, pushpull,
 # pipelined steps, empty lists, and refusals with nothing stored
-# (tests/helpers/keylist.c).
+# (tests/helpers/keylist.c).  The last cluster's lists are large enough
+# for the servers to adopt the first one's buffer instead of copying it.
 . "$(dirname "$0")/lib.sh"
 run() { # servers workers keys
 	local i
@@ -30,4 +31,9 @@ run() { # servers workers keys
 run 1 1 600
 run 2 2 600
 run 3 3 1001
+# lists of over 1 MiB per server: the first lands in a buffer the empty
+# store adopts as its keys and sums (server/kvs_klstore.c)
+run 2 2 400000
+# the worker-side cache off: every list carries its keys
+PS_KEYLIST_CACHE=0 run 2 2 600
 echo "key lists: all clusters exact"
