@@ -10,7 +10,10 @@
 #   BUILD     psched build tree (default build)
 # ps-lite's benchmark pushes once (its server stores nothing) and pulls
 # once: compared with psched's cold round (keys created on the servers)
-# and with the median of its warm rounds.  Times: the slowest worker.
+# and with the median of its warm rounds, both with the worker's key-list
+# cache on (a repeated list travels as values only) and off
+# (PS_KEYLIST_CACHE=0: every list carries its keys, the same bytes as
+# ps-lite's).  Times: the slowest worker.
 # Prints per-round lines and the medians of the per-round ratios.
 set -u
 ROUNDS=${1:-3} N=${2:-10000000}
@@ -36,8 +39,10 @@ psl() { # S W -> "push_ms pull_ms" (slowest worker)
 	rm -f "$out"
 }
 
-psb() { # S W -> "cold_push cold_pull warm_push warm_pull"
-	"$BUILD/bin/ps-bench" --servers "$1" --workers "$2" --keys-per-request "$N" --runs 4 2>&1 |
+psb() { # S W [env...] -> "cold_push cold_pull warm_push warm_pull"
+	local s=$1 w=$2
+	shift 2
+	env "$@" "$BUILD/bin/ps-bench" --servers "$s" --workers "$w" --keys-per-request "$N" --runs 4 2>&1 |
 		awk '$1 == "0" {cp=$2; cl=$3} /^warm median/ {wp=$4; wl=$7} END {print cp, cl, wp, wl}'
 }
 
@@ -46,18 +51,20 @@ med() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a
 declare -A R
 for cfg in "1 1" "2 2"; do R[$cfg]=""; done
 echo "# $(date -u +%FT%TZ) load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
-printf "%-4s %-5s %10s %10s | %10s %10s %10s %10s\n" cfg round psl_push psl_pull cold_push cold_pull warm_push warm_pull
+printf "%-4s %-5s %9s %9s | %9s %9s %9s %9s | %9s %9s\n" cfg round psl_push psl_pull cold_push cold_pull warm_push warm_pull unc_push unc_pull
 for r in $(seq 1 "$ROUNDS"); do
 	for cfg in "1 1" "2 2"; do
 		read -r lp ll <<<"$(psl $cfg)"
 		read -r cp cl wp wl <<<"$(psb $cfg)"
-		printf "%-4s %-5s %10s %10s | %10s %10s %10s %10s\n" "${cfg/ /+}" "$r" "$lp" "$ll" "$cp" "$cl" "$wp" "$wl"
-		R[$cfg]+="$lp $ll $cp $cl $wp $wl"$'\n'
+		read -r _ _ up ul <<<"$(psb $cfg PS_KEYLIST_CACHE=0)"
+		printf "%-4s %-5s %9s %9s | %9s %9s %9s %9s | %9s %9s\n" "${cfg/ /+}" "$r" "$lp" "$ll" "$cp" "$cl" "$wp" "$wl" "$up" "$ul"
+		R[$cfg]+="$lp $ll $cp $cl $wp $wl $up $ul"$'\n'
 	done
 done
 for cfg in "1 1" "2 2"; do
 	rows=$(printf "%s" "${R[$cfg]}")
 	echo "${cfg/ /+}: medians of per-round ratios (ps-lite time / psched time; >1 = psched faster):"
 	echo "  push cold $(awk '{print $1/$3}' <<<"$rows" | med)  pull cold $(awk '{print $2/$4}' <<<"$rows" | med)" \
-	     " push warm $(awk '{print $1/$5}' <<<"$rows" | med)  pull warm $(awk '{print $2/$6}' <<<"$rows" | med)"
+	     " push warm $(awk '{print $1/$5}' <<<"$rows" | med)  pull warm $(awk '{print $2/$6}' <<<"$rows" | med)" \
+	     " push uncached $(awk '{print $1/$7}' <<<"$rows" | med)  pull uncached $(awk '{print $2/$8}' <<<"$rows" | med)"
 done
