@@ -30,6 +30,12 @@ for b in "$BUILD" ${PS_TEST_RDMA_ASAN_BUILD:-build-asan}; do
 	# Partition sizes switch under live rendezvous-cache grants.
 	part "$b: config switches (PS_TRANSPORT=rdma)" env BUILD="$b" PS_TRANSPORT=rdma \
 		bash tests/integration/test_config.sh
+	# Key lists and row-sparse pushes go out in several pieces (keys,
+	# lengths, values; ids, rows): one RDMA write gathers them.
+	part "$b: key lists (PS_TRANSPORT=rdma)" env BUILD="$b" PS_TRANSPORT=rdma \
+		bash tests/integration/test_keylist.sh
+	part "$b: row-sparse (PS_TRANSPORT=rdma)" env BUILD="$b" PS_TRANSPORT=rdma \
+		bash tests/integration/test_rows.sh
 	part "$b: transport choice (auto picks rdma)" env BUILD="$b" \
 		PS_TEST_EXPECT_RDMA=1 bash tests/integration/test_transport_choice.sh
 done

@@ -5,8 +5,9 @@
 # dummy netdev):
 #  (a) the transport conformance suite with PS_TEST_TRANSPORT=rdma;
 #  (b) the cluster integration test (correct sums, several servers and
-#      workers) and the config-switch test (partition sizes change under
-#      the rendezvous cache's grants) with PS_TRANSPORT=rdma, and the
+#      workers), the config-switch test (partition sizes change under
+#      the rendezvous cache's grants), the key-list and row-sparse tests
+#      (messages in several pieces) with PS_TRANSPORT=rdma, and the
 #      transport-choice test (auto must pick rdma there);
 #  (c) (a) and (b) again with the ASan build (build-asan, built first).
 # Exits 77 with the reason when the VM cannot run here (no runner, qemu

@@ -206,23 +206,25 @@ static int rdmt_send_copy(struct rdmt_conn *rc, const struct psd_hdr *h,
 }
 
 /*
- * dev->lock held: post the payload writes to @raddr/@rkey as batch @wb,
- * the last with immediate @imm.  @hdr: a cached write (land.c): one
- * write of the payload and the header right after it.  On 0 the batch
- * owns the references in @mrs
- * (cleared here) until its last write completes.
+ * dev->lock held: post the payload write to @raddr/@rkey as batch @wb:
+ * one write with immediate @imm gathering every piece of @iov (and, for
+ * @hdr, a cached write (land.c), the header right after the payload).
+ * One write, not one per piece: the receiver's completion reports the
+ * bytes of the write that carries the immediate, and it checks them
+ * against the whole message (a key list's keys, lengths and values are
+ * three pieces).  On 0 the batch owns the references in @mrs (cleared
+ * here) until the write completes.
  */
 static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 			    int niov, struct rdmt_mr **mrs, unsigned wb,
 			    uint64_t raddr, uint32_t rkey, uint32_t imm,
 			    const struct psd_hdr *hdr)
 {
-	struct ibv_send_wr wr[RDMT_MAX_IOV], *bad;
+	struct ibv_send_wr wr, *bad;
 	struct ibv_sge sge[RDMT_MAX_IOV + 1];
-	uint64_t off = 0;
-	int i, n = 0, ns = 0, ret;
+	int i, ns = 0, ret;
 
-	memset(wr, 0, sizeof(wr));
+	memset(&wr, 0, sizeof(wr));
 	for (i = 0; i < niov; i++) {
 		if (!iov[i].iov_len)
 			continue;
@@ -230,23 +232,8 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 		sge[ns].length = (uint32_t)iov[i].iov_len;
 		sge[ns].lkey = mrs[i]->mr->lkey;
 		ns++;
-		if (hdr)
-			continue; /* one WR gathers them all, below */
-		wr[n].wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb);
-		wr[n].send_flags = IBV_SEND_SIGNALED;
-		wr[n].sg_list = &sge[ns - 1];
-		wr[n].num_sge = 1;
-		wr[n].opcode = IBV_WR_RDMA_WRITE;
-		wr[n].wr.rdma.remote_addr = raddr + off;
-		wr[n].wr.rdma.rkey = rkey;
-		if (n)
-			wr[n - 1].next = &wr[n];
-		off += iov[i].iov_len;
-		n++;
 	}
 	if (hdr) {
-		/* Cached write: payload then header, contiguous at @raddr,
-		 * in one write with immediate. */
 		uint8_t *hb = psd_rdmt_wb_hdr(rc, wb);
 
 		psd_hdr_encode(hdr, hb);
@@ -254,23 +241,19 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 		sge[ns].length = PSD_HDR_SIZE;
 		sge[ns].lkey = rc->txmr->lkey;
 		ns++;
-		wr[0].send_flags = IBV_SEND_SIGNALED;
-		wr[0].sg_list = sge;
-		wr[0].num_sge = ns;
-		wr[0].wr.rdma.remote_addr = raddr;
-		wr[0].wr.rdma.rkey = rkey;
-		n = 1;
 	}
-	wr[n - 1].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr[n - 1].imm_data = htonl(imm);
-	wr[n - 1].wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb | RDMT_WB_LAST);
-	ret = -ibv_post_send(rc->qp, wr, &bad);
-	if (ret) {
-		/* The WRs before @bad were posted and will flush. */
-		rc->tx_outstanding += (unsigned)(bad - wr);
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.sg_list = sge;
+	wr.num_sge = ns;
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.imm_data = htonl(imm);
+	wr.wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb | RDMT_WB_LAST);
+	ret = -ibv_post_send(rc->qp, &wr, &bad);
+	if (ret)
 		return ret;
-	}
-	rc->tx_outstanding += (unsigned)n;
+	rc->tx_outstanding++;
 	rc->wb_busy[wb] = true;
 	for (i = 0; i < niov; i++) {
 		rc->wb_mrs[wb][i] = mrs[i];
