@@ -34,6 +34,7 @@ int64.  CUDA tensors are staged through pinned host buffers (one copy each
 way per push_pull) until psched moves device memory itself.
 Errors are ``psched.PSchedError`` with the library's message.
 """
+import hashlib
 import io
 import os
 import weakref
@@ -533,11 +534,24 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._ps_handles = {}   # parameter -> (handle id, ctx, sent)
         self._ps_delay = {p: self._ps_passes for _, p in self._ps_params}
         self._ps_accs = []
-        # Declare every gradient key now, in order (collective).
-        shapes = [compression.compress(torch.zeros(0, dtype=p.dtype))[0]
-                  .new_zeros(p.shape) for _, p in self._ps_params]
-        _declare(c, "t", ["grad/" + n for n, _ in self._ps_params], shapes,
-                 owners=[p for _, p in self._ps_params])
+        # Which gradients are sparse (nn.Embedding(sparse=True)) shows
+        # only in the first backward pass, and a worker whose pass left
+        # a parameter's gradient None cannot tell: the workers agree at
+        # the first synchronize() (one float per parameter, summed), and
+        # only then declare the dense gradient keys -- none for a sparse
+        # table, which would cost its whole size on the servers.  The
+        # first step's gradients therefore leave at synchronize(), not
+        # from the hooks.
+        self._ps_sparse = None   # parameter -> True/False once agreed
+        self._ps_held = set()    # gradients of the first pass, not sent
+        _declare(c, "t", [self._ps_kinds_name()],
+                 [torch.zeros(max(len(self._ps_params), 1))])
+        # Names declared before (a re-created optimizer, or another live
+        # model's): checked now, as the declaration would.
+        known = [(n, p) for n, p in self._ps_params
+                 if ("t", "grad/" + n) in c.keys]
+        _declare(c, "t", ["grad/" + n for n, _ in known],
+                 self._ps_grad_shapes(known), owners=[p for _, p in known])
         for _, p in self._ps_params:
             acc = _grad_accumulator(p)
             acc.register_hook(self._ps_make_hook(p))
@@ -561,16 +575,58 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     -22)
             self._ps_delay[p] -= 1
             if self._ps_delay[p] == 0:
-                self._ps_push(p)
+                if self._ps_sparse is None:
+                    self._ps_held.add(p)   # sent by the first synchronize()
+                else:
+                    self._ps_push(p)
         return hook
 
+    def _ps_grad_shapes(self, named):
+        return [self._ps_compression.compress(
+            torch.zeros(0, dtype=p.dtype))[0].new_zeros(p.shape)
+            for _, p in named]
+
+    def _ps_kinds_name(self):
+        # the same on every worker: the optimizer's parameter names
+        names = "\0".join(n for n, _ in self._ps_params)
+        return "grad.kinds/%d/%s" % (len(self._ps_params),
+                                     hashlib.sha1(names.encode()).hexdigest())
+
+    def _ps_agree(self):
+        """First synchronize(): agree which parameters have sparse
+        gradients (any worker's), then declare the dense ones' keys."""
+        c = self._ps_ctx
+        mine = torch.zeros(max(len(self._ps_params), 1))
+        for i, (_, p) in enumerate(self._ps_params):
+            if p.grad is not None and p.grad.is_sparse:
+                mine[i] = 1
+        hid = _issue(c, self._ps_kinds_name(), mine, mine, False, 0)
+        kinds = synchronize(hid)
+        self._ps_sparse = {p: bool(kinds[i] > 0)
+                           for i, (_, p) in enumerate(self._ps_params)}
+        dense = [(n, p) for n, p in self._ps_params
+                 if not self._ps_sparse[p]]
+        _declare(c, "t", ["grad/" + n for n, _ in dense],
+                 self._ps_grad_shapes(dense), owners=[p for _, p in dense])
+
     def _ps_push(self, p):
-        if p.grad is not None and p.grad.is_sparse:
-            # nn.Embedding(sparse=True): only the touched rows (_sparse.py)
-            g = _sparse.push_pull(self._ps_ctx, self._ps_names[p], p,
-                                  p.grad)
+        if self._ps_sparse[p]:
+            # nn.Embedding(sparse=True): only the touched rows (_sparse.py);
+            # a worker whose pass did not touch the table pushes no rows
+            # (it still takes part in the step and gets the average)
+            grad = p.grad
+            if grad is None:
+                grad = torch.sparse_coo_tensor(
+                    torch.zeros((1, 0), dtype=torch.long),
+                    torch.zeros((0,) + tuple(p.shape[1:]), dtype=p.dtype),
+                    tuple(p.shape))
+            elif not grad.is_sparse:
+                grad = grad.to_sparse(1)
+            g = _sparse.push_pull(self._ps_ctx, self._ps_names[p], p, grad)
             self._ps_handles[p] = (None, None, g)
             return
+        if p.grad is not None and p.grad.is_sparse:
+            p.grad = p.grad.to_dense()  # sparse here, dense elsewhere
         if p.grad is None:
             p.grad = torch.zeros_like(p)
         g, ctx = self._ps_compression.compress(p.grad.detach())
@@ -582,6 +638,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     def synchronize(self):
         """Wait for the averaged gradients (pushing any a backward pass
         did not produce, so the workers stay in step)."""
+        if self._ps_sparse is None:
+            self._ps_agree()
+        self._ps_held.clear()
         for _, p in self._ps_params:
             if p not in self._ps_handles:
                 self._ps_push(p)
@@ -601,7 +660,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._ps_handles:
+        if self._ps_handles or self._ps_held:
             raise PSchedError(
                 "zero_grad() was called after backward() but before step() "
                 "or synchronize(): the gradients are still being averaged "
