@@ -27,7 +27,7 @@
 static struct psd_gp *gp_new(unsigned int dim, double len, double signal,
 			     double noise)
 {
-	struct psd_gp_hyper h = { { 0 }, signal, noise };
+	struct psd_gp_hyper h = { .signal_var = signal, .noise_var = noise };
 	struct psd_gp *gp = NULL;
 	unsigned int j;
 
@@ -45,7 +45,9 @@ static void gp_add1(struct psd_gp *gp, double x, double y, double w)
 
 static void test_gp_kernel_values(void)
 {
-	struct psd_gp_hyper h = { { 0.5, 2.0 }, 1.5, 0.1 };
+	struct psd_gp_hyper h = { .len = { 0.5, 2.0 },
+				  .signal_var = 1.5,
+				  .noise_var = 0.1 };
 	double a[2] = { 0.2, 0.7 };
 	double b[2] = { 0.7, 0.7 };	  /* one length scale away in dim 0 */
 	double c[2] = { 0.2, 0.7 + 4.0 }; /* two length scales in dim 1 */
@@ -60,7 +62,7 @@ static void test_gp_kernel_values(void)
 
 static void test_gp_kernel_symmetric_positive_definite(void)
 {
-	struct psd_gp_hyper h = { { 0.3, 0.8, 0.5 }, 2.0, 0.0 };
+	struct psd_gp_hyper h = { .len = { 0.3, 0.8, 0.5 }, .signal_var = 2.0 };
 	gsl_eigen_symm_workspace *ws;
 	double x[12][3];
 	gsl_matrix *k;
@@ -167,7 +169,7 @@ static void test_gp_weight_downweights_point(void)
 
 static void test_gp_rejects_bad_input(void)
 {
-	struct psd_gp_hyper h = { { 0.3 }, 1.0, 0.0 };
+	struct psd_gp_hyper h = { .len = { 0.3 }, .signal_var = 1.0 };
 	struct psd_gp_fit_opts fo;
 	struct psd_gp *gp = NULL;
 	double x = 0.5;
