@@ -240,7 +240,6 @@ static int bo_refit(struct psd_bo *bo)
 	fo.nctx = bo->nctx;
 	memcpy(fo.shear_prior, bo->o.shear_prior, sizeof(fo.shear_prior));
 	fo.shear_prior_sd = bo->o.shear_prior_sd;
-	fo.ctx_level = bo->o.ctx_level;
 	fo.seed = bo->o.seed * 1000003u + bo->fits++;
 	ret = psd_gp_fit(bo->gp, &fo);
 	if (ret)

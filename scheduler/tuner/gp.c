@@ -52,11 +52,10 @@ struct gp_fit_ctx {
 	unsigned int nctx;	   /* context inputs (trailing) */
 	const double *shear_prior; /* fitted shears' prior means */
 	double shear_prior_sd;	   /* > 0: shears fitted */
-	bool level;		   /* level_var fitted */
 };
 
 /* Theta slots after the length scales, the signal and a learned noise:
- * the shears (one per non-context input), then the level variance. */
+ * the shears (one per non-context input). */
 static unsigned int gp_nshear(const struct gp_fit_ctx *c)
 {
 	return c->nctx && c->shear_prior_sd > 0.0 ? c->gp->dim - c->nctx : 0;
@@ -66,11 +65,6 @@ static unsigned int gp_theta_ctx(const struct gp_fit_ctx *c)
 {
 	return c->gp->dim + 1 + (c->fixed_noise > 0.0 ? 0 : 1);
 }
-
-#define GP_LEVEL_LO	  1e-4
-#define GP_LEVEL_HI	  20.0
-#define GP_LEVEL_PRIOR	  0.3
-#define GP_LEVEL_PRIOR_SD 1.5
 
 int psd_gp_gsl_status(int status)
 {
@@ -117,8 +111,6 @@ double psd_gp_kernel(const struct psd_gp_hyper *h, unsigned int dim,
 	unsigned int nk = h->nctx < dim ? dim - h->nctx : dim;
 	double dc = nk < dim ? a[nk] - b[nk] : 0.0;
 	double r2 = 0.0;
-	double c2 = 0.0;
-	double k;
 	double r;
 	unsigned int j;
 
@@ -127,16 +119,9 @@ double psd_gp_kernel(const struct psd_gp_hyper *h, unsigned int dim,
 			   h->len[j];
 
 		r2 += d * d;
-		if (j >= nk)
-			c2 += d * d;
 	}
 	r = sqrt(5.0 * r2);
-	k = h->signal_var * (1.0 + r + r * r / 3.0) * exp(-r);
-	if (h->level_var > 0.0 && nk < dim) {
-		r = sqrt(5.0 * c2);
-		k += h->level_var * (1.0 + r + r * r / 3.0) * exp(-r);
-	}
-	return k;
+	return h->signal_var * (1.0 + r + r * r / 3.0) * exp(-r);
 }
 
 static void gp_free_mats(struct psd_gp *gp)
@@ -320,8 +305,7 @@ static bool gp_hyper_is_valid(const struct psd_gp_hyper *h, unsigned int dim)
 			return false;
 	return isfinite(h->signal_var) && h->signal_var > 0.0 &&
 	       isfinite(h->noise_var) && h->noise_var > 0.0 &&
-	       (h->nctx == 0 || h->nctx < dim) && isfinite(h->level_var) &&
-	       h->level_var >= 0.0;
+	       (h->nctx == 0 || h->nctx < dim);
 }
 
 int psd_gp_hyper_set(struct psd_gp *gp, const struct psd_gp_hyper *h)
@@ -534,9 +518,6 @@ static void gp_theta_to_hyper(const struct gp_fit_ctx *c, const gsl_vector *t,
 	k = gp_theta_ctx(c);
 	for (j = 0; j < gp_nshear(c); j++)
 		h->shear[j] = gsl_vector_get(t, k++);
-	if (c->level)
-		h->level_var = gp_from_theta(gsl_vector_get(t, k), GP_LEVEL_LO,
-					     GP_LEVEL_HI);
 }
 
 static void gp_hyper_to_theta(const struct gp_fit_ctx *c,
@@ -552,7 +533,7 @@ static void gp_hyper_to_theta(const struct gp_fit_ctx *c,
 			       gp_to_theta(h->len[j], b->len_lo, b->len_hi));
 	gsl_vector_set(t, dim,
 		       gp_to_theta(h->signal_var, b->signal_lo, b->signal_hi));
-	if (t->size > dim + 1)
+	if (!(c->fixed_noise > 0.0))
 		gsl_vector_set(
 			t, dim + 1,
 			gp_to_theta(h->noise_var, b->noise_lo, b->noise_hi));
@@ -561,11 +542,6 @@ static void gp_hyper_to_theta(const struct gp_fit_ctx *c,
 		gsl_vector_set(t, k++,
 			       h->nctx == c->nctx ? h->shear[j]
 						  : c->shear_prior[j]);
-	if (c->level)
-		gsl_vector_set(t, k,
-			       gp_to_theta(h->level_var > 0.0 ? h->level_var
-							      : GP_LEVEL_PRIOR,
-					   GP_LEVEL_LO, GP_LEVEL_HI));
 }
 
 /* Negative log priors of the length scales and of a learned noise (0
@@ -583,10 +559,6 @@ static double gp_neg_log_prior(const struct gp_fit_ctx *c,
 	}
 	for (j = 0; j < gp_nshear(c); j++) {
 		z = (h->shear[j] - c->shear_prior[j]) / c->shear_prior_sd;
-		sum += 0.5 * z * z;
-	}
-	if (c->level) {
-		z = log(h->level_var / GP_LEVEL_PRIOR) / GP_LEVEL_PRIOR_SD;
 		sum += 0.5 * z * z;
 	}
 	if (c->len_prior <= 0.0)
@@ -746,7 +718,6 @@ int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 	c.nctx = o->nctx < gp->dim ? o->nctx : 0;
 	c.shear_prior = o->shear_prior;
 	c.shear_prior_sd = o->shear_prior_sd;
-	c.level = c.nctx && o->ctx_level;
 	if (gp->n == 0)
 		return 0;
 	/* Every trial overwrites the factorization. */
@@ -759,7 +730,7 @@ int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 		b.noise_lo = fmin(
 			fmax(b.noise_lo, pow(o->noise_floor_sd / gp->ysd, 2.0)),
 			b.noise_hi);
-	np = gp_theta_ctx(&c) + gp_nshear(&c) + (c.level ? 1 : 0);
+	np = gp_theta_ctx(&c) + gp_nshear(&c);
 	ret = gp_fit_work_alloc(&w, np, o->seed);
 	if (ret)
 		return ret;

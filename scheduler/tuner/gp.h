@@ -37,12 +37,9 @@ struct psd_gp_hyper {
 	 * the first context input: the kernel compares a_j - b_j -
 	 * shear[j] * (a_c - b_c), so a peak that moves with the condition
 	 * (a partition that grows with the link rate) is one smooth ridge.
-	 * level_var (>= 0) adds a term over the context inputs alone: a
-	 * level that changes with the condition at every config.
 	 */
 	unsigned int nctx;
 	double shear[PSD_GP_MAX_DIM];
-	double level_var;
 };
 
 /* Box for the hyperparameter search; every bound > 0, lo <= hi. */
@@ -84,13 +81,11 @@ struct psd_gp_fit_opts {
 	 * Context (see struct psd_gp_hyper): nctx trailing inputs; with
 	 * shear_prior_sd > 0 the shears are fitted under a normal prior
 	 * (mean shear_prior[j], sd shear_prior_sd, unit-box units), else
-	 * held at 0; ctx_level fits level_var (log-normal prior, median
-	 * 0.3, sd 1.5 ln units, standardized), else it is 0.
+	 * held at 0.
 	 */
 	unsigned int nctx;
 	double shear_prior[PSD_GP_MAX_DIM];
 	double shear_prior_sd;
-	bool ctx_level;
 	uint64_t seed; /* random starts are drawn from this */
 };
 
