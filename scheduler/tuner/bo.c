@@ -72,7 +72,8 @@ static bool bo_opts_are_valid(const struct psd_bo_opts *o)
 	       (o->len_prior == 0.0 || o->len_prior_sd > 0.0) &&
 	       isfinite(o->noise_prior) && o->noise_prior >= 0.0 &&
 	       (o->noise_prior == 0.0 || o->noise_prior_sd > 0.0) &&
-	       isfinite(o->noise_floor_sd) && o->noise_floor_sd >= 0.0;
+	       isfinite(o->noise_floor_sd) && o->noise_floor_sd >= 0.0 &&
+	       isfinite(o->shear_prior_sd) && o->shear_prior_sd >= 0.0;
 }
 
 int psd_bo_create(const struct psd_bo_opts *o, struct psd_bo **out)
@@ -236,6 +237,9 @@ static int bo_refit(struct psd_bo *bo)
 	fo.noise_prior = bo->o.noise_prior;
 	fo.noise_prior_sd = bo->o.noise_prior_sd;
 	fo.noise_floor_sd = bo->o.noise_floor_sd;
+	fo.nctx = bo->nctx;
+	memcpy(fo.shear_prior, bo->o.shear_prior, sizeof(fo.shear_prior));
+	fo.shear_prior_sd = bo->o.shear_prior_sd;
 	fo.seed = bo->o.seed * 1000003u + bo->fits++;
 	ret = psd_gp_fit(bo->gp, &fo);
 	if (ret)

@@ -41,6 +41,12 @@ struct psd_bo_opts {
 	double noise_prior;
 	double noise_prior_sd;
 	double noise_floor_sd; /* learned noise sd >= this (output units) */
+	/* context (psd_bo_set_context): shears of the tuned inputs per unit
+	 * of the first context input (see struct psd_gp_hyper), fitted
+	 * under a normal prior (mean shear_prior[j], sd shear_prior_sd; 0:
+	 * no shear) */
+	double shear_prior[PSD_GP_MAX_DIM];
+	double shear_prior_sd;
 	uint64_t seed;
 };
 

@@ -49,7 +49,22 @@ struct gp_fit_ctx {
 	double len_prior_sd;
 	double noise_prior; /* > 0: median of the noise-variance prior */
 	double noise_prior_sd;
+	unsigned int nctx;	   /* context inputs (trailing) */
+	const double *shear_prior; /* fitted shears' prior means */
+	double shear_prior_sd;	   /* > 0: shears fitted */
 };
+
+/* Theta slots after the length scales, the signal and a learned noise:
+ * the shears (one per non-context input). */
+static unsigned int gp_nshear(const struct gp_fit_ctx *c)
+{
+	return c->nctx && c->shear_prior_sd > 0.0 ? c->gp->dim - c->nctx : 0;
+}
+
+static unsigned int gp_theta_ctx(const struct gp_fit_ctx *c)
+{
+	return c->gp->dim + 1 + (c->fixed_noise > 0.0 ? 0 : 1);
+}
 
 int psd_gp_gsl_status(int status)
 {
@@ -93,12 +108,15 @@ void psd_gp_fit_opts_default(struct psd_gp_fit_opts *o)
 double psd_gp_kernel(const struct psd_gp_hyper *h, unsigned int dim,
 		     const double *a, const double *b)
 {
+	unsigned int nk = h->nctx < dim ? dim - h->nctx : dim;
+	double dc = nk < dim ? a[nk] - b[nk] : 0.0;
 	double r2 = 0.0;
 	double r;
 	unsigned int j;
 
 	for (j = 0; j < dim; j++) {
-		double d = (a[j] - b[j]) / h->len[j];
+		double d = (a[j] - b[j] - (j < nk ? h->shear[j] * dc : 0.0)) /
+			   h->len[j];
 
 		r2 += d * d;
 	}
@@ -282,8 +300,12 @@ static bool gp_hyper_is_valid(const struct psd_gp_hyper *h, unsigned int dim)
 	for (j = 0; j < dim; j++)
 		if (!isfinite(h->len[j]) || h->len[j] <= 0.0)
 			return false;
+	for (j = 0; j < dim; j++)
+		if (!isfinite(h->shear[j]))
+			return false;
 	return isfinite(h->signal_var) && h->signal_var > 0.0 &&
-	       isfinite(h->noise_var) && h->noise_var > 0.0;
+	       isfinite(h->noise_var) && h->noise_var > 0.0 &&
+	       (h->nctx == 0 || h->nctx < dim);
 }
 
 int psd_gp_hyper_set(struct psd_gp *gp, const struct psd_gp_hyper *h)
@@ -479,6 +501,7 @@ static void gp_theta_to_hyper(const struct gp_fit_ctx *c, const gsl_vector *t,
 	const struct psd_gp_bounds *b = c->b;
 	unsigned int dim = c->gp->dim;
 	unsigned int j;
+	unsigned int k;
 
 	memset(h, 0, sizeof(*h));
 	for (j = 0; j < dim; j++)
@@ -491,6 +514,10 @@ static void gp_theta_to_hyper(const struct gp_fit_ctx *c, const gsl_vector *t,
 	else
 		h->noise_var = gp_from_theta(gsl_vector_get(t, dim + 1),
 					     b->noise_lo, b->noise_hi);
+	h->nctx = c->nctx;
+	k = gp_theta_ctx(c);
+	for (j = 0; j < gp_nshear(c); j++)
+		h->shear[j] = gsl_vector_get(t, k++);
 }
 
 static void gp_hyper_to_theta(const struct gp_fit_ctx *c,
@@ -499,16 +526,22 @@ static void gp_hyper_to_theta(const struct gp_fit_ctx *c,
 	const struct psd_gp_bounds *b = c->b;
 	unsigned int dim = c->gp->dim;
 	unsigned int j;
+	unsigned int k;
 
 	for (j = 0; j < dim; j++)
 		gsl_vector_set(t, j,
 			       gp_to_theta(h->len[j], b->len_lo, b->len_hi));
 	gsl_vector_set(t, dim,
 		       gp_to_theta(h->signal_var, b->signal_lo, b->signal_hi));
-	if (t->size > dim + 1)
+	if (!(c->fixed_noise > 0.0))
 		gsl_vector_set(
 			t, dim + 1,
 			gp_to_theta(h->noise_var, b->noise_lo, b->noise_hi));
+	k = gp_theta_ctx(c);
+	for (j = 0; j < gp_nshear(c); j++)
+		gsl_vector_set(t, k++,
+			       h->nctx == c->nctx ? h->shear[j]
+						  : c->shear_prior[j]);
 }
 
 /* Negative log priors of the length scales and of a learned noise (0
@@ -522,6 +555,10 @@ static double gp_neg_log_prior(const struct gp_fit_ctx *c,
 
 	if (c->noise_prior > 0.0 && !(c->fixed_noise > 0.0)) {
 		z = log(h->noise_var / c->noise_prior) / c->noise_prior_sd;
+		sum += 0.5 * z * z;
+	}
+	for (j = 0; j < gp_nshear(c); j++) {
+		z = (h->shear[j] - c->shear_prior[j]) / c->shear_prior_sd;
 		sum += 0.5 * z * z;
 	}
 	if (c->len_prior <= 0.0)
@@ -637,6 +674,15 @@ static double gp_fit_starts(struct gp_fit_ctx *c, struct gp_fit_work *w,
 					GP_THETA_SPAN *
 						(2.0 * gsl_rng_uniform(w->rng) -
 						 1.0));
+			/* shears start near their prior */
+			for (j = 0; j < gp_nshear(c); j++)
+				gsl_vector_set(
+					w->start, gp_theta_ctx(c) + j,
+					c->shear_prior[j] +
+						c->shear_prior_sd *
+							(2.0 * gsl_rng_uniform(
+								       w->rng) -
+							 1.0));
 		}
 		v = gp_simplex(w->s, &f, w->start, w->step, o->max_iter,
 			       w->cand);
@@ -662,12 +708,16 @@ int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 	    (o->len_prior > 0.0 && !(o->len_prior_sd > 0.0)) ||
 	    !isfinite(o->noise_prior) || o->noise_prior < 0.0 ||
 	    (o->noise_prior > 0.0 && !(o->noise_prior_sd > 0.0)) ||
-	    !isfinite(o->noise_floor_sd) || o->noise_floor_sd < 0.0)
+	    !isfinite(o->noise_floor_sd) || o->noise_floor_sd < 0.0 ||
+	    !isfinite(o->shear_prior_sd) || o->shear_prior_sd < 0.0)
 		return -EINVAL;
 	c.len_prior = o->len_prior;
 	c.len_prior_sd = o->len_prior_sd;
 	c.noise_prior = o->noise_prior;
 	c.noise_prior_sd = o->noise_prior_sd;
+	c.nctx = o->nctx < gp->dim ? o->nctx : 0;
+	c.shear_prior = o->shear_prior;
+	c.shear_prior_sd = o->shear_prior_sd;
 	if (gp->n == 0)
 		return 0;
 	/* Every trial overwrites the factorization. */
@@ -680,7 +730,7 @@ int psd_gp_fit(struct psd_gp *gp, const struct psd_gp_fit_opts *o)
 		b.noise_lo = fmin(
 			fmax(b.noise_lo, pow(o->noise_floor_sd / gp->ysd, 2.0)),
 			b.noise_hi);
-	np = gp->dim + 1 + (c.fixed_noise > 0.0 ? 0 : 1);
+	np = gp_theta_ctx(&c) + gp_nshear(&c);
 	ret = gp_fit_work_alloc(&w, np, o->seed);
 	if (ret)
 		return ret;

@@ -31,6 +31,15 @@ struct psd_gp_hyper {
 	double len[PSD_GP_MAX_DIM]; /* length scale per input dim, > 0 */
 	double signal_var;	    /* kernel variance (standardized) */
 	double noise_var;	    /* noise variance (standardized) */
+	/*
+	 * Context (psd_bo_set_context): the last nctx inputs are conditions
+	 * (0: none).  shear[j] moves input j (j < dim - nctx) per unit of
+	 * the first context input: the kernel compares a_j - b_j -
+	 * shear[j] * (a_c - b_c), so a peak that moves with the condition
+	 * (a partition that grows with the link rate) is one smooth ridge.
+	 */
+	unsigned int nctx;
+	double shear[PSD_GP_MAX_DIM];
 };
 
 /* Box for the hyperparameter search; every bound > 0, lo <= hi. */
@@ -68,6 +77,15 @@ struct psd_gp_fit_opts {
 	 * floor measured from repeated samples of the same input.
 	 */
 	double noise_floor_sd;
+	/*
+	 * Context (see struct psd_gp_hyper): nctx trailing inputs; with
+	 * shear_prior_sd > 0 the shears are fitted under a normal prior
+	 * (mean shear_prior[j], sd shear_prior_sd, unit-box units), else
+	 * held at 0.
+	 */
+	unsigned int nctx;
+	double shear_prior[PSD_GP_MAX_DIM];
+	double shear_prior_sd;
 	uint64_t seed; /* random starts are drawn from this */
 };
 

@@ -230,6 +230,8 @@ static int tuner_bo_create(struct psd_tuner *t, uint64_t seed,
 	bo.n_init = 2 * t->dim + 1; /* the conditions are not designed */
 	bo.xi = t->o.xi;
 	bo.seed = seed;
+	if (t->o.conditions)
+		psd_tuner_shear_prior(t, &bo);
 	ret = psd_bo_create(&bo, out);
 	if (!ret && t->o.conditions)
 		ret = psd_bo_set_context(*out, t->cond, TUNER_NCOND);
@@ -333,6 +335,7 @@ static void tuner_apply(struct psd_tuner *t, uint64_t step, uint64_t part,
 {
 	struct psd_tuner_config *c = &t->cur;
 
+	psd_tuner_model_out(t, &mean, &sd);
 	t->pred_mean = mean;
 	t->pred_sd = sd;
 	if (c->partition_bytes == part && c->credit_bytes == credit)
@@ -359,7 +362,7 @@ static int tuner_observe(struct psd_tuner *t, double score)
 		t->obs_cap = t->obs_cap * 2 + 16;
 	}
 	psd_tuner_to_x(t, t->cur.partition_bytes, t->cur.credit_bytes, x);
-	ret = psd_bo_observe(t->bo, x, score, 1.0);
+	ret = psd_bo_observe(t->bo, x, psd_tuner_model_y(t, score), 1.0);
 	if (ret)
 		return ret;
 	t->obs[t->nobs++] = (struct tuner_obs){
@@ -402,7 +405,8 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
 	t->cond_moved = false;
 	t->cond_moves = 0;
-	tuner_log_row(t, step, &t->best, t->ref, mean, sd, "chosen");
+	tuner_log_row(t, step, &t->best, t->ref, t->pred_mean, t->pred_sd,
+		      "chosen");
 	return 0;
 }
 
@@ -421,7 +425,9 @@ static void tuner_update_noise(struct psd_tuner *t)
 			n++;
 		}
 	}
-	if (n)
+	if (psd_tuner_log_y(t))
+		psd_bo_set_noise_sd(t->bo, t->o.noise); /* relative: log sd */
+	else if (n)
 		psd_bo_set_noise_sd(t->bo, t->o.noise * sum / n);
 }
 
@@ -464,8 +470,9 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
 		return ret;
+	/* log scores: EI is already relative to the best */
 	if (!s.from_design && t->search_samples >= 2 * t->dim + 1 && inc >= 0 &&
-	    s.acq < t->o.ei_threshold * fabs(mean))
+	    s.acq < t->o.ei_threshold * (psd_tuner_log_y(t) ? 1.0 : fabs(mean)))
 		return n >= 2 ? tuner_lock(t, step)
 			      : tuner_remeasure(t, step, inc, mean, sd);
 	psd_tuner_round(t, s.x, &part, &credit);
@@ -498,7 +505,8 @@ static int tuner_trim(struct psd_tuner *t)
 		psd_tuner_to_x(t, ob->part, ob->credit, x);
 		if (t->o.conditions)
 			memcpy(x + t->dim, ob->cond, sizeof(ob->cond));
-		ret = psd_bo_observe(bo, x, ob->score, ob->weight);
+		ret = psd_bo_observe(bo, x, psd_tuner_model_y(t, ob->score),
+				     ob->weight);
 		if (ret) {
 			psd_bo_destroy(bo);
 			return ret;
@@ -666,6 +674,7 @@ int psd_tuner_finish(struct psd_tuner *t)
 		mean = NAN;
 		sd = NAN;
 	}
+	psd_tuner_model_out(t, &mean, &sd);
 	tuner_log_row(t, t->last_step, &t->best, t->ref, mean, sd, "chosen");
 	return 0;
 }

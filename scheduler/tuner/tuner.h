@@ -85,7 +85,10 @@ struct psd_tuner_opts {
 	 * moves (bandwidth or compute by 1.4x, or the worker count), keeps
 	 * every old sample at full weight (they are tagged with their
 	 * conditions) and starts from the model's prediction for the new
-	 * conditions instead of a new random design.
+	 * conditions instead of a new random design.  The GP then models
+	 * ln(steps/s), and its kernel shifts the knobs with the bandwidth
+	 * by a fitted shear (prior: partition bytes grow with the rate),
+	 * see docs/tuner.md.
 	 */
 	bool conditions;
 

@@ -20,6 +20,18 @@
 /* A move of more than this (log2: 1.4x) reopens a locked search. */
 #define COND_MOVE log2(1.4)
 
+/*
+ * With conditions, the shear prior of the tuned knobs per octave of link
+ * bandwidth (see struct psd_gp_hyper): the bytes a partition or a credit
+ * should hold grow with the rate (per-message costs are amortized over
+ * more bytes, the bytes in flight cover the same time), so the prior is
+ * partition +1 octave per octave and credit multiple 0; its sd (unit-box
+ * units) lets the fit follow data from two or more rates that say else.
+ */
+#define TUNER_SHEAR_PART 1.0
+#define TUNER_SHEAR_MULT 0.0
+#define TUNER_SHEAR_SD	 1.0
+
 static double cond_unit(double l2, double lo, double hi)
 {
 	double u = (l2 - lo) / (hi - lo);
@@ -79,4 +91,30 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	memcpy(t->cond, u, sizeof(u));
 	t->raw = *c;
 	return psd_bo_set_context(t->bo, t->cond, TUNER_NCOND);
+}
+
+double psd_tuner_model_y(const struct psd_tuner *t, double score)
+{
+	return psd_tuner_log_y(t) ? log(score) : score;
+}
+
+void psd_tuner_model_out(const struct psd_tuner *t, double *mean, double *sd)
+{
+	if (!psd_tuner_log_y(t))
+		return;
+	*mean = exp(*mean);
+	*sd *= *mean;
+}
+
+void psd_tuner_shear_prior(const struct psd_tuner *t, struct psd_bo_opts *bo)
+{
+	unsigned int k = 0;
+
+	if (t->tune_part)
+		bo->shear_prior[k++] = TUNER_SHEAR_PART * cond_span[0] /
+				       (t->lp_max - t->lp_min);
+	if (t->tune_credit)
+		bo->shear_prior[k++] = TUNER_SHEAR_MULT * cond_span[0] /
+				       log2(t->o.credit_mult_max);
+	bo->shear_prior_sd = TUNER_SHEAR_SD;
 }

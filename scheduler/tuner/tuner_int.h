@@ -93,8 +93,25 @@ double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df);
 /* Conditions (tuner_cond.c): mid-box until the first report. */
 void psd_tuner_cond_init(struct psd_tuner *t);
+/* The GP's shear priors under conditions (see TUNER_SHEAR_*). */
+void psd_tuner_shear_prior(const struct psd_tuner *t, struct psd_bo_opts *bo);
 /* No sample was measured near the current conditions. */
 bool psd_tuner_cond_is_novel(const struct psd_tuner *t);
+
+/*
+ * With conditions the GP models ln(steps/s): a level that scales with the
+ * link rate or the compute time becomes an offset, and noise relative to
+ * the score becomes constant.  Otherwise it models steps/s.
+ */
+static inline bool psd_tuner_log_y(const struct psd_tuner *t)
+{
+	return t->o.conditions;
+}
+
+/* A score in the GP's output units. */
+double psd_tuner_model_y(const struct psd_tuner *t, double score);
+/* A GP mean and sd back in steps/s (log-normal median, delta-method sd). */
+void psd_tuner_model_out(const struct psd_tuner *t, double *mean, double *sd);
 
 /* Hand the replicate noise to the GP as a floor of its learned noise. */
 int psd_tuner_update_noise_floor(struct psd_tuner *t);

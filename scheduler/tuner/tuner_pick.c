@@ -62,8 +62,10 @@ int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
 		if (k < min_n)
 			continue;
 		psd_tuner_to_x(t, t->obs[i].part, t->obs[i].credit, x);
-		if (psd_bo_predict(t->bo, x, &m, &s))
-			s = NAN; /* m stays the raw mean */
+		if (psd_bo_predict(t->bo, x, &m, &s)) {
+			m = psd_tuner_model_y(t, m); /* the raw mean */
+			s = NAN;
+		}
 		if (best < 0 || m > *mean) {
 			best = (int)i;
 			*mean = m;
@@ -124,5 +126,7 @@ int psd_tuner_update_noise_floor(struct psd_tuner *t)
 	}
 	if (!n)
 		return 0;
+	if (psd_tuner_log_y(t)) /* a relative sd is the sd of a log */
+		return psd_bo_set_noise_floor(t->bo, TUNER_FLOOR_FRAC * rel);
 	return psd_bo_set_noise_floor(t->bo, TUNER_FLOOR_FRAC * rel * sum / n);
 }

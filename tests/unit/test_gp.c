@@ -27,7 +27,7 @@
 static struct psd_gp *gp_new(unsigned int dim, double len, double signal,
 			     double noise)
 {
-	struct psd_gp_hyper h = { { 0 }, signal, noise };
+	struct psd_gp_hyper h = { .signal_var = signal, .noise_var = noise };
 	struct psd_gp *gp = NULL;
 	unsigned int j;
 
@@ -45,7 +45,9 @@ static void gp_add1(struct psd_gp *gp, double x, double y, double w)
 
 static void test_gp_kernel_values(void)
 {
-	struct psd_gp_hyper h = { { 0.5, 2.0 }, 1.5, 0.1 };
+	struct psd_gp_hyper h = { .len = { 0.5, 2.0 },
+				  .signal_var = 1.5,
+				  .noise_var = 0.1 };
 	double a[2] = { 0.2, 0.7 };
 	double b[2] = { 0.7, 0.7 };	  /* one length scale away in dim 0 */
 	double c[2] = { 0.2, 0.7 + 4.0 }; /* two length scales in dim 1 */
@@ -60,7 +62,7 @@ static void test_gp_kernel_values(void)
 
 static void test_gp_kernel_symmetric_positive_definite(void)
 {
-	struct psd_gp_hyper h = { { 0.3, 0.8, 0.5 }, 2.0, 0.0 };
+	struct psd_gp_hyper h = { .len = { 0.3, 0.8, 0.5 }, .signal_var = 2.0 };
 	gsl_eigen_symm_workspace *ws;
 	double x[12][3];
 	gsl_matrix *k;
@@ -167,7 +169,7 @@ static void test_gp_weight_downweights_point(void)
 
 static void test_gp_rejects_bad_input(void)
 {
-	struct psd_gp_hyper h = { { 0.3 }, 1.0, 0.0 };
+	struct psd_gp_hyper h = { .len = { 0.3 }, .signal_var = 1.0 };
 	struct psd_gp_fit_opts fo;
 	struct psd_gp *gp = NULL;
 	double x = 0.5;
@@ -547,6 +549,106 @@ static void test_gp_matches_numpy_reference(void)
 	CHECK_EQ(seen, want);
 }
 
+/* ---- context: a peak that moves with a condition (issue 16) ---- */
+
+/* A ridge: the peak in x sits at 0.3 + 0.5 c. */
+static double ridge(double x, double c)
+{
+	double d = (x - 0.3 - 0.5 * c) / 0.12;
+
+	return exp(-0.5 * d * d);
+}
+
+/* Argmax over x in [0,1] of the posterior mean at context @c. */
+static double ridge_argmax(struct psd_gp *gp, double c)
+{
+	double best = -HUGE_VAL;
+	double at = 0.0;
+	double m;
+	double v;
+	unsigned int i;
+
+	for (i = 0; i <= 200; i++) {
+		double x[2] = { i / 200.0, c };
+
+		CHECK_EQ(psd_gp_predict(gp, x, &m, &v), 0);
+		if (m > best) {
+			best = m;
+			at = x[0];
+		}
+	}
+	return at;
+}
+
+static struct psd_gp *ridge_fit(double shear_sd)
+{
+	static const double ctx[2] = { 0.2, 0.6 };
+	struct psd_gp_fit_opts fo;
+	struct psd_gp *gp = NULL;
+	unsigned int i;
+	unsigned int k;
+
+	CHECK_EQ(psd_gp_create(2, &gp), 0);
+	for (k = 0; k < 2; k++)
+		for (i = 0; i < 11; i++) {
+			double x[2] = { i / 10.0, ctx[k] };
+
+			CHECK_EQ(psd_gp_add(gp, x, ridge(x[0], x[1]), 1.0), 0);
+		}
+	psd_gp_fit_opts_default(&fo);
+	fo.seed = 3;
+	fo.len_prior = 0.3;
+	fo.len_prior_sd = 1.0;
+	fo.nctx = 1;
+	fo.shear_prior_sd = shear_sd; /* prior mean 0: the data must say */
+	CHECK_EQ(psd_gp_fit(gp, &fo), 0);
+	return gp;
+}
+
+/*
+ * The kernel with a shear is the plain kernel of shifted inputs; the fit
+ * finds the ridge's slope from two contexts and puts the peak of a third,
+ * unseen one where it is, which the fit without a shear does not.
+ */
+static void test_gp_context_shear_follows_ridge(void)
+{
+	struct psd_gp_hyper h = { .len = { 0.3, 0.5 },
+				  .signal_var = 1.2,
+				  .nctx = 1,
+				  .shear = { 0.5 } };
+	struct psd_gp_hyper plain = h;
+	double a[2] = { 0.7, 0.9 };
+	double b[2] = { 0.2, 0.3 };
+	double as[2] = { 0.7 - 0.5 * 0.9, 0.9 };
+	double bs[2] = { 0.2 - 0.5 * 0.3, 0.3 };
+	struct psd_gp *gp;
+	double with;
+	double without;
+
+	plain.shear[0] = 0.0;
+	CHECK_NEAR(psd_gp_kernel(&h, 2, a, b), psd_gp_kernel(&plain, 2, as, bs),
+		   1e-12);
+	CHECK(fabs(psd_gp_kernel(&h, 2, a, b) -
+		   psd_gp_kernel(&plain, 2, a, b)) > 1e-3);
+
+	gp = ridge_fit(2.0);
+	psd_gp_hyper_get(gp, &h);
+	printf("# fitted shear %.3f (true 0.5)\n", h.shear[0]);
+	CHECK(fabs(h.shear[0] - 0.5) < 0.1);
+	with = ridge_argmax(gp, 0.9);
+	psd_gp_destroy(gp);
+	gp = ridge_fit(0.0);
+	psd_gp_hyper_get(gp, &h);
+	CHECK(h.shear[0] == 0.0);
+	without = ridge_argmax(gp, 0.9);
+	psd_gp_destroy(gp);
+	printf("# peak at the unseen context: %.3f with the shear, %.3f "
+	       "without (true 0.75)\n",
+	       with, without);
+	CHECK(fabs(with - 0.75) < 0.05);
+	CHECK(fabs(without - 0.75) > 2.0 * fabs(with - 0.75));
+}
+
 const struct test_case test_list[] = {
 	{ "gp_kernel_values", test_gp_kernel_values },
 	{ "gp_kernel_symmetric_positive_definite",
@@ -565,5 +667,7 @@ const struct test_case test_list[] = {
 	{ "gp_noise_prior_keeps_noise_off_bound",
 	  test_gp_noise_prior_keeps_noise_off_bound },
 	{ "gp_noise_floor_holds", test_gp_noise_floor_holds },
+	{ "gp_context_shear_follows_ridge",
+	  test_gp_context_shear_follows_ridge },
 	{ NULL, NULL },
 };
