@@ -43,10 +43,6 @@ struct bworker {
 };
 
 /* One measured window: iterations, seconds, latencies (grown as needed). */
-/* The worker's completion counter (on_done()): one for the process. */
-static struct bworker bench_bw = { .lock = PTHREAD_MUTEX_INITIALIZER,
-				   .cond = PTHREAD_COND_INITIALIZER };
-
 struct bwin {
 	uint64_t iters;
 	double el;
@@ -64,22 +60,15 @@ static void on_done(int err, uint64_t req, void *arg)
 {
 	struct kctx *kc = arg;
 	struct bworker *bw = kc->bw;
-	bool last;
 
 	(void)req;
 	kc->done = bench_now_s();
 	pthread_mutex_lock(&bw->lock);
 	if (err && !bw->err)
 		bw->err = err;
-	last = --bw->outstanding == 0;
-	pthread_mutex_unlock(&bw->lock);
-	/* After the unlock: signalled under it, the woken thread ran into
-	 * the lock still held here and slept once more (a second context
-	 * switch per iteration, seen with perf sched_switch at 1 key).
-	 * bench_bw lives as long as the process, so a signal that comes
-	 * after the waiter moved on only wakes a later wait spuriously. */
-	if (last)
+	if (--bw->outstanding == 0)
 		pthread_cond_signal(&bw->cond);
+	pthread_mutex_unlock(&bw->lock);
 }
 
 /*
@@ -316,27 +305,29 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 {
 	double gb[MAX_RUNS], rq[MAX_RUNS];
 	struct bwin w = { 0 };
-	struct bworker *bw = &bench_bw;
+	struct bworker bw;
 	struct bkeys k;
 	struct bstop st;
 	unsigned i, r;
 	int ret;
 
+	pthread_mutex_init(&bw.lock, NULL);
+	pthread_cond_init(&bw.cond, NULL);
 	memset(&st, 0, sizeof(st));
-	st.ctx.bw = bw;
+	st.ctx.bw = &bw;
 	ret = bkeys_alloc(&k, si, o->sizes[si],
-			  bench_auto_keys(o, o->sizes[si]), bw);
+			  bench_auto_keys(o, o->sizes[si]), &bw);
 	if (ret)
 		return ret;
 	ret = bench_size_init(node, o, si, &k, &st);
 	for (i = 0; i < 2 && !ret; i++) /* warm-up, discarded */
-		ret = bench_iter(node, o, bw, &k, NULL, NULL);
+		ret = bench_iter(node, o, &bw, &k, NULL, NULL);
 	for (r = 0; r < o->runs && !ret; r++) {
 		ret = bench_sync_wait(o, si, r);
 		if (!ret)
 			ret = psched_barrier(node, PSCHED_GROUP_WORKERS, 0);
 		if (!ret)
-			ret = bench_window(node, o, bw, &k, &st, &w);
+			ret = bench_window(node, o, &bw, &k, &st, &w);
 		res->iters += w.iters;
 		gb[r] = (double)w.iters * k.nk * k.size * 8 / w.el / 1e9;
 		rq[r] = (double)w.iters * k.nk / w.el;
