@@ -22,9 +22,10 @@
  * acks a pushpull chunk on receipt, and the answer follows when ready.
  *
  * Who sends: a request that fits in one small message and finds the queue
- * empty is sent by the caller at once (no thread hand-off, for latency);
- * everything else is sent by the worker's sender thread, so a push returns
- * at once and compute overlaps communication.  The van thread never sends
+ * empty (and, if it carries a payload, no push in flight) is sent by the
+ * caller at once (no thread hand-off, for latency); everything else is
+ * sent by the worker's sender thread, so a push returns at once and
+ * compute overlaps communication.  The van thread never sends
  * payloads: it only settles chunks and wakes the sender.
  *
  * Config switches are two-phase (proto/psched.proto, Config): between a
