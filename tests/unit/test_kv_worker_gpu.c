@@ -398,6 +398,7 @@ static struct {
 	unsigned n;
 	atomic_bool refuse;    /* registration "fails": -EOPNOTSUPP */
 	atomic_bool rx_direct; /* answers come as RDMA writes */
+	atomic_int in_progress; /* van threads inside fk_progress() */
 } fkr;
 
 static struct psd_transport_ops fk_rdma_ops;
@@ -420,8 +421,28 @@ static int fk_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 
 static int fk_progress(struct psd_conn *c)
 {
+	int ret;
+
+	atomic_fetch_add(&fkr.in_progress, 1);
 	c->rx_direct = atomic_load(&fkr.rx_direct);
-	return psd_loop_ops.progress(c);
+	ret = psd_loop_ops.progress(c);
+	atomic_fetch_sub(&fkr.in_progress, 1);
+	return ret;
+}
+
+/* Answers from now on come as RDMA writes (@on) or not.  One progress()
+ * call delivers every message that arrives while it runs, with the flag
+ * it read on entry: wait until no call that read the old value is still
+ * running. */
+static void fk_set_rx_direct(bool on)
+{
+	uint64_t t0 = psd_now_ms();
+
+	atomic_store(&fkr.rx_direct, on);
+	while (atomic_load(&fkr.in_progress)) {
+		CHECK(psd_now_ms() - t0 < 10000);
+		usleep(200);
+	}
 }
 
 static struct tk_ctx *fk_setup_direct(uint64_t part, const char *mode,
@@ -482,7 +503,7 @@ static void test_gpu_direct_on(void)
 	CHECK_EQ(fk.d2h, 0);
 	CHECK_EQ(fk.nops, 0);
 
-	atomic_store(&fkr.rx_direct, true);
+	fk_set_rx_direct(true);
 	memset(out, 0, sizeof(out));
 	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
 				    NULL, NULL, &id),
@@ -497,7 +518,7 @@ static void test_gpu_direct_on(void)
 	CHECK_U64(st.h2d, ==, 0);
 
 	/* Answers the transport copies with the CPU: staged. */
-	atomic_store(&fkr.rx_direct, false);
+	fk_set_rx_direct(false);
 	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
 				    NULL, NULL, &id),
 		 0);
