@@ -77,6 +77,34 @@ static uint64_t rows_hash(uint64_t id, uint64_t cap)
 	return (id * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
 }
 
+/* Rows a loop over ids looks up ahead of the one it uses: the probe's
+ * cache lines are on their way meanwhile (the table outgrows the cache). */
+#define ROWS_AHEAD 8
+
+static void rows_tab_prefetch(const struct rows_tab *t, uint64_t id)
+{
+	uint64_t i;
+
+	if (!t->cap)
+		return;
+	i = rows_hash(id, t->cap);
+	__builtin_prefetch(&t->ids[i]);
+	__builtin_prefetch(&t->idx[i]);
+}
+
+/* Prefetch the table slot of the id @ahead places after @i in the
+ * payload's id list @ids (@nrows ids). */
+static void rows_tab_prefetch_at(const struct rows_tab *t, const uint8_t *ids,
+				 uint64_t i, uint64_t nrows)
+{
+	uint64_t id;
+
+	if (i + ROWS_AHEAD < nrows) {
+		memcpy(&id, ids + (i + ROWS_AHEAD) * 8, 8);
+		rows_tab_prefetch(t, id);
+	}
+}
+
 static bool rows_tab_get(const struct rows_tab *t, uint64_t id, uint32_t *out)
 {
 	uint64_t i;
@@ -413,6 +441,8 @@ static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
 		all->rcap = len;
 	}
 	for (i = 0; i < p.nrows; i++) {
+		rows_tab_prefetch_at(&e->tab, payload + PSD_ROWS_PREFIX, i,
+				     p.nrows);
 		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
 		if (rows_tab_get(&e->tab, id, &slot))
 			memcpy(all->rbuf + i * e->rowbytes,
@@ -501,22 +531,48 @@ static int rows_fold(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
 	return 0;
 }
 
-/* Sum a checked push payload into the open step's merge rows. */
-static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
-		      const uint8_t *payload)
+static void rows_fold_failed(const struct kvs_rows *e, uint64_t id)
 {
+	psd_err("row-sparse key %llu step %llu: no memory to store row %llu; "
+		"it keeps its old value",
+		(unsigned long long)e->key,
+		(unsigned long long)(e->version + 1), (unsigned long long)id);
+}
+
+/*
+ * Sum a checked push payload into the open step's merge rows.  @last: the
+ * piece completes the step, so a row no earlier piece of the step had is
+ * its own sum: folded into the stored row straight from the payload
+ * (no merge copy; with one worker every row goes this way), the others
+ * summed into their merge rows, which rows_step_finish() folds.  0, or
+ * -ENOMEM (only when !@last: a last piece always completes the step).
+ */
+static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
+		      const uint8_t *payload, bool last)
+{
+	const uint8_t *ids = payload + PSD_ROWS_PREFIX;
 	struct psd_rows_prefix p;
 	const uint8_t *rows;
 	uint64_t i, id, slot;
 	uint32_t m;
 
 	psd_rows_prefix_get(payload, &p);
-	rows = payload + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	rows = ids + (uint64_t)p.nrows * 8;
 	for (i = 0; i < p.nrows; i++) {
-		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
-		if (rows_tab_get(&e->mtab, id, &m)) {
-			psd_rows_add(e->dtype, rows_at(&e->merge, m),
-				     rows + i * e->rowbytes, e->rowbytes);
+		memcpy(&id, ids + i * 8, 8);
+		if (e->mtab.count) {
+			rows_tab_prefetch_at(&e->mtab, ids, i, p.nrows);
+			if (rows_tab_get(&e->mtab, id, &m)) {
+				psd_rows_add(e->dtype, rows_at(&e->merge, m),
+					     rows + i * e->rowbytes,
+					     e->rowbytes);
+				continue;
+			}
+		}
+		if (last) {
+			rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
+			if (rows_fold(s, e, id, rows + i * e->rowbytes, false))
+				rows_fold_failed(e, id);
 			continue;
 		}
 		if (rows_arena_new(s, &e->merge, &slot) ||
@@ -540,11 +596,7 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 		if (e->mtab.ids[i] != ROWS_EMPTY &&
 		    rows_fold(s, e, e->mtab.ids[i],
 			      rows_at(&e->merge, e->mtab.idx[i]), false))
-			psd_err("row-sparse key %llu step %llu: no memory to "
-				"store row %llu; it keeps its old value",
-				(unsigned long long)e->key,
-				(unsigned long long)(e->version + 1),
-				(unsigned long long)e->mtab.ids[i]);
+			rows_fold_failed(e, e->mtab.ids[i]);
 	rows_tab_clear(&e->mtab);
 	/* The merge slabs stay for the next step (rows are overwritten). */
 	e->merge.count = 0;
@@ -572,6 +624,7 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_rows_prefix p;
+	bool last;
 
 	psd_rows_prefix_get(payload, &p);
 	if ((e->want[wrank] && e->want[wrank] != p.pieces) ||
@@ -583,7 +636,8 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 				e->want[wrank], e->got[wrank]);
 		return -EPROTO;
 	}
-	if (rows_merge(s, e, payload))
+	last = e->got[wrank] + 1 == p.pieces && e->wdone + 1 == s->nworker;
+	if (rows_merge(s, e, payload, last))
 		return psd_kvs_reject(n, c, h, -ENOMEM,
 				      "no memory to sum a row-sparse push");
 	e->want[wrank] = p.pieces;
@@ -681,6 +735,8 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 	psd_rows_prefix_get(payload, &p);
 	rows = payload + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
 	for (i = 0; i < p.nrows; i++) {
+		rows_tab_prefetch_at(&e->tab, payload + PSD_ROWS_PREFIX, i,
+				     p.nrows);
 		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
 		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
 			      true)) {
