@@ -116,11 +116,12 @@ void bench_kl_report(const struct bopts *o, const struct bkl_result *res,
 /* Worker under a launcher: "WAIT si r" and wait for the go. */
 int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r);
 /* sparse.c: the --mode sparse worker (0 or 1), a worker's SPARSE line
- * folded into @res, and the report (@rss_mib: servers' peak RSS summed). */
+ * folded into @res, and the report (@rss_mib: servers' peak RSS summed;
+ * @rss_mib_before: their RSS before the first row, 0 unknown). */
 int bench_sparse_worker(struct psched_node *node, const struct bopts *o);
 void bench_sparse_fold(const char *line, struct bresult *res);
 void bench_sparse_report(const struct bopts *o, const struct bresult *res,
-			 double rss_mib);
+			 double rss_mib, double rss_mib_before);
 
 /* Start the local cluster, run the workers, print the table. */
 int bench_launch(const struct bopts *o, int argc, char **argv);

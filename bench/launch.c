@@ -297,6 +297,47 @@ static int run_rounds(const struct bopts *o, struct child *ws,
 	return 0;
 }
 
+/* VmRSS of process @pid in KiB, 0 when unknown. */
+static long proc_rss_kib(pid_t pid)
+{
+	char path[64], line[128];
+	long kib = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* --mode sparse: every worker's "MEM 0 0" (no row stored yet), then the
+ * servers' RSS summed into *@kib, then the go. */
+static int sparse_mem_mark(const struct bopts *o, struct child *cs,
+			   struct bresult *res, long *kib)
+{
+	struct child *ws = cs + 1 + o->servers;
+	unsigned i;
+	int ret;
+
+	for (i = 0; i < o->workers; i++) {
+		ret = wait_line(&ws[i], "MEM", 0, 0, o, res, NULL);
+		if (ret)
+			return ret;
+	}
+	*kib = 0;
+	for (i = 1; i <= o->servers; i++)
+		*kib += proc_rss_kib(cs[i].pid);
+	for (i = 0; i < o->workers; i++)
+		if (write(ws[i].in, "g", 1) != 1)
+			return -EPIPE;
+	return 0;
+}
+
 static char **worker_argv(int argc, char **argv)
 {
 	char **v = calloc((size_t)argc + 2, sizeof(char *));
@@ -322,7 +363,7 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	char *vargv[] = { vname, NULL };
 	char **wargv = worker_argv(argc, argv);
 	int failed = 0;
-	long rss = 0;
+	long rss = 0, rss_before = 0;
 
 	memset(res, 0, sizeof(res));
 	if (spawn(&cs[0], "ps-scheduler", sargv, "scheduler", 0, o))
@@ -345,7 +386,10 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 			fps[i] = cs[1 + o->servers + i].fp;
 		failed = bench_kl_collect(o, fps, o->workers, &klres) != 0;
 	} else {
-		failed = run_rounds(o, cs + 1 + o->servers, res) != 0;
+		if (o->mode == MODE_SPARSE)
+			failed = sparse_mem_mark(o, cs, res, &rss_before) != 0;
+		if (!failed)
+			failed = run_rounds(o, cs + 1 + o->servers, res) != 0;
 	}
 	if (failed)
 		kill_all(cs + 1 + o->servers, o->workers);
@@ -369,7 +413,7 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	if (o->kl_keys)
 		bench_kl_report(o, &klres, rss / 1024.0);
 	else if (o->mode == MODE_SPARSE)
-		bench_sparse_report(o, res, rss / 1024.0);
+		bench_sparse_report(o, res, rss / 1024.0, rss_before / 1024.0);
 	else
 		bench_report(o, res, rss / 1024.0);
 	free(wargv);

@@ -14,9 +14,15 @@
  * Every worker runs the same number of iterations per window (sync steps
  * need all workers' pushes): agreed after the warm-up through a one-float
  * pushpull (the mean of what each worker estimates fits --seconds).
+ *
+ * Server memory: the dense baseline's key is set up and warmed first;
+ * then (launched workers) each prints "MEM 0 0" and waits for the
+ * launcher's go, which reads the servers' RSS meanwhile: what they grow
+ * by after it is the row tables' memory (the report's "growth").
  */
 #include <errno.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -200,6 +206,22 @@ static int sp_agree(struct sp *p, double t_iter, uint64_t *iters)
 	return ret;
 }
 
+/* Launched: tell the launcher no row is stored yet, wait for its go. */
+static int sp_mem_mark(const struct bopts *o)
+{
+	ssize_t n;
+	char c;
+
+	if (!o->sync)
+		return 0;
+	printf("MEM 0 0\n");
+	fflush(stdout);
+	do
+		n = read(STDIN_FILENO, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -EPIPE;
+}
+
 static int sp_setup(struct sp *p, uint64_t *sp_iters, uint64_t *dn_iters)
 {
 	uint64_t len = sizeof(float), wire;
@@ -207,23 +229,27 @@ static int sp_setup(struct sp *p, uint64_t *sp_iters, uint64_t *dn_iters)
 	double el;
 	int ret;
 
-	ret = psched_row_sparse_init(p->node, SP_ROWKEY, p->o->rows,
-				     p->o->width, PSCHED_F32, 0);
-	if (!ret)
-		ret = psched_init(p->node, &dkey, 1, NULL, &p->bytes,
-				  PSCHED_F32, 0);
+	ret = psched_init(p->node, &dkey, 1, NULL, &p->bytes, PSCHED_F32, 0);
 	if (!ret)
 		ret = psched_init(p->node, &key, 1, NULL, &len, PSCHED_F32, 0);
-	/* Warm-up (every batch once, so the table holds its rows), then
-	 * the time of one iteration of each kind. */
-	if (!ret)
-		ret = sp_run(p, true, SP_BATCHES, &el, &wire);
-	if (!ret)
-		ret = sp_agree(p, el / SP_BATCHES, sp_iters);
+	/* Warm-up of the dense baseline and the time of one iteration;
+	 * then the servers' memory before any row; then the rows' warm-up
+	 * (every batch once, so the table holds its rows) and its time. */
 	if (!ret)
 		ret = sp_run(p, false, 4, &el, &wire);
 	if (!ret)
 		ret = sp_agree(p, el / 4, dn_iters);
+	if (!ret)
+		ret = psched_barrier(p->node, PSCHED_GROUP_WORKERS, 0);
+	if (!ret)
+		ret = sp_mem_mark(p->o);
+	if (!ret)
+		ret = psched_row_sparse_init(p->node, SP_ROWKEY, p->o->rows,
+					     p->o->width, PSCHED_F32, 0);
+	if (!ret)
+		ret = sp_run(p, true, SP_BATCHES, &el, &wire);
+	if (!ret)
+		ret = sp_agree(p, el / SP_BATCHES, sp_iters);
 	return ret;
 }
 
@@ -286,7 +312,7 @@ void bench_sparse_fold(const char *line, struct bresult *res)
 }
 
 void bench_sparse_report(const struct bopts *o, const struct bresult *res,
-			 double rss_mib_total)
+			 double rss_mib_total, double rss_mib_before)
 {
 	double lg[MAX_RUNS], wg[MAX_RUNS], dg[MAX_RUNS], rl[MAX_RUNS],
 		rw[MAX_RUNS];
@@ -323,4 +349,12 @@ void bench_sparse_report(const struct bopts *o, const struct bresult *res,
 	       "RSS / rows = %.2f\n",
 	       rss_mib_total, stored_mib,
 	       stored_mib > 0 ? rss_mib_total / stored_mib : 0);
+	if (rss_mib_before > 0)
+		printf("# servers' RSS before the first row (dense baseline "
+		       "warmed): %.1f MiB; growth to the peak: %.1f MiB; "
+		       "growth / rows = %.2f\n",
+		       rss_mib_before, rss_mib_total - rss_mib_before,
+		       stored_mib > 0
+			       ? (rss_mib_total - rss_mib_before) / stored_mib
+			       : 0);
 }
