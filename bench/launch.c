@@ -280,8 +280,8 @@ static const struct child *sparse_srv;
 static long sparse_noshm_max;
 
 /* The servers' RSS summed into *@kib, without RssShmem into *@noshm. */
-static void sparse_rss(const struct bopts *o, const struct child *cs,
-		       long *kib, long *noshm)
+static void sparse_rss(const struct bopts *o, const struct child *cs, long *kib,
+		       long *noshm)
 {
 	long shm;
 	unsigned i;
