@@ -156,6 +156,26 @@ static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 	return 0;
 }
 
+/* Pairs a row loop prefetches ahead of the one it copies (their rows sit
+ * anywhere in the caller's buffer). */
+#define ROWS_AHEAD 8
+
+/* Prefetch the caller's row of pair @k (< x->n), for a write when @wr.
+ * Always inlined: gcc drops calls of a helper that only prefetches. */
+static inline __attribute__((always_inline)) void
+rows_prefetch(const struct kvw_rows *x, const uint8_t *base, size_t k, bool wr)
+{
+	const uint8_t *p = base + x->pairs[k].pos * x->rowbytes;
+	uint64_t off, end = x->rowbytes < 512 ? x->rowbytes : 512;
+
+	for (off = 0; off < end; off += 64) {
+		if (wr)
+			__builtin_prefetch(p + off, 1);
+		else
+			__builtin_prefetch(p + off, 0);
+	}
+}
+
 /* Locked.  Pack distinct rows [u0, u0 + cnt) of a push into @buf (direct:
  * only the prefix; the ids and rows go from the caller's arrays). */
 static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
@@ -163,22 +183,29 @@ static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
 {
 	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt, .pieces = pieces };
 	uint8_t *rows = buf + PSD_ROWS_PREFIX + cnt * 8;
-	size_t u, j;
+	size_t u, j, end;
 
 	psd_rows_prefix_put(buf, &p);
 	if (x->direct)
 		return;
+	end = x->ustart[u0 + cnt];
 	for (u = 0; u < cnt; u++) {
 		const struct kvw_rows_pair *pr = &x->pairs[x->ustart[u0 + u]];
 		uint8_t *dst = rows + u * x->rowbytes;
 
+		j = x->ustart[u0 + u];
+		if (j + ROWS_AHEAD < end)
+			rows_prefetch(x, x->src, j + ROWS_AHEAD, false);
 		memcpy(buf + PSD_ROWS_PREFIX + u * 8, &pr->id, 8);
 		memcpy(dst, x->src + pr->pos * x->rowbytes, x->rowbytes);
 		/* Duplicate ids in one push are summed here. */
-		for (j = x->ustart[u0 + u] + 1; j < x->ustart[u0 + u + 1]; j++)
+		for (j++; j < x->ustart[u0 + u + 1]; j++) {
+			if (j + ROWS_AHEAD < end)
+				rows_prefetch(x, x->src, j + ROWS_AHEAD, false);
 			psd_rows_add(dtype, dst,
 				     x->src + x->pairs[j].pos * x->rowbytes,
 				     x->rowbytes);
+		}
 	}
 }
 
@@ -406,12 +433,15 @@ int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
 /* Locked.  Copy answered distinct rows to every position asking them. */
 static void rows_scatter(const struct kvw_rows *x, size_t k)
 {
-	size_t u, j;
+	size_t u, j, end = x->ustart[x->cu[k] + x->cn[k]];
 
 	for (u = x->cu[k]; u < x->cu[k] + x->cn[k]; u++)
-		for (j = x->ustart[u]; j < x->ustart[u + 1]; j++)
+		for (j = x->ustart[u]; j < x->ustart[u + 1]; j++) {
+			if (j + ROWS_AHEAD < end)
+				rows_prefetch(x, x->out, j + ROWS_AHEAD, true);
 			memcpy(x->out + x->pairs[j].pos * x->rowbytes,
 			       x->land + u * x->rowbytes, x->rowbytes);
+		}
 }
 
 /* Unlocked (van thread).  A row-sparse pull answer is in. */
