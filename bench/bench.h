@@ -43,6 +43,7 @@ struct bopts {
 	unsigned width;
 	unsigned batch_rows;
 	double zipf;
+	bool scatter; /* zipf rank k is row (k * odd) % rows, not row k */
 };
 
 struct bresult {
@@ -116,11 +117,15 @@ void bench_kl_report(const struct bopts *o, const struct bkl_result *res,
 /* Worker under a launcher: "WAIT si r" and wait for the go. */
 int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r);
 /* sparse.c: the --mode sparse worker (0 or 1), a worker's SPARSE line
- * folded into @res, and the report (@rss_mib: servers' peak RSS summed). */
+ * folded into @res, and the report (@rss_mib: servers' peak RSS summed;
+ * @rss_mib_before: their RSS before the first row, 0 unknown;
+ * @noshm_growth_mib: their growth without RssShmem, from before the first
+ * row to the most at a round's start). */
 int bench_sparse_worker(struct psched_node *node, const struct bopts *o);
 void bench_sparse_fold(const char *line, struct bresult *res);
 void bench_sparse_report(const struct bopts *o, const struct bresult *res,
-			 double rss_mib);
+			 double rss_mib, double rss_mib_before,
+			 double noshm_growth_mib);
 
 /* Start the local cluster, run the workers, print the table. */
 int bench_launch(const struct bopts *o, int argc, char **argv);

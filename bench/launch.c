@@ -254,6 +254,68 @@ static void finish_size(const struct bopts *o, struct bresult *res)
 			res->streams = res->streams_r[r];
 }
 
+/* VmRSS of process @pid in KiB, 0 when unknown; its RssShmem (the shm
+ * transport's rings, shared with the peer) in *@shm_kib. */
+static long proc_rss_kib(pid_t pid, long *shm_kib)
+{
+	char path[64], line[128];
+	long kib = 0;
+	FILE *f;
+
+	*shm_kib = 0;
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "VmRSS: %ld", &kib) != 1)
+			sscanf(line, "RssShmem: %ld", shm_kib);
+	fclose(f);
+	return kib;
+}
+
+/* --mode sparse: the servers (cs[1..servers]) and the most their RSS
+ * without RssShmem summed reached at a round's start (rows stored). */
+static const struct child *sparse_srv;
+static long sparse_noshm_max;
+
+/* The servers' RSS summed into *@kib, without RssShmem into *@noshm. */
+static void sparse_rss(const struct bopts *o, const struct child *cs, long *kib,
+		       long *noshm)
+{
+	long shm;
+	unsigned i;
+
+	*kib = *noshm = 0;
+	for (i = 1; i <= o->servers; i++) {
+		*kib += proc_rss_kib(cs[i].pid, &shm);
+		*noshm += proc_rss_kib(cs[i].pid, &shm) - shm;
+	}
+}
+
+/* --mode sparse: every worker's "MEM 0 0" (no row stored yet), then the
+ * servers' RSS summed into *@kib (without RssShmem: *@noshm), then the
+ * go. */
+static int sparse_mem_mark(const struct bopts *o, struct child *cs,
+			   struct bresult *res, long *kib, long *noshm)
+{
+	struct child *ws = cs + 1 + o->servers;
+	unsigned i;
+	int ret;
+
+	for (i = 0; i < o->workers; i++) {
+		ret = wait_line(&ws[i], "MEM", 0, 0, o, res, NULL);
+		if (ret)
+			return ret;
+	}
+	sparse_rss(o, cs, kib, noshm);
+	sparse_srv = cs;
+	for (i = 0; i < o->workers; i++)
+		if (write(ws[i].in, "g", 1) != 1)
+			return -EPIPE;
+	return 0;
+}
+
 /*
  * Every window of every size, interleaved: for each round the baselines
  * run while the workers wait for their go, then psched's window.
@@ -276,6 +338,13 @@ static int run_rounds(const struct bopts *o, struct child *ws,
 			}
 			if (o->baseline)
 				baseline_round(o, si, r, &res[si]);
+			if (sparse_srv) {
+				long kib, noshm;
+
+				sparse_rss(o, sparse_srv, &kib, &noshm);
+				if (noshm > sparse_noshm_max)
+					sparse_noshm_max = noshm;
+			}
 			for (i = 0; i < o->workers; i++)
 				if (write(ws[i].in, "g", 1) != 1)
 					return -EPIPE;
@@ -322,7 +391,7 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	char *vargv[] = { vname, NULL };
 	char **wargv = worker_argv(argc, argv);
 	int failed = 0;
-	long rss = 0;
+	long rss = 0, rss_before = 0, noshm_before = 0;
 
 	memset(res, 0, sizeof(res));
 	if (spawn(&cs[0], "ps-scheduler", sargv, "scheduler", 0, o))
@@ -345,7 +414,11 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 			fps[i] = cs[1 + o->servers + i].fp;
 		failed = bench_kl_collect(o, fps, o->workers, &klres) != 0;
 	} else {
-		failed = run_rounds(o, cs + 1 + o->servers, res) != 0;
+		if (o->mode == MODE_SPARSE)
+			failed = sparse_mem_mark(o, cs, res, &rss_before,
+						 &noshm_before) != 0;
+		if (!failed)
+			failed = run_rounds(o, cs + 1 + o->servers, res) != 0;
 	}
 	if (failed)
 		kill_all(cs + 1 + o->servers, o->workers);
@@ -369,7 +442,8 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	if (o->kl_keys)
 		bench_kl_report(o, &klres, rss / 1024.0);
 	else if (o->mode == MODE_SPARSE)
-		bench_sparse_report(o, res, rss / 1024.0);
+		bench_sparse_report(o, res, rss / 1024.0, rss_before / 1024.0,
+				    (sparse_noshm_max - noshm_before) / 1024.0);
 	else
 		bench_report(o, res, rss / 1024.0);
 	free(wargv);

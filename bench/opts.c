@@ -203,6 +203,9 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'b':
 	case 'Z':
 		return bench_parse_sparse_opt(c, val, o);
+	case 'X':
+		o->scatter = true;
+		return 0;
 	default: /* getopt has said what is wrong */
 		return -EINVAL;
 	}
@@ -228,6 +231,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "width", required_argument, NULL, 'W' },
 		{ "batch-rows", required_argument, NULL, 'b' },
 		{ "zipf", required_argument, NULL, 'Z' },
+		{ "scatter", no_argument, NULL, 'X' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = "4K,64K,1M,16M,64M";
@@ -296,7 +300,11 @@ void bench_usage(void)
 	       "  --width N       floats per row, 1..65536 [64]\n"
 	       "  --batch-rows N  rows per push and pull, 1..1048576 [8192]\n"
 	       "  --zipf A        zipf exponent of the row choice, 0..10 "
-	       "[1.1]\n\n"
+	       "[1.1]\n"
+	       "  --scatter       spread the zipf ranks over the table by a "
+	       "fixed permutation\n                  (hot rows on every "
+	       "server; default: the hottest rows first,\n                  "
+	       "on the first server)\n\n"
 	       "%s\n"
 	       "Progress goes to stderr when it is a terminal.  Exit status: "
 	       "0 done, 1 a run\nfailed, 2 bad arguments.\n\n",

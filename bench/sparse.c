@@ -14,9 +14,15 @@
  * Every worker runs the same number of iterations per window (sync steps
  * need all workers' pushes): agreed after the warm-up through a one-float
  * pushpull (the mean of what each worker estimates fits --seconds).
+ *
+ * Server memory: the dense baseline's key is set up and warmed first;
+ * then (launched workers) each prints "MEM 0 0" and waits for the
+ * launcher's go, which reads the servers' RSS meanwhile: what they grow
+ * by after it is the row tables' memory (the report's "growth").
  */
 #include <errno.h>
 #include <math.h>
+#include <unistd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +70,24 @@ static uint64_t sp_zipf(uint64_t *s, uint64_t n, double a)
 	return (uint64_t)x - 1 < n ? (uint64_t)x - 1 : n - 1;
 }
 
+/* --scatter: rank @k's row under a fixed permutation of @n rows
+ * (multiplication by @mul, coprime with @n). */
+static uint64_t sp_scatter(uint64_t k, uint64_t n, uint64_t mul)
+{
+	return (uint64_t)((unsigned __int128)k * mul % n);
+}
+
+static uint64_t sp_gcd(uint64_t a, uint64_t b)
+{
+	while (b) {
+		uint64_t t = a % b;
+
+		a = b;
+		b = t;
+	}
+	return a;
+}
+
 static int sp_cmp_u64(const void *a, const void *b)
 {
 	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
@@ -87,7 +111,11 @@ static int sp_alloc(struct sp *p)
 	uint64_t seed = 0x9e3779b97f4a7c15ull *
 			(uint64_t)(psched_node_rank(p->node) + 1);
 	size_t b = o->batch_rows, i, j, all_n = (size_t)b * SP_BATCHES;
-	uint64_t *all = malloc(all_n * sizeof(*all)), *tmp;
+	uint64_t *all = malloc(all_n * sizeof(*all)), *tmp, id;
+	uint64_t mul = 0x9e3779b97f4a7c15ull % o->rows;
+
+	while (o->rows > 1 && (mul < 2 || sp_gcd(mul, o->rows) != 1))
+		mul++;
 
 	p->bytes = (uint64_t)b * o->width * sizeof(float);
 	p->rows = malloc(p->bytes);
@@ -103,9 +131,12 @@ static int sp_alloc(struct sp *p)
 		p->ids[j] = malloc(b * sizeof(uint64_t));
 		if (!p->ids[j])
 			return -ENOMEM;
-		for (i = 0; i < b; i++)
-			p->ids[j][i] = all[j * b + i] =
-				sp_zipf(&seed, o->rows, o->zipf);
+		for (i = 0; i < b; i++) {
+			id = sp_zipf(&seed, o->rows, o->zipf);
+			if (o->scatter)
+				id = sp_scatter(id, o->rows, mul);
+			p->ids[j][i] = all[j * b + i] = id;
+		}
 		memcpy(tmp, p->ids[j], b * sizeof(*tmp));
 		qsort(tmp, b, sizeof(*tmp), sp_cmp_u64);
 		p->uniq[j] = sp_distinct(tmp, b);
@@ -200,6 +231,22 @@ static int sp_agree(struct sp *p, double t_iter, uint64_t *iters)
 	return ret;
 }
 
+/* Launched: tell the launcher no row is stored yet, wait for its go. */
+static int sp_mem_mark(const struct bopts *o)
+{
+	ssize_t n;
+	char c;
+
+	if (!o->sync)
+		return 0;
+	printf("MEM 0 0\n");
+	fflush(stdout);
+	do
+		n = read(STDIN_FILENO, &c, 1);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : -EPIPE;
+}
+
 static int sp_setup(struct sp *p, uint64_t *sp_iters, uint64_t *dn_iters)
 {
 	uint64_t len = sizeof(float), wire;
@@ -207,23 +254,27 @@ static int sp_setup(struct sp *p, uint64_t *sp_iters, uint64_t *dn_iters)
 	double el;
 	int ret;
 
-	ret = psched_row_sparse_init(p->node, SP_ROWKEY, p->o->rows,
-				     p->o->width, PSCHED_F32, 0);
-	if (!ret)
-		ret = psched_init(p->node, &dkey, 1, NULL, &p->bytes,
-				  PSCHED_F32, 0);
+	ret = psched_init(p->node, &dkey, 1, NULL, &p->bytes, PSCHED_F32, 0);
 	if (!ret)
 		ret = psched_init(p->node, &key, 1, NULL, &len, PSCHED_F32, 0);
-	/* Warm-up (every batch once, so the table holds its rows), then
-	 * the time of one iteration of each kind. */
-	if (!ret)
-		ret = sp_run(p, true, SP_BATCHES, &el, &wire);
-	if (!ret)
-		ret = sp_agree(p, el / SP_BATCHES, sp_iters);
+	/* Warm-up of the dense baseline and the time of one iteration;
+	 * then the servers' memory before any row; then the rows' warm-up
+	 * (every batch once, so the table holds its rows) and its time. */
 	if (!ret)
 		ret = sp_run(p, false, 4, &el, &wire);
 	if (!ret)
 		ret = sp_agree(p, el / 4, dn_iters);
+	if (!ret)
+		ret = psched_barrier(p->node, PSCHED_GROUP_WORKERS, 0);
+	if (!ret)
+		ret = sp_mem_mark(p->o);
+	if (!ret)
+		ret = psched_row_sparse_init(p->node, SP_ROWKEY, p->o->rows,
+					     p->o->width, PSCHED_F32, 0);
+	if (!ret)
+		ret = sp_run(p, true, SP_BATCHES, &el, &wire);
+	if (!ret)
+		ret = sp_agree(p, el / SP_BATCHES, sp_iters);
 	return ret;
 }
 
@@ -286,7 +337,8 @@ void bench_sparse_fold(const char *line, struct bresult *res)
 }
 
 void bench_sparse_report(const struct bopts *o, const struct bresult *res,
-			 double rss_mib_total)
+			 double rss_mib_total, double rss_mib_before,
+			 double noshm_growth_mib)
 {
 	double lg[MAX_RUNS], wg[MAX_RUNS], dg[MAX_RUNS], rl[MAX_RUNS],
 		rw[MAX_RUNS];
@@ -304,11 +356,12 @@ void bench_sparse_report(const struct bopts *o, const struct bresult *res,
 	 * 1 worker; with more, a lower bound of their union). */
 	stored_mib = (double)res->stored * o->width * 4 / (1 << 20);
 	printf("# sparse: table %llu x %u float32 (%.1f MiB dense), batch %u "
-	       "rows zipf(%.2f), %u servers, %u workers; dense baseline: "
+	       "rows zipf(%.2f)%s, %u servers, %u workers; dense baseline: "
 	       "pushpull of one %llu-byte key\n",
 	       (unsigned long long)o->rows, o->width,
 	       (double)o->rows * o->width * 4 / (1 << 20), o->batch_rows,
-	       o->zipf, o->servers, o->workers,
+	       o->zipf, o->scatter ? " scattered" : " hottest first",
+	       o->servers, o->workers,
 	       (unsigned long long)o->batch_rows * o->width * 4);
 	printf("%-12s %14s %14s %14s %10s %10s\n", "#round", "sparse[Gb/s]",
 	       "wire[Gb/s]", "dense[Gb/s]", "ratio", "wire/dense");
@@ -323,4 +376,20 @@ void bench_sparse_report(const struct bopts *o, const struct bresult *res,
 	       "RSS / rows = %.2f\n",
 	       rss_mib_total, stored_mib,
 	       stored_mib > 0 ? rss_mib_total / stored_mib : 0);
+	if (rss_mib_before > 0)
+		printf("# servers' RSS before the first row (dense baseline "
+		       "warmed): %.1f MiB; growth to the peak: %.1f MiB; "
+		       "growth / rows = %.2f\n",
+		       rss_mib_before, rss_mib_total - rss_mib_before,
+		       stored_mib > 0
+			       ? (rss_mib_total - rss_mib_before) / stored_mib
+			       : 0);
+	/* The shm transport's rings (2 MiB each way per connection) are
+	 * touched as they cycle: memory of the transport, not of rows. */
+	if (rss_mib_before > 0)
+		printf("# growth without RssShmem (the shm transport's rings), "
+		       "sampled at each round's start: %.1f MiB; / rows = "
+		       "%.2f\n",
+		       noshm_growth_mib,
+		       stored_mib > 0 ? noshm_growth_mib / stored_mib : 0);
 }

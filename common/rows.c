@@ -91,12 +91,32 @@ int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload, uint64_t lo,
 	return 0;
 }
 
+/*
+ * dst += src over @n elements of @type, 32 bytes at a time through GCC's
+ * vector extension (the loop -O2 leaves scalar; rows are a few hundred
+ * bytes, summed thousands of times a step), the tail one by one.  The
+ * vectors are loaded and stored with memcpy: rows need not be aligned.
+ */
 #define ROWS_ADD(type)                                                         \
 	do {                                                                   \
-		type *restrict d = dst;                                        \
-		const type *restrict s = src;                                  \
-		for (i = 0; i < bytes / sizeof(type); i++)                     \
-			d[i] += s[i];                                          \
+		typedef type vec __attribute__((vector_size(32)));             \
+		unsigned char *restrict d = dst;                               \
+		const unsigned char *restrict s = src;                         \
+		type a, b;                                                     \
+		vec va, vb;                                                    \
+                                                                               \
+		for (i = 0; i + sizeof(vec) <= bytes; i += sizeof(vec)) {      \
+			memcpy(&va, d + i, sizeof(vec));                       \
+			memcpy(&vb, s + i, sizeof(vec));                       \
+			va += vb;                                              \
+			memcpy(d + i, &va, sizeof(vec));                       \
+		}                                                              \
+		for (; i + sizeof(type) <= bytes; i += sizeof(type)) {         \
+			memcpy(&a, d + i, sizeof(type));                       \
+			memcpy(&b, s + i, sizeof(type));                       \
+			a += b;                                                \
+			memcpy(d + i, &a, sizeof(type));                       \
+		}                                                              \
 	} while (0)
 
 void psd_rows_add(uint8_t dtype, void *dst, const void *src, uint64_t bytes)
@@ -110,11 +130,11 @@ void psd_rows_add(uint8_t dtype, void *dst, const void *src, uint64_t bytes)
 	case PSCHED_F64:
 		ROWS_ADD(double);
 		break;
-	case PSCHED_I32:
-		ROWS_ADD(int32_t);
+	case PSCHED_I32: /* unsigned: wraparound, not UB */
+		ROWS_ADD(uint32_t);
 		break;
 	case PSCHED_I64:
-		ROWS_ADD(int64_t);
+		ROWS_ADD(uint64_t);
 		break;
 	case PSCHED_F16:
 		psd_f16_add(dst, src, (size_t)(bytes / 2));

@@ -22,27 +22,8 @@
 #include <string.h>
 
 #include "kvs.h"
+#include "kvs_rowtab.h"
 #include "rows.h"
-
-#define ROWS_SLAB_SHIFT 10u
-#define ROWS_SLAB	(1u << ROWS_SLAB_SHIFT)
-#define ROWS_EMPTY	UINT64_MAX
-
-/* Open-addressing map row id -> slot (linear probing, load <= 3/4). */
-struct rows_tab {
-	uint64_t *ids;
-	uint32_t *idx;
-	uint64_t cap; /* power of two, 0 = none yet */
-	uint64_t count;
-};
-
-/* Rows of rowbytes bytes in slabs of ROWS_SLAB rows, zeroed. */
-struct rows_arena {
-	uint8_t **slabs;
-	uint64_t nslabs;
-	uint64_t count;
-	uint64_t rowbytes;
-};
 
 struct kvs_rows {
 	uint64_t key;
@@ -52,16 +33,16 @@ struct kvs_rows {
 	uint64_t lo; /* rows [lo, lo + n) are this server's */
 	uint64_t n;
 	int creator;
-	struct rows_tab tab;	 /* stored rows */
-	struct rows_arena val;	 /* their values */
-	struct rows_arena state; /* optimizer states per stored row */
-	uint64_t version;	 /* steps applied */
+	struct psd_rows_tab tab;     /* stored rows */
+	struct psd_rows_arena val;   /* their values */
+	struct psd_rows_arena state; /* optimizer states per stored row */
+	uint64_t version;	     /* steps applied */
 	/* the open step (version + 1) */
-	uint32_t *got;	      /* [nworker] pieces received */
-	uint32_t *want;	      /* [nworker] pieces announced, 0 = none yet */
-	unsigned wdone;	      /* workers whose pieces are all in */
-	struct rows_tab mtab; /* row id -> merge slot */
-	struct rows_arena merge;
+	uint32_t *got;		  /* [nworker] pieces received */
+	uint32_t *want;		  /* [nworker] pieces announced, 0 = none yet */
+	unsigned wdone;		  /* workers whose pieces are all in */
+	struct psd_rows_tab mtab; /* row id -> merge slot */
+	struct psd_rows_arena merge;
 	struct psd_list pulls; /* struct psd_kvs_wait, ids in buf */
 	struct psd_list held;  /* early pushes, payload in buf */
 };
@@ -71,132 +52,6 @@ struct psd_kvs_rows {
 	uint8_t *rbuf;	     /* pull answers are built here */
 	uint64_t rcap;
 };
-
-static uint64_t rows_hash(uint64_t id, uint64_t cap)
-{
-	return (id * 0x9E3779B97F4A7C15ull >> 17) & (cap - 1);
-}
-
-static bool rows_tab_get(const struct rows_tab *t, uint64_t id, uint32_t *out)
-{
-	uint64_t i;
-
-	if (!t->cap)
-		return false;
-	for (i = rows_hash(id, t->cap);; i = (i + 1) & (t->cap - 1)) {
-		if (t->ids[i] == id) {
-			*out = t->idx[i];
-			return true;
-		}
-		if (t->ids[i] == ROWS_EMPTY)
-			return false;
-	}
-}
-
-static void rows_tab_place(struct rows_tab *t, uint64_t id, uint32_t idx)
-{
-	uint64_t i = rows_hash(id, t->cap);
-
-	while (t->ids[i] != ROWS_EMPTY)
-		i = (i + 1) & (t->cap - 1);
-	t->ids[i] = id;
-	t->idx[i] = idx;
-	t->count++;
-}
-
-static int rows_tab_grow(struct psd_kvs *s, struct rows_tab *t)
-{
-	struct rows_tab nt = { .cap = t->cap ? 2 * t->cap : 1024 };
-	uint64_t i;
-
-	nt.ids = malloc(nt.cap * sizeof(*nt.ids));
-	nt.idx = malloc(nt.cap * sizeof(*nt.idx));
-	if (!nt.ids || !nt.idx) {
-		free(nt.ids);
-		free(nt.idx);
-		return -ENOMEM;
-	}
-	memset(nt.ids, 0xff, nt.cap * sizeof(*nt.ids));
-	for (i = 0; i < t->cap; i++)
-		if (t->ids[i] != ROWS_EMPTY)
-			rows_tab_place(&nt, t->ids[i], t->idx[i]);
-	atomic_fetch_add(&s->alloc_bytes, (nt.cap - t->cap) * 12);
-	free(t->ids);
-	free(t->idx);
-	*t = nt;
-	return 0;
-}
-
-static int rows_tab_put(struct psd_kvs *s, struct rows_tab *t, uint64_t id,
-			uint32_t idx)
-{
-	int ret;
-
-	if ((t->count + 1) * 4 > t->cap * 3) {
-		ret = rows_tab_grow(s, t);
-		if (ret)
-			return ret;
-	}
-	rows_tab_place(t, id, idx);
-	return 0;
-}
-
-static void rows_tab_clear(struct rows_tab *t)
-{
-	if (t->count)
-		memset(t->ids, 0xff, t->cap * sizeof(*t->ids));
-	t->count = 0;
-}
-
-static void rows_tab_fini(struct psd_kvs *s, struct rows_tab *t)
-{
-	atomic_fetch_sub(&s->alloc_bytes, t->cap * 12);
-	free(t->ids);
-	free(t->idx);
-	memset(t, 0, sizeof(*t));
-}
-
-static uint8_t *rows_at(const struct rows_arena *a, uint64_t i)
-{
-	return a->slabs[i >> ROWS_SLAB_SHIFT] +
-	       (i & (ROWS_SLAB - 1)) * a->rowbytes;
-}
-
-/* A new zeroed row; its slot in *@out.  0 or -ENOMEM. */
-static int rows_arena_new(struct psd_kvs *s, struct rows_arena *a,
-			  uint64_t *out)
-{
-	uint64_t sl = a->count >> ROWS_SLAB_SHIFT;
-	uint8_t **ns;
-
-	if (a->count >= UINT32_MAX)
-		return -ENOMEM;
-	if (sl >= a->nslabs) {
-		ns = realloc(a->slabs, (sl + 1) * sizeof(*ns));
-		if (!ns)
-			return -ENOMEM;
-		a->slabs = ns;
-		ns[sl] = calloc(ROWS_SLAB, a->rowbytes);
-		if (!ns[sl])
-			return -ENOMEM;
-		a->nslabs = sl + 1;
-		atomic_fetch_add(&s->alloc_bytes, ROWS_SLAB * a->rowbytes);
-	}
-	*out = a->count++;
-	return 0;
-}
-
-static void rows_arena_fini(struct psd_kvs *s, struct rows_arena *a)
-{
-	uint64_t i;
-
-	for (i = 0; i < a->nslabs; i++)
-		free(a->slabs[i]);
-	atomic_fetch_sub(&s->alloc_bytes, a->nslabs * ROWS_SLAB * a->rowbytes);
-	free(a->slabs);
-	a->slabs = NULL;
-	a->nslabs = a->count = 0;
-}
 
 static struct psd_kvs_rows *rows_all(struct psd_kvs *s)
 {
@@ -258,12 +113,12 @@ static void rows_entry_free(void *val, void *arg)
 
 	rows_drop_list(n, &e->pulls, NULL, 0, NULL);
 	rows_drop_list(n, &e->held, NULL, 0, NULL);
-	rows_tab_fini(s, &e->tab);
-	rows_tab_fini(s, &e->mtab);
+	psd_rows_tab_fini(s, &e->tab);
+	psd_rows_tab_fini(s, &e->mtab);
 	atomic_fetch_sub(&s->stored_bytes, e->val.count * e->rowbytes);
-	rows_arena_fini(s, &e->val);
-	rows_arena_fini(s, &e->state);
-	rows_arena_fini(s, &e->merge);
+	psd_rows_arena_fini(s, &e->val);
+	psd_rows_arena_fini(s, &e->state);
+	psd_rows_arena_fini(s, &e->merge);
 	free(e->got);
 	free(e->want);
 	free(e);
@@ -413,10 +268,12 @@ static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
 		all->rcap = len;
 	}
 	for (i = 0; i < p.nrows; i++) {
+		psd_rows_tab_prefetch_at(&e->tab, payload + PSD_ROWS_PREFIX, i,
+					 p.nrows);
 		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
-		if (rows_tab_get(&e->tab, id, &slot))
+		if (psd_rows_tab_get(&e->tab, id, &slot))
 			memcpy(all->rbuf + i * e->rowbytes,
-			       rows_at(&e->val, slot), (size_t)e->rowbytes);
+			       psd_rows_at(&e->val, slot), (size_t)e->rowbytes);
 		else
 			memset(all->rbuf + i * e->rowbytes, 0,
 			       (size_t)e->rowbytes);
@@ -438,16 +295,16 @@ static uint8_t *rows_stored(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
 	uint64_t slot;
 	uint32_t i;
 
-	if (rows_tab_get(&e->tab, id, &i)) {
+	if (psd_rows_tab_get(&e->tab, id, &i)) {
 		*slotp = i;
-		return rows_at(&e->val, i);
+		return psd_rows_at(&e->val, i);
 	}
-	if (rows_arena_new(s, &e->val, &slot) ||
-	    rows_tab_put(s, &e->tab, id, (uint32_t)slot))
+	if (psd_rows_arena_new(s, &e->val, &slot) ||
+	    psd_rows_tab_put(s, &e->tab, id, (uint32_t)slot))
 		return NULL;
 	atomic_fetch_add(&s->stored_bytes, e->rowbytes);
 	*slotp = (uint32_t)slot;
-	return rows_at(&e->val, slot);
+	return psd_rows_at(&e->val, slot);
 }
 
 /* Lazy update: the installed optimizer updates stored row @slot (@w)
@@ -467,13 +324,13 @@ static int rows_optimize(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
 	 * count.  A change of optimizer state layout starts them over. */
 	need = ns * width * 8 + 8;
 	if (e->state.rowbytes != need) {
-		rows_arena_fini(s, &e->state);
+		psd_rows_arena_fini(s, &e->state);
 		e->state.rowbytes = need;
 	}
 	while (e->state.count <= slot)
-		if (rows_arena_new(s, &e->state, &i))
+		if (psd_rows_arena_new(s, &e->state, &i))
 			return -ENOMEM;
-	st = rows_at(&e->state, slot);
+	st = psd_rows_at(&e->state, slot);
 	psd_upd_rows_apply(&s->upd, e->key, e->dtype, id, width, w, g,
 			   (double *)(void *)st,
 			   (uint32_t *)(void *)(st + ns * width * 8));
@@ -501,28 +358,54 @@ static int rows_fold(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
 	return 0;
 }
 
-/* Sum a checked push payload into the open step's merge rows. */
-static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
-		      const uint8_t *payload)
+static void rows_fold_failed(const struct kvs_rows *e, uint64_t id)
 {
+	psd_err("row-sparse key %llu step %llu: no memory to store row %llu; "
+		"it keeps its old value",
+		(unsigned long long)e->key,
+		(unsigned long long)(e->version + 1), (unsigned long long)id);
+}
+
+/*
+ * Sum a checked push payload into the open step's merge rows.  @last: the
+ * piece completes the step, so a row no earlier piece of the step had is
+ * its own sum: folded into the stored row straight from the payload
+ * (no merge copy; with one worker every row goes this way), the others
+ * summed into their merge rows, which rows_step_finish() folds.  0, or
+ * -ENOMEM (only when !@last: a last piece always completes the step).
+ */
+static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
+		      const uint8_t *payload, bool last)
+{
+	const uint8_t *ids = payload + PSD_ROWS_PREFIX;
 	struct psd_rows_prefix p;
 	const uint8_t *rows;
 	uint64_t i, id, slot;
 	uint32_t m;
 
 	psd_rows_prefix_get(payload, &p);
-	rows = payload + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	rows = ids + (uint64_t)p.nrows * 8;
 	for (i = 0; i < p.nrows; i++) {
-		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
-		if (rows_tab_get(&e->mtab, id, &m)) {
-			psd_rows_add(e->dtype, rows_at(&e->merge, m),
-				     rows + i * e->rowbytes, e->rowbytes);
+		memcpy(&id, ids + i * 8, 8);
+		if (e->mtab.count) {
+			psd_rows_tab_prefetch_at(&e->mtab, ids, i, p.nrows);
+			if (psd_rows_tab_get(&e->mtab, id, &m)) {
+				psd_rows_add(
+					e->dtype, psd_rows_at(&e->merge, m),
+					rows + i * e->rowbytes, e->rowbytes);
+				continue;
+			}
+		}
+		if (last) {
+			psd_rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
+			if (rows_fold(s, e, id, rows + i * e->rowbytes, false))
+				rows_fold_failed(e, id);
 			continue;
 		}
-		if (rows_arena_new(s, &e->merge, &slot) ||
-		    rows_tab_put(s, &e->mtab, id, (uint32_t)slot))
+		if (psd_rows_arena_new(s, &e->merge, &slot) ||
+		    psd_rows_tab_put(s, &e->mtab, id, (uint32_t)slot))
 			return -ENOMEM;
-		memcpy(rows_at(&e->merge, slot), rows + i * e->rowbytes,
+		memcpy(psd_rows_at(&e->merge, slot), rows + i * e->rowbytes,
 		       (size_t)e->rowbytes);
 	}
 	return 0;
@@ -537,15 +420,11 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 	uint64_t i;
 
 	for (i = 0; i < e->mtab.cap && e->mtab.count; i++)
-		if (e->mtab.ids[i] != ROWS_EMPTY &&
+		if (e->mtab.ids[i] != PSD_ROWS_EMPTY &&
 		    rows_fold(s, e, e->mtab.ids[i],
-			      rows_at(&e->merge, e->mtab.idx[i]), false))
-			psd_err("row-sparse key %llu step %llu: no memory to "
-				"store row %llu; it keeps its old value",
-				(unsigned long long)e->key,
-				(unsigned long long)(e->version + 1),
-				(unsigned long long)e->mtab.ids[i]);
-	rows_tab_clear(&e->mtab);
+			      psd_rows_at(&e->merge, e->mtab.idx[i]), false))
+			rows_fold_failed(e, e->mtab.ids[i]);
+	psd_rows_tab_clear(&e->mtab);
 	/* The merge slabs stay for the next step (rows are overwritten). */
 	e->merge.count = 0;
 	memset(e->got, 0, s->nworker * sizeof(*e->got));
@@ -572,6 +451,7 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_rows_prefix p;
+	bool last;
 
 	psd_rows_prefix_get(payload, &p);
 	if ((e->want[wrank] && e->want[wrank] != p.pieces) ||
@@ -583,7 +463,8 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 				e->want[wrank], e->got[wrank]);
 		return -EPROTO;
 	}
-	if (rows_merge(s, e, payload))
+	last = e->got[wrank] + 1 == p.pieces && e->wdone + 1 == s->nworker;
+	if (rows_merge(s, e, payload, last))
 		return psd_kvs_reject(n, c, h, -ENOMEM,
 				      "no memory to sum a row-sparse push");
 	e->want[wrank] = p.pieces;
@@ -681,6 +562,8 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 	psd_rows_prefix_get(payload, &p);
 	rows = payload + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
 	for (i = 0; i < p.nrows; i++) {
+		psd_rows_tab_prefetch_at(&e->tab, payload + PSD_ROWS_PREFIX, i,
+					 p.nrows);
 		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
 		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
 			      true)) {

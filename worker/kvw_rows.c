@@ -9,6 +9,13 @@
  * server's slice is cut into pieces of the partition size of the step's
  * config and the pieces go through the same priority queue and credit
  * gate as dense chunks (kvw.h).  Locking words as in kvw.h.
+ *
+ * Copies: when the ids are sorted and distinct ("direct"), a push sends
+ * its ids and rows straight from the caller's arrays (only each piece's
+ * 8-byte prefix is built) and a pull's answers land straight in the
+ * caller's rows; otherwise a push packs its distinct rows (summing
+ * duplicates) and a pull's answers land in a buffer of distinct rows
+ * copied out to every position asking them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +36,7 @@ struct kvw_rows {
 	struct kvw_rows_pair *pairs; /* sorted by id, then position */
 	size_t nu;		     /* distinct ids */
 	size_t *ustart;		     /* [nu + 1]: first pair of each id */
+	const uint64_t *ids;	     /* the caller's ids */
 	const uint8_t *src;	     /* push: the caller's rows */
 	uint8_t *out;		     /* pull: the caller's buffer */
 	uint8_t *land;		     /* pull: answers land here */
@@ -59,28 +67,35 @@ static int rows_pair_cmp(const void *a, const void *b)
 	return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
-/* Stable LSD radix sort of @p (@n pairs, ids below @rows) by id, 11
- * bits a pass: equal ids keep their order.  0 or -ENOMEM. */
+#define ROWS_RADIX_MAX 12 /* bits a pass at most */
+
+/* Stable LSD radix sort of @p (@n pairs, ids below @rows) by id, in as
+ * few passes of at most ROWS_RADIX_MAX bits as the ids need (ids below
+ * 2^24, 16 M rows: two): equal ids keep their order.  0 or -ENOMEM. */
 static int rows_radix(struct kvw_rows_pair *p, size_t n, uint64_t rows)
 {
 	struct kvw_rows_pair *tmp = malloc(n * sizeof(*tmp)), *a = p, *b = tmp,
 			     *t;
-	size_t cnt[2048], i, sum, c;
-	unsigned shift;
+	unsigned bits = rows > 1 ? 64 - (unsigned)__builtin_clzll(rows - 1) : 1;
+	unsigned passes = (bits + ROWS_RADIX_MAX - 1) / ROWS_RADIX_MAX;
+	unsigned digit = (bits + passes - 1) / passes, shift;
+	uint64_t mask = (1ull << digit) - 1;
+	uint32_t cnt[1u << ROWS_RADIX_MAX], sum, c;
+	size_t i;
 
 	if (!tmp)
 		return -ENOMEM;
-	for (shift = 0; shift < 64 && (rows - 1) >> shift; shift += 11) {
+	for (shift = 0; shift < bits; shift += digit) {
 		memset(cnt, 0, sizeof(cnt));
 		for (i = 0; i < n; i++)
-			cnt[(a[i].id >> shift) & 2047]++;
-		for (i = 0, sum = 0; i < 2048; i++) {
+			cnt[(a[i].id >> shift) & mask]++;
+		for (i = 0, sum = 0; i <= mask; i++) {
 			c = cnt[i];
 			cnt[i] = sum;
 			sum += c;
 		}
 		for (i = 0; i < n; i++)
-			b[cnt[(a[i].id >> shift) & 2047]++] = a[i];
+			b[cnt[(a[i].id >> shift) & mask]++] = a[i];
 		t = a;
 		a = b;
 		b = t;
@@ -136,30 +151,61 @@ static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 	x->nu = u;
 	x->ustart[u] = n;
 	x->direct = sorted;
+	x->ids = ids;
 	*out = x;
 	return 0;
 }
 
-/* Locked.  Pack distinct rows [u0, u0 + cnt) of a push into @buf. */
+/* Pairs a row loop prefetches ahead of the one it copies (their rows sit
+ * anywhere in the caller's buffer). */
+#define ROWS_AHEAD 8
+
+/* Prefetch the caller's row of pair @k (< x->n), for a write when @wr.
+ * Always inlined: gcc drops calls of a helper that only prefetches. */
+static inline __attribute__((always_inline)) void
+rows_prefetch(const struct kvw_rows *x, const uint8_t *base, size_t k, bool wr)
+{
+	const uint8_t *p = base + x->pairs[k].pos * x->rowbytes;
+	uint64_t off, end = x->rowbytes < 512 ? x->rowbytes : 512;
+
+	for (off = 0; off < end; off += 64) {
+		if (wr)
+			__builtin_prefetch(p + off, 1);
+		else
+			__builtin_prefetch(p + off, 0);
+	}
+}
+
+/* Locked.  Pack distinct rows [u0, u0 + cnt) of a push into @buf (direct:
+ * only the prefix; the ids and rows go from the caller's arrays). */
 static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
 			   uint32_t pieces, uint8_t dtype, uint8_t *buf)
 {
 	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt, .pieces = pieces };
 	uint8_t *rows = buf + PSD_ROWS_PREFIX + cnt * 8;
-	size_t u, j;
+	size_t u, j, end;
 
 	psd_rows_prefix_put(buf, &p);
+	if (x->direct)
+		return;
+	end = x->ustart[u0 + cnt];
 	for (u = 0; u < cnt; u++) {
 		const struct kvw_rows_pair *pr = &x->pairs[x->ustart[u0 + u]];
 		uint8_t *dst = rows + u * x->rowbytes;
 
+		j = x->ustart[u0 + u];
+		if (j + ROWS_AHEAD < end)
+			rows_prefetch(x, x->src, j + ROWS_AHEAD, false);
 		memcpy(buf + PSD_ROWS_PREFIX + u * 8, &pr->id, 8);
 		memcpy(dst, x->src + pr->pos * x->rowbytes, x->rowbytes);
 		/* Duplicate ids in one push are summed here. */
-		for (j = x->ustart[u0 + u] + 1; j < x->ustart[u0 + u + 1]; j++)
+		for (j++; j < x->ustart[u0 + u + 1]; j++) {
+			if (j + ROWS_AHEAD < end)
+				rows_prefetch(x, x->src, j + ROWS_AHEAD, false);
 			psd_rows_add(dtype, dst,
 				     x->src + x->pairs[j].pos * x->rowbytes,
 				     x->rowbytes);
+		}
 	}
 }
 
@@ -215,6 +261,17 @@ static uint64_t rows_pieces(const struct kvw_req *r, uint64_t held, size_t cnt,
 	return cnt ? (cnt + per - 1) / per : 1;
 }
 
+/* Locked.  Bytes of r->cbuf a piece of @cnt distinct rows needs. */
+static uint64_t rows_room(const struct kvw_req *r, size_t cnt)
+{
+	const struct kvw_rows *x = r->rows;
+
+	if (r->type == PSD_MSG_PUSH)
+		return PSD_ROWS_PREFIX +
+		       (x->direct ? 0 : cnt * (8 + x->rowbytes));
+	return r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8 : 0;
+}
+
 /* Locked.  Fill chunk @k and its payload room. */
 static void rows_chunk(struct kvw_req *r, size_t k, unsigned s, uint64_t lo,
 		       uint64_t held, size_t u0, size_t cnt, uint64_t *boff)
@@ -236,7 +293,7 @@ static void rows_chunk(struct kvw_req *r, size_t k, unsigned s, uint64_t lo,
 		   : r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8
 					     : 0;
 	ch->node.len = r->type == PSD_MSG_PUSH ? ch->clen : 0;
-	*boff += ch->clen;
+	*boff += rows_room(r, cnt);
 	r->srv[s].pending++;
 }
 
@@ -261,8 +318,7 @@ static int rows_cut(struct psched_node *n, struct kvw_req *r, uint64_t per,
 				rows_chunk(r, k, s, lo, held, u0 + j * per,
 					   take, &boff);
 			else
-				boff += PSD_ROWS_PREFIX +
-					take * (8 + x->rowbytes);
+				boff += rows_room(r, take);
 			if (fill && r->type == PSD_MSG_PUSH)
 				rows_pack_push(x, u0 + j * per, take,
 					       (uint32_t)pcs, r->dtype,
@@ -317,17 +373,32 @@ int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
 	return 0;
 }
 
-/* Locked.  The header and payload of row-sparse chunk @ch. */
+/* Locked.  The header and payload (up to 3 iovecs) of row-sparse chunk
+ * @ch. */
 void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
-		      struct iovec *iov)
+		      struct iovec *iov, int *niov)
 {
 	const struct kvw_req *r = ch->req;
+	const struct kvw_rows *x = r->rows;
+	size_t k = (size_t)(ch - r->chunks);
 
 	h->flags = PSD_F_ROWS;
-	h->part = r->rows->rowbytes;
+	h->part = x->rowbytes;
 	h->length = ch->clen;
-	iov->iov_base = ch->clen ? r->cbuf + ch->coff : NULL;
-	iov->iov_len = (size_t)ch->clen;
+	iov[0].iov_base = ch->clen ? r->cbuf + ch->coff : NULL;
+	iov[0].iov_len = (size_t)ch->clen;
+	*niov = 1;
+	if (r->type != PSD_MSG_PUSH || !x->direct)
+		return;
+	/* Sorted, distinct ids: distinct id u is the caller's row u. */
+	iov[0].iov_len = PSD_ROWS_PREFIX;
+	if (!x->cn[k])
+		return; /* an empty piece */
+	iov[1].iov_base = (void *)(uintptr_t)(x->ids + x->cu[k]);
+	iov[1].iov_len = x->cn[k] * 8;
+	iov[2].iov_base = (void *)(uintptr_t)(x->src + x->cu[k] * x->rowbytes);
+	iov[2].iov_len = x->cn[k] * x->rowbytes;
+	*niov = 3;
 }
 
 /* Unlocked (van thread).  Where a row-sparse pull answer lands. */
@@ -362,12 +433,15 @@ int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
 /* Locked.  Copy answered distinct rows to every position asking them. */
 static void rows_scatter(const struct kvw_rows *x, size_t k)
 {
-	size_t u, j;
+	size_t u, j, end = x->ustart[x->cu[k] + x->cn[k]];
 
 	for (u = x->cu[k]; u < x->cu[k] + x->cn[k]; u++)
-		for (j = x->ustart[u]; j < x->ustart[u + 1]; j++)
+		for (j = x->ustart[u]; j < x->ustart[u + 1]; j++) {
+			if (j + ROWS_AHEAD < end)
+				rows_prefetch(x, x->out, j + ROWS_AHEAD, true);
 			memcpy(x->out + x->pairs[j].pos * x->rowbytes,
 			       x->land + u * x->rowbytes, x->rowbytes);
+		}
 }
 
 /* Unlocked (van thread).  A row-sparse pull answer is in. */

@@ -10,7 +10,7 @@
 /* Locked.  The header of @ch on the wire. */
 static void kvw_chunk_hdr(const struct psched_node *n,
 			  const struct kvw_chunk *ch, struct psd_hdr *h,
-			  struct iovec *iov)
+			  struct iovec *iov, int *niov)
 {
 	const struct kvw_req *r = ch->req;
 	const struct kvw_slot *s = &r->slots[ch->slot];
@@ -39,8 +39,9 @@ static void kvw_chunk_hdr(const struct psched_node *n,
 			: r->cmp ? (void *)(r->cbuf + ch->coff)
 				 : (void *)(uintptr_t)(s->src + ch->off);
 	iov->iov_len = (size_t)h->length;
+	*niov = 1;
 	if (r->rows)
-		psd_kvw_rows_hdr(ch, h, iov);
+		psd_kvw_rows_hdr(ch, h, iov, niov);
 }
 
 /* A chunk is kept aside only when the next one is at most this long
@@ -124,7 +125,7 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	if (r->kl)
 		psd_kvw_kl_hdr(n, ch, &h, kiov, &niov);
 	else
-		kvw_chunk_hdr(n, ch, &h, &iov);
+		kvw_chunk_hdr(n, ch, &h, r->rows ? kiov : &iov, &niov);
 	ch->state = KVW_CH_SENDING;
 	ch->credited = true;
 	ch->t_start = psd_now_us();
@@ -158,7 +159,7 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 		ret = psd_kvw_gpu_stage_push(w, &job, &next, &stg);
 		iov.iov_base = stg.host;
 	}
-	v = r->kl ? kiov : &iov;
+	v = r->kl || r->rows ? kiov : &iov;
 	if (!sent && !ret && (p->dead || !conn))
 		ret = PSCHED_ENODEDEAD;
 	else if (!sent && !ret && more)

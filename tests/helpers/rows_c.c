@@ -6,7 +6,8 @@
  *  - exact sums over several steps of pushes from every worker, with
  *    duplicate row ids inside one push, an empty push, rows on both
  *    sides of the servers' row boundary; float32, float64, bfloat16;
- *    pulls in sorted, reverse and repeating orders;
+ *    pulls in sorted, reverse and repeating orders; the last steps
+ *    pushes come as sorted, distinct ids (sent from the caller's arrays);
  *  - bad requests refused with a clear error and nothing stored: a row
  *    id out of range, a dense push on the row key, another shape;
  *  - lazy sgd, adagrad and adam on the servers against a reference
@@ -133,6 +134,44 @@ static void pull_check(uint64_t key, enum psched_dtype dt, const uint64_t *ids,
 	free(out);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+	uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Rewrite the push (@ids, @buf, *@n rows) as sorted, distinct ids with
+ * duplicates summed (exact: small integers): psched sends those ids and
+ * rows straight from the caller's arrays. */
+static void push_sorted(enum psched_dtype dt, uint64_t *ids, uint8_t *buf,
+			size_t *n)
+{
+	static uint64_t u[MAXN];
+	static double v[MAXN * WIDTH];
+	size_t i, k, nu = 0;
+	unsigned j;
+
+	memcpy(u, ids, *n * sizeof(*u));
+	qsort(u, *n, sizeof(*u), cmp_u64);
+	for (i = 0; i < *n; i++)
+		if (!i || u[i] != u[i - 1])
+			u[nu++] = u[i];
+	memset(v, 0, sizeof(v));
+	for (i = 0; i < *n; i++) {
+		for (k = 0; u[k] != ids[i]; k++)
+			;
+		for (j = 0; j < WIDTH; j++)
+			v[k * WIDTH + j] += get(dt, buf, i * WIDTH + j);
+	}
+	for (k = 0; k < nu; k++) {
+		ids[k] = u[k];
+		for (j = 0; j < WIDTH; j++)
+			put(dt, buf, k * WIDTH + j, v[k * WIDTH + j]);
+	}
+	*n = nu;
+}
+
 /* Sums, default rule: a row pushed in step s holds the sum of its step-s
  * pushes (duplicates included); other rows keep their value. */
 static void run_sums(uint64_t key, enum psched_dtype dt)
@@ -163,6 +202,8 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 			for (j = 0; j < WIDTH; j++)
 				put(dt, buf, i * WIDTH + j,
 				    push_val(rank, s, ids[i], i, j));
+		if (s >= 3) /* the same sums from sorted, distinct ids */
+			push_sorted(dt, ids, buf, &n);
 		ret = psched_row_sparse_push(node, key, n, ids, buf, s, NULL,
 					     NULL, &req);
 		CHECK(!ret, "push step %d: %s", s, psched_errmsg());

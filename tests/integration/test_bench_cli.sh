@@ -75,3 +75,20 @@ grep -q "^# ratio *= Goodput / TCPmax" "$TMP/t" || die "no legend: $(cat "$TMP/t
 [ -s "$TMP/t.err" ] && die "stderr not a terminal, yet: $(cat "$TMP/t.err")"
 cat "$TMP/t"
 echo "ok TCPmax $col"
+
+# --mode sparse, short, both row choices: the table's figures are there,
+# and the servers' memory before the rows and their growth (no thresholds)
+for sc in "" --scatter; do
+	"$B" --mode sparse --servers 2 --rows 100000 --batch-rows 512 --seconds 0.2 --runs 2 $sc \
+		>"$TMP/sp" 2>"$TMP/sp.err" || die "sparse $sc run failed: $(tail -n 5 "$TMP/sp.err")"
+	awk '$1 == "median" { ok = $2 > 0 && $4 > 0 && $5 > 0 } END { exit !ok }' "$TMP/sp" ||
+		die "sparse $sc: no median figures: $(cat "$TMP/sp")"
+	want=hottest; [ -n "$sc" ] && want=scattered
+	grep -q "zipf(1.10) $want" "$TMP/sp" || die "sparse $sc: row choice not named: $(cat "$TMP/sp")"
+	awk '/before the first row/ { b = $(NF - 12) + 0 }
+		/without RssShmem/ { g = $NF + 0 }
+		END { exit !(b > 0 && g > 0) }' "$TMP/sp" ||
+		die "sparse $sc: no memory figures: $(cat "$TMP/sp")"
+done
+cat "$TMP/sp"
+echo "ok sparse"

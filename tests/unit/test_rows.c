@@ -179,10 +179,50 @@ static void test_rows_add_dtypes(void)
 	CHECK_EQ(b[1], 0x4040); /* 2 + 1 = 3 */
 }
 
+/* Rows of lengths around the 32-byte vector step, at unaligned
+ * addresses: every element summed once (vector part and tail), nothing
+ * past the row touched; int32 wraps around. */
+static void test_rows_add_lengths(void)
+{
+	float fd[80], fs[80];
+	uint32_t id[20], is[20];
+	double dd[20], ds[20];
+	unsigned n, i, off;
+
+	for (off = 0; off < 2; off++)
+		for (n = 0; n <= 70; n++) {
+			for (i = 0; i < 80; i++) {
+				fd[i] = (float)i;
+				fs[i] = (float)(1000 + 3 * i);
+			}
+			psd_rows_add(PSCHED_F32, fd + off, fs + off,
+				     n * sizeof(float));
+			for (i = 0; i < 80; i++)
+				CHECK(fd[i] == (i >= off && i < off + n
+							? (float)(1000 + 4 * i)
+							: (float)i));
+		}
+	for (n = 0; n <= 19; n++) {
+		for (i = 0; i < 20; i++) {
+			dd[i] = i;
+			ds[i] = 0.5 * i;
+			id[i] = 0xfffffff0u + i;
+			is[i] = 0x20;
+		}
+		psd_rows_add(PSCHED_F64, dd, ds, n * sizeof(double));
+		psd_rows_add(PSCHED_I32, id, is, n * sizeof(uint32_t));
+		for (i = 0; i < 20; i++) {
+			CHECK(dd[i] == (i < n ? 1.5 * i : i));
+			CHECK_EQ(id[i], i < n ? 0x10u + i : 0xfffffff0u + i);
+		}
+	}
+}
+
 const struct test_case test_list[] = {
 	{ "rows_place_covers", test_rows_place_covers },
 	{ "rows_wire_framing", test_rows_wire_framing },
 	{ "rows_check_payload", test_rows_check_payload },
+	{ "rows_add_lengths", test_rows_add_lengths },
 	{ "rows_add_dtypes", test_rows_add_dtypes },
 	{ NULL, NULL },
 };
