@@ -374,7 +374,8 @@ void psd_kvw_kl_fini(struct psd_kvw *w);
 void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 			const struct psd_hdr *h, void *payload);
 /* kvw_rows.c: row-sparse requests (flag PSD_F_ROWS; payloads of every
- * chunk in r->cbuf, or from the caller's arrays).  Any lock: free @x (NULL is a no-op). */
+ * chunk in r->cbuf, or from the caller's arrays).  Any lock: free @x
+ * (NULL is a no-op). */
 void psd_kvw_rows_free(struct kvw_rows *x);
 /* Locked.  psd_kvw_req_layout() of a row-sparse request. */
 int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r);
