@@ -26,21 +26,33 @@ static int bad_arg(const char *name, const char *val, const char *want)
 }
 
 /* A whole decimal number in [min, max], nothing before or after it. */
-static int parse_uint(const char *name, const char *val, unsigned min,
-		      unsigned max, unsigned *out)
+static int parse_u64(const char *name, const char *val, uint64_t min,
+		     uint64_t max, uint64_t *out)
 {
 	unsigned long long v;
 	char want[96], *end;
 
-	snprintf(want, sizeof(want), "a whole number from %u to %u", min, max);
+	snprintf(want, sizeof(want), "a whole number from %llu to %llu",
+		 (unsigned long long)min, (unsigned long long)max);
 	if (*val < '0' || *val > '9')
 		return bad_arg(name, val, want);
 	errno = 0;
 	v = strtoull(val, &end, 10);
 	if (errno || *end || v < min || v > max)
 		return bad_arg(name, val, want);
-	*out = (unsigned)v;
+	*out = v;
 	return 0;
+}
+
+static int parse_uint(const char *name, const char *val, unsigned min,
+		      unsigned max, unsigned *out)
+{
+	uint64_t v;
+	int ret = parse_u64(name, val, min, max, &v);
+
+	if (!ret)
+		*out = (unsigned)v;
+	return ret;
 }
 
 static int parse_seconds(const char *val, double *out)
@@ -310,24 +322,6 @@ void bench_usage(void)
 	       "0 done, 1 a run\nfailed, 2 bad arguments.\n\n",
 	       bench_legend);
 	psched_cfg_usage(stdout);
-}
-
-static int parse_u64(const char *name, const char *val, uint64_t min,
-		     uint64_t max, uint64_t *out)
-{
-	unsigned long long v;
-	char want[96], *end;
-
-	snprintf(want, sizeof(want), "a whole number from %llu to %llu",
-		 (unsigned long long)min, (unsigned long long)max);
-	if (*val < '0' || *val > '9')
-		return bad_arg(name, val, want);
-	errno = 0;
-	v = strtoull(val, &end, 10);
-	if (errno || *end || v < min || v > max)
-		return bad_arg(name, val, want);
-	*out = v;
-	return 0;
 }
 
 int bench_parse_sparse_opt(int c, const char *val, struct bopts *o)
