@@ -259,6 +259,10 @@ int psd_kvw_req_register(struct psd_kvw *w, struct kvw_req *r);
 void psd_kvw_req_unregister(struct psd_kvw *w, struct kvw_req *r);
 /* Any lock: @r is no longer reachable from @w. */
 void psd_kvw_req_free(struct kvw_req *r);
+/* Locked.  A request of @nkeys slots, no chunks yet (kvw_layout.c); NULL
+ * without memory. */
+struct kvw_req *psd_kvw_req_alloc(struct psched_node *n, uint8_t type,
+				  size_t nkeys, enum psched_dtype dtype);
 
 /* kvw_req.c: settling.  Locked.  First error wins. */
 void psd_kvw_req_error(struct kvw_req *r, int err, const char *fmt, ...)

@@ -296,16 +296,14 @@ static int kvw_kl_req_make(struct psched_node *n, uint8_t type,
 
 	for (s = 0; s < n->num_server; s++)
 		nch += push || cut[s].n;
-	r = calloc(1, sizeof(*r) + sizeof(r->slots[0]));
+	r = psd_kvw_req_alloc(n, type, 1, PSCHED_F32); /* dtype: issue */
 	if (!r)
 		return -ENOMEM;
-	r->srv = calloc(n->num_server, sizeof(*r->srv));
 	r->chunks = nch ? calloc(nch, sizeof(*r->chunks)) : NULL;
-	if (!r->srv || (nch && !r->chunks)) {
+	if (nch && !r->chunks) {
 		psd_kvw_req_free(r);
 		return -ENOMEM;
 	}
-	r->nslots = 1;
 	r->nchunks = nch;
 	nch = 0;
 	for (s = 0; s < n->num_server; s++) {

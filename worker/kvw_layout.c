@@ -79,9 +79,8 @@ static int kvw_key_check(struct psd_kvw *w, struct psched_node *n, uint8_t type,
 	return 0;
 }
 
-/* Locked.  A request of @nkeys slots, no chunks yet. */
-static struct kvw_req *kvw_req_alloc(struct psched_node *n, uint8_t type,
-				     size_t nkeys, enum psched_dtype dtype)
+struct kvw_req *psd_kvw_req_alloc(struct psched_node *n, uint8_t type,
+				  size_t nkeys, enum psched_dtype dtype)
 {
 	struct kvw_req *r;
 
@@ -178,7 +177,7 @@ int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		return psd_set_errmsg(-EINVAL,
 				      "%s: no keys, no lengths or a bad dtype",
 				      psd_msg_type_name(type));
-	r = kvw_req_alloc(n, type, nkeys, dtype);
+	r = psd_kvw_req_alloc(n, type, nkeys, dtype);
 	if (!r)
 		return -ENOMEM;
 	w->gen++;

@@ -489,23 +489,13 @@ void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
 static struct kvw_req *rows_req_alloc(struct psched_node *n, uint8_t type,
 				      uint64_t key, const struct kvw_key *k)
 {
-	struct kvw_req *r;
+	struct kvw_req *r = psd_kvw_req_alloc(n, type, 1, k->dtype);
 
-	r = calloc(1, sizeof(*r) + sizeof(r->slots[0]));
 	if (!r)
 		return NULL;
-	r->srv = calloc(n->num_server, sizeof(*r->srv));
-	if (!r->srv) {
-		free(r);
-		return NULL;
-	}
-	r->type = type;
-	r->dtype = k->dtype;
-	r->nslots = 1;
 	r->slots[0].key = key;
 	r->slots[0].total = k->total;
 	r->slots[0].step = k->step;
-	psd_list_init(&r->park_link);
 	return r;
 }
 
