@@ -306,6 +306,13 @@ static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs_conn *kc = c->ctx;
 
+	/* Another worker's conflicting init may have come in between this
+	 * one's header and its payload: its notice went only to workers
+	 * already answered, so this one is refused here. */
+	if (e->conflict) {
+		psd_kvs_reject(n, c, h, PSCHED_ESIZE, e->conflict);
+		return;
+	}
 	if (h->flags & PSD_F_HAS_VALUE)
 		memcpy(e->value + (h->offset - e->off), payload,
 		       (size_t)h->span);
