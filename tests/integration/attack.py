@@ -29,6 +29,12 @@ Usage:
       an authenticated worker (the only one) that receives a config
       PREPARE, does not answer it and finalizes: the scheduler must call
       the switch off (ABORT), never COMMIT it blind (test_config_leave.sh).
+  attack.py init-split SCHED_PORT
+      two authenticated workers (the job has 2, attack.py is both) init
+      key 5: worker A sends its init's header and half its payload, worker
+      B a whole init of the key with another length, then A the rest.  B
+      must be refused for the conflict, and so must A once its payload is
+      in (it was answered 0 before, and waited for B forever).
   attack.py hold PORT N SECONDS [LENGTH]
       hold N unauthenticated connections for SECONDS, each having sent a
       control header claiming LENGTH bytes (default 3000) and part of it;
@@ -56,6 +62,7 @@ AUTH_REGISTER, AUTH_HELLO = 1, 2
 C_REG, C_TABLE, C_HELLO, C_ABORT, C_CHALLENGE, C_PROOF = 1, 2, 3, 7, 13, 14
 C_BARRIER, C_FINALIZE, C_SHUTDOWN, C_CONFIG = 4, 8, 9, 10
 COMMIT, PREPARE, ABORT = 0, 1, 2  # Config.Phase
+ESIZE = -(4096 + 4)  # PSCHED_ESIZE
 failures = []
 
 
@@ -86,6 +93,23 @@ def f_varint(num, v):
 
 def f_bytes(num, b):
     return varint(num << 3 | 2) + varint(len(b)) + b
+
+
+def parse_all(buf):
+    """Like parse(), but every field's values in a list (repeated ones)."""
+    out, i = {}, 0
+    while i < len(buf):
+        key, i = read_varint(buf, i)
+        num, wt = key >> 3, key & 7
+        if wt == 0:
+            v, i = read_varint(buf, i)
+        elif wt == 2:
+            n, i = read_varint(buf, i)
+            v, i = buf[i:i + n], i + n
+        else:
+            raise ValueError("wire type %d" % wt)
+        out.setdefault(num, []).append(v)
+    return out
 
 
 def parse(buf):
@@ -509,8 +533,77 @@ def leave_mid_switch(argv):
     s.close()
 
 
+def recv_table(s):
+    """Wait for the node table: (our id, [server ports])."""
+    while True:
+        h = HDR.unpack(recv_exact(s, 96))
+        assert h[0] == MAGIC and h[2] == CONTROL, h
+        top = parse(recv_exact(s, h[11]))
+        if C_TABLE in top:
+            t = parse_all(top[C_TABLE])
+            servers = [parse(nd).get(5) for nd in t.get(2, [])
+                       if parse(nd).get(2) == ROLE_SERVER]
+            return t.get(1, [0])[0], servers
+
+
+def recv_status(s, what):
+    """The next data answer on a worker's server connection: its status."""
+    while True:
+        h = HDR.unpack(recv_exact(s, 96))
+        if h[11]:
+            recv_exact(s, h[11])
+        if h[2] != CONTROL:
+            print("%s: answer type %d key %d status %d" % (what, h[2], h[7], h[6]),
+                  flush=True)
+            return h[6]
+
+
+def init_split(argv):
+    sched = int(argv[0])
+    key = secret()
+    workers = []
+    for _ in range(2):
+        n_i = os.urandom(32)
+        s, _, ok = handshake(sched, register_msg(n_i, num_worker=2),
+                             AUTH_REGISTER, ROLE_WORKER, key, n_i)
+        check("scheduler proves the job's secret", ok)
+        s.settimeout(60)
+        workers.append(s)
+    conns = []
+    for s in workers:
+        wid, servers = recv_table(s)
+        s.sendall(frame(control(C_BARRIER, f_varint(1, 7) + f_varint(2, 1))))
+        n_i = os.urandom(32)
+        c, _, ok = handshake(servers[0], hello_msg(wid, n_i), AUTH_HELLO, wid,
+                             key, n_i)
+        check("server proves the job's secret to worker %d" % wid, ok)
+        c.settimeout(30)
+        conns.append((wid, c))
+    (ida, a), (idb, b) = conns
+    time.sleep(0.5)  # let both hellos be taken before the data
+    n = 4096
+    init_a = hdr(INIT, key=5, total=n, span=n, length=n, flags=1, sender=ida,
+                 req=1) + b"\x01" * n
+    a.sendall(init_a[:96 + n // 2])
+    time.sleep(0.5)
+    b.sendall(hdr(INIT, key=5, total=2 * n, span=2 * n, length=2 * n,
+                  flags=1, sender=idb, req=1) + b"\x02" * (2 * n))
+    st_b = recv_status(b, "worker %d (whole init, other length)" % idb)
+    check("the conflicting whole init is refused (ESIZE)", st_b == ESIZE)
+    a.sendall(init_a[96 + n // 2:])
+    st_a = recv_status(a, "worker %d (init split around the other)" % ida)
+    check("the split init is refused once its payload is in (ESIZE), "
+          "not answered %d" % st_a, st_a == ESIZE)
+    for s in workers:
+        s.sendall(frame(control(C_FINALIZE, b"")))
+    for _, c in conns:
+        c.close()
+    for s in workers:
+        s.close()
+
+
 def main():
-    cmds = {"hijack": hijack, "replay": replay, "fake-scheduler": fake_scheduler,
+    cmds = {"init-split": init_split, "hijack": hijack, "replay": replay, "fake-scheduler": fake_scheduler,
             "slowloris": slowloris, "hold": hold,
             "leave-mid-switch": leave_mid_switch}
     if sys.argv[1] in cmds:
