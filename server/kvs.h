@@ -134,6 +134,15 @@ bool psd_kvs_has_steps(const struct psd_kvs *s);
 void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len);
 /* Bytes of early pushes this server may hold now. */
 uint64_t psd_kvs_parked_limit(const struct psd_kvs *s);
+/*
+ * May a push of a step after the open step @open (@what names it in the
+ * refusal: "push of key 5") be held until its step opens?  0, or it is
+ * refused here (a worker died; more than PS_MAX_STEPS_AHEAD ahead; no
+ * room under PS_MAX_PARKED_BYTES) and the refusal's status is returned.
+ */
+int psd_kvs_admit_early(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, uint64_t open,
+			const char *what);
 
 /* kvs_step.c */
 /* Open step version + 1 with the layout of partition @part (or check that

@@ -366,29 +366,9 @@ static int kl_early_header(struct psched_node *n, struct psd_conn *c,
 			   void **dst)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	uint64_t ahead = h->step - (s->kl->version + 1);
-	uint64_t limit = psd_kvs_parked_limit(s);
 
-	if (ahead > s->max_ahead) {
-		psd_kvs_rejectf(n, c, h, -ERANGE,
-				"key-list push for step %llu is %llu steps "
-				"ahead of the open step %llu on this server "
-				"(PS_MAX_STEPS_AHEAD=%llu)",
-				(unsigned long long)h->step,
-				(unsigned long long)ahead,
-				(unsigned long long)(s->kl->version + 1),
-				(unsigned long long)s->max_ahead);
+	if (psd_kvs_admit_early(n, c, h, s->kl->version + 1, "key-list push"))
 		return PSD_RX_DISCARD;
-	}
-	if (h->length > limit || s->parked_bytes > limit - h->length) {
-		psd_kvs_rejectf(n, c, h, -ENOBUFS,
-				"key-list push for step %llu: no room to hold "
-				"%llu more bytes (PS_MAX_PARKED_BYTES=%llu)",
-				(unsigned long long)h->step,
-				(unsigned long long)h->length,
-				(unsigned long long)limit);
-		return PSD_RX_DISCARD;
-	}
 	kc->hold = malloc(h->length ? (size_t)h->length : 1);
 	if (!kc->hold) {
 		psd_kvs_reject(n, c, h, -ENOMEM,

@@ -508,7 +508,7 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 			 const uint8_t *payload, int wrank)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	uint64_t limit = psd_kvs_parked_limit(s);
+	char what[48];
 	void *buf;
 
 	if (h->step <= e->version) {
@@ -522,22 +522,10 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 		rows_replay_held(n, e);
 		return;
 	}
-	if (s->broken) {
-		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	snprintf(what, sizeof(what), "row push of key %llu",
+		 (unsigned long long)h->key);
+	if (psd_kvs_admit_early(n, c, h, e->version + 1, what))
 		return;
-	}
-	if (h->step - (e->version + 1) > s->max_ahead || h->length > limit ||
-	    s->parked_bytes > limit - h->length) {
-		psd_kvs_rejectf(n, c, h, -ERANGE,
-				"row push of key %llu for step %llu: too far "
-				"ahead of the open step %llu or no room to "
-				"hold it (PS_MAX_STEPS_AHEAD, "
-				"PS_MAX_PARKED_BYTES)",
-				(unsigned long long)h->key,
-				(unsigned long long)h->step,
-				(unsigned long long)(e->version + 1));
-		return;
-	}
 	buf = malloc((size_t)h->length);
 	if (!buf || psd_kvs_queue_wait(c, &e->held, h, h->step, buf)) {
 		free(buf);

@@ -156,40 +156,12 @@ static int kvs_early_header(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_entry *e = kc->e;
-	uint64_t ahead = h->step - (e->version + 1);
-	uint64_t limit = psd_kvs_parked_limit(s);
+	char what[48];
 
-	/* A worker died: the open step never completes, nor this one. */
-	if (s->broken) {
-		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	snprintf(what, sizeof(what), "push of key %llu",
+		 (unsigned long long)h->key);
+	if (psd_kvs_admit_early(n, c, h, e->version + 1, what))
 		return PSD_RX_DISCARD;
-	}
-	if (ahead > s->max_ahead) {
-		psd_kvs_rejectf(n, c, h, -ERANGE,
-				"push of key %llu for step %llu is %llu steps "
-				"ahead of the key's open step %llu on this "
-				"server (PS_MAX_STEPS_AHEAD=%llu)",
-				(unsigned long long)h->key,
-				(unsigned long long)h->step,
-				(unsigned long long)ahead,
-				(unsigned long long)(e->version + 1),
-				(unsigned long long)s->max_ahead);
-		return PSD_RX_DISCARD;
-	}
-	if (h->length > limit || s->parked_bytes > limit - h->length) {
-		psd_kvs_rejectf(n, c, h, -ENOBUFS,
-				"push of key %llu for step %llu (open step "
-				"%llu): no room to hold %llu more bytes, %llu "
-				"bytes of early pushes are held already "
-				"(PS_MAX_PARKED_BYTES=%llu)",
-				(unsigned long long)h->key,
-				(unsigned long long)h->step,
-				(unsigned long long)(e->version + 1),
-				(unsigned long long)h->length,
-				(unsigned long long)s->parked_bytes,
-				(unsigned long long)limit);
-		return PSD_RX_DISCARD;
-	}
 	kc->hold = malloc((size_t)h->length);
 	if (!kc->hold) {
 		psd_kvs_reject(n, c, h, -ENOMEM,

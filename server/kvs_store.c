@@ -114,3 +114,37 @@ uint64_t psd_kvs_parked_limit(const struct psd_kvs *s)
 		return s->max_parked;
 	return two > (256ull << 20) ? two : 256ull << 20;
 }
+
+int psd_kvs_admit_early(struct psched_node *n, struct psd_conn *c,
+			const struct psd_hdr *h, uint64_t open,
+			const char *what)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	uint64_t ahead = h->step - open;
+	uint64_t limit = psd_kvs_parked_limit(s);
+
+	/* A worker died: the open step never completes, nor this one. */
+	if (s->broken)
+		return psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	if (ahead > s->max_ahead)
+		return psd_kvs_rejectf(n, c, h, -ERANGE,
+				       "%s for step %llu is %llu steps ahead "
+				       "of the open step %llu on this "
+				       "server (PS_MAX_STEPS_AHEAD=%llu)",
+				       what, (unsigned long long)h->step,
+				       (unsigned long long)ahead,
+				       (unsigned long long)open,
+				       (unsigned long long)s->max_ahead);
+	if (h->length > limit || s->parked_bytes > limit - h->length)
+		return psd_kvs_rejectf(n, c, h, -ENOBUFS,
+				       "%s for step %llu (open step %llu): no "
+				       "room to hold %llu more bytes, %llu "
+				       "bytes of early pushes are held "
+				       "already (PS_MAX_PARKED_BYTES=%llu)",
+				       what, (unsigned long long)h->step,
+				       (unsigned long long)open,
+				       (unsigned long long)h->length,
+				       (unsigned long long)s->parked_bytes,
+				       (unsigned long long)limit);
+	return 0;
+}

@@ -14,7 +14,7 @@ for round in 1 2 3; do
 			--runs 1 --seconds 1 --no-baseline --csv \
 			>"$TMP/out" 2>"$TMP/err" ||
 			die "round $round, $1 server(s), sizes $2: ps-bench failed: $(grep -m3 -E 'ERROR|failed' "$TMP/err")"
-		grep -q 'ahead of the key' "$TMP/err" &&
+		grep -q 'steps ahead of the open step' "$TMP/err" &&
 			die "round $round: a push was refused as too far ahead: $(grep -m1 ahead "$TMP/err")"
 	done
 done
