@@ -5,6 +5,10 @@
                                                "partition_bytes:credit_partitions"
   sched-report.py --table CSV                  the summary table (Markdown)
   sched-report.py --plot CSV PNG TMPDIR        gnuplot heat maps of the grid
+  sched-report.py --rounds CSV...              per-round ratios to FIFO of the
+                                               default and the best grid point,
+                                               per (model, servers, rate), and
+                                               their median over all of them
 """
 import csv
 import math
@@ -97,6 +101,55 @@ def summary(rows, model, servers):
     return fifo, dfl, bkey, bval, len(grid), "%d/%d" % (nfail, nruns), failed(grid)
 
 
+def rounds(rows, model, servers, bkey):
+    """[(fifo, default, best)] of each final round, in run order: a round
+    is a FIFO run after the grid and the default and best runs after it."""
+    out, cur, seen_grid = [], None, False
+    for r in rows:
+        if r["model"] != model or r["servers"] != servers:
+            continue
+        ph = r["phase"]
+        if ph == "grid":
+            seen_grid = True
+        elif ph == "baseline" and seen_grid:
+            cur = [sps(r), math.nan, math.nan]
+            out.append(cur)
+        elif ph == "default" and cur:
+            cur[1] = sps(r)
+        elif ph == "best" and cur and bkey and \
+                (r["scheduling"], r["partition_bytes"],
+                 r["credit_partitions"]) == bkey:
+            cur[2] = sps(r)
+    return out
+
+
+def round_table(paths):
+    """Medians of per-round ratios (the figure issue 16's replay target is
+    about: priority+credit at its best grid point vs FIFO)."""
+    print("| model | servers | rate Gbit/s | best grid point | default / FIFO "
+          "(rounds) | best / FIFO (rounds) |")
+    print("|---|---|---|---|---|---|")
+    allbest, alldef = [], []
+    for path in paths:
+        rows = load(path)
+        for model, servers in configs(rows):
+            bkey = summary(rows, model, servers)[2]
+            rs = rounds(rows, model, servers, bkey)
+            d = [x[1] / x[0] for x in rs if x[0] > 0]
+            b = [x[2] / x[0] for x in rs if x[0] > 0]
+            fmt = lambda v: " ".join("%.2f" % x for x in v)
+            md, mb = median(d), median(b)
+            alldef.append(md)
+            allbest.append(mb)
+            rate = next(r["rate_gbit"] for r in rows if r["model"] == model)
+            print("| %s | %s | %s | %s | **%.2f** (%s) | **%.2f** (%s) |" %
+                  (model, servers, rate,
+                   "%s x %s" % (human(bkey[1]), bkey[2]) if bkey else "-",
+                   md, fmt(d), mb, fmt(b)))
+    print("\nmedian over the %d points: default / FIFO %.2f, best / FIFO %.2f"
+          % (len(allbest), median(alldef), median(allbest)))
+
+
 def table(rows):
     if not rows:
         print("no runs")
@@ -183,6 +236,8 @@ def main(argv):
         table(load(argv[2]))
     elif len(argv) == 5 and argv[1] == "--plot":
         plot(load(argv[2]), argv[3], argv[4])
+    elif len(argv) >= 3 and argv[1] == "--rounds":
+        round_table(argv[2:])
     else:
         sys.stderr.write(__doc__)
         return 2
