@@ -31,6 +31,18 @@ ROUNDS=${AT_ROUNDS:-4}
 PARTS=${AT_PARTS:-"4K 32K 256K 2M"}
 MULTS=${AT_MULTS:-"1 4 16"}
 SIZES=${AT_SIZES:-1M,4M}
+# AT_MODEL: replay that model (ps-worker --model, test_autotune_replay.sh)
+# instead of check mode; AT_MIN_SPREAD: the grid's best point must beat
+# its worst by this factor at each rate, or the surface is too flat to
+# tell a tuner from a random pick (the test fails).
+MODEL=${AT_MODEL:-}
+MIN_SPREAD=${AT_MIN_SPREAD:-}
+if [ -n "$MODEL" ]; then
+	WORKLOAD=(--model "$MODEL" --gpu-tflops "${AT_TFLOPS:-1.25}"
+		  --batch "${AT_BATCH:-32}" --warmup 1)
+else
+	WORKLOAD=(--keys 1 --sizes "$SIZES")
+fi
 # The issue's bar is 0.97; on a 2-core machine shared with other jobs a
 # single run's steps/s moves by +-50 %, so the default bar is what held
 # in every run there (docs/tuner.md); set AT_FIRST_MIN=0.97 on a quiet one.
@@ -115,9 +127,8 @@ start_workers_ns() {
 	JOB_WORKERS=()
 	for i in 1 2; do
 		env DMLC_PS_ROOT_PORT="$JOB_PORT" "$@" ip netns exec "$NS_W" \
-			"$BIN/ps-worker" --steps "$steps" --keys 1 \
-			--sizes "$SIZES" >"$TMP/$tag.w$i.out" \
-			2>"$TMP/$tag.w$i.err" &
+			"$BIN/ps-worker" --steps "$steps" "${WORKLOAD[@]}" \
+			>"$TMP/$tag.w$i.out" 2>"$TMP/$tag.w$i.err" &
 		PIDS+=($!)
 		JOB_WORKERS+=($!)
 	done
@@ -130,10 +141,16 @@ finish_job() {
 	for p in "${JOB_WORKERS[@]}" "$JOB_SERVER" "$JOB_SCHED"; do
 		wait_pid "$p" "$limit" || die "$tag: node $p exited $?"
 	done
-	grep -q verified "$TMP/$tag.w1.out" && grep -q verified "$TMP/$tag.w2.out" ||
-		die "$tag: a worker did not verify"
-	SCORE=$(sed -n 's/.*, \([0-9.]*\) steps\/s$/\1/p' "$TMP/$tag".w[12].out |
-		sort -g | head -n 1)
+	if [ -n "$MODEL" ]; then
+		SCORE=$(sed -n 's/.* replay model=.* steps_per_s=\([0-9.]*\).*/\1/p' \
+			"$TMP/$tag".w[12].out | sort -g | head -n 1)
+	else
+		grep -q verified "$TMP/$tag.w1.out" &&
+			grep -q verified "$TMP/$tag.w2.out" ||
+			die "$tag: a worker did not verify"
+		SCORE=$(sed -n 's/.*, \([0-9.]*\) steps\/s$/\1/p' \
+			"$TMP/$tag".w[12].out | sort -g | head -n 1)
+	fi
 	[ -n "$SCORE" ] || die "$tag: no steps/s line"
 }
 
@@ -194,6 +211,23 @@ GRID_STEPS=$GRID_STEPS2 grid "$R2" r2
 read -r B1P B1C < <(best_of r1)
 read -r B2P B2C < <(best_of r2)
 echo "grid best: $R1 $B1P/$B1C, $R2 $B2P/$B2C ($(($(date +%s) - t0)) s)"
+# spread NAME: the grid's best score over its worst
+spread() {
+	tail -n +2 "$OUT/grid-$1.csv" | cut -d, -f3 | sort -g |
+		awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f", (lo > 0 ? hi / lo : 0)}'
+}
+if [ -n "$MIN_SPREAD" ]; then
+	for g in r1 r2; do
+		sp=$(spread $g)
+		bar=$([ $g = r1 ] && echo "$FIRST_MIN" || echo "$SECOND_MIN")
+		echo "grid $g: best / worst = $sp; $(tail -n +2 "$OUT/grid-$g.csv" |
+			cut -d, -f3 | sort -g | awk -v m="$bar" '
+			{v[NR] = $1} END {for (i = 1; i <= NR; i++) n += v[i] >= m * v[NR]
+			printf "%d of %d grid points reach %s x its best", n, NR, m}')"
+		awk -v s="$sp" -v m="$MIN_SPREAD" 'BEGIN {exit !(s >= m)}' ||
+			die "grid $g: best / worst $sp < $MIN_SPREAD: too flat a surface to judge the tuner"
+	done
+fi
 
 # The tuner run.  Its search space is the grid's partition range, credit
 # 1..32 partitions.  The re-shape happens as soon as the first lock-in is
