@@ -60,15 +60,19 @@ static void on_done(int err, uint64_t req, void *arg)
 {
 	struct kctx *kc = arg;
 	struct bworker *bw = kc->bw;
+	bool last;
 
 	(void)req;
 	kc->done = bench_now_s();
+
 	pthread_mutex_lock(&bw->lock);
 	if (err && !bw->err)
 		bw->err = err;
-	if (--bw->outstanding == 0)
-		pthread_cond_signal(&bw->cond);
+	last = --bw->outstanding == 0;
 	pthread_mutex_unlock(&bw->lock);
+	/* After the unlock: the woken caller does not find the lock held. */
+	if (last)
+		pthread_cond_signal(&bw->cond);
 }
 
 /*
