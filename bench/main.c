@@ -18,7 +18,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,6 +42,10 @@ struct bworker {
 	unsigned outstanding;
 	int err;
 	double *done_at; /* per key: completion time */
+	/* Callbacks between their start and their signal (on_done signals
+	 * after the unlock): bench_size() waits for none before @lock and
+	 * @cond, on its stack, go. */
+	atomic_uint in_cb;
 };
 
 /* One measured window: iterations, seconds, latencies (grown as needed). */
@@ -60,15 +66,20 @@ static void on_done(int err, uint64_t req, void *arg)
 {
 	struct kctx *kc = arg;
 	struct bworker *bw = kc->bw;
+	bool last;
 
 	(void)req;
+	atomic_fetch_add(&bw->in_cb, 1);
 	kc->done = bench_now_s();
 	pthread_mutex_lock(&bw->lock);
 	if (err && !bw->err)
 		bw->err = err;
-	if (--bw->outstanding == 0)
-		pthread_cond_signal(&bw->cond);
+	last = --bw->outstanding == 0;
 	pthread_mutex_unlock(&bw->lock);
+	/* After the unlock: the woken caller does not find the lock held. */
+	if (last)
+		pthread_cond_signal(&bw->cond);
+	atomic_fetch_sub(&bw->in_cb, 1);
 }
 
 /*
@@ -313,6 +324,7 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 
 	pthread_mutex_init(&bw.lock, NULL);
 	pthread_cond_init(&bw.cond, NULL);
+	atomic_init(&bw.in_cb, 0);
 	memset(&st, 0, sizeof(st));
 	st.ctx.bw = &bw;
 	ret = bkeys_alloc(&k, si, o->sizes[si],
@@ -345,6 +357,9 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 		res->p50 = w.lat[w.nlat / 2];
 		res->p99 = w.lat[(size_t)((double)w.nlat * 0.99)];
 	}
+	/* The last callback may still be about to signal. */
+	while (atomic_load(&bw.in_cb))
+		sched_yield();
 	bkeys_free(&k);
 	free(w.lat);
 	return ret;

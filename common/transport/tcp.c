@@ -61,6 +61,12 @@ struct tcp_conn {
 	 * into the stage, not the start of a large payload that would then
 	 * be copied out of it. */
 	bool hdr_only;
+	/* The last recv() into the stage came back short: the socket was
+	 * drained then.  progress() returns instead of asking again (a
+	 * recv() that would only say EAGAIN, on the path of every answer);
+	 * epoll is level-triggered, so bytes that came meanwhile wake the
+	 * van again. */
+	bool drained;
 	/* Small messages kept aside by ->send_more() (under send_lock). */
 	uint8_t *held;
 	size_t held_len;
@@ -437,7 +443,7 @@ static int tcp_fill_stage(struct tcp_conn *tc)
 		tc->stage_end -= tc->stage_pos;
 		tc->stage_pos = 0;
 	}
-	if (!tc->budget)
+	if (!tc->budget || tc->drained)
 		return -EAGAIN;
 	want = TCP_STAGE_SIZE - tc->stage_end;
 	if (tc->hdr_only && !tc->in_payload && tc->stage_end < PSD_HDR_SIZE)
@@ -450,6 +456,7 @@ static int tcp_fill_stage(struct tcp_conn *tc)
 	if (r < 0)
 		return errno == EAGAIN ? -EAGAIN : psd_neg_errno();
 	tc->stage_end += (size_t)r;
+	tc->drained = (size_t)r < want;
 	tc->budget = (size_t)r < tc->budget ? tc->budget - (size_t)r : 0;
 	return 0;
 }
@@ -460,6 +467,7 @@ static int tcp_progress(struct psd_conn *c)
 	int ret;
 
 	tc->budget = TCP_RX_BUDGET;
+	tc->drained = false;
 	for (;;) {
 		if (tc->in_payload) {
 			ret = tcp_rx_payload(tc);
