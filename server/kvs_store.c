@@ -38,7 +38,9 @@ static uint64_t kvs_entry_alloc_bytes(const struct psd_kvs_entry *e)
  * rounded up to whole huge pages when that wastes at most 1/8.
  */
 #define KVS_HUGE	 (2ull << 20)
+#ifndef KVS_HUGE_MIN
 #define KVS_HUGE_MIN KVS_HUGE
+#endif
 
 static uint64_t kvs_pair_map_len(uint64_t len)
 {
