@@ -43,6 +43,7 @@ struct bopts {
 	unsigned width;
 	unsigned batch_rows;
 	double zipf;
+	bool hugepages; /* workers' buffers: THP, 2 MiB aligned */
 	bool scatter; /* zipf rank k is row (k * odd) % rows, not row k */
 };
 

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -116,6 +117,8 @@ struct bkeys {
 	void **bufs; /* pushed from */
 	void **outs; /* pulled into */
 	struct kctx *ctx;
+	uint8_t *block; /* --hugepages: all buffers, one mapping */
+	size_t block_len;
 };
 
 /* A message for errors of ps-bench's own (psched's are in psched_errmsg()).
@@ -126,20 +129,46 @@ static void bkeys_free(struct bkeys *k)
 {
 	unsigned i;
 
-	for (i = 0; i < k->nk; i++) {
+	for (i = 0; i < k->nk && !k->block; i++) {
 		if (k->bufs)
 			free(k->bufs[i]);
 		if (k->outs)
 			free(k->outs[i]);
 	}
+	if (k->block)
+		munmap(k->block, k->block_len);
 	free(k->keys);
 	free(k->bufs);
 	free(k->outs);
 	free(k->ctx);
 }
 
+/*
+ * --hugepages: every buffer of one size in one mapping aligned to 2 MiB
+ * with MADV_HUGEPAGE (transparent huge pages), as an application's
+ * tensor allocator may do; on failure the buffers are malloc'd.
+ */
+static void bkeys_map(struct bkeys *k, size_t len)
+{
+	const size_t huge = 2u << 20;
+	size_t mlen = (len + huge - 1) & ~(huge - 1);
+	uint8_t *p, *a;
+
+	p = mmap(NULL, mlen + huge, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED)
+		return;
+	a = (uint8_t *)(((uintptr_t)p + huge - 1) & ~(uintptr_t)(huge - 1));
+	if (a > p)
+		munmap(p, (size_t)(a - p));
+	munmap(a + mlen, (size_t)(p + huge - a));
+	(void)madvise(a, mlen, MADV_HUGEPAGE);
+	k->block = a;
+	k->block_len = mlen;
+}
+
 static int bkeys_alloc(struct bkeys *k, unsigned si, uint64_t size, unsigned nk,
-		       struct bworker *bw)
+		       struct bworker *bw, bool huge)
 {
 	unsigned i;
 
@@ -150,10 +179,17 @@ static int bkeys_alloc(struct bkeys *k, unsigned si, uint64_t size, unsigned nk,
 	k->bufs = calloc(nk, sizeof(*k->bufs));
 	k->outs = calloc(nk, sizeof(*k->outs));
 	k->ctx = calloc(nk, sizeof(*k->ctx));
+	if (huge && nk && size <= SIZE_MAX / 2 / nk)
+		bkeys_map(k, 2 * (size_t)size * nk);
 	for (i = 0; i < nk && k->keys && k->bufs && k->outs && k->ctx; i++) {
 		k->keys[i] = (uint64_t)si << 32 | i;
-		k->bufs[i] = malloc(size);
-		k->outs[i] = malloc(size);
+		if (k->block) {
+			k->bufs[i] = k->block + (size_t)i * size;
+			k->outs[i] = k->block + ((size_t)nk + i) * size;
+		} else {
+			k->bufs[i] = malloc(size);
+			k->outs[i] = malloc(size);
+		}
 		if (!k->bufs[i] || !k->outs[i])
 			break;
 		memset(k->bufs[i], 1, size);
@@ -328,7 +364,7 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 	memset(&st, 0, sizeof(st));
 	st.ctx.bw = &bw;
 	ret = bkeys_alloc(&k, si, o->sizes[si],
-			  bench_auto_keys(o, o->sizes[si]), &bw);
+			  bench_auto_keys(o, o->sizes[si]), &bw, o->hugepages);
 	if (ret)
 		return ret;
 	ret = bench_size_init(node, o, si, &k, &st);

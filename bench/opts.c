@@ -218,6 +218,9 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'X':
 		o->scatter = true;
 		return 0;
+	case 'H':
+		o->hugepages = true;
+		return 0;
 	default: /* getopt has said what is wrong */
 		return -EINVAL;
 	}
@@ -244,6 +247,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "batch-rows", required_argument, NULL, 'b' },
 		{ "zipf", required_argument, NULL, 'Z' },
 		{ "scatter", no_argument, NULL, 'X' },
+		{ "hugepages", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = "4K,64K,1M,16M,64M";
@@ -297,6 +301,8 @@ void bench_usage(void)
 	       "  --dtype T       f32 (servers sum) | raw (servers store) "
 	       "[f32]\n"
 	       "  --no-baseline   skip the TCPmax and RawTCP baselines\n"
+	       "  --hugepages     the workers' buffers in 2 MiB-aligned "
+	       "transparent huge pages\n"
 	       "  --csv           CSV instead of the table\n"
 	       "  --json          one JSON object instead of the table\n"
 	       "  --keys-per-request N  key-list mode, 1..200000000: each "

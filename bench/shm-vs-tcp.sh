@@ -4,6 +4,7 @@
 # and pushpull at SIZES, and prints per-round goodput and shm/tcp ratios,
 # then the medians of the per-round ratios (issue 12's shm target: >= 2x).
 #   bash bench/shm-vs-tcp.sh [ROUNDS] [SIZES] [RUNS]      (BUILD=build)
+# BENCH_ARGS: more ps-bench options for both, e.g. "--hugepages".
 set -u
 ROUNDS=${1:-3}
 SIZES=${2:-1M,64M}
@@ -16,7 +17,7 @@ trap 'rm -rf "$TMP"' EXIT
 # run T M R: goodput per size into $TMP/T.M.R (lines "bytes gbps")
 run() {
 	"$BENCH" --transport "$1" --mode "$2" --size "$SIZES" --seconds 1 \
-		--runs "$RUNS" --no-baseline --csv 2>/dev/null |
+		--runs "$RUNS" --no-baseline --csv ${BENCH_ARGS:-} 2>/dev/null |
 		awk -F, 'NR > 1 && $1 ~ /^[0-9]+$/ { print $1, $4 }' >"$TMP/$1.$2.$3"
 }
 

@@ -736,6 +736,56 @@ static void test_kv_server_early_push_limits(void)
 	kvt_stop();
 }
 
+/* Large keys: value and merge buffer are one block, 2 MiB-aligned from
+ * 2 MiB on (kvs_store.c, transparent huge pages), the two halves swap at
+ * every step, and sums stay exact over several steps, for a pair of
+ * exactly one huge page and one that is not rounded up to them. */
+static void kvt_large_case(uint64_t key, uint64_t total)
+{
+	size_t n = (size_t)total / 4, i;
+	float *in[2], *want = malloc(total);
+	const struct psd_kvs_entry *e;
+	const uint8_t *lo;
+	uint64_t step;
+	unsigned w;
+
+	in[0] = malloc(total);
+	in[1] = malloc(total);
+	CHECK(in[0] && in[1] && want);
+	for (step = 1; step <= 3; step++) {
+		for (i = 0; i < n; i++) {
+			in[0][i] = (float)(i % 1000) + (float)step;
+			in[1][i] = 0.5f * (float)step;
+			want[i] = in[0][i] + in[1][i];
+		}
+		for (w = 0; w < 2; w++)
+			kvt_push_acked(w, kvt_req(PSD_MSG_PUSH, PSCHED_F32,
+						  key, total, step),
+				       256 << 10, in[w]);
+		for (w = 0; w < 2; w++)
+			kvt_pull_check(w, PSCHED_F32, key, total, step, want);
+		e = psd_kvs_entry_find(psd_kvs_of(&kvt.node), key);
+		CHECK(e != NULL);
+		lo = e->value < e->merge ? e->value : e->merge;
+		CHECK_U64((uint64_t)((e->value < e->merge ? e->merge
+							  : e->value) -
+				     lo),
+			  ==, total);
+		CHECK_U64((uintptr_t)lo % (2u << 20), ==, 0);
+	}
+	free(in[0]);
+	free(in[1]);
+	free(want);
+}
+
+static void test_kv_server_large_key_block(void)
+{
+	kvt_start(2, "sync", 0);
+	kvt_large_case(21, 1u << 20);
+	kvt_large_case(22, 3u << 19);
+	kvt_stop();
+}
+
 const struct test_case test_list[] = {
 	{ "kv_server_sum_f32_exact", test_kv_server_sum_f32_exact },
 	{ "kv_server_sum_i64_exact", test_kv_server_sum_i64_exact },
@@ -751,5 +801,6 @@ const struct test_case test_list[] = {
 	{ "kv_server_pushpull_per_chunk", test_kv_server_pushpull_per_chunk },
 	{ "kv_server_sgd_once_per_step", test_kv_server_sgd_once_per_step },
 	{ "kv_server_early_push_limits", test_kv_server_early_push_limits },
+	{ "kv_server_large_key_block", test_kv_server_large_key_block },
 	{ NULL, NULL },
 };

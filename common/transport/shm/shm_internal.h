@@ -67,7 +67,9 @@
 #define SHM_MAX_IOV   64
 #define SHM_RX_BUDGET (8u << 20)   /* bytes one progress() call moves */
 #define SHM_CMA_CHUNK (2u << 20)   /* bytes per psd_shm_cma_read() */
+#ifndef SHM_SPLIT_MIN
 #define SHM_SPLIT_MIN (256u << 10) /* from here split with the helper */
+#endif
 #define SHM_MAGIC     0x31306d6873737070ull /* "ppsshm01" */
 #define SHM_HELLO_MS  2000u /* accept: wait for the connector's hello */
 #define SHM_PORT_BASE 20000u
