@@ -22,6 +22,9 @@ enum bmode {
 };
 
 struct bopts {
+	/* Cluster flags given to ps-bench (--partition-bytes 64K, ...),
+	 * passed on to every node it starts; NULL-terminated. */
+	char **cluster_argv;
 	unsigned servers;
 	unsigned workers;
 	uint64_t sizes[MAX_SIZES];

@@ -366,16 +366,30 @@ static int run_rounds(const struct bopts *o, struct child *ws,
 	return 0;
 }
 
-static char **worker_argv(int argc, char **argv)
+/* @head (NULL-terminated), then @n of @argv from 1 on, then the cluster
+ * flags given to ps-bench: a child's argv. */
+static char **child_argv(char *const *head, int n, char **argv,
+			 const struct bopts *o)
 {
-	char **v = calloc((size_t)argc + 2, sizeof(char *));
+	size_t nh = 0, nc = 0, k = 0;
+	char **v;
 	int i;
 
-	static char name[] = "ps-bench";
-
-	v[0] = name;
-	for (i = 1; i < argc; i++)
-		v[i] = argv[i];
+	while (head[nh])
+		nh++;
+	while (o->cluster_argv && o->cluster_argv[nc])
+		nc++;
+	v = calloc(nh + (size_t)n + nc + 1, sizeof(char *));
+	if (!v)
+		return NULL;
+	while (k < nh) {
+		v[k] = head[k];
+		k++;
+	}
+	for (i = 1; i <= n; i++)
+		v[k++] = argv[i];
+	for (i = 0; (size_t)i < nc; i++)
+		v[k++] = o->cluster_argv[i];
 	return v;
 }
 
@@ -387,13 +401,21 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 	struct bkl_result klres;
 	static char sname[] = "ps-scheduler", rp[] = "--root-port",
 		    zero[] = "0", vname[] = "ps-server";
-	char *sargv[] = { sname, rp, zero, NULL };
-	char *vargv[] = { vname, NULL };
-	char **wargv = worker_argv(argc, argv);
+	static char wname[] = "ps-bench";
+	char *shead[] = { sname, rp, zero, NULL };
+	char *vhead[] = { vname, NULL };
+	char *whead[] = { wname, NULL };
+	char **sargv = child_argv(shead, 0, argv, o);
+	char **vargv = child_argv(vhead, 0, argv, o);
+	char **wargv = child_argv(whead, argc - 1, argv, o);
 	int failed = 0;
 	long rss = 0, rss_before = 0, noshm_before = 0;
 
 	memset(res, 0, sizeof(res));
+	if (!cs || !sargv || !vargv || !wargv) {
+		fprintf(stderr, "ps-bench: out of memory\n");
+		return 1;
+	}
 	if (spawn(&cs[0], "ps-scheduler", sargv, "scheduler", 0, o))
 		return 1;
 	port = read_port(cs[0].out);
@@ -446,6 +468,8 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 				    (sparse_noshm_max - noshm_before) / 1024.0);
 	else
 		bench_report(o, res, rss / 1024.0);
+	free(sargv);
+	free(vargv);
 	free(wargv);
 	free(cs);
 	return 0;

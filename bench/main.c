@@ -452,6 +452,56 @@ static int join(const struct psched_cfg *cfg, const struct bopts *o)
 	return ret ? 1 : 0;
 }
 
+/* Cluster flags the launcher sets for every node itself. */
+static bool launcher_owned(const char *flag)
+{
+	static const char *const own[] = { "role",	 "root-uri",
+					   "root-port",	 "num-server",
+					   "num-worker", "port" };
+	size_t len = strcspn(flag, "=");
+	size_t i;
+
+	for (i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+		if (strlen(own[i]) == len && !strncmp(flag, own[i], len))
+			return true;
+	return false;
+}
+
+/*
+ * The cluster flags of the command line: what psched_cfg_parse_args()
+ * took out of @orig (@oargc entries) to leave @kept (@kargc), in order,
+ * for the nodes ps-bench starts (which otherwise see only the
+ * environment), less the ones it sets itself (where the scheduler is,
+ * the node counts, a node's role and port).  NULL-terminated; NULL when
+ * out of memory (then nothing is passed on, as before).
+ */
+static char **cluster_flags(char **orig, int oargc, char **kept, int kargc)
+{
+	char **v = calloc((size_t)oargc + 1, sizeof(*v));
+	bool skip_value = false;
+	int i, j = 1, n = 0;
+
+	if (!v)
+		return NULL;
+	for (i = 1; i < oargc; i++) {
+		if (j < kargc && orig[i] == kept[j]) {
+			j++;
+			continue;
+		}
+		if (skip_value) { /* the value of a flag left out */
+			skip_value = false;
+			continue;
+		}
+		if (!strncmp(orig[i], "--", 2) && launcher_owned(orig[i] + 2)) {
+			/* each of those takes a value: in it or next */
+			skip_value = !strchr(orig[i], '=');
+			continue;
+		}
+		v[n++] = orig[i];
+	}
+	return v;
+}
+
 int main(int argc, char **argv)
 {
 	struct bopts o = { .servers = 1,
@@ -466,7 +516,8 @@ int main(int argc, char **argv)
 			   .batch_rows = 8192,
 			   .zipf = 1.1 };
 	struct psched_cfg cfg;
-	int ret;
+	char **orig;
+	int ret, oargc;
 
 	for (ret = 1; ret < argc && strcmp(argv[ret], "--"); ret++)
 		if (!strcmp(argv[ret], "--version")) {
@@ -475,8 +526,17 @@ int main(int argc, char **argv)
 		}
 	psched_cfg_init(&cfg);
 	ret = psched_cfg_from_env(&cfg);
+	orig = malloc(((size_t)argc + 1) * sizeof(*orig));
+	if (!orig) {
+		fprintf(stderr, "ps-bench: out of memory\n");
+		return 1;
+	}
+	memcpy(orig, argv, ((size_t)argc + 1) * sizeof(*orig));
+	oargc = argc;
 	if (!ret)
 		ret = psched_cfg_parse_args(&cfg, &argc, argv, false);
+	if (!ret)
+		o.cluster_argv = cluster_flags(orig, oargc, argv, argc);
 	if (ret == 1) {
 		bench_usage();
 		return 0;

@@ -160,6 +160,15 @@ const struct opt psd_opts[] = {
 	  "worker: keep a copy of the last key list so that a repeat of it "
 	  "travels as values only (1|0; 0 saves the copy and the compare "
 	  "when every list differs)" },
+	{ "server-hugepages",
+	  { "PS_SERVER_HUGEPAGES" },
+	  OPT_BOOL,
+	  OFF(server_hugepages),
+	  0,
+	  "0",
+	  "server: keep each key's value and sum (from 1 MiB) in 2 MiB-aligned "
+	  "transparent huge pages (1|0; pays over shm when the workers' "
+	  "buffers are huge pages too, README \"Shared memory\")" },
 	{ "scheduling",
 	  { "PS_SCHEDULING" },
 	  OPT_STR,

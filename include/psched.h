@@ -127,6 +127,7 @@ struct psched_cfg {
 	int server_gpu_sum;	  /* PS_SERVER_GPU_SUM: 0 | 1 */
 	char gpu_direct[8];	  /* PS_GPU_DIRECT: auto | 0 | 1 */
 	int keylist_cache;	  /* PS_KEYLIST_CACHE: 0 | 1 (worker) */
+	int server_hugepages;	  /* PS_SERVER_HUGEPAGES: 0 | 1 (server) */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

@@ -63,6 +63,7 @@ struct psd_kvs_entry {
 	/* Two workers used different lengths (or dtypes): every request
 	 * on the key is refused with this reason from then on. */
 	char *conflict;
+	bool pair_mapped; /* value + merge: one huge-page mapping */
 };
 
 struct kvs_rows;
@@ -84,6 +85,7 @@ struct psd_kvs_conn {
 struct psd_kvs {
 	struct psd_map entries; /* key -> struct psd_kvs_entry */
 	bool async;
+	bool hugepages; /* PS_SERVER_HUGEPAGES: kvs_pair_alloc() */
 	struct psd_updater upd; /* common/updater.c; none = default rule */
 	/* The application's controller (kvstore.h); under n->lock. */
 	psched_server_controller_fn *ctl;

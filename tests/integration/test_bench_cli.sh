@@ -92,3 +92,15 @@ for sc in "" --scatter; do
 done
 cat "$TMP/sp"
 echo "ok sparse"
+
+# Cluster flags reach the nodes ps-bench starts (they once applied to the
+# launcher alone): a server started with --max-tensor-bytes 1K refuses a
+# 4 KiB key, so the run fails and says why; the same run without the flag
+# passes.
+"$B" --size 4K --seconds 0.2 --runs 1 --no-baseline >"$TMP/cf" 2>"$TMP/cf.err" ||
+	die "plain 4K run failed: $(tail -n 5 "$TMP/cf.err")"
+"$B" --max-tensor-bytes 1K --size 4K --seconds 0.2 --runs 1 --no-baseline \
+	>"$TMP/cf" 2>"$TMP/cf.err" && die "--max-tensor-bytes 1K did not reach the nodes"
+grep -q "PS_MAX_TENSOR_BYTES" "$TMP/cf.err" ||
+	die "--max-tensor-bytes 1K: no reason given: $(tail -n 5 "$TMP/cf.err")"
+echo "ok cluster flags reach the nodes: $(grep -m1 PS_MAX_TENSOR_BYTES "$TMP/cf.err")"
