@@ -390,9 +390,9 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	unsigned int n;
 	int i;
 
-	i = psd_tuner_pick_best(t, 2, &mean, &sd, &n);
+	i = psd_tuner_pick_best(t, 2, 0, &mean, &sd, &n);
 	if (i < 0)
-		i = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
+		i = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	if (i < 0)
 		return -EAGAIN;
 	b = &t->obs[i];
@@ -402,6 +402,10 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	t->locked_once = true;
 	t->phase = PSD_TUNER_LOCKED;
 	t->ndev = 0;
+	t->explored = false;
+	t->locked_obs = 0;
+	t->fresh_n = 0;
+	t->fresh_sum = 0.0;
 	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
 	t->cond_moved = false;
 	t->cond_moves = 0;
@@ -440,6 +444,67 @@ static int tuner_remeasure(struct psd_tuner *t, uint64_t step, int i,
 }
 
 /*
+ * Samples at the end of a search that exploit what the model learned
+ * (tuner_endgame) instead of exploring: the lock-in is on the config the
+ * search ends with, so the last samples go to the model's best guess
+ * and to measuring the candidates for the lock-in twice.
+ */
+static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
+{
+	unsigned int m = tuner_max_samples(t);
+
+	return m >= 10 ? m / 5 : (m >= 4 ? 2 : 1);
+}
+
+/*
+ * One of the last samples of a search (@left of them, this one too).
+ * Sets *@done when it chose what runs next:
+ * 1. the maximum of the posterior mean, if no sample of this search was
+ *    taken there and there is room to measure it twice;
+ * 2. else the config measured once with the highest posterior mean, if
+ *    it beats every config measured twice: it runs again, so the
+ *    lock-in can go to it;
+ * 3. else, on the last sample, lock in (the best config measured twice
+ *    leads); before that the search goes on as usual.
+ */
+static int tuner_endgame(struct psd_tuner *t, uint64_t step, unsigned int left,
+			 bool *done)
+{
+	struct psd_bo_suggestion s;
+	uint64_t part;
+	uint64_t credit;
+	double m1 = NAN;
+	double s1 = NAN;
+	double m2 = NAN;
+	double s2 = NAN;
+	unsigned int n;
+	int i1;
+	int i2;
+	int ret;
+
+	*done = true;
+	if (left >= 2) {
+		ret = psd_bo_suggest_mean(t->bo, &s);
+		if (ret)
+			return ret;
+		psd_tuner_round(t, s.x, &part, &credit);
+		psd_tuner_config_mean(t, part, credit, &n);
+		if (!n) {
+			tuner_apply(t, step, part, credit, s.mean, s.sd);
+			return 0;
+		}
+	}
+	i1 = psd_tuner_pick_best(t, 1, 1, &m1, &s1, &n);
+	i2 = psd_tuner_pick_best(t, 2, 0, &m2, &s2, &n);
+	if (i1 >= 0 && (i2 < 0 || m1 > m2))
+		return tuner_remeasure(t, step, i1, m1, s1);
+	if (left < 2)
+		return tuner_lock(t, step);
+	*done = false;
+	return 0;
+}
+
+/*
  * After a sample in a search: lock in, re-measure the incumbent, or
  * propose the next config.  A lock-in needs its config measured twice:
  * when the search would lock (low expected improvement) or is down to
@@ -454,7 +519,9 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	double mean = NAN;
 	double sd = NAN;
 	double x[PSD_GP_MAX_DIM];
+	unsigned int left;
 	unsigned int n = 0;
+	bool done;
 	int inc;
 	int ret;
 
@@ -464,8 +531,15 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	if (ret)
 		return ret;
 	tuner_update_noise(t);
-	inc = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
-	if (inc >= 0 && n < 2 && t->search_samples + 1 >= tuner_max_samples(t))
+	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
+	left = tuner_max_samples(t) - t->search_samples;
+	if (inc >= 0 && !psd_bo_in_design(t->bo) && !t->explored &&
+	    left <= tuner_exploit_samples(t)) {
+		ret = tuner_endgame(t, step, left, &done);
+		if (ret || done)
+			return ret;
+	}
+	if (inc >= 0 && n < 2 && left <= 1)
 		return tuner_remeasure(t, step, inc, mean, sd);
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
@@ -554,7 +628,15 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 /* A sample while locked: reopen the search after a lasting change. */
 static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 {
-	bool drift = fabs(score - t->ref) > t->o.retune_threshold * t->ref;
+	/*
+	 * The search's samples of the chosen config are biased high (it was
+	 * chosen because they were high), so the first retune_windows locked
+	 * samples rebuild the reference and, meanwhile, only a move of twice
+	 * the threshold counts as drift.
+	 */
+	bool fresh = t->fresh_n < t->o.retune_windows;
+	double band = t->o.retune_threshold * (fresh ? 2.0 : 1.0);
+	bool drift = fabs(score - t->ref) > band * t->ref;
 	unsigned int i;
 	int ret;
 
@@ -562,15 +644,29 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift)) {
 		/* the model knows the new conditions: search from there */
 		t->cond_moves = 0;
-		ret = tuner_begin_search(
-			t, false, psd_tuner_cond_is_novel(t) ? t->dim : 0);
+		t->explored = !psd_tuner_cond_is_novel(t);
+		ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
 		if (!ret)
 			ret = tuner_observe(t, score);
 		return ret ? ret : tuner_next(t, step);
 	}
+	if (!drift && t->locked_obs < TUNER_REF_MAX) {
+		/* the model learns the chosen config's level too */
+		ret = tuner_observe(t, score);
+		if (ret)
+			return ret;
+		t->locked_obs++;
+	}
+	if (fresh) {
+		t->fresh_sum += score;
+		if (++t->fresh_n == t->o.retune_windows) {
+			t->ref = t->fresh_sum / t->fresh_n;
+			t->ref_n = t->fresh_n;
+		}
+	}
 	if (!drift) {
 		t->ndev = 0;
-		if (t->ref_n < TUNER_REF_MAX) {
+		if (!fresh && t->ref_n < TUNER_REF_MAX) {
 			t->ref = (t->ref * t->ref_n + score) / (t->ref_n + 1);
 			t->ref_n++;
 		}

@@ -53,6 +53,9 @@ struct psd_tuner {
 
 	unsigned int search; /* current search number */
 	unsigned int search_samples;
+	/* this search started under conditions sampled before: the model
+	 * leads to the end, without an exploiting end game (tuner_next) */
+	bool explored;
 	struct tuner_obs *obs;
 	unsigned int nobs;
 	unsigned int obs_cap;
@@ -61,6 +64,9 @@ struct psd_tuner {
 	struct psd_tuner_config best;
 	double ref; /* reference score of the locked config */
 	unsigned int ref_n;
+	double fresh_sum;     /* of the first locked samples... */
+	unsigned int fresh_n; /* ...which rebuild ref (tuner_watch) */
+	unsigned int locked_obs; /* locked samples given to the GP */
 	double *dev; /* consecutive locked samples beyond the threshold */
 	unsigned int ndev;
 
@@ -76,12 +82,14 @@ void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 
 /*
  * The config of the current search with the highest posterior mean among
- * those measured at least @min_n times (the raw mean if the GP fails).
- * Returns the index of one of its observations, or -1 if none qualifies;
- * *@n gets how often it was measured.
+ * those measured at least @min_n and (@max_n != 0) at most @max_n times
+ * (the raw mean if the GP fails).  Returns the index of one of its
+ * observations, or -1 if none qualifies; *@n gets how often it was
+ * measured.
  */
-int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
-			double *sd, unsigned int *n);
+int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n,
+			unsigned int max_n, double *mean, double *sd,
+			unsigned int *n);
 /* Mean score of the current search's samples of @part/@credit. */
 double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 			     uint64_t credit, unsigned int *n);

@@ -43,8 +43,9 @@ static bool tuner_first_of_config(const struct psd_tuner *t, unsigned int i)
 	return true;
 }
 
-int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
-			double *sd, unsigned int *n)
+int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n,
+			unsigned int max_n, double *mean, double *sd,
+			unsigned int *n)
 {
 	double x[PSD_GP_MAX_DIM];
 	double m;
@@ -59,7 +60,7 @@ int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
 			continue;
 		m = psd_tuner_config_mean(t, t->obs[i].part, t->obs[i].credit,
 					  &k);
-		if (k < min_n)
+		if (k < min_n || (max_n && k > max_n))
 			continue;
 		psd_tuner_to_x(t, t->obs[i].part, t->obs[i].credit, x);
 		if (psd_bo_predict(t->bo, x, &m, &s)) {
