@@ -464,8 +464,8 @@ static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
  * 2. else the config measured once with the highest posterior mean, if
  *    it beats every config measured twice: it runs again, so the
  *    lock-in can go to it;
- * 3. else, on the last sample, lock in (the best config measured twice
- *    leads); before that the search goes on as usual.
+ * 3. else, on the last sample, the leader (measured twice) runs once
+ *    more; before that the search goes on as usual.
  */
 static int tuner_endgame(struct psd_tuner *t, uint64_t step, unsigned int left,
 			 bool *done)
@@ -498,6 +498,8 @@ static int tuner_endgame(struct psd_tuner *t, uint64_t step, unsigned int left,
 	i2 = psd_tuner_pick_best(t, 2, 0, &m2, &s2, &n);
 	if (i1 >= 0 && (i2 < 0 || m1 > m2))
 		return tuner_remeasure(t, step, i1, m1, s1);
+	if (left < 2 && i2 >= 0) /* the leader's mean gets one more */
+		return tuner_remeasure(t, step, i2, m2, s2);
 	if (left < 2)
 		return tuner_lock(t, step);
 	*done = false;
