@@ -535,8 +535,8 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	tuner_update_noise(t);
 	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	left = tuner_max_samples(t) - t->search_samples;
-	if (inc >= 0 && !psd_bo_in_design(t->bo) && !t->explored &&
-	    left <= tuner_exploit_samples(t)) {
+	if (inc >= 0 && !psd_bo_in_design(t->bo) &&
+	    left <= (t->explored ? 1 : tuner_exploit_samples(t))) {
 		ret = tuner_endgame(t, step, left, &done);
 		if (ret || done)
 			return ret;

@@ -54,7 +54,7 @@ struct psd_tuner {
 	unsigned int search; /* current search number */
 	unsigned int search_samples;
 	/* this search started under conditions sampled before: the model
-	 * leads to the end, without an exploiting end game (tuner_next) */
+	 * leads, the end game is the last sample only (tuner_next) */
 	bool explored;
 	struct tuner_obs *obs;
 	unsigned int nobs;

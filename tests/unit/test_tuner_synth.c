@@ -29,7 +29,12 @@
  *
  * By default 10 % and 20 % noise run (about 20 s of CPU); SYNTH_SLOW=1
  * adds 5 % and the comparison with conditions off.  SYNTH_SEEDS=1
- * prints every seed; SYNTH_QUICK=1 skips the 10 % bars.
+ * prints every seed; SYNTH_QUICK=1 skips the 10 % bars.  For a look:
+ * SYNTH_SEED_BASE=n runs seeds n+1..n+30 (held-out seeds), SYNTH_NO20=1
+ * skips 20 %, SYNTH_FIRST_ONLY=1 runs the first search only, SYNTH_CFG=1
+ * prints the config each phase ends on, SYNTH_LOG=path with
+ * SYNTH_LOG_SEED=seed and SYNTH_LOG_NOISE=0.1 writes that run's CSV,
+ * SYNTH_TNOISE=x fixes the tuner's noise option (learned by default).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -354,10 +359,10 @@ static void check_vs_random(const struct figures *f, double margin, bool worst)
  * 10 % noise, conditions on.  Issue 16's targets: first search >= 0.97
  * within 15 samples, >= 0.95 within 6 samples after a change, both 5
  * points above random search, worst seed >= 0.85.  Reached (see
- * docs/tuner.md): first search 0.963 (worst 0.824); back to a rate seen
- * before 0.983 (0.913); that rate's partner again 0.952 (0.856); a rate
- * between two seen ones 0.985 (0.836); a rate never seen, with nothing
- * seen on that side of it, 0.740 (0.422; random 0.626): the model knows
+ * docs/tuner.md): first search 0.966 (worst 0.824); back to a rate seen
+ * before 0.973 (0.837); that rate's partner again 0.971 (0.885); a rate
+ * between two seen ones 0.982 (0.836); a rate never seen, with nothing
+ * seen on that side of it, 0.840 (0.422; random 0.626): the model knows
  * only its prior of how the peak moves with the rate.  The bars below are
  * what holds; the test is deterministic (fixed seeds), the margins allow
  * for other compilers' rounding.
