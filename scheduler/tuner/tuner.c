@@ -443,67 +443,13 @@ static int tuner_remeasure(struct psd_tuner *t, uint64_t step, int i,
 	return 0;
 }
 
-/*
- * Samples at the end of a search that exploit what the model learned
- * (tuner_endgame) instead of exploring: the lock-in is on the config the
- * search ends with, so the last samples go to the model's best guess
- * and to measuring the candidates for the lock-in twice.
- */
+/* Last samples of a search that exploit (psd_tuner_endgame): the lock-in
+ * is on what the search ends with. */
 static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
 {
 	unsigned int m = tuner_max_samples(t);
 
 	return m >= 10 ? m / 5 : (m >= 4 ? 2 : 1);
-}
-
-/*
- * One of the last samples of a search (@left of them, this one too).
- * Sets *@done when it chose what runs next:
- * 1. the maximum of the posterior mean, if no sample of this search was
- *    taken there and there is room to measure it twice;
- * 2. else the config measured once with the highest posterior mean, if
- *    it beats every config measured twice: it runs again, so the
- *    lock-in can go to it;
- * 3. else, on the last sample, the leader (measured twice) runs once
- *    more; before that the search goes on as usual.
- */
-static int tuner_endgame(struct psd_tuner *t, uint64_t step, unsigned int left,
-			 bool *done)
-{
-	struct psd_bo_suggestion s;
-	uint64_t part;
-	uint64_t credit;
-	double m1 = NAN;
-	double s1 = NAN;
-	double m2 = NAN;
-	double s2 = NAN;
-	unsigned int n;
-	int i1;
-	int i2;
-	int ret;
-
-	*done = true;
-	if (left >= 2) {
-		ret = psd_bo_suggest_mean(t->bo, &s);
-		if (ret)
-			return ret;
-		psd_tuner_round(t, s.x, &part, &credit);
-		psd_tuner_config_mean(t, part, credit, &n);
-		if (!n) {
-			tuner_apply(t, step, part, credit, s.mean, s.sd);
-			return 0;
-		}
-	}
-	i1 = psd_tuner_pick_best(t, 1, 1, &m1, &s1, &n);
-	i2 = psd_tuner_pick_best(t, 2, 0, &m2, &s2, &n);
-	if (i1 >= 0 && (i2 < 0 || m1 > m2))
-		return tuner_remeasure(t, step, i1, m1, s1);
-	if (left < 2 && i2 >= 0) /* the leader's mean gets one more */
-		return tuner_remeasure(t, step, i2, m2, s2);
-	if (left < 2)
-		return tuner_lock(t, step);
-	*done = false;
-	return 0;
 }
 
 /*
@@ -521,9 +467,9 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	double mean = NAN;
 	double sd = NAN;
 	double x[PSD_GP_MAX_DIM];
+	struct tuner_end end;
 	unsigned int left;
 	unsigned int n = 0;
-	bool done;
 	int inc;
 	int ret;
 
@@ -537,9 +483,16 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	left = tuner_max_samples(t) - t->search_samples;
 	if (inc >= 0 && !psd_bo_in_design(t->bo) &&
 	    left <= (t->explored ? 1 : tuner_exploit_samples(t))) {
-		ret = tuner_endgame(t, step, left, &done);
-		if (ret || done)
+		ret = psd_tuner_endgame(t, left, &end);
+		if (ret)
 			return ret;
+		if (end.what == TUNER_END_LOCK)
+			return tuner_lock(t, step);
+		if (end.what == TUNER_END_RUN) {
+			tuner_apply(t, step, end.part, end.credit, end.mean,
+				    end.sd);
+			return 0;
+		}
 	}
 	if (inc >= 0 && n < 2 && left <= 1)
 		return tuner_remeasure(t, step, inc, mean, sd);
@@ -630,12 +583,9 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 /* A sample while locked: reopen the search after a lasting change. */
 static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 {
-	/*
-	 * The search's samples of the chosen config are biased high (it was
-	 * chosen because they were high), so the first retune_windows locked
-	 * samples rebuild the reference and, meanwhile, only a move of twice
-	 * the threshold counts as drift.
-	 */
+	/* the search's samples of the chosen config are biased high (they
+	 * won): the first retune_windows locked samples rebuild the
+	 * reference, meanwhile only twice the threshold is drift */
 	bool fresh = t->fresh_n < t->o.retune_windows;
 	double band = t->o.retune_threshold * (fresh ? 2.0 : 1.0);
 	bool drift = fabs(score - t->ref) > band * t->ref;
