@@ -199,6 +199,11 @@ unsigned int psd_bo_count(const struct psd_bo *bo)
 	return psd_gp_count(bo->gp);
 }
 
+bool psd_bo_in_design(const struct psd_bo *bo)
+{
+	return psd_bo_count(bo) < bo->o.n_init || bo->redesign;
+}
+
 struct psd_gp *psd_bo_gp(struct psd_bo *bo)
 {
 	return bo->gp;
@@ -371,7 +376,8 @@ static void bo_design_point(struct psd_bo *bo, double *x)
 	bo->designed++;
 }
 
-int psd_bo_suggest(struct psd_bo *bo, struct psd_bo_suggestion *s)
+/* Maximize the acquisition in use into @s. */
+static int bo_maximize(struct psd_bo *bo, struct psd_bo_suggestion *s)
 {
 	struct bo_cand top[BO_MAX_REFINE];
 	unsigned int best = 0;
@@ -379,15 +385,6 @@ int psd_bo_suggest(struct psd_bo *bo, struct psd_bo_suggestion *s)
 	double var;
 	int ret;
 
-	memset(s, 0, sizeof(*s));
-	if (psd_bo_count(bo) < bo->o.n_init || bo->redesign) {
-		if (bo->redesign)
-			bo->redesign--;
-		bo_design_point(bo, s->x);
-		s->from_design = true;
-		s->acq = s->mean = s->sd = NAN;
-		return 0;
-	}
 	ret = bo_refit(bo);
 	if (ret)
 		return ret;
@@ -403,6 +400,35 @@ int psd_bo_suggest(struct psd_bo *bo, struct psd_bo_suggestion *s)
 	s->acq = top[best].v;
 	ret = psd_gp_predict(bo->gp, s->x, &s->mean, &var);
 	s->sd = sqrt(var);
+	return ret;
+}
+
+int psd_bo_suggest(struct psd_bo *bo, struct psd_bo_suggestion *s)
+{
+	memset(s, 0, sizeof(*s));
+	if (psd_bo_in_design(bo)) {
+		if (bo->redesign)
+			bo->redesign--;
+		bo_design_point(bo, s->x);
+		s->from_design = true;
+		s->acq = s->mean = s->sd = NAN;
+		return 0;
+	}
+	return bo_maximize(bo, s);
+}
+
+int psd_bo_suggest_mean(struct psd_bo *bo, struct psd_bo_suggestion *s)
+{
+	enum psd_bo_acq acq = bo->o.acq;
+	double kappa = bo->o.kappa;
+	int ret;
+
+	memset(s, 0, sizeof(*s));
+	bo->o.acq = PSD_BO_ACQ_UCB; /* with kappa 0: the posterior mean */
+	bo->o.kappa = 0.0;
+	ret = bo_maximize(bo, s);
+	bo->o.acq = acq;
+	bo->o.kappa = kappa;
 	return ret;
 }
 

@@ -96,12 +96,22 @@ int psd_bo_set_context(struct psd_bo *bo, const double *ctx, unsigned int n);
 void psd_bo_redesign(struct psd_bo *bo, unsigned int n);
 
 unsigned int psd_bo_count(const struct psd_bo *bo);
+/* The next suggestion is a design point. */
+bool psd_bo_in_design(const struct psd_bo *bo);
 
 /*
  * Next point to evaluate.  Refits the GP when data changed.  Returns 0,
  * -ENOMEM or -EDOM (the GP could not be fitted).
  */
 int psd_bo_suggest(struct psd_bo *bo, struct psd_bo_suggestion *s);
+
+/*
+ * The point of the box (context held fixed) with the highest posterior
+ * mean, found like a suggestion (Sobol screen, pattern search): for a
+ * search's last samples, which exploit instead of explore.  s->acq is the
+ * mean.  Returns like psd_bo_suggest(), without design points.
+ */
+int psd_bo_suggest_mean(struct psd_bo *bo, struct psd_bo_suggestion *s);
 
 /*
  * Posterior mean and sd at @x (output units), refitting if data changed.

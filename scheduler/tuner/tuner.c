@@ -390,9 +390,9 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	unsigned int n;
 	int i;
 
-	i = psd_tuner_pick_best(t, 2, &mean, &sd, &n);
+	i = psd_tuner_pick_best(t, 2, 0, &mean, &sd, &n);
 	if (i < 0)
-		i = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
+		i = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	if (i < 0)
 		return -EAGAIN;
 	b = &t->obs[i];
@@ -402,6 +402,10 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	t->locked_once = true;
 	t->phase = PSD_TUNER_LOCKED;
 	t->ndev = 0;
+	t->explored = false;
+	t->locked_obs = 0;
+	t->fresh_n = 0;
+	t->fresh_sum = 0.0;
 	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
 	t->cond_moved = false;
 	t->cond_moves = 0;
@@ -439,6 +443,15 @@ static int tuner_remeasure(struct psd_tuner *t, uint64_t step, int i,
 	return 0;
 }
 
+/* Last samples of a search that exploit (psd_tuner_endgame): the lock-in
+ * is on what the search ends with. */
+static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
+{
+	unsigned int m = tuner_max_samples(t);
+
+	return m >= 10 ? m / 5 : (m >= 4 ? 2 : 1);
+}
+
 /*
  * After a sample in a search: lock in, re-measure the incumbent, or
  * propose the next config.  A lock-in needs its config measured twice:
@@ -454,6 +467,8 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	double mean = NAN;
 	double sd = NAN;
 	double x[PSD_GP_MAX_DIM];
+	struct tuner_end end;
+	unsigned int left;
 	unsigned int n = 0;
 	int inc;
 	int ret;
@@ -464,8 +479,22 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	if (ret)
 		return ret;
 	tuner_update_noise(t);
-	inc = psd_tuner_pick_best(t, 1, &mean, &sd, &n);
-	if (inc >= 0 && n < 2 && t->search_samples + 1 >= tuner_max_samples(t))
+	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
+	left = tuner_max_samples(t) - t->search_samples;
+	if (inc >= 0 && !psd_bo_in_design(t->bo) &&
+	    left <= (t->explored ? 1 : tuner_exploit_samples(t))) {
+		ret = psd_tuner_endgame(t, left, &end);
+		if (ret)
+			return ret;
+		if (end.what == TUNER_END_LOCK)
+			return tuner_lock(t, step);
+		if (end.what == TUNER_END_RUN) {
+			tuner_apply(t, step, end.part, end.credit, end.mean,
+				    end.sd);
+			return 0;
+		}
+	}
+	if (inc >= 0 && n < 2 && left <= 1)
 		return tuner_remeasure(t, step, inc, mean, sd);
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
@@ -554,7 +583,12 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 /* A sample while locked: reopen the search after a lasting change. */
 static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 {
-	bool drift = fabs(score - t->ref) > t->o.retune_threshold * t->ref;
+	/* the search's samples of the chosen config are biased high (they
+	 * won): the first retune_windows locked samples rebuild the
+	 * reference, meanwhile only twice the threshold is drift */
+	bool fresh = t->fresh_n < t->o.retune_windows;
+	double band = t->o.retune_threshold * (fresh ? 2.0 : 1.0);
+	bool drift = fabs(score - t->ref) > band * t->ref;
 	unsigned int i;
 	int ret;
 
@@ -562,15 +596,29 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift)) {
 		/* the model knows the new conditions: search from there */
 		t->cond_moves = 0;
-		ret = tuner_begin_search(
-			t, false, psd_tuner_cond_is_novel(t) ? t->dim : 0);
+		t->explored = !psd_tuner_cond_is_novel(t);
+		ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
 		if (!ret)
 			ret = tuner_observe(t, score);
 		return ret ? ret : tuner_next(t, step);
 	}
+	if (!drift && t->locked_obs < TUNER_REF_MAX) {
+		/* the model learns the chosen config's level too */
+		ret = tuner_observe(t, score);
+		if (ret)
+			return ret;
+		t->locked_obs++;
+	}
+	if (fresh) {
+		t->fresh_sum += score;
+		if (++t->fresh_n == t->o.retune_windows) {
+			t->ref = t->fresh_sum / t->fresh_n;
+			t->ref_n = t->fresh_n;
+		}
+	}
 	if (!drift) {
 		t->ndev = 0;
-		if (t->ref_n < TUNER_REF_MAX) {
+		if (!fresh && t->ref_n < TUNER_REF_MAX) {
 			t->ref = (t->ref * t->ref_n + score) / (t->ref_n + 1);
 			t->ref_n++;
 		}

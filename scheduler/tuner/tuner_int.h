@@ -53,6 +53,9 @@ struct psd_tuner {
 
 	unsigned int search; /* current search number */
 	unsigned int search_samples;
+	/* this search started under conditions sampled before: the model
+	 * leads, the end game is the last sample only (tuner_next) */
+	bool explored;
 	struct tuner_obs *obs;
 	unsigned int nobs;
 	unsigned int obs_cap;
@@ -61,6 +64,9 @@ struct psd_tuner {
 	struct psd_tuner_config best;
 	double ref; /* reference score of the locked config */
 	unsigned int ref_n;
+	double fresh_sum;     /* of the first locked samples... */
+	unsigned int fresh_n; /* ...which rebuild ref (tuner_watch) */
+	unsigned int locked_obs; /* locked samples given to the GP */
 	double *dev; /* consecutive locked samples beyond the threshold */
 	unsigned int ndev;
 
@@ -76,12 +82,36 @@ void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 
 /*
  * The config of the current search with the highest posterior mean among
- * those measured at least @min_n times (the raw mean if the GP fails).
- * Returns the index of one of its observations, or -1 if none qualifies;
- * *@n gets how often it was measured.
+ * those measured at least @min_n and (@max_n != 0) at most @max_n times
+ * (the raw mean if the GP fails).  Returns the index of one of its
+ * observations, or -1 if none qualifies; *@n gets how often it was
+ * measured.
  */
-int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
-			double *sd, unsigned int *n);
+int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n,
+			unsigned int max_n, double *mean, double *sd,
+			unsigned int *n);
+/* What the end game of a search (its last samples) does next. */
+struct tuner_end {
+	enum { TUNER_END_EXPLORE, TUNER_END_RUN, TUNER_END_LOCK } what;
+	uint64_t part; /* TUNER_END_RUN: the config to run... */
+	uint64_t credit;
+	double mean; /* ...and the GP's prediction there (model units) */
+	double sd;
+};
+
+/*
+ * One of the last samples of a search (@left of them, this one too):
+ * 1. run the maximum of the posterior mean, if no sample of this search
+ *    was taken there and there is room to measure it twice;
+ * 2. else run again the config measured once with the highest posterior
+ *    mean, if it beats every config measured twice, so the lock-in can
+ *    go to it;
+ * 3. else, on the last sample, run the leader (measured twice) once
+ *    more; before the last sample, explore as usual.
+ * Returns 0 or a GP/BO error.
+ */
+int psd_tuner_endgame(struct psd_tuner *t, unsigned int left,
+		      struct tuner_end *e);
 /* Mean score of the current search's samples of @part/@credit. */
 double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 			     uint64_t credit, unsigned int *n);

@@ -43,8 +43,9 @@ static bool tuner_first_of_config(const struct psd_tuner *t, unsigned int i)
 	return true;
 }
 
-int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
-			double *sd, unsigned int *n)
+int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n,
+			unsigned int max_n, double *mean, double *sd,
+			unsigned int *n)
 {
 	double x[PSD_GP_MAX_DIM];
 	double m;
@@ -59,7 +60,7 @@ int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
 			continue;
 		m = psd_tuner_config_mean(t, t->obs[i].part, t->obs[i].credit,
 					  &k);
-		if (k < min_n)
+		if (k < min_n || (max_n && k > max_n))
 			continue;
 		psd_tuner_to_x(t, t->obs[i].part, t->obs[i].credit, x);
 		if (psd_bo_predict(t->bo, x, &m, &s)) {
@@ -74,6 +75,51 @@ int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n, double *mean,
 		}
 	}
 	return best;
+}
+
+int psd_tuner_endgame(struct psd_tuner *t, unsigned int left,
+		      struct tuner_end *e)
+{
+	struct psd_bo_suggestion s;
+	double m1 = NAN;
+	double s1 = NAN;
+	double m2 = NAN;
+	double s2 = NAN;
+	unsigned int n;
+	int i1;
+	int i2;
+	int ret;
+
+	e->what = TUNER_END_RUN;
+	if (left >= 2) {
+		ret = psd_bo_suggest_mean(t->bo, &s);
+		if (ret)
+			return ret;
+		psd_tuner_round(t, s.x, &e->part, &e->credit);
+		psd_tuner_config_mean(t, e->part, e->credit, &n);
+		e->mean = s.mean;
+		e->sd = s.sd;
+		if (!n)
+			return 0;
+	}
+	i1 = psd_tuner_pick_best(t, 1, 1, &m1, &s1, &n);
+	i2 = psd_tuner_pick_best(t, 2, 0, &m2, &s2, &n);
+	if (i1 >= 0 && (i2 < 0 || m1 > m2)) {
+		e->part = t->obs[i1].part;
+		e->credit = t->obs[i1].credit;
+		e->mean = m1;
+		e->sd = s1;
+		return 0;
+	}
+	if (left < 2 && i2 >= 0) { /* the leader's mean gets one more */
+		e->part = t->obs[i2].part;
+		e->credit = t->obs[i2].credit;
+		e->mean = m2;
+		e->sd = s2;
+		return 0;
+	}
+	e->what = left < 2 ? TUNER_END_LOCK : TUNER_END_EXPLORE;
+	return 0;
 }
 
 double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df)
