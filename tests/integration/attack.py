@@ -96,7 +96,7 @@ def f_bytes(num, b):
 
 
 def parse_all(buf):
-    """Like parse(), but every field's values in a list (repeated ones)."""
+    """Top-level fields of a protobuf message: {number: [values]}."""
     out, i = {}, 0
     while i < len(buf):
         key, i = read_varint(buf, i)
@@ -113,20 +113,9 @@ def parse_all(buf):
 
 
 def parse(buf):
-    """Top-level fields of a protobuf message: {number: value}."""
-    out, i = {}, 0
-    while i < len(buf):
-        key, i = read_varint(buf, i)
-        num, wt = key >> 3, key & 7
-        if wt == 0:
-            v, i = read_varint(buf, i)
-        elif wt == 2:
-            n, i = read_varint(buf, i)
-            v, i = buf[i:i + n], i + n
-        else:
-            raise ValueError("wire type %d" % wt)
-        out[num] = v
-    return out
+    """Top-level fields of a protobuf message: {number: value}, the last
+    value of a repeated field."""
+    return {num: vals[-1] for num, vals in parse_all(buf).items()}
 
 
 def read_varint(buf, i):
