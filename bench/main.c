@@ -502,6 +502,42 @@ static char **cluster_flags(char **orig, int oargc, char **kept, int kargc)
 	return v;
 }
 
+/* main() after the cluster flags are parsed (@ret: their status). */
+static int bench_run(struct bopts *o, const struct psched_cfg *cfg, int ret,
+		     int argc, char **argv)
+{
+	if (ret == 1) {
+		bench_usage();
+		return 0;
+	}
+	if (ret) {
+		fprintf(stderr, "ps-bench: %s (see --help)\n", psched_errmsg());
+		return 2;
+	}
+	if (bench_parse_opts(argc, argv, o))
+		return 2; /* the message is out */
+	if (getenv("DMLC_ROLE")) {
+		o->sync = getenv("PS_BENCH_SYNC") != NULL;
+		return join(cfg, o);
+	}
+	snprintf(o->transport, sizeof(o->transport), "%s", cfg->transport);
+	snprintf(o->root_uri, sizeof(o->root_uri), "%s",
+		 cfg->root_uri[0] ? cfg->root_uri : "127.0.0.1");
+	if (o->kl_keys)
+		printf("# ps-bench: key lists, servers=%u workers=%u "
+		       "transport=%s rounds=%u\n",
+		       o->servers, o->workers, cfg->transport, o->runs);
+	else if (!o->csv && !o->json)
+		printf("# ps-bench: mode=%s servers=%u workers=%u "
+		       "transport=%s dtype=%s window=%.1fs runs=%u "
+		       "(medians)\n",
+		       bench_mode_names[o->mode], o->servers, o->workers,
+		       cfg->transport, o->dtype == PSCHED_RAW ? "raw" : "f32",
+		       o->seconds, o->runs);
+	fflush(stdout);
+	return bench_launch(o, argc, argv);
+}
+
 int main(int argc, char **argv)
 {
 	struct bopts o = { .servers = 1,
@@ -537,34 +573,8 @@ int main(int argc, char **argv)
 		ret = psched_cfg_parse_args(&cfg, &argc, argv, false);
 	if (!ret)
 		o.cluster_argv = cluster_flags(orig, oargc, argv, argc);
-	if (ret == 1) {
-		bench_usage();
-		return 0;
-	}
-	if (ret) {
-		fprintf(stderr, "ps-bench: %s (see --help)\n", psched_errmsg());
-		return 2;
-	}
-	if (bench_parse_opts(argc, argv, &o))
-		return 2; /* the message is out */
-	if (getenv("DMLC_ROLE")) {
-		o.sync = getenv("PS_BENCH_SYNC") != NULL;
-		return join(&cfg, &o);
-	}
-	snprintf(o.transport, sizeof(o.transport), "%s", cfg.transport);
-	snprintf(o.root_uri, sizeof(o.root_uri), "%s",
-		 cfg.root_uri[0] ? cfg.root_uri : "127.0.0.1");
-	if (o.kl_keys)
-		printf("# ps-bench: key lists, servers=%u workers=%u "
-		       "transport=%s rounds=%u\n",
-		       o.servers, o.workers, cfg.transport, o.runs);
-	else if (!o.csv && !o.json)
-		printf("# ps-bench: mode=%s servers=%u workers=%u "
-		       "transport=%s dtype=%s window=%.1fs runs=%u "
-		       "(medians)\n",
-		       bench_mode_names[o.mode], o.servers, o.workers,
-		       cfg.transport, o.dtype == PSCHED_RAW ? "raw" : "f32",
-		       o.seconds, o.runs);
-	fflush(stdout);
-	return bench_launch(&o, argc, argv);
+	free(orig);
+	ret = bench_run(&o, &cfg, ret, argc, argv);
+	free(o.cluster_argv);
+	return ret;
 }
