@@ -145,6 +145,16 @@ uint64_t psd_kvs_parked_limit(const struct psd_kvs *s);
 int psd_kvs_admit_early(struct psched_node *n, struct psd_conn *c,
 			const struct psd_hdr *h, uint64_t open,
 			const char *what);
+/* kvs_rx.c */
+/*
+ * Header of a push of a step after the open step @open: if
+ * psd_kvs_admit_early() admits it, its payload goes into a hold buffer
+ * of @kc (counted in parked_bytes) at *@dst and 0 is returned, else
+ * PSD_RX_DISCARD.
+ */
+int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
+		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		       uint64_t open, const char *what, void **dst);
 
 /* kvs_step.c */
 /* Open step version + 1 with the layout of partition @part (or check that

@@ -359,28 +359,6 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	return nb;
 }
 
-/* A push of a later step: hold its payload until that step opens, within
- * PS_MAX_STEPS_AHEAD and PS_MAX_PARKED_BYTES. */
-static int kl_early_header(struct psched_node *n, struct psd_conn *c,
-			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			   void **dst)
-{
-	struct psd_kvs *s = psd_kvs_of(n);
-
-	if (psd_kvs_admit_early(n, c, h, s->kl->version + 1, "key-list push"))
-		return PSD_RX_DISCARD;
-	kc->hold = malloc(h->length ? (size_t)h->length : 1);
-	if (!kc->hold) {
-		psd_kvs_reject(n, c, h, -ENOMEM,
-			       "no memory to hold an early push");
-		return PSD_RX_DISCARD;
-	}
-	kc->hold_len = h->length;
-	s->parked_bytes += h->length;
-	*dst = kc->hold;
-	return 0;
-}
-
 /* A first list of this many payload bytes or more lands in a buffer the
  * store adopts; smaller ones are copied from the scratch buffer. */
 #define KL_ADOPT_MIN (1u << 20)
@@ -423,7 +401,8 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 	if (ret)
 		return h->length ? PSD_RX_DISCARD : 0;
 	if (push && h->step > kl->version + 1) {
-		ret = kl_early_header(n, c, kc, h, dst);
+		ret = psd_kvs_hold_early(n, c, kc, h, kl->version + 1,
+					 "key-list push", dst);
 		if (ret)
 			return ret;
 	} else if (push && !kl->n && h->part && h->length >= KL_ADOPT_MIN &&

@@ -147,22 +147,15 @@ static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
 	return true;
 }
 
-/* A push of a step after the open one: hold its payload until its step
- * opens, within the server's limits (PS_MAX_STEPS_AHEAD, and
- * PS_MAX_PARKED_BYTES for all keys together). */
-static int kvs_early_header(struct psched_node *n, struct psd_conn *c,
-			    struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			    void **dst)
+int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
+		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		       uint64_t open, const char *what, void **dst)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_kvs_entry *e = kc->e;
-	char what[48];
 
-	snprintf(what, sizeof(what), "push of key %llu",
-		 (unsigned long long)h->key);
-	if (psd_kvs_admit_early(n, c, h, e->version + 1, what))
+	if (psd_kvs_admit_early(n, c, h, open, what))
 		return PSD_RX_DISCARD;
-	kc->hold = malloc((size_t)h->length);
+	kc->hold = malloc(h->length ? (size_t)h->length : 1);
 	if (!kc->hold) {
 		psd_kvs_reject(n, c, h, -ENOMEM,
 			       "no memory to hold an early push");
@@ -181,6 +174,7 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_entry *e = kc->e;
+	char what[48];
 	uint64_t idx;
 
 	if (kvs_epoch_mismatch(s, h, c)) {
@@ -193,8 +187,12 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
 		return PSD_RX_DISCARD;
 	}
-	if (h->step > e->version + 1)
-		return kvs_early_header(n, c, kc, h, dst);
+	if (h->step > e->version + 1) {
+		snprintf(what, sizeof(what), "push of key %llu",
+			 (unsigned long long)h->key);
+		return psd_kvs_hold_early(n, c, kc, h, e->version + 1, what,
+					  dst);
+	}
 	if (psd_kvs_step_open(s, e, h->part) ||
 	    psd_kvs_chunk_index(e, h, &idx)) {
 		psd_kvs_reject(n, c, h, -EPROTO,
