@@ -211,19 +211,19 @@ GRID_STEPS=$GRID_STEPS2 grid "$R2" r2
 read -r B1P B1C < <(best_of r1)
 read -r B2P B2C < <(best_of r2)
 echo "grid best: $R1 $B1P/$B1C, $R2 $B2P/$B2C ($(($(date +%s) - t0)) s)"
-# spread NAME: the grid's best score over its worst
-spread() {
-	tail -n +2 "$OUT/grid-$1.csv" | cut -d, -f3 | sort -g |
-		awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.2f", (lo > 0 ? hi / lo : 0)}'
+# grid_stats NAME BAR: the grid's best score over its worst, how many of
+# its points reach BAR x its best, and how many points it has
+grid_stats() {
+	tail -n +2 "$OUT/grid-$1.csv" | cut -d, -f3 | sort -g | awk -v m="$2" '
+		{v[NR] = $1}
+		END {for (i = 1; i <= NR; i++) n += v[i] >= m * v[NR]
+		     printf "%.2f %d %d\n", (v[1] > 0 ? v[NR] / v[1] : 0), n, NR}'
 }
 if [ -n "$MIN_SPREAD" ]; then
 	for g in r1 r2; do
-		sp=$(spread $g)
 		bar=$([ $g = r1 ] && echo "$FIRST_MIN" || echo "$SECOND_MIN")
-		echo "grid $g: best / worst = $sp; $(tail -n +2 "$OUT/grid-$g.csv" |
-			cut -d, -f3 | sort -g | awk -v m="$bar" '
-			{v[NR] = $1} END {for (i = 1; i <= NR; i++) n += v[i] >= m * v[NR]
-			printf "%d of %d grid points reach %s x its best", n, NR, m}')"
+		read -r sp nbar ngrid < <(grid_stats $g "$bar")
+		echo "grid $g: best / worst = $sp; $nbar of $ngrid grid points reach $bar x its best"
 		awk -v s="$sp" -v m="$MIN_SPREAD" 'BEGIN {exit !(s >= m)}' ||
 			die "grid $g: best / worst $sp < $MIN_SPREAD: too flat a surface to judge the tuner"
 	done
