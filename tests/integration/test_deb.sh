@@ -126,11 +126,15 @@ for step in range(5):
         if not (out == want).all():
             print("rank %d step %d key %s: got %s want %s" % (r, step, key, out[:3], want))
             sys.exit(1)
-print("rank %d sums exact, psched %s from %s" % (r, psched.__version__, psched.__file__))
+# One write per line: the two workers share the log, and print() may write
+# the text and its newline separately (CI once saw both lines run together).
+import os
+sys.stdout.flush()
+os.write(1, ("rank %d sums exact, psched %s from %s\n" % (r, psched.__version__, psched.__file__)).encode())
 PY
 (cd "$TMP" && timeout $((120 * MULT)) env PSCHED_PYTHON="$PYTHON" "$R/usr/bin/psched-launch" -s 2 -w 2 -- "$PYTHON" "$TMP/job.py") >"$TMP/job.log" 2>&1
 rc=$?
 [ $rc = 0 ] || { cat "$TMP/job.log"; die "job from the packages exited $rc"; }
-n=$(grep -c "sums exact, psched $ver from $R/usr/lib/python3/dist-packages/psched/" "$TMP/job.log")
+n=$(grep -o "sums exact, psched $ver from $R/usr/lib/python3/dist-packages/psched/" "$TMP/job.log" | wc -l)
 [ "$n" = 2 ] || { cat "$TMP/job.log"; die "$n of 2 workers ran the packaged psched with exact sums"; }
 echo "ok: packages of $ver built, checked, and a 2x2 job ran from them ($([ -n "$R" ] && echo unpacked || echo installed))"
