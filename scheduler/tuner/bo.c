@@ -35,6 +35,9 @@ struct psd_bo {
 	double incumbent;  /* max posterior mean, freshest observations */
 	unsigned int nctx; /* trailing inputs fixed (context) */
 	double ctx[PSD_GP_MAX_DIM]; /* their values */
+	/* trust region (psd_bo_set_region): suggestions stay in [lo, hi] */
+	double lo[PSD_GP_MAX_DIM];
+	double hi[PSD_GP_MAX_DIM];
 };
 
 /* Screen candidate: a point and its acquisition value. */
@@ -99,8 +102,10 @@ int psd_bo_create(const struct psd_bo_opts *o, struct psd_bo **out)
 		goto err_free;
 	}
 	gsl_rng_set(bo->rng, (unsigned long)(o->seed ^ (o->seed >> 32)));
-	for (j = 0; j < o->dim; j++)
+	for (j = 0; j < o->dim; j++) {
 		bo->shift[j] = gsl_rng_uniform(bo->rng);
+		bo->hi[j] = 1.0;
+	}
 	*out = bo;
 	return 0;
 
@@ -177,6 +182,31 @@ int psd_bo_set_context(struct psd_bo *bo, const double *ctx, unsigned int n)
 static void bo_fix_context(const struct psd_bo *bo, double *x)
 {
 	memcpy(x + bo->o.dim - bo->nctx, bo->ctx, sizeof(*x) * bo->nctx);
+}
+
+int psd_bo_set_region(struct psd_bo *bo, const double *center,
+		      const double *half)
+{
+	unsigned int j;
+
+	for (j = 0; center && j < bo->o.dim; j++)
+		if (!(center[j] >= 0.0 && center[j] <= 1.0) ||
+		    !(half[j] >= 0.0))
+			return -EINVAL;
+	for (j = 0; j < bo->o.dim; j++) {
+		bo->lo[j] = center ? fmax(center[j] - half[j], 0.0) : 0.0;
+		bo->hi[j] = center ? fmin(center[j] + half[j], 1.0) : 1.0;
+	}
+	return 0;
+}
+
+/* Map @u (a point of the unit box) into the region. */
+static void bo_to_region(const struct psd_bo *bo, const double *u, double *x)
+{
+	unsigned int j;
+
+	for (j = 0; j < bo->o.dim; j++)
+		x[j] = bo->lo[j] + u[j] * (bo->hi[j] - bo->lo[j]);
 }
 
 int psd_bo_set_noise_floor(struct psd_bo *bo, double floor_sd)
@@ -326,6 +356,7 @@ static int bo_screen(struct psd_bo *bo, struct bo_cand *top)
 		gsl_qrng_get(bo->screen, c.x);
 		for (j = 0; j < dim; j++)
 			c.x[j] = fmod(c.x[j] + shift[j], 1.0);
+		bo_to_region(bo, c.x, c.x);
 		bo_fix_context(bo, c.x);
 		ret = bo_acq(bo, c.x, &c.v);
 		if (ret)
@@ -335,7 +366,7 @@ static int bo_screen(struct psd_bo *bo, struct bo_cand *top)
 	return 0;
 }
 
-/* Coordinate pattern search from @c, clamped to the box. */
+/* Coordinate pattern search from @c, clamped to the region. */
 static int bo_refine(struct psd_bo *bo, struct bo_cand *c)
 {
 	struct bo_cand t;
@@ -350,7 +381,8 @@ static int bo_refine(struct psd_bo *bo, struct bo_cand *c)
 		for (j = 0; j < 2 * (bo->o.dim - bo->nctx); j++) {
 			t = *c;
 			t.x[j / 2] += (j & 1) ? -step : step;
-			t.x[j / 2] = fmin(fmax(t.x[j / 2], 0.0), 1.0);
+			t.x[j / 2] = fmin(fmax(t.x[j / 2], bo->lo[j / 2]),
+					  bo->hi[j / 2]);
 			ret = bo_acq(bo, t.x, &t.v);
 			if (ret)
 				return ret;
@@ -372,6 +404,7 @@ static void bo_design_point(struct psd_bo *bo, double *x)
 	gsl_qrng_get(bo->design, x);
 	for (j = 0; j < bo->o.dim; j++)
 		x[j] = fmod(x[j] + bo->shift[j], 1.0);
+	bo_to_region(bo, x, x);
 	bo_fix_context(bo, x);
 	bo->designed++;
 }

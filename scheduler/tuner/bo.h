@@ -90,6 +90,15 @@ int psd_bo_set_noise_floor(struct psd_bo *bo, double floor_sd);
 int psd_bo_set_context(struct psd_bo *bo, const double *ctx, unsigned int n);
 
 /*
+ * Trust region: suggestions (design points, acquisition and mean maxima)
+ * stay within @half[j] of @center[j] in every input, clipped to the box
+ * (context inputs are fixed anyway).  @center NULL: the whole box again.
+ * Returns 0 or -EINVAL (a center outside the box, a negative width).
+ */
+int psd_bo_set_region(struct psd_bo *bo, const double *center,
+		      const double *half);
+
+/*
  * Make the next @n suggestions design points again (new points of the
  * same Sobol sequence), e.g. to re-explore after the function changed.
  */

@@ -43,6 +43,8 @@ void psd_tuner_opts_default(struct psd_tuner_opts *o)
 	o->retune_threshold = 0.05;
 	o->retune_windows = 3;
 	o->age_factor = 1000.0;
+	o->region_part_oct = 3.0;
+	o->region_mult_oct = 1.5;
 }
 
 const char *psd_tuner_phase_name(enum psd_tuner_phase phase)
@@ -479,6 +481,9 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	if (ret)
 		return ret;
 	tuner_update_noise(t);
+	ret = psd_tuner_set_region(t);
+	if (ret)
+		return ret;
 	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	left = tuner_max_samples(t) - t->search_samples;
 	if (inc >= 0 && !psd_bo_in_design(t->bo) &&

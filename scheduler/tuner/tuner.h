@@ -78,6 +78,15 @@ struct psd_tuner_opts {
 	double retune_threshold; /* relative score change (0.05) */
 	unsigned int retune_windows; /* consecutive samples beyond it (3) */
 	double age_factor; /* old samples' noise multiplier per retune (1000) */
+	/*
+	 * Trust region of a reopened search: its proposals (design points
+	 * too) stay within this many octaves (partition bytes; credit
+	 * multiple) of where the model expects the best config, so a
+	 * retune in a running job never jumps to a far corner that may
+	 * stall it (3, 1.5; 0: the whole box).
+	 */
+	double region_part_oct;
+	double region_mult_oct;
 	uint64_t seed;	   /* (0) */
 	/*
 	 * Conditions are GP inputs (psd_tuner_set_conditions) (false).  A

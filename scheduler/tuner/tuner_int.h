@@ -121,6 +121,15 @@ double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
  * freedom.  *@df gets the degrees of freedom.
  */
 double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df);
+/*
+ * Before a proposal: the trust region (psd_tuner_opts.region_*) of a
+ * reopened search, around the config with the highest posterior mean if
+ * the conditions were sampled before, else around the last lock-in moved
+ * by the fitted shear.  The first search has the whole box (a region
+ * there measured worse on the synthetic surfaces).  Returns 0 or a GP/BO
+ * error.
+ */
+int psd_tuner_set_region(struct psd_tuner *t);
 /* Conditions (tuner_cond.c): mid-box until the first report. */
 void psd_tuner_cond_init(struct psd_tuner *t);
 /* The GP's shear priors under conditions (see TUNER_SHEAR_*). */

@@ -7,6 +7,7 @@
  * noisy samples.
  */
 #include <math.h>
+#include <string.h>
 
 #include "tuner_int.h"
 
@@ -175,4 +176,68 @@ int psd_tuner_update_noise_floor(struct psd_tuner *t)
 	if (psd_tuner_log_y(t)) /* a relative sd is the sd of a log */
 		return psd_bo_set_noise_floor(t->bo, TUNER_FLOOR_FRAC * rel);
 	return psd_bo_set_noise_floor(t->bo, TUNER_FLOOR_FRAC * rel * sum / n);
+}
+
+/*
+ * Center of a retune's region: the last lock-in's config moved by the
+ * fitted shear for the change of link bandwidth since then (the model's
+ * structural guess; away from any sample the posterior mean falls back to
+ * the average and its maximum lands anywhere).
+ */
+static void tuner_anchor(struct psd_tuner *t, double *x)
+{
+	struct psd_gp_hyper h;
+	unsigned int j;
+
+	psd_tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
+	if (!t->o.conditions)
+		return;
+	psd_gp_hyper_get(psd_bo_gp(t->bo), &h);
+	for (j = 0; j < t->dim; j++)
+		x[j] = fmin(fmax(x[j] + h.shear[j] *
+					       (t->cond[0] - t->lock_cond[0]),
+				 0.0),
+			    1.0);
+}
+
+int psd_tuner_set_region(struct psd_tuner *t)
+{
+	struct psd_bo_suggestion s;
+	double half[PSD_GP_MAX_DIM] = { 0 };
+	double x[PSD_GP_MAX_DIM];
+	double mean = NAN;
+	double sd = NAN;
+	unsigned int k = 0;
+	unsigned int n;
+	int inc;
+	int ret;
+
+	ret = psd_bo_set_region(t->bo, NULL, NULL);
+	if (ret || !t->search)
+		return ret;
+	if (t->tune_part)
+		half[k++] = t->o.region_part_oct > 0.0
+				    ? t->o.region_part_oct /
+					      (t->lp_max - t->lp_min)
+				    : 1.0;
+	if (t->tune_credit)
+		half[k++] = t->o.region_mult_oct > 0.0
+				    ? t->o.region_mult_oct /
+					      log2(t->o.credit_mult_max)
+				    : 1.0;
+	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
+	if (t->explored) {
+		/* conditions sampled before: the model knows where to go */
+		ret = psd_bo_suggest_mean(t->bo, &s);
+		if (ret)
+			return ret;
+		memcpy(x, s.x, sizeof(x));
+	} else if (inc >= 0 && (t->obs[inc].part != t->best.partition_bytes ||
+				t->obs[inc].credit != t->best.credit_bytes)) {
+		/* the region follows the search's best (it may climb out) */
+		psd_tuner_to_x(t, t->obs[inc].part, t->obs[inc].credit, x);
+	} else {
+		tuner_anchor(t, x);
+	}
+	return psd_bo_set_region(t->bo, x, half);
 }

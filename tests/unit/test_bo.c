@@ -293,8 +293,54 @@ static void test_bo_context_is_held(void)
 	psd_bo_destroy(bo);
 }
 
+/*
+ * Trust region: design points, acquisition and mean maxima stay inside it
+ * even when the function's peak is outside (a corner), and the whole box
+ * comes back with a NULL center.
+ */
+static void test_bo_region_is_kept(void)
+{
+	struct psd_bo_suggestion sg;
+	struct psd_bo_opts o;
+	struct psd_bo *bo;
+	double center[2] = { 0.3, 0.6 };
+	double half[2] = { 0.1, 0.05 };
+	double bad[2] = { 1.2, 0.5 };
+	double neg[2] = { 0.1, -0.1 };
+	bool outside = false;
+	unsigned int i;
+
+	psd_bo_opts_default(&o, 2);
+	o.seed = 5;
+	CHECK_EQ(psd_bo_create(&o, &bo), 0);
+	CHECK_EQ(psd_bo_set_region(bo, bad, half), -EINVAL);
+	CHECK_EQ(psd_bo_set_region(bo, center, neg), -EINVAL);
+	CHECK_EQ(psd_bo_set_region(bo, center, half), 0);
+	for (i = 0; i < 14; i++) {
+		CHECK_EQ(psd_bo_suggest(bo, &sg), 0);
+		CHECK(fabs(sg.x[0] - center[0]) <= half[0] + 1e-12);
+		CHECK(fabs(sg.x[1] - center[1]) <= half[1] + 1e-12);
+		/* the peak is the corner (1, 1), far outside */
+		CHECK_EQ(psd_bo_observe(bo, sg.x, sg.x[0] + sg.x[1], 1.0), 0);
+	}
+	CHECK_EQ(psd_bo_suggest_mean(bo, &sg), 0);
+	printf("# region: mean maximum at %.3f %.3f\n", sg.x[0], sg.x[1]);
+	CHECK_NEAR(sg.x[0], center[0] + half[0], 0.02);
+	CHECK_NEAR(sg.x[1], center[1] + half[1], 0.02);
+	CHECK_EQ(psd_bo_set_region(bo, NULL, NULL), 0);
+	for (i = 0; i < 6 && !outside; i++) {
+		CHECK_EQ(psd_bo_suggest(bo, &sg), 0);
+		outside = sg.x[0] > center[0] + half[0] + 0.05 ||
+			  sg.x[1] > center[1] + half[1] + 0.05;
+		CHECK_EQ(psd_bo_observe(bo, sg.x, sg.x[0] + sg.x[1], 1.0), 0);
+	}
+	CHECK(outside); /* the whole box again: it heads for the corner */
+	psd_bo_destroy(bo);
+}
+
 const struct test_case test_list[] = {
 	{ "bo_context_is_held", test_bo_context_is_held },
+	{ "bo_region_is_kept", test_bo_region_is_kept },
 	{ "bo_expected_improvement_formula",
 	  test_bo_expected_improvement_formula },
 	{ "bo_deterministic_given_seed", test_bo_deterministic_given_seed },

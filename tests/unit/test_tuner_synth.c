@@ -34,7 +34,9 @@
  * skips 20 %, SYNTH_FIRST_ONLY=1 runs the first search only, SYNTH_CFG=1
  * prints the config each phase ends on, SYNTH_LOG=path with
  * SYNTH_LOG_SEED=seed and SYNTH_LOG_NOISE=0.1 writes that run's CSV,
- * SYNTH_TNOISE=x fixes the tuner's noise option (learned by default).
+ * SYNTH_TNOISE=x fixes the tuner's noise option (learned by default),
+ * SYNTH_TR_PART=oct and SYNTH_TR_MULT=oct set the retune's trust region
+ * (0: the whole box).
  */
 #include <inttypes.h>
 #include <math.h>
@@ -160,6 +162,10 @@ static void tuner_opts(struct psd_tuner_opts *o, uint64_t seed, bool cond)
 		o->xi = atof(getenv("SYNTH_XI"));
 	if (getenv("SYNTH_TNOISE"))
 		o->noise = atof(getenv("SYNTH_TNOISE"));
+	if (getenv("SYNTH_TR_PART"))
+		o->region_part_oct = atof(getenv("SYNTH_TR_PART"));
+	if (getenv("SYNTH_TR_MULT"))
+		o->region_mult_oct = atof(getenv("SYNTH_TR_MULT"));
 	if (getenv("SYNTH_EI"))
 		o->ei_threshold = atof(getenv("SYNTH_EI"));
 	/* one seed's CSV, for a look (SYNTH_LOG_SEED picks the seed) */
@@ -359,13 +365,14 @@ static void check_vs_random(const struct figures *f, double margin, bool worst)
  * 10 % noise, conditions on.  Issue 16's targets: first search >= 0.97
  * within 15 samples, >= 0.95 within 6 samples after a change, both 5
  * points above random search, worst seed >= 0.85.  Reached (see
- * docs/tuner.md): first search 0.966 (worst 0.824); back to a rate seen
- * before 0.974 (0.837); that rate's partner again 0.963 (0.885); a rate
- * between two seen ones 0.985 (0.918); a rate never seen, with nothing
- * seen on that side of it, 0.840 (0.422; random 0.626): the model knows
- * only its prior of how the peak moves with the rate.  The bars below are
- * what holds; the test is deterministic (fixed seeds), the margins allow
- * for other compilers' rounding.
+ * docs/tuner.md; the retune's trust region since stop 24): first search
+ * 0.966 (worst 0.824); a rate never seen, with nothing seen on that side
+ * of it, 0.897 (0.625; random 0.626; 0.840 and 0.422 with the whole box),
+ * where the model knows only its prior of how the peak moves with the
+ * rate; back to a rate seen before 0.969 (0.837); that rate's partner
+ * again 0.971 (0.856); a rate between two seen ones 0.990 (0.944).  The
+ * bars below are what holds; the test is deterministic (fixed seeds), the
+ * margins allow for other compilers' rounding.
  */
 static struct figures fig10; /* 10 %, conditions on: shared with the last
 			      * test, which compares */
@@ -381,13 +388,15 @@ static void test_synth_10pct(void)
 	check_vs_random(&f, 0.05, true);
 	CHECK(f.tuner[0].mean >= 0.95);
 	CHECK(f.tuner[0].worst >= 0.80);
-	/* a rate never seen: the end game exploits what 6 samples found */
-	CHECK(f.tuner[1].mean >= 0.80);
+	/* a rate never seen: a region around the old lock-in moved by the
+	 * fitted shear, then around the search's best */
+	CHECK(f.tuner[1].mean >= 0.87);
+	CHECK(f.tuner[1].worst >= 0.55);
 	/* a rate seen before: the model carries what it learned (the worst
 	 * seed goes back to its first search's 0.826 lock-in) */
-	CHECK(f.tuner[2].mean >= 0.97);
+	CHECK(f.tuner[2].mean >= 0.96);
 	CHECK(f.tuner[2].worst >= 0.83);
-	CHECK(f.tuner[3].mean >= 0.94);
+	CHECK(f.tuner[3].mean >= 0.95);
 	CHECK(f.tuner[3].worst >= 0.83);
 	/* a rate between two seen ones: the fitted shear places its peak */
 	CHECK(f.tuner[4].mean >= 0.97);
