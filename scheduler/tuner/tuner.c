@@ -585,6 +585,26 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 	return 0;
 }
 
+/*
+ * The conditions moved to ones the model knows, and it predicts the
+ * locked config is still (about) the best there: stay locked, with the
+ * new conditions as the lock-in's and a reference rebuilt at their level.
+ */
+static int tuner_keep(struct psd_tuner *t, uint64_t step, double score)
+{
+	t->explored = false;
+	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
+	t->cond_moved = false;
+	t->ndev = 0;
+	t->fresh_n = 0; /* the next samples rebuild the reference... */
+	t->fresh_sum = 0.0;
+	t->ref = score; /* ...meanwhile the level is this sample's */
+	t->ref_n = 1;
+	t->locked_obs = 0;
+	tuner_log_row(t, step, &t->best, score, NAN, NAN, "kept");
+	return tuner_observe(t, score);
+}
+
 /* A sample while locked: reopen the search after a lasting change. */
 static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 {
@@ -594,6 +614,7 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	bool fresh = t->fresh_n < t->o.retune_windows;
 	double band = t->o.retune_threshold * (fresh ? 2.0 : 1.0);
 	bool drift = fabs(score - t->ref) > band * t->ref;
+	bool keep = false;
 	unsigned int i;
 	int ret;
 
@@ -602,13 +623,19 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 		/* the model knows the new conditions: search from there */
 		t->cond_moves = 0;
 		t->explored = !psd_tuner_cond_is_novel(t);
+		ret = t->explored ? psd_tuner_model_keeps(t, &keep) : 0;
+		if (ret)
+			return ret;
+		if (keep)
+			return tuner_keep(t, step, score);
 		ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
 		if (!ret)
 			ret = tuner_observe(t, score);
 		return ret ? ret : tuner_next(t, step);
 	}
-	if (!drift && t->locked_obs < TUNER_REF_MAX) {
-		/* the model learns the chosen config's level too */
+	if (!drift && !t->cond_moved && t->locked_obs < TUNER_REF_MAX) {
+		/* the model learns the chosen config's level too (not yet
+		 * under moved conditions: they would count as sampled) */
 		ret = tuner_observe(t, score);
 		if (ret)
 			return ret;

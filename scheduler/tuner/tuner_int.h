@@ -130,6 +130,13 @@ double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df);
  * error.
  */
 int psd_tuner_set_region(struct psd_tuner *t);
+/*
+ * With conditions, after they moved to ones sampled before: *@keep says
+ * whether the model predicts the locked config within TUNER_KEEP_GAIN
+ * (3 %) of the best config there, so the search need not reopen.
+ * Returns 0 or a GP/BO error.
+ */
+int psd_tuner_model_keeps(struct psd_tuner *t, bool *keep);
 /* Conditions (tuner_cond.c): mid-box until the first report. */
 void psd_tuner_cond_init(struct psd_tuner *t);
 /* The GP's shear priors under conditions (see TUNER_SHEAR_*). */

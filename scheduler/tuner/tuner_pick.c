@@ -13,6 +13,8 @@
 
 #define TUNER_FLOOR_DF	 2   /* replicate degrees of freedom for a floor */
 #define TUNER_FLOOR_FRAC 0.7 /* floor = this x the replicate sd */
+/* a locked config within this of the model's best stays (conditions) */
+#define TUNER_KEEP_GAIN 0.03
 
 double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 			     uint64_t credit, unsigned int *n)
@@ -240,4 +242,27 @@ int psd_tuner_set_region(struct psd_tuner *t)
 		tuner_anchor(t, x);
 	}
 	return psd_bo_set_region(t->bo, x, half);
+}
+
+int psd_tuner_model_keeps(struct psd_tuner *t, bool *keep)
+{
+	struct psd_bo_suggestion s;
+	double x[PSD_GP_MAX_DIM];
+	double mean;
+	double sd;
+	int ret;
+
+	*keep = false;
+	ret = psd_bo_set_region(t->bo, NULL, NULL);
+	if (!ret)
+		ret = psd_bo_suggest_mean(t->bo, &s);
+	if (ret)
+		return ret;
+	psd_tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
+	ret = psd_bo_predict(t->bo, x, &mean, &sd);
+	if (ret)
+		return ret;
+	/* ln(steps/s) with conditions: a difference of means is a ratio */
+	*keep = s.mean - mean < log1p(TUNER_KEEP_GAIN);
+	return 0;
 }

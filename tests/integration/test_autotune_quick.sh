@@ -67,8 +67,8 @@ for r in rows:
     s, st = int(r["sample"]), int(r["step"])
     p, c = int(r["partition_bytes"]), int(r["credit_bytes"])
     ph = r["phase"]
-    assert ph in ("warmup", "explore", "locked", "retune", "chosen"), ph
-    if ph == "chosen":
+    assert ph in ("warmup", "explore", "locked", "retune", "chosen", "kept"), ph
+    if ph in ("chosen", "kept"):
         assert s == prev_sample, f"chosen row {s} after sample {prev_sample}"
     else:
         assert s == prev_sample + 1, f"sample {s} after {prev_sample}"

@@ -275,7 +275,64 @@ static void test_tuner_condition_move_reopens_without_ageing(void)
 	sim_fini(&s);
 }
 
+/*
+ * Back at a link rate sampled before: run at 5 Gbit/s, drop to 1 (never
+ * seen: a search), back to 5.  If the peak stays put, the model predicts
+ * the config locked at 1 is still the best at 5 and the tuner stays
+ * locked; if the peak moved with the rate, it reopens.  Returns how many
+ * samples back at 5 ran in a search.
+ */
+static unsigned int sim_back_to_known(double lp1, double lm1)
+{
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int searching = 0;
+	unsigned int i;
+
+	sim_opts(&o, 14);
+	o.conditions = true;
+	o.steps_per_sample = 1;
+	o.retune_max_samples = 6;
+	sim_init(&s, &o, 14);
+	s.noise = 0.02;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	sim_samples(&s, 5, 1.0);
+	c.link_bytes_per_s /= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	s.peak_lp = lp1;
+	s.peak_lm = lm1;
+	s.scale = 0.3;
+	sim_run_until(&s, PSD_TUNER_RETUNE);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	sim_samples(&s, 5, 0.3);
+	c.link_bytes_per_s *= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	s.peak_lp = 20.0;
+	s.peak_lm = 2.0;
+	for (i = 0; i < 12; i++) {
+		sim_samples(&s, 1, 1.0);
+		searching += psd_tuner_phase(s.t) == PSD_TUNER_RETUNE;
+	}
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	printf("# peak at 1 Gbit/s 2^%.0f B x %.0fx: %u samples back at 5 "
+	       "in a search, quality %.3f\n",
+	       lp1, exp2(lm1), searching, sim_locked_quality(&s));
+	CHECK(sim_locked_quality(&s) > 0.9);
+	sim_fini(&s);
+	return searching;
+}
+
+static void test_tuner_known_conditions_keep_good_lock(void)
+{
+	CHECK_INT(sim_back_to_known(20.0, 2.0), ==, 0);
+	CHECK_INT(sim_back_to_known(16.0, 0.0), >, 0);
+}
+
 const struct test_case test_list[] = {
+	{ "tuner_known_conditions_keep_good_lock",
+	  test_tuner_known_conditions_keep_good_lock },
 	{ "tuner_finds_peaks_across_space",
 	  test_tuner_finds_peaks_across_space },
 	{ "tuner_retune_needs_consecutive_windows",
