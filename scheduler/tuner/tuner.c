@@ -24,10 +24,6 @@
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
 
-static const char *const tuner_csv_header =
-	"sample,step,epoch,partition_bytes,credit_bytes,score_steps_per_s,"
-	"predicted_mean,predicted_sd,phase\n";
-
 void psd_tuner_opts_default(struct psd_tuner_opts *o)
 {
 	memset(o, 0, sizeof(*o));
@@ -45,21 +41,6 @@ void psd_tuner_opts_default(struct psd_tuner_opts *o)
 	o->age_factor = 1000.0;
 	o->region_part_oct = 3.0;
 	o->region_mult_oct = 1.5;
-}
-
-const char *psd_tuner_phase_name(enum psd_tuner_phase phase)
-{
-	switch (phase) {
-	case PSD_TUNER_WARMUP:
-		return "warmup";
-	case PSD_TUNER_EXPLORE:
-		return "explore";
-	case PSD_TUNER_LOCKED:
-		return "locked";
-	case PSD_TUNER_RETUNE:
-		return "retune";
-	}
-	return "unknown";
 }
 
 static bool tuner_is_pow2(uint64_t v)
@@ -147,7 +128,7 @@ void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 }
 
 /* Sample budget of the current search: the first one, or a retune. */
-static unsigned int tuner_max_samples(const struct psd_tuner *t)
+unsigned int psd_tuner_max_samples(const struct psd_tuner *t)
 {
 	if (t->search && t->o.retune_max_samples)
 		return t->o.retune_max_samples;
@@ -244,23 +225,6 @@ static int tuner_bo_create(struct psd_tuner *t, uint64_t seed,
 	return ret;
 }
 
-static int tuner_open_log(struct psd_tuner *t, const char *path)
-{
-	if (path) {
-		t->log = fopen(path, "w");
-		if (!t->log)
-			return errno ? -errno : -EIO;
-		t->own_log = true;
-	} else {
-		t->log = t->o.log;
-	}
-	if (t->log) {
-		fputs(tuner_csv_header, t->log);
-		fflush(t->log);
-	}
-	return 0;
-}
-
 int psd_tuner_create(const struct psd_tuner_opts *o, struct psd_tuner **out)
 {
 	struct psd_tuner *t;
@@ -289,7 +253,7 @@ int psd_tuner_create(const struct psd_tuner_opts *o, struct psd_tuner **out)
 	ret = tuner_bo_create(t, o->seed, &t->bo);
 	if (ret)
 		goto err_free;
-	ret = tuner_open_log(t, o->log_path);
+	ret = psd_tuner_open_log(t, o->log_path);
 	if (ret)
 		goto err_free;
 	t->discard = o->warmup_samples;
@@ -315,20 +279,6 @@ void psd_tuner_destroy(struct psd_tuner *t)
 	free(t->sorted);
 	free(t->win);
 	free(t);
-}
-
-static void tuner_log_row(struct psd_tuner *t, uint64_t step,
-			  const struct psd_tuner_config *c, double score,
-			  double mean, double sd, const char *phase)
-{
-	if (!t->log)
-		return;
-	fprintf(t->log,
-		"%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64 ",%" PRIu64
-		",%.6g,%.6g,%.6g,%s\n",
-		t->samples, step, c->epoch, c->partition_bytes, c->credit_bytes,
-		score, mean, sd, phase);
-	fflush(t->log);
 }
 
 /* Switch to @part/@credit (new epoch) unless that is the current config. */
@@ -411,7 +361,7 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
 	t->cond_moved = false;
 	t->cond_moves = 0;
-	tuner_log_row(t, step, &t->best, t->ref, t->pred_mean, t->pred_sd,
+	psd_tuner_log_row(t, step, &t->best, t->ref, t->pred_mean, t->pred_sd,
 		      "chosen");
 	return 0;
 }
@@ -449,7 +399,7 @@ static int tuner_remeasure(struct psd_tuner *t, uint64_t step, int i,
  * is on what the search ends with. */
 static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
 {
-	unsigned int m = tuner_max_samples(t);
+	unsigned int m = psd_tuner_max_samples(t);
 
 	return m >= 10 ? m / 5 : (m >= 4 ? 2 : 1);
 }
@@ -475,7 +425,7 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	int inc;
 	int ret;
 
-	if (t->search_samples >= tuner_max_samples(t))
+	if (t->search_samples >= psd_tuner_max_samples(t))
 		return tuner_lock(t, step);
 	ret = psd_tuner_update_noise_floor(t);
 	if (ret)
@@ -485,7 +435,7 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	if (ret)
 		return ret;
 	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
-	left = tuner_max_samples(t) - t->search_samples;
+	left = psd_tuner_max_samples(t) - t->search_samples;
 	if (inc >= 0 && !psd_bo_in_design(t->bo) &&
 	    left <= (t->explored ? 1 : tuner_exploit_samples(t))) {
 		ret = psd_tuner_endgame(t, left, &end);
@@ -601,7 +551,7 @@ static int tuner_keep(struct psd_tuner *t, uint64_t step, double score)
 	t->ref = score; /* ...meanwhile the level is this sample's */
 	t->ref_n = 1;
 	t->locked_obs = 0;
-	tuner_log_row(t, step, &t->best, score, NAN, NAN, "kept");
+	psd_tuner_log_row(t, step, &t->best, score, NAN, NAN, "kept");
 	return tuner_observe(t, score);
 }
 
@@ -701,13 +651,13 @@ static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
 	t->last_score = score;
 	if (t->discard) {
 		t->discard--;
-		tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd,
+		psd_tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd,
 			      "warmup");
 		if (!t->discard && t->phase == PSD_TUNER_WARMUP)
 			t->phase = PSD_TUNER_EXPLORE;
 		return 0;
 	}
-	tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd, phase);
+	psd_tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd, phase);
 	if (t->phase == PSD_TUNER_LOCKED)
 		return tuner_watch(t, step, score);
 	ret = tuner_observe(t, score);
@@ -755,7 +705,7 @@ int psd_tuner_finish(struct psd_tuner *t)
 		sd = NAN;
 	}
 	psd_tuner_model_out(t, &mean, &sd);
-	tuner_log_row(t, t->last_step, &t->best, t->ref, mean, sd, "chosen");
+	psd_tuner_log_row(t, t->last_step, &t->best, t->ref, mean, sd, "chosen");
 	return 0;
 }
 
@@ -793,51 +743,5 @@ int psd_tuner_best(const struct psd_tuner *t, struct psd_tuner_config *cfg,
 		*cfg = t->best;
 	if (score)
 		*score = t->ref;
-	return 0;
-}
-
-/* "4 KiB", "1 MiB", "3 GiB" or plain bytes. */
-static void tuner_fmt_bytes(uint64_t b, char *buf, size_t len)
-{
-	static const char *const unit[] = { "B", "KiB", "MiB", "GiB", "TiB" };
-	unsigned int u = 0;
-
-	while (u < 4 && b >= 1024 && b % 1024 == 0) {
-		b /= 1024;
-		u++;
-	}
-	snprintf(buf, len, "%" PRIu64 " %s", b, unit[u]);
-}
-
-int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
-{
-	const struct psd_tuner_config *c = &t->cur;
-	char part[32];
-	char credit[32];
-	char best[32];
-	int n;
-
-	if (!buf || !len)
-		return -EINVAL;
-	tuner_fmt_bytes(c->partition_bytes, part, sizeof(part));
-	tuner_fmt_bytes(c->credit_bytes, credit, sizeof(credit));
-	n = snprintf(buf, len,
-		     "tuner %s: sample %" PRIu64
-		     ", search %u/%u, partition %s, credit %s (%" PRIu64
-		     "x), last %.4g steps/s",
-		     psd_tuner_phase_name(t->phase), t->samples,
-		     t->search_samples, tuner_max_samples(t), part, credit,
-		     c->credit_bytes / c->partition_bytes, t->last_score);
-	if (t->locked_once && n >= 0 && (size_t)n < len) {
-		tuner_fmt_bytes(t->best.partition_bytes, best, sizeof(best));
-		n += snprintf(buf + n, len - (size_t)n,
-			      ", best %.4g at %s/%" PRIu64 "x", t->ref, best,
-			      t->best.credit_bytes / t->best.partition_bytes);
-	}
-	if (t->raw.workers && n >= 0 && (size_t)n < len)
-		snprintf(buf + n, len - (size_t)n,
-			 ", link %.4g MB/s, compute %.4g ms, %u workers",
-			 t->raw.link_bytes_per_s / 1e6, t->raw.compute_s * 1e3,
-			 t->raw.workers);
 	return 0;
 }

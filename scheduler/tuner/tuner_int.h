@@ -74,6 +74,16 @@ struct psd_tuner {
 	bool own_log;
 };
 
+/* Sample budget of the current search: the first one, or a retune. */
+unsigned int psd_tuner_max_samples(const struct psd_tuner *t);
+/* tuner_log.c: open @path ("w"; NULL: o.log) and write the CSV header.
+ * Returns 0 or -errno. */
+int psd_tuner_open_log(struct psd_tuner *t, const char *path);
+/* One CSV row (flushed); nothing without a log. */
+void psd_tuner_log_row(struct psd_tuner *t, uint64_t step,
+		       const struct psd_tuner_config *c, double score,
+		       double mean, double sd, const char *phase);
+
 /* GP input of a config under the current conditions: unit-box knobs
  * (the inverse of psd_tuner_round), then the conditions if they are
  * inputs. */
