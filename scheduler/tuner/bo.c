@@ -35,6 +35,7 @@ struct psd_bo {
 	double incumbent;  /* max posterior mean, freshest observations */
 	unsigned int nctx; /* trailing inputs fixed (context) */
 	double ctx[PSD_GP_MAX_DIM]; /* their values */
+	bool cost_log; /* psd_bo_set_cost_aware */
 	/* trust region (psd_bo_set_region): suggestions stay in [lo, hi] */
 	double lo[PSD_GP_MAX_DIM];
 	double hi[PSD_GP_MAX_DIM];
@@ -200,6 +201,11 @@ int psd_bo_set_region(struct psd_bo *bo, const double *center,
 	return 0;
 }
 
+void psd_bo_set_cost_aware(struct psd_bo *bo, bool on)
+{
+	bo->cost_log = on;
+}
+
 /* Map @u (a point of the unit box) into the region. */
 static void bo_to_region(const struct psd_bo *bo, const double *u, double *x)
 {
@@ -318,6 +324,9 @@ static int bo_acq(struct psd_bo *bo, const double *x, double *v)
 	}
 	psd_gp_output_scale(bo->gp, &ymean, &ysd);
 	*v = psd_bo_ei(mean, sqrt(var), bo->incumbent, bo->o.xi * ysd);
+	/* per unit of time: a sample of a config lasts 1 / its rate */
+	if (bo->cost_log)
+		*v *= exp(fmin(mean - bo->incumbent, 0.0));
 	return 0;
 }
 

@@ -99,6 +99,14 @@ int psd_bo_set_region(struct psd_bo *bo, const double *center,
 		      const double *half);
 
 /*
+ * EI per unit of time: with @on, the outputs are ln(rate) and a sample
+ * takes time 1 / rate, so EI is scaled by exp(mean - incumbent) where the
+ * mean is below the incumbent (a config predicted 4x slower must promise
+ * 4x the improvement).
+ */
+void psd_bo_set_cost_aware(struct psd_bo *bo, bool on);
+
+/*
  * Make the next @n suggestions design points again (new points of the
  * same Sobol sequence), e.g. to re-explore after the function changed.
  */

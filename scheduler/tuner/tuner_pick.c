@@ -215,8 +215,11 @@ int psd_tuner_set_region(struct psd_tuner *t)
 	int ret;
 
 	ret = psd_bo_set_region(t->bo, NULL, NULL);
+	psd_bo_set_cost_aware(t->bo, false);
 	if (ret || !t->search)
 		return ret;
+	/* a retune runs in a live job: a slow config costs its time */
+	psd_bo_set_cost_aware(t->bo, psd_tuner_log_y(t));
 	if (t->tune_part)
 		half[k++] = t->o.region_part_oct > 0.0
 				    ? t->o.region_part_oct /
