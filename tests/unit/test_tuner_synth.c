@@ -365,12 +365,13 @@ static void check_vs_random(const struct figures *f, double margin, bool worst)
  * 10 % noise, conditions on.  Issue 16's targets: first search >= 0.97
  * within 15 samples, >= 0.95 within 6 samples after a change, both 5
  * points above random search, worst seed >= 0.85.  Reached (see
- * docs/tuner.md; the retune's trust region since stop 24): first search
- * 0.966 (worst 0.824); a rate never seen, with nothing seen on that side
- * of it, 0.897 (0.625; random 0.626; 0.840 and 0.422 with the whole box),
- * where the model knows only its prior of how the peak moves with the
- * rate; back to a rate seen before 0.969 (0.837); that rate's partner
- * again 0.971 (0.856); a rate between two seen ones 0.990 (0.944).  The
+ * docs/tuner.md; the retune's trust region and EI per unit of time since
+ * stop 24): first search 0.966 (worst 0.824); a rate never seen, with
+ * nothing seen on that side of it, 0.898 (0.744; random 0.626; 0.840 and
+ * 0.422 with the whole box), where the model knows only its prior of how
+ * the peak moves with the rate; back to a rate seen before 0.976 (0.871);
+ * that rate's partner again 0.982 (0.885); a rate between two seen ones
+ * 0.985 (0.918).  The
  * bars below are what holds; the test is deterministic (fixed seeds), the
  * margins allow for other compilers' rounding.
  */
@@ -391,16 +392,15 @@ static void test_synth_10pct(void)
 	/* a rate never seen: a region around the old lock-in moved by the
 	 * fitted shear, then around the search's best */
 	CHECK(f.tuner[1].mean >= 0.87);
-	CHECK(f.tuner[1].worst >= 0.55);
-	/* a rate seen before: the model carries what it learned (the worst
-	 * seed goes back to its first search's 0.826 lock-in) */
-	CHECK(f.tuner[2].mean >= 0.96);
-	CHECK(f.tuner[2].worst >= 0.83);
-	CHECK(f.tuner[3].mean >= 0.95);
-	CHECK(f.tuner[3].worst >= 0.83);
+	CHECK(f.tuner[1].worst >= 0.70);
+	/* a rate seen before: the model carries what it learned */
+	CHECK(f.tuner[2].mean >= 0.97);
+	CHECK(f.tuner[2].worst >= 0.85);
+	CHECK(f.tuner[3].mean >= 0.97);
+	CHECK(f.tuner[3].worst >= 0.85);
 	/* a rate between two seen ones: the fitted shear places its peak */
 	CHECK(f.tuner[4].mean >= 0.97);
-	CHECK(f.tuner[4].worst >= 0.80);
+	CHECK(f.tuner[4].worst >= 0.85);
 }
 
 static bool synth_slow(void)
