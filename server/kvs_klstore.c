@@ -272,13 +272,17 @@ static uint64_t kl_lower(const uint64_t *keys, uint64_t lo, uint64_t n,
 /*
  * Slots of @l in the store into kl->idx (KL_NONE: not stored); *@nnew
  * counts those.  A stored key of another length: PSCHED_ESIZE with the key
- * in *@bad.  Short lists are searched, long ones merged.
+ * in *@bad.  Short lists are searched, long ones merged.  When every key
+ * is new only idx[0] is written (KL_NONE): nothing needs the others then
+ * (psd_kl_insert() appends or merges the whole list), and the first list
+ * of new keys into a big store does not fill fresh pages with KL_NONE.
  */
 static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		     uint64_t *nnew, uint64_t *bad)
 {
 	bool search = l->n * 24 < kl->n;
-	uint64_t i, j = 0;
+	uint64_t i, j = 0, h;
+	bool hit = false; /* idx[0, i) written */
 
 	*nnew = 0;
 	if (kl_idx_reserve(kl, l->n))
@@ -292,6 +296,10 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 			while (j < kl->n && kl->keys[j] < k)
 				j++;
 		if (j < kl->n && kl->keys[j] == k) {
+			if (!hit)
+				for (h = 0; h < i; h++)
+					kl->idx[h] = KL_NONE;
+			hit = true;
 			if (psd_kl_slen(kl, j) != psd_kl_len_of(l, i)) {
 				kl->idx[i] = (uint32_t)j;
 				*bad = i;
@@ -299,10 +307,13 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 			}
 			kl->idx[i] = (uint32_t)j;
 		} else {
-			kl->idx[i] = KL_NONE;
+			if (hit)
+				kl->idx[i] = KL_NONE;
 			(*nnew)++;
 		}
 	}
+	if (!hit && l->n)
+		kl->idx[0] = KL_NONE;
 	return 0;
 }
 
@@ -326,12 +337,18 @@ int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 	*idx = kl->idx;
 	if (ret || *nnew || !wc)
 		return ret;
-	if (!wc->idx)
-		wc->idx = kl_alloc(kl, (size_t)l->n * sizeof(*wc->idx), false);
-	if (wc->idx) {
-		memcpy(wc->idx, kl->idx, (size_t)l->n * sizeof(*wc->idx));
+	if (!wc->idx) {
+		/* the first time: take these slots over rather than copy
+		 * them (a later lookup gets a fresh array) */
+		wc->idx = kl->idx;
 		wc->idx_gen = kl->gen + 1;
+		kl->idx = NULL;
+		kl->idx_cap = 0;
+		*idx = wc->idx;
+		return 0;
 	}
+	memcpy(wc->idx, kl->idx, (size_t)l->n * sizeof(*wc->idx));
+	wc->idx_gen = kl->gen + 1;
 	return 0;
 }
 
