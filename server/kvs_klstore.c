@@ -414,12 +414,17 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	bool vcopy = kl->version != 0;
 	uint64_t lo = 0; /* value bytes of @l before key i */
 
-	for (i = 0; i < l->n; i++)
-		if (nnew == l->n || kl->idx[i] == KL_NONE) {
-			addel += psd_kl_len_of(l, i);
-			if (psd_kl_len_of(l, i) != ulen)
-				uni = false;
-		}
+	if (!l->lens && nnew == l->n) { /* no pass over millions of keys */
+		addel = l->n * l->ulen;
+		uni = uni && l->ulen == ulen;
+	} else {
+		for (i = 0; i < l->n; i++)
+			if (nnew == l->n || kl->idx[i] == KL_NONE) {
+				addel += psd_kl_len_of(l, i);
+				if (psd_kl_len_of(l, i) != ulen)
+					uni = false;
+			}
+	}
 	if (tot >= KL_NONE)
 		return -E2BIG;
 	keys = adopt ? kl_keys_get((uint64_t *)(uintptr_t)l->keys)
