@@ -36,13 +36,6 @@ struct kvw_kl_cut {
  * lengths reuses the tag, and a server that has it gets no keys again.
  *
  * The copy is the cost of a new list (80 MB at 10 M keys), so it is made
- * only for a list seen twice in a row: the first time only a fingerprint
- * of it is kept (its length and a sample of its keys), and it goes with
- * its keys and no tag.  A list sent once -- the request that creates the
- * keys on the servers, or workloads whose lists always differ -- costs no
- * copy; a repeated list travels with its keys one more time.  A
- * fingerprint that matches a different list only costs a copy (the list
- * copied is the one sent).  The copy is made
  * while the request is on its way: the caller compares and picks the tag
  * under mu (not w->lock, which the sender and receive threads need),
  * queues the request, then copies and only then drops mu -- another
@@ -55,7 +48,6 @@ struct kvw_klcache {
 	uint32_t next_tag; /* the tag of the cached list when valid */
 	uint32_t ulen;
 	bool valid; /* keys/lens hold the list of tag */
-	uint64_t seen; /* fingerprint of the last list not cached */
 	size_t n;
 	uint64_t *keys;
 	uint32_t *lens; /* when ulen is 0 */
@@ -107,43 +99,19 @@ static struct kvw_klcache *kvw_klc_get(struct psched_node *n)
 	return c;
 }
 
-/* Fingerprint of a list: its length and about 64 of its keys and
- * lengths, the last included (never 0). */
-static uint64_t kvw_kl_print(size_t nkeys, const uint64_t *keys,
-			     const uint32_t *lens, uint32_t ulen)
-{
-	uint64_t h = ((uint64_t)nkeys * 0x9e3779b97f4a7c15ull) ^ ulen;
-	size_t i, step = nkeys / 64 + 1;
-
-	for (i = 0; i < nkeys; i += step)
-		h = (h ^ keys[i] ^ ((uint64_t)(lens ? lens[i] : 0) << 32)) *
-		    0x100000001b3ull;
-	if (nkeys)
-		h = (h ^ keys[nkeys - 1]) * 0x100000001b3ull;
-	return h ? h : 1;
-}
-
 /* mu held.  The tag of list @keys/@lens/@ulen: the cached one when the
- * list is the cached list (*@copy false); 0 (none: the list is not kept)
- * when it is not the list seen last; else a new one (*@copy true:
+ * list is the cached list (*@copy false), else a new one (*@copy true:
  * kvw_kl_copy() once the request is queued). */
 static uint32_t kvw_kl_tag(struct kvw_klcache *c, size_t nkeys,
 			   const uint64_t *keys, const uint32_t *lens,
 			   uint32_t ulen, bool *copy)
 {
-	uint64_t fp;
-
 	*copy = false;
 	if (c->valid && c->n == nkeys && c->ulen == ulen &&
 	    !memcmp(c->keys, keys, nkeys * 8) &&
 	    (ulen || !memcmp(c->lens, lens, nkeys * 4)))
 		return c->next_tag;
 	c->valid = false;
-	fp = kvw_kl_print(nkeys, keys, lens, ulen);
-	if (fp != c->seen) {
-		c->seen = fp; /* once: no copy, no tag */
-		return 0;
-	}
 	if (!++c->next_tag)
 		c->next_tag = 1;
 	*copy = true;
