@@ -259,8 +259,6 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	}
 	refused = false;
 	psd_kl_remember(kl, wrank, &l, whole);
-	if (added)
-		psd_kl_keep_slots(kl, wrank, &l);
 	goto count;
 refused_parsed:
 	psd_kl_remember(kl, wrank, &l, false);

@@ -96,10 +96,6 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 /* Keep @l as worker @wrank's tagged list, if it came with a tag. */
 void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
 		     const struct psd_kl_list *l, bool whole);
-/* After psd_kl_insert() returned 1 and psd_kl_remember(): the slots it
- * left in kl->idx go to worker @wrank's tagged list. */
-void psd_kl_keep_slots(struct psd_kvs_kl *kl, int wrank,
-		       const struct psd_kl_list *l);
 /* Slots of @l's keys (KL_NONE: not stored, counted in *@nnew); a key of
  * another length: PSCHED_ESIZE, its index in *@bad. */
 int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,

@@ -171,24 +171,6 @@ void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
 	wc->whole_gen = whole ? kl->gen + 1 : 0;
 }
 
-/* After psd_kl_insert() returned 1 for @l and psd_kl_remember() kept
- * it: kl->idx holds its slots, hand them to worker @wrank's cache. */
-void psd_kl_keep_slots(struct psd_kvs_kl *kl, int wrank,
-		       const struct psd_kl_list *l)
-{
-	struct psd_kl_wcache *wc;
-
-	if (wrank < 0 || !l->tag)
-		return;
-	wc = &kl->wc[wrank];
-	if (wc->tag != l->tag || wc->n != l->n || wc->idx || !kl->idx)
-		return;
-	wc->idx = kl->idx;
-	wc->idx_gen = kl->gen + 1;
-	kl->idx = NULL;
-	kl->idx_cap = 0;
-}
-
 /* Parse and check the payload of request @h; for pushes the values too.
  * 0 or -EPROTO with *@why. */
 int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
@@ -408,10 +390,7 @@ bool psd_kl_is_whole(const struct psd_kvs_kl *kl, const struct psd_kl_list *l)
  * step already (whole-store pushes only: the first step of W workers
  * with disjoint lists, say), @l's values go into the sums as its keys are
  * merged in and the step stays whole -- no second lookup, no per-key
- * stamps.  Returns 1 then: @l is added, psd_kl_add() is not called, and
- * the merge left @l's slots in kl->idx (psd_kl_keep_slots()) and those
- * of a worker's tagged list that was the whole store in its cache: their
- * pulls need no lookup.
+ * stamps.  Returns 1 then: @l is added, psd_kl_add() is not called.
  */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		     const struct psd_kl_list *l, uint64_t nnew)
@@ -434,8 +413,6 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	/* nothing committed yet: every value is 0, as the new array */
 	bool vcopy = kl->version != 0;
 	uint64_t lo = 0; /* value bytes of @l before key i */
-	uint32_t *li = NULL, *wi = NULL; /* slots of @l, of a whole list */
-	struct psd_kl_wcache *wcw = NULL;
 
 	if (!l->lens && nnew == l->n) { /* no pass over millions of keys */
 		addel = l->n * l->ulen;
@@ -450,17 +427,6 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	}
 	if (tot >= KL_NONE)
 		return -E2BIG;
-	if (fuse) {
-		if (kl_idx_reserve(kl, l->n))
-			return -ENOMEM;
-		li = kl->idx;
-		for (i = 0; i < s->nworker && !wcw; i++)
-			if (kl->wc[i].keys && kl->wc[i].whole_gen == kl->gen + 1)
-				wcw = &kl->wc[i];
-		if (wcw && !wcw->idx)
-			wcw->idx = kl_alloc(kl, (size_t)kl->n * 4, false);
-		wi = wcw ? wcw->idx : NULL;
-	}
 	keys = adopt ? kl_keys_get((uint64_t *)(uintptr_t)l->keys)
 		     : kl_keys_alloc(kl, tot);
 	val = kl_alloc(kl, (size_t)((kl->nelem + addel) * es), true);
@@ -497,10 +463,6 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		}
 		if (fuse)
 			memcpy(acc + kl->nelem * es, l->vals, (size_t)l->bytes);
-		for (j = 0; wi && j < kl->n; j++)
-			wi[j] = (uint32_t)j;
-		for (i = 0; li && i < l->n; i++)
-			li[i] = (uint32_t)(kl->n + i);
 		if (!adopt)
 			memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
 		if (stamp)
@@ -544,14 +506,10 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 				na[k] = oa[j];
 				if (stamp)
 					stamp[k] = kl->stamp[j];
-				if (wi)
-					wi[j] = (uint32_t)k;
 				j++;
 			} else {
 				if (fuse)
 					na[k] = lv[i];
-				if (li)
-					li[i] = (uint32_t)k;
 				keys[k] = l->keys[i++];
 			}
 			k++;
@@ -579,8 +537,6 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 			       (size_t)len * es);
 			if (stamp)
 				stamp[k] = kl->stamp[j];
-			if (wi)
-				wi[j] = (uint32_t)k;
 			j++;
 		} else {
 			len = psd_kl_len_of(l, i);
@@ -588,8 +544,6 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 				memcpy(acc + e * es, l->vals + lo,
 				       (size_t)len * es);
 			lo += (uint64_t)len * es;
-			if (li)
-				li[i] = (uint32_t)k;
 			keys[k] = l->keys[i++];
 		}
 		if (!uni) {
@@ -618,8 +572,6 @@ done:
 	kl->n = tot;
 	kl->nelem = e;
 	kl->gen++;
-	if (wi)
-		wcw->idx_gen = kl->gen + 1;
 	if (fuse)
 		kl->full++; /* every key's sum has this step's pushes */
 	atomic_fetch_add(&s->stored_bytes, addel * es);

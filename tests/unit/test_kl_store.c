@@ -26,7 +26,6 @@ struct kst {
 	struct psd_kvs s;
 	struct psd_kvs_kl *kl;
 	unsigned fused; /* psd_kl_insert() calls that added the list too */
-	uint64_t slot_lists; /* tagged lists with valid slots, as checked */
 };
 
 static void kst_start(struct kst *t, unsigned nworker, bool huge)
@@ -86,32 +85,8 @@ static void kst_list_free(void *buf, bool own)
 		free(buf);
 }
 
-/* Every slot a worker's tagged list keeps for the store as it is now
- * names its key. */
-static void kst_check_slots(struct kst *t)
-{
-	const struct psd_kvs_kl *kl = t->kl;
-	uint64_t i, wrong = 0, lists = 0;
-	unsigned w;
-
-	for (w = 0; w < t->s.nworker; w++) {
-		const struct psd_kl_wcache *wc = &kl->wc[w];
-
-		if (!wc->idx || wc->idx_gen != kl->gen + 1)
-			continue;
-		lists++;
-		for (i = 0; i < wc->n; i++)
-			wrong += wc->idx[i] >= kl->n ||
-				 kl->keys[wc->idx[i]] != wc->keys[i];
-	}
-	CHECK_U64(wrong, ==, 0);
-	t->slot_lists += lists;
-}
-
-/* What kl_push() does with a checked push of the open step by worker
- * @wrank (its list tagged @tag; 0: none). */
-static void kst_push_w(struct kst *t, const struct psd_kl_list *lp,
-		       uint8_t dtype, int wrank, uint32_t tag)
+/* What kl_push() does with a checked push of the open step. */
+static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
 {
 	struct psd_kvs_kl *kl = t->kl;
 	struct psd_kl_list l = *lp;
@@ -120,7 +95,6 @@ static void kst_push_w(struct kst *t, const struct psd_kl_list *lp,
 	bool whole, added = false;
 	int ret = 0;
 
-	l.tag = tag;
 	if (!kl->has_dtype && l.n) {
 		kl->has_dtype = true;
 		kl->dtype = dtype;
@@ -148,17 +122,6 @@ static void kst_push_w(struct kst *t, const struct psd_kl_list *lp,
 	if (!added)
 		CHECK_EQ(psd_kl_add(kl, &l, whole, idx), 0);
 	kl->got++;
-	if (wrank >= 0) {
-		psd_kl_remember(kl, wrank, &l, whole);
-		if (added)
-			psd_kl_keep_slots(kl, wrank, &l);
-		kst_check_slots(t);
-	}
-}
-
-static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
-{
-	kst_push_w(t, lp, dtype, -1, 0);
 }
 
 /* The stored value bytes of @key (NULL: not stored). */
@@ -243,8 +206,9 @@ static void kst_interleaved(unsigned nw, uint64_t per, bool own, bool huge)
 			}
 			l = kst_list(&t, n, nw, w, 1, NULL, 4, (uint8_t *)v,
 				     own && step == 1 && n, &buf);
+			kst_push(&t, &l, PSCHED_F32);
 			l.tag = step * 100 + w + 1;
-			kst_push_w(&t, &l, PSCHED_F32, (int)w, l.tag);
+			psd_kl_remember(t.kl, (int)w, &l, w == 0 && step == 1);
 			if (n) /* an empty list is not kept */
 				CHECK_INT(t.kl->wc[w].tag, ==, (int)l.tag);
 			/* a list in its receive buffer is kept, not copied */
@@ -258,10 +222,8 @@ static void kst_interleaved(unsigned nw, uint64_t per, bool own, bool huge)
 		CHECK_U64(t.kl->version, ==, step);
 		kst_check_f32(t.kl, model, stored, nkeys);
 	}
-	/* step 1's later workers went in with the merge, leaving the slots
-	 * of their lists and of worker 0's (checked after each push) */
+	/* step 1's later workers went in with the merge */
 	CHECK_INT(t.fused, ==, (int)nw - 1);
-	CHECK_U64(t.slot_lists, >=, 2 * (nw - 1));
 	kst_stop(&t);
 	free(model);
 	free(stored);
@@ -316,13 +278,12 @@ static void test_kl_store_merge_keeps_committed_values(void)
 		b[i] = (float)(7 * i);
 	}
 	l = kst_list(&t, n, 2, 0, 1, NULL, 4, (uint8_t *)a, false, &buf);
-	kst_push_w(&t, &l, PSCHED_F32, 0, 7); /* whole store */
+	kst_push(&t, &l, PSCHED_F32); /* whole store */
 	kst_list_free(buf, false);
 	l = kst_list(&t, n, 2, 1, 1, NULL, 4, (uint8_t *)b, false, &buf);
-	kst_push_w(&t, &l, PSCHED_F32, 1, 8); /* all new, interleaved */
+	kst_push(&t, &l, PSCHED_F32); /* all new, interleaved */
 	kst_list_free(buf, false);
 	CHECK_INT(t.fused, ==, 1);
-	CHECK_U64(t.slot_lists, ==, 2); /* both lists' slots after it */
 	for (i = 0; i < n; i++)
 		stored[2 * i + 1] = true; /* model: still step 1's */
 	kst_check_f32(t.kl, model, stored, nkeys);
@@ -380,11 +341,10 @@ static void kst_generic(bool lens_on, uint8_t dtype, bool append)
 		l = kst_list(&t, n, append ? 1 : 2,
 			     append ? w * n : w, lens_on ? 0 : 2,
 			     lens_on ? lens : NULL, es, vals[w], false, &buf);
-		kst_push_w(&t, &l, dtype, (int)w, w + 1);
+		kst_push(&t, &l, dtype);
 		kst_list_free(buf, false);
 	}
 	CHECK_INT(t.fused, ==, 1);
-	CHECK_U64(t.slot_lists, ==, 2);
 	psd_kl_commit(&t.s, t.kl);
 	for (w = 0; w < 2; w++)
 		for (i = 0, off = 0; i < n; i++) {
