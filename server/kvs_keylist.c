@@ -221,8 +221,13 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	whole = psd_kl_is_whole(kl, &l);
 	if (!kl->n) {
 		nnew = l.n; /* all new: no lookup, psd_kl_insert() appends */
-	} else {
-		ret = whole ? 0 : psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+	} else if (!whole) {
+		ret = psd_kl_insert_new(s, kl, &l);
+		added = ret == 1;
+		if (!ret)
+			ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+		else if (added)
+			ret = 0;
 	}
 	if (ret == PSCHED_ESIZE) {
 		psd_kvs_rejectf(n, c, h, ret,

@@ -113,6 +113,10 @@ void psd_kl_rxbuf_put(void *buf);
  * @l's values added to the open step too (see kvs_klstore.c). */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		  const struct psd_kl_list *l, uint64_t nnew);
+/* @l's keys all new, stored and added without a lookup: 1; 0: maybe not,
+ * nothing done (kvs_klstore.c); -ENOMEM. */
+int psd_kl_insert_new(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		      const struct psd_kl_list *l);
 /* Add @l (every key stored, slots @idx unless @whole) to the open step. */
 int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 	       const uint32_t *idx);

@@ -413,6 +413,7 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	/* nothing committed yet: every value is 0, as the new array */
 	bool vcopy = kl->version != 0;
 	uint64_t lo = 0; /* value bytes of @l before key i */
+	int ret;
 
 	if (!l->lens && nnew == l->n) { /* no pass over millions of keys */
 		addel = l->n * l->ulen;
@@ -444,13 +445,8 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		stamp = kl_alloc(kl, (size_t)tot * 4, true);
 	if (!keys || !val || !acc || (!uni && (!lens || !offs)) ||
 	    (kl->stamp && !stamp)) {
-		kl_keys_put(keys);
-		kl_free(val);
-		kl_vals_free(acc, acc_blk);
-		kl_free(lens);
-		kl_free(offs);
-		kl_free(stamp);
-		return -ENOMEM;
+		ret = -ENOMEM;
+		goto err_free;
 	}
 	/* Every key new and after the stored ones (an empty store, say):
 	 * append, no merge. */
@@ -498,8 +494,11 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		while (i < l->n || j < kl->n) {
 			if (j < kl->n &&
 			    (i >= l->n || kl->keys[j] <= l->keys[i])) {
-				if (i < l->n && kl->keys[j] == l->keys[i])
+				if (i < l->n && kl->keys[j] == l->keys[i]) {
+					if (nnew == l->n)
+						goto err_stored;
 					i++;
+				}
 				keys[k] = kl->keys[j];
 				if (vcopy)
 					nv[k] = ov[j];
@@ -525,8 +524,11 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		uint32_t len;
 
 		if (old) {
-			if (i < l->n && kl->keys[j] == l->keys[i])
+			if (i < l->n && kl->keys[j] == l->keys[i]) {
+				if (nnew == l->n)
+					goto err_stored;
 				i++; /* stored already */
+			}
 			len = psd_kl_slen(kl, j);
 			keys[k] = kl->keys[j];
 			if (vcopy)
@@ -577,6 +579,45 @@ done:
 	atomic_fetch_add(&s->stored_bytes, addel * es);
 	atomic_fetch_add(&s->alloc_bytes, addel * es * 2);
 	return fuse ? 1 : 0;
+
+err_stored:
+	ret = -EEXIST; /* @nnew was a guess (psd_kl_insert_new()) */
+err_free:
+	kl_keys_put(keys);
+	kl_free(val);
+	kl_vals_free(acc, acc_blk);
+	kl_free(lens);
+	kl_free(offs);
+	kl_free(stamp);
+	return ret;
+}
+
+/*
+ * A list of one length pushed into a uniform store whose open step so
+ * far had whole-store pushes only (the first step's later workers): try
+ * psd_kl_insert() with every key taken as new, without the lookup that
+ * would count them -- 16 keys are searched first, and the merge gives up
+ * at the first stored key it meets (nothing changed then).  1: stored and
+ * added; 0: not so (look the list up); -ENOMEM.
+ */
+int psd_kl_insert_new(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		      const struct psd_kl_list *l)
+{
+	uint64_t i, j;
+	int ret;
+
+	if (!kl->n || !l->n || !kl->full || kl->partial || !kl->ulen ||
+	    l->lens || l->ulen != kl->ulen)
+		return 0;
+	for (i = 0; i < 16; i++) {
+		uint64_t key = l->keys[(l->n - 1) * i / 15];
+
+		j = kl_lower(kl->keys, 0, kl->n, key);
+		if (j < kl->n && kl->keys[j] == key)
+			return 0;
+	}
+	ret = psd_kl_insert(s, kl, l, l->n);
+	return ret == -EEXIST ? 0 : ret;
 }
 
 /* The open step turns partial: stamp every key a whole-store push of it

@@ -101,10 +101,15 @@ static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
 		kl->esize = psched_dtype_size(dtype);
 	}
 	whole = psd_kl_is_whole(kl, &l);
-	if (!kl->n)
+	if (!kl->n) {
 		nnew = l.n;
-	else if (!whole)
-		ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+	} else if (!whole) {
+		ret = psd_kl_insert_new(&t->s, kl, &l);
+		CHECK(ret == 0 || ret == 1);
+		added = ret == 1;
+		t->fused += added;
+		ret = added ? 0 : psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+	}
 	CHECK_EQ(ret, 0);
 	if (nnew) {
 		bool was_empty = !kl->n;
@@ -426,12 +431,77 @@ static void test_kl_store_bigmem_fallback(void)
 	psd_huge_test_fail(0);
 }
 
+/*
+ * Worker 1's list in step 1 is new keys but one, a stored key near its
+ * end that psd_kl_insert_new()'s 16 probes miss: the merge gives up there,
+ * nothing changed, and the list goes the long way (looked up, merged,
+ * added) -- the shared key holds both workers' values.  Then the same with
+ * the shared key where a probe finds it.
+ */
+static void kst_guess_wrong(uint64_t shared_at)
+{
+	const uint64_t m = 1000;
+	uint64_t i, n = 0, nkeys = 2 * m;
+	float *model = calloc(nkeys, sizeof(float));
+	bool *stored = calloc(nkeys, 1);
+	float *a = malloc(m * sizeof(float)), *b = malloc((m + 1) * 4);
+	uint64_t *bk = malloc((m + 1) * 8);
+	struct psd_kl_list l;
+	struct kst t;
+	void *buf;
+
+	CHECK(model && stored && a && b && bk);
+	kst_start(&t, 2, false);
+	for (i = 0; i < m; i++) {
+		a[i] = (float)(i + 1);
+		model[2 * i] = a[i];
+		stored[2 * i] = true;
+	}
+	l = kst_list(&t, m, 2, 0, 1, NULL, 4, (uint8_t *)a, true, &buf);
+	kst_push(&t, &l, PSCHED_F32);
+	kst_list_free(buf, true);
+	/* odd keys, and the even key 2 * shared_at in order */
+	for (i = 0; i < m; i++) {
+		if (2 * i + 1 > 2 * shared_at && (!n || bk[n - 1] < 2 * shared_at)) {
+			bk[n] = 2 * shared_at;
+			b[n] = 1000.0f;
+			model[2 * shared_at] += b[n++];
+		}
+		bk[n] = 2 * i + 1;
+		b[n] = (float)(7 * i);
+		model[2 * i + 1] = b[n++];
+		stored[2 * i + 1] = true;
+	}
+	/* a list of arbitrary keys: built by hand, keys from bk */
+	l = kst_list(&t, n, 1, 0, 1, NULL, 4, (uint8_t *)b, false, &buf);
+	memcpy(buf, bk, n * 8);
+	kst_push(&t, &l, PSCHED_F32);
+	kst_list_free(buf, false);
+	CHECK_INT(t.fused, ==, 0);
+	CHECK(t.kl->partial); /* the long way: stamps */
+	psd_kl_commit(&t.s, t.kl);
+	kst_check_f32(t.kl, model, stored, nkeys);
+	kst_stop(&t);
+	free(model);
+	free(stored);
+	free(a);
+	free(b);
+	free(bk);
+}
+
+static void test_kl_store_new_keys_guess_wrong(void)
+{
+	kst_guess_wrong(997); /* at index 998 of 1001: no probe there */
+	kst_guess_wrong(0);   /* the first key: probed */
+}
+
 const struct test_case test_list[] = {
 	{ "kl_store_first_step_merged_and_added",
 	  test_kl_store_first_step_merged_and_added },
 	{ "kl_store_merge_keeps_committed_values",
 	  test_kl_store_merge_keeps_committed_values },
 	{ "kl_store_merge_paths", test_kl_store_merge_paths },
+	{ "kl_store_new_keys_guess_wrong", test_kl_store_new_keys_guess_wrong },
 	{ "kl_store_bigmem_fallback", test_kl_store_bigmem_fallback },
 	{ NULL, NULL },
 };
