@@ -160,6 +160,17 @@ const struct opt psd_opts[] = {
 	  "worker: keep a copy of the last key list so that a repeat of it "
 	  "travels as values only (1|0; 0 saves the copy and the compare "
 	  "when every list differs)" },
+	{ "keylist-hugepages",
+	  { "PS_KEYLIST_HUGEPAGES" },
+	  OPT_BOOL,
+	  OFF(keylist_hugepages),
+	  0,
+	  "0",
+	  "key lists: big arrays (server store, receive buffers; worker "
+	  "cache) in 2 MiB-aligned transparent huge pages, 512x fewer page "
+	  "faults when keys are created (1|0; plain pages when THP is off; "
+	  "0 by default: slower on VMs whose freed memory goes back to the "
+	  "host, README \"Key lists\")" },
 	{ "server-hugepages",
 	  { "PS_SERVER_HUGEPAGES" },
 	  OPT_BOOL,

@@ -128,6 +128,7 @@ struct psched_cfg {
 	char gpu_direct[8];	  /* PS_GPU_DIRECT: auto | 0 | 1 */
 	int keylist_cache;	  /* PS_KEYLIST_CACHE: 0 | 1 (worker) */
 	int server_hugepages;	  /* PS_SERVER_HUGEPAGES: 0 | 1 (server) */
+	int keylist_hugepages;	  /* PS_KEYLIST_HUGEPAGES: 0 | 1 */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

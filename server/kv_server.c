@@ -167,6 +167,7 @@ int psd_kvs_attach(struct psched_node *n)
 	s->max_ahead = n->cfg.max_steps_ahead;
 	s->max_parked = n->cfg.max_parked_bytes;
 	s->hugepages = n->cfg.server_hugepages != 0;
+	s->kl_hugepages = n->cfg.keylist_hugepages != 0;
 	/* Optional GPU aggregation: refused at start when there is no GPU,
 	 * rather than a silent CPU fallback the user did not ask for. */
 	if (n->cfg.server_gpu_sum) {

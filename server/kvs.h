@@ -86,6 +86,7 @@ struct psd_kvs {
 	struct psd_map entries; /* key -> struct psd_kvs_entry */
 	bool async;
 	bool hugepages; /* PS_SERVER_HUGEPAGES: kvs_pair_alloc() */
+	bool kl_hugepages; /* PS_KEYLIST_HUGEPAGES (kvs_klstore.c) */
 	struct psd_updater upd; /* common/updater.c; none = default rule */
 	/* The application's controller (kvstore.h); under n->lock. */
 	psched_server_controller_fn *ctl;

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "kvs_kl.h"
 
 /* The answer header to request @h. */
@@ -94,13 +95,15 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 		return;
 	}
 	if (l.bytes > kl->out_cap) {
-		uint8_t *p = realloc(kl->out, (size_t)l.bytes);
+		/* the old answer need not be kept */
+		uint8_t *p = psd_big_alloc(l.bytes, kl->huge, false);
 
 		if (!p) {
 			psd_kvs_reject(n, c, h, -ENOMEM,
 				       "no memory to answer a key list");
 			return;
 		}
+		psd_big_free(kl->out);
 		kl->out = p;
 		kl->out_cap = l.bytes;
 	}
@@ -192,7 +195,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	const char *why = "";
 	const uint32_t *idx = NULL;
 	struct psd_kl_list l;
-	bool whole, refused = true;
+	bool whole, refused = true, added = false;
 	int ret = 0;
 
 	if (kl->has_dtype && h->dtype != kl->dtype) {
@@ -218,8 +221,13 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	whole = psd_kl_is_whole(kl, &l);
 	if (!kl->n) {
 		nnew = l.n; /* all new: no lookup, psd_kl_insert() appends */
-	} else {
-		ret = whole ? 0 : psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+	} else if (!whole) {
+		ret = psd_kl_insert_new(s, kl, &l);
+		added = ret == 1;
+		if (!ret)
+			ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
+		else if (added)
+			ret = 0;
 	}
 	if (ret == PSCHED_ESIZE) {
 		psd_kvs_rejectf(n, c, h, ret,
@@ -236,14 +244,17 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		bool was_empty = !kl->n;
 
 		ret = psd_kl_insert(s, kl, &l, nnew);
+		added = ret == 1; /* merged into the sums as well */
+		if (added)
+			ret = 0;
 		/* into an empty store the list is the whole store */
 		whole = !ret && was_empty;
-		if (!ret && !was_empty)
+		if (!ret && !was_empty && !added)
 			ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
-		if (!ret && !was_empty)
+		if (!ret && !was_empty && !added)
 			whole = psd_kl_is_whole(kl, &l);
 	}
-	if (!ret)
+	if (!ret && !added)
 		ret = psd_kl_add(kl, &l, whole, idx);
 	if (ret) {
 		psd_kvs_rejectf(n, c, h, ret,
@@ -405,10 +416,12 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 					 "key-list push", dst);
 		if (ret)
 			return ret;
-	} else if (push && !kl->n && h->part && h->length >= KL_ADOPT_MIN &&
-		   !(h->flags & PSD_F_KLCACHED)) {
-		/* keys for an empty store: into a buffer it can keep */
-		kc->kl_own = psd_kl_rxbuf(h->length);
+	} else if (push && (!kl->n || !kl->version) && h->part &&
+		   h->length >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED)) {
+		/* keys for an empty store, or of the first step: into a
+		 * buffer the store can adopt or keep as the worker's tagged
+		 * list (psd_kl_remember()) */
+		kc->kl_own = psd_kl_rxbuf(kl, h->length);
 		if (kc->kl_own)
 			*dst = kc->kl_own;
 	}

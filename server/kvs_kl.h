@@ -49,8 +49,9 @@ struct psd_kvs_kl {
 	uint64_t gen;	       /* bumped when keys are added */
 	uint32_t *idx;	       /* slots of the list being handled */
 	uint64_t idx_cap;
-	uint8_t *out; /* a pull answer gathered */
+	uint8_t *out; /* a pull answer gathered (psd_big_alloc) */
 	uint64_t out_cap;
+	bool huge; /* PS_KEYLIST_HUGEPAGES: big arrays in huge pages */
 };
 
 /* A list as it arrived (payload pointers into the message). */
@@ -106,11 +107,16 @@ bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 /* A buffer of @len bytes for a message's payload that the store can
  * adopt as its key array (psd_kl_list.own), or NULL; psd_kl_rxbuf_put()
  * drops the message's hold on it. */
-void *psd_kl_rxbuf(uint64_t len);
+void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len);
 void psd_kl_rxbuf_put(void *buf);
-/* Store @l's @nnew new keys (value 0): all or nothing (-ENOMEM). */
+/* Store @l's @nnew new keys (value 0): all or nothing (-ENOMEM); 1:
+ * @l's values added to the open step too (see kvs_klstore.c). */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		  const struct psd_kl_list *l, uint64_t nnew);
+/* @l's keys all new, stored and added without a lookup: 1; 0: maybe not,
+ * nothing done (kvs_klstore.c); -ENOMEM. */
+int psd_kl_insert_new(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		      const struct psd_kl_list *l);
 /* Add @l (every key stored, slots @idx unless @whole) to the open step. */
 int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 	       const uint32_t *idx);

@@ -8,14 +8,21 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "kvs_kl.h"
 
-/* Big arrays: calloc gets fresh zero pages from the kernel without a
- * memset.  (Not madvise(MADV_HUGEPAGE): with the kernel's "defrag=madvise"
- * its faults compact memory synchronously, seconds on a busy machine.) */
-static void *kl_alloc(size_t len, bool zero)
+/* Big arrays: fresh zero pages from the kernel without a memset, in
+ * transparent huge pages unless PS_KEYLIST_HUGEPAGES=0 (common/bigmem.h:
+ * 10 M keys make 120 MB of arrays whose first-touch faults cost as much
+ * as filling them).  Every one is freed with kl_free(). */
+static void *kl_alloc(const struct psd_kvs_kl *kl, size_t len, bool zero)
 {
-	return zero ? calloc(1, len ? len : 1) : malloc(len ? len : 1);
+	return psd_big_alloc(len ? len : 1, kl->huge, zero);
+}
+
+static void kl_free(void *p)
+{
+	psd_big_free(p);
 }
 
 /* Key arrays are shared between the store and the workers' tagged lists
@@ -26,9 +33,9 @@ struct kl_keyhdr {
 	char pad[56];
 };
 
-static uint64_t *kl_keys_alloc(uint64_t n)
+static uint64_t *kl_keys_alloc(const struct psd_kvs_kl *kl, uint64_t n)
 {
-	struct kl_keyhdr *h = kl_alloc(sizeof(*h) + (size_t)n * 8, false);
+	struct kl_keyhdr *h = kl_alloc(kl, sizeof(*h) + (size_t)n * 8, false);
 
 	if (!h)
 		return NULL;
@@ -50,12 +57,12 @@ static void kl_keys_put(uint64_t *k)
 		return;
 	h = (struct kl_keyhdr *)(void *)k - 1;
 	if (!--h->refs)
-		free(h);
+		kl_free(h);
 }
 
-void *psd_kl_rxbuf(uint64_t len)
+void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len)
 {
-	return kl_keys_alloc((len + 7) / 8);
+	return kl_keys_alloc(kl, (len + 7) / 8);
 }
 
 void psd_kl_rxbuf_put(void *buf)
@@ -69,7 +76,7 @@ static void kl_vals_free(uint8_t *p, uint64_t *blk)
 	if (blk)
 		kl_keys_put(blk);
 	else
-		free(p);
+		kl_free(p);
 }
 
 struct psd_kvs_kl *psd_kl_get(struct psched_node *n)
@@ -90,6 +97,7 @@ struct psd_kvs_kl *psd_kl_get(struct psched_node *n)
 			s->kl = NULL;
 			return NULL;
 		}
+		s->kl->huge = s->kl_hugepages;
 		psd_list_init(&s->kl->held);
 		psd_list_init(&s->kl->pulls);
 	}
@@ -103,20 +111,20 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 	if (!kl)
 		return;
 	kl_keys_put(kl->keys);
-	free(kl->lens);
-	free(kl->offs);
+	kl_free(kl->lens);
+	kl_free(kl->offs);
 	kl_vals_free(kl->val, kl->val_blk);
 	kl_vals_free(kl->acc, kl->acc_blk);
-	free(kl->stamp);
+	kl_free(kl->stamp);
 	for (unsigned w = 0; w < s->nworker; w++) {
 		kl_keys_put(kl->wc[w].keys);
-		free(kl->wc[w].lens);
-		free(kl->wc[w].idx);
+		kl_free(kl->wc[w].lens);
+		kl_free(kl->wc[w].idx);
 	}
 	free(kl->wc);
 	free(kl->have);
-	free(kl->idx);
-	free(kl->out);
+	kl_free(kl->idx);
+	kl_free(kl->out);
 	free(kl);
 	s->kl = NULL;
 }
@@ -136,18 +144,22 @@ void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
 	if (wrank < 0 || !l->tag || l->wc || !l->n)
 		return;
 	wc = &kl->wc[wrank];
-	k = whole ? kl_keys_get(kl->keys) : kl_keys_alloc(l->n);
-	ln = l->lens ? malloc((size_t)l->n * 4) : NULL;
+	/* a list in its own receive buffer: keep that (its keys first)
+	 * rather than copy the keys into fresh pages */
+	k = whole    ? kl_keys_get(kl->keys)
+	    : l->own ? kl_keys_get((uint64_t *)(uintptr_t)l->keys)
+		     : kl_keys_alloc(kl, l->n);
+	ln = l->lens ? kl_alloc(kl, (size_t)l->n * 4, false) : NULL;
 	kl_keys_put(wc->keys);
-	free(wc->lens);
-	free(wc->idx);
+	kl_free(wc->lens);
+	kl_free(wc->idx);
 	memset(wc, 0, sizeof(*wc));
 	if (!k || (l->lens && !ln)) {
 		kl_keys_put(k);
-		free(ln);
+		kl_free(ln);
 		return;
 	}
-	if (!whole)
+	if (!whole && !l->own)
 		memcpy(k, l->keys, (size_t)l->n * 8);
 	if (ln)
 		memcpy(ln, l->lens, (size_t)l->n * 4);
@@ -173,6 +185,7 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 
 	l->wc = NULL;
 	l->tag = 0;
+	l->own = false; /* the caller says when it is */
 	if (h->flags & PSD_F_KLCACHED) {
 		/* checked when its keys came */
 		if (!wc || wc->tag != h->epoch || wc->n != h->part ||
@@ -230,10 +243,10 @@ static int kl_idx_reserve(struct psd_kvs_kl *kl, uint64_t n)
 
 	if (n <= kl->idx_cap)
 		return 0;
-	p = kl_alloc((size_t)n * sizeof(*p), false);
+	p = kl_alloc(kl, (size_t)n * sizeof(*p), false);
 	if (!p)
 		return -ENOMEM;
-	free(kl->idx);
+	kl_free(kl->idx);
 	kl->idx = p;
 	kl->idx_cap = n;
 	return 0;
@@ -259,13 +272,17 @@ static uint64_t kl_lower(const uint64_t *keys, uint64_t lo, uint64_t n,
 /*
  * Slots of @l in the store into kl->idx (KL_NONE: not stored); *@nnew
  * counts those.  A stored key of another length: PSCHED_ESIZE with the key
- * in *@bad.  Short lists are searched, long ones merged.
+ * in *@bad.  Short lists are searched, long ones merged.  When every key
+ * is new only idx[0] is written (KL_NONE): nothing needs the others then
+ * (psd_kl_insert() appends or merges the whole list), and the first list
+ * of new keys into a big store does not fill fresh pages with KL_NONE.
  */
 static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		     uint64_t *nnew, uint64_t *bad)
 {
 	bool search = l->n * 24 < kl->n;
-	uint64_t i, j = 0;
+	uint64_t i, j = 0, h;
+	bool hit = false; /* idx[0, i) written */
 
 	*nnew = 0;
 	if (kl_idx_reserve(kl, l->n))
@@ -279,6 +296,10 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 			while (j < kl->n && kl->keys[j] < k)
 				j++;
 		if (j < kl->n && kl->keys[j] == k) {
+			if (!hit)
+				for (h = 0; h < i; h++)
+					kl->idx[h] = KL_NONE;
+			hit = true;
 			if (psd_kl_slen(kl, j) != psd_kl_len_of(l, i)) {
 				kl->idx[i] = (uint32_t)j;
 				*bad = i;
@@ -286,10 +307,13 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 			}
 			kl->idx[i] = (uint32_t)j;
 		} else {
-			kl->idx[i] = KL_NONE;
+			if (hit)
+				kl->idx[i] = KL_NONE;
 			(*nnew)++;
 		}
 	}
+	if (!hit && l->n)
+		kl->idx[0] = KL_NONE;
 	return 0;
 }
 
@@ -313,12 +337,18 @@ int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 	*idx = kl->idx;
 	if (ret || *nnew || !wc)
 		return ret;
-	if (!wc->idx)
-		wc->idx = malloc((size_t)l->n * sizeof(*wc->idx));
-	if (wc->idx) {
-		memcpy(wc->idx, kl->idx, (size_t)l->n * sizeof(*wc->idx));
+	if (!wc->idx) {
+		/* the first time: take these slots over rather than copy
+		 * them (a later lookup gets a fresh array) */
+		wc->idx = kl->idx;
 		wc->idx_gen = kl->gen + 1;
+		kl->idx = NULL;
+		kl->idx_cap = 0;
+		*idx = wc->idx;
+		return 0;
 	}
+	memcpy(wc->idx, kl->idx, (size_t)l->n * sizeof(*wc->idx));
+	wc->idx_gen = kl->gen + 1;
 	return 0;
 }
 
@@ -355,6 +385,12 @@ bool psd_kl_is_whole(const struct psd_kvs_kl *kl, const struct psd_kl_list *l)
 /*
  * Merge the @nnew keys of @l that kl->idx marks new into the store (zero
  * values).  Either everything is rebuilt or nothing changes (-ENOMEM).
+ *
+ * When every key of @l is new and every stored key was pushed in the open
+ * step already (whole-store pushes only: the first step of W workers
+ * with disjoint lists, say), @l's values go into the sums as its keys are
+ * merged in and the step stays whole -- no second lookup, no per-key
+ * stamps.  Returns 1 then: @l is added, psd_kl_add() is not called.
  */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		     const struct psd_kl_list *l, uint64_t nnew)
@@ -373,48 +409,56 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	bool adopt = l->own && !kl->n && nnew == l->n;
 	bool adopt_acc = adopt && l->ulen && !kl->full && !kl->partial &&
 			 !((uintptr_t)l->vals % (es < 8 ? es : 8));
+	bool fuse = kl->n && nnew == l->n && kl->full && !kl->partial;
+	/* nothing committed yet: every value is 0, as the new array */
+	bool vcopy = kl->version != 0;
+	uint64_t lo = 0; /* value bytes of @l before key i */
+	int ret;
 
-	for (i = 0; i < l->n; i++)
-		if (nnew == l->n || kl->idx[i] == KL_NONE) {
-			addel += psd_kl_len_of(l, i);
-			if (psd_kl_len_of(l, i) != ulen)
-				uni = false;
-		}
+	if (!l->lens && nnew == l->n) { /* no pass over millions of keys */
+		addel = l->n * l->ulen;
+		uni = uni && l->ulen == ulen;
+	} else {
+		for (i = 0; i < l->n; i++)
+			if (nnew == l->n || kl->idx[i] == KL_NONE) {
+				addel += psd_kl_len_of(l, i);
+				if (psd_kl_len_of(l, i) != ulen)
+					uni = false;
+			}
+	}
 	if (tot >= KL_NONE)
 		return -E2BIG;
 	keys = adopt ? kl_keys_get((uint64_t *)(uintptr_t)l->keys)
-		     : kl_keys_alloc(tot);
-	val = kl_alloc((size_t)((kl->nelem + addel) * es), true);
+		     : kl_keys_alloc(kl, tot);
+	val = kl_alloc(kl, (size_t)((kl->nelem + addel) * es), true);
 	if (adopt_acc) {
 		acc = (uint8_t *)(uintptr_t)l->vals;
 		acc_blk = kl_keys_get((uint64_t *)(uintptr_t)l->keys);
 	} else {
-		acc = kl_alloc((size_t)((kl->nelem + addel) * es), true);
+		acc = kl_alloc(kl, (size_t)((kl->nelem + addel) * es), true);
 	}
 	if (!uni) {
-		lens = malloc((size_t)tot * 4);
-		offs = malloc((size_t)tot * 8);
+		lens = kl_alloc(kl, (size_t)tot * 4, false);
+		offs = kl_alloc(kl, (size_t)tot * 8, false);
 	}
 	if (kl->stamp)
-		stamp = calloc((size_t)tot, 4);
+		stamp = kl_alloc(kl, (size_t)tot * 4, true);
 	if (!keys || !val || !acc || (!uni && (!lens || !offs)) ||
 	    (kl->stamp && !stamp)) {
-		kl_keys_put(keys);
-		free(val);
-		kl_vals_free(acc, acc_blk);
-		free(lens);
-		free(offs);
-		free(stamp);
-		return -ENOMEM;
+		ret = -ENOMEM;
+		goto err_free;
 	}
 	/* Every key new and after the stored ones (an empty store, say):
 	 * append, no merge. */
 	if (nnew == l->n && (!kl->n || l->keys[0] > kl->keys[kl->n - 1])) {
 		if (kl->n) {
 			memcpy(keys, kl->keys, (size_t)kl->n * 8);
-			memcpy(val, kl->val, (size_t)(kl->nelem * es));
+			if (vcopy)
+				memcpy(val, kl->val, (size_t)(kl->nelem * es));
 			memcpy(acc, kl->acc, (size_t)(kl->nelem * es));
 		}
+		if (fuse)
+			memcpy(acc + kl->nelem * es, l->vals, (size_t)l->bytes);
 		if (!adopt)
 			memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
 		if (stamp)
@@ -442,6 +486,7 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	if (uni && ulen == 1 && es == 4 && (!kl->n || kl->ulen == 1)) {
 		const uint32_t *ov = (const uint32_t *)(const void *)kl->val;
 		const uint32_t *oa = (const uint32_t *)(const void *)kl->acc;
+		const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
 		uint32_t *nv = (uint32_t *)(void *)val;
 		uint32_t *na = (uint32_t *)(void *)acc;
 
@@ -449,15 +494,21 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		while (i < l->n || j < kl->n) {
 			if (j < kl->n &&
 			    (i >= l->n || kl->keys[j] <= l->keys[i])) {
-				if (i < l->n && kl->keys[j] == l->keys[i])
+				if (i < l->n && kl->keys[j] == l->keys[i]) {
+					if (nnew == l->n)
+						goto err_stored;
 					i++;
+				}
 				keys[k] = kl->keys[j];
-				nv[k] = ov[j];
+				if (vcopy)
+					nv[k] = ov[j];
 				na[k] = oa[j];
 				if (stamp)
 					stamp[k] = kl->stamp[j];
 				j++;
 			} else {
+				if (fuse)
+					na[k] = lv[i];
 				keys[k] = l->keys[i++];
 			}
 			k++;
@@ -473,12 +524,17 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		uint32_t len;
 
 		if (old) {
-			if (i < l->n && kl->keys[j] == l->keys[i])
+			if (i < l->n && kl->keys[j] == l->keys[i]) {
+				if (nnew == l->n)
+					goto err_stored;
 				i++; /* stored already */
+			}
 			len = psd_kl_slen(kl, j);
 			keys[k] = kl->keys[j];
-			memcpy(val + e * es, kl->val + psd_kl_soff(kl, j) * es,
-			       (size_t)len * es);
+			if (vcopy)
+				memcpy(val + e * es,
+				       kl->val + psd_kl_soff(kl, j) * es,
+				       (size_t)len * es);
 			memcpy(acc + e * es, kl->acc + psd_kl_soff(kl, j) * es,
 			       (size_t)len * es);
 			if (stamp)
@@ -486,6 +542,10 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 			j++;
 		} else {
 			len = psd_kl_len_of(l, i);
+			if (fuse)
+				memcpy(acc + e * es, l->vals + lo,
+				       (size_t)len * es);
+			lo += (uint64_t)len * es;
 			keys[k] = l->keys[i++];
 		}
 		if (!uni) {
@@ -501,9 +561,9 @@ done:
 	kl_vals_free(kl->acc, kl->acc_blk);
 	kl->val_blk = NULL;
 	kl->acc_blk = acc_blk;
-	free(kl->lens);
-	free(kl->offs);
-	free(kl->stamp);
+	kl_free(kl->lens);
+	kl_free(kl->offs);
+	kl_free(kl->stamp);
 	kl->keys = keys;
 	kl->val = val;
 	kl->acc = acc;
@@ -514,9 +574,50 @@ done:
 	kl->n = tot;
 	kl->nelem = e;
 	kl->gen++;
+	if (fuse)
+		kl->full++; /* every key's sum has this step's pushes */
 	atomic_fetch_add(&s->stored_bytes, addel * es);
 	atomic_fetch_add(&s->alloc_bytes, addel * es * 2);
-	return 0;
+	return fuse ? 1 : 0;
+
+err_stored:
+	ret = -EEXIST; /* @nnew was a guess (psd_kl_insert_new()) */
+err_free:
+	kl_keys_put(keys);
+	kl_free(val);
+	kl_vals_free(acc, acc_blk);
+	kl_free(lens);
+	kl_free(offs);
+	kl_free(stamp);
+	return ret;
+}
+
+/*
+ * A list of one length pushed into a uniform store whose open step so
+ * far had whole-store pushes only (the first step's later workers): try
+ * psd_kl_insert() with every key taken as new, without the lookup that
+ * would count them -- 16 keys are searched first, and the merge gives up
+ * at the first stored key it meets (nothing changed then).  1: stored and
+ * added; 0: not so (look the list up); -ENOMEM.
+ */
+int psd_kl_insert_new(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		      const struct psd_kl_list *l)
+{
+	uint64_t i, j;
+	int ret;
+
+	if (!kl->n || !l->n || !kl->full || kl->partial || !kl->ulen ||
+	    l->lens || l->ulen != kl->ulen)
+		return 0;
+	for (i = 0; i < 16; i++) {
+		uint64_t key = l->keys[(l->n - 1) * i / 15];
+
+		j = kl_lower(kl->keys, 0, kl->n, key);
+		if (j < kl->n && kl->keys[j] == key)
+			return 0;
+	}
+	ret = psd_kl_insert(s, kl, l, l->n);
+	return ret == -EEXIST ? 0 : ret;
 }
 
 /* The open step turns partial: stamp every key a whole-store push of it
@@ -528,7 +629,7 @@ static int kl_go_partial(struct psd_kvs_kl *kl, uint32_t cur)
 	if (kl->partial)
 		return 0;
 	if (!kl->stamp) {
-		kl->stamp = calloc((size_t)(kl->n ? kl->n : 1), 4);
+		kl->stamp = kl_alloc(kl, (size_t)kl->n * 4, true);
 		if (!kl->stamp)
 			return -ENOMEM;
 	}

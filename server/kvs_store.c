@@ -6,8 +6,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-
+#include "bigmem.h"
 #include "kvs.h"
 #include "placement.h"
 
@@ -38,43 +37,24 @@ static uint64_t kvs_entry_alloc_bytes(const struct psd_kvs_entry *e)
  * pushes measured 0.67x of plain calloc'd buffers.  Allocated
  * when a key is created, never on the data path (with the kernel's
  * defrag=madvise a huge page fault may compact memory).  The block is
- * rounded up to whole huge pages when that wastes at most 1/8.
+ * rounded up to whole huge pages when that wastes at most 1/8
+ * (psd_huge_map(), common/bigmem.c); when the mapping fails, calloc.
  */
-#define KVS_HUGE	 (2ull << 20)
 #ifndef KVS_HUGE_MIN
-#define KVS_HUGE_MIN KVS_HUGE
+#define KVS_HUGE_MIN PSD_HUGE
 #endif
-
-static uint64_t kvs_pair_map_len(uint64_t len)
-{
-	uint64_t two = 2 * len;
-	uint64_t huge = (two + KVS_HUGE - 1) & ~(KVS_HUGE - 1);
-
-	if (huge - two <= two / 8)
-		return huge;
-	return (two + 4095) & ~4095ull;
-}
 
 static int kvs_pair_alloc(const struct psd_kvs *s, struct psd_kvs_entry *e)
 {
-	uint64_t mlen = kvs_pair_map_len(e->len);
-	uint8_t *p, *a;
+	uint8_t *a = NULL;
 
-	if (!s->hugepages || 2 * e->len < KVS_HUGE_MIN) {
+	if (s->hugepages && 2 * e->len >= KVS_HUGE_MIN)
+		a = psd_huge_map(2 * e->len); /* zeroed: the value starts at 0 */
+	if (!a) {
 		e->value = calloc(2, e->len);
 		e->merge = e->value ? e->value + e->len : NULL;
 		return e->value ? 0 : -ENOMEM;
 	}
-	/* Fresh anonymous pages read as zero: the value starts at 0. */
-	p = mmap(NULL, mlen + KVS_HUGE, PROT_READ | PROT_WRITE,
-		 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	if (p == MAP_FAILED)
-		return -ENOMEM;
-	a = (uint8_t *)(((uintptr_t)p + KVS_HUGE - 1) & ~(uintptr_t)(KVS_HUGE - 1));
-	if (a > p)
-		munmap(p, (size_t)(a - p));
-	munmap(a + mlen, (size_t)(p + KVS_HUGE - a));
-	(void)madvise(a, mlen, MADV_HUGEPAGE); /* advice: fine if refused */
 	e->value = a;
 	e->merge = a + e->len;
 	e->pair_mapped = true;
@@ -90,7 +70,7 @@ static void kvs_pair_free(struct psd_kvs_entry *e)
 	if (!e->pair_mapped)
 		free(base);
 	else
-		munmap(base, kvs_pair_map_len(e->len));
+		psd_huge_unmap(base, 2 * e->len);
 }
 
 /* Free the buffers of @e, which is not (or no longer) accounted. */

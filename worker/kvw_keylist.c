@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bigmem.h"
 #include "kvw.h"
 
 /* One server's slice of a list. */
@@ -51,6 +52,7 @@ struct kvw_klcache {
 	uint64_t *keys;
 	uint32_t *lens; /* when ulen is 0 */
 	size_t keys_cap, lens_cap;
+	bool huge; /* PS_KEYLIST_HUGEPAGES: keys and lens psd_big_alloc'd so */
 	uint32_t *srv_tag; /* [num_server]: the tag the server holds */
 	unsigned nsrv;
 };
@@ -62,8 +64,8 @@ void psd_kvw_kl_fini(struct psd_kvw *w)
 	if (!c)
 		return;
 	pthread_mutex_destroy(&c->mu);
-	free(c->keys);
-	free(c->lens);
+	psd_big_free(c->keys);
+	psd_big_free(c->lens);
 	free(c->srv_tag);
 	free(c);
 	w->klc = NULL;
@@ -89,6 +91,7 @@ static struct kvw_klcache *kvw_klc_get(struct psched_node *n)
 			c = NULL;
 		} else {
 			c->nsrv = n->num_server;
+			c->huge = n->cfg.keylist_hugepages != 0;
 			w->klc = c;
 		}
 	}
@@ -123,13 +126,13 @@ static void kvw_kl_copy(struct kvw_klcache *c, size_t nkeys,
 			uint32_t ulen)
 {
 	if (nkeys > c->keys_cap) {
-		free(c->keys);
-		c->keys = malloc(nkeys * 8);
+		psd_big_free(c->keys);
+		c->keys = psd_big_alloc(nkeys * 8, c->huge, false);
 		c->keys_cap = c->keys ? nkeys : 0;
 	}
 	if (!ulen && nkeys > c->lens_cap) {
-		free(c->lens);
-		c->lens = malloc(nkeys * 4);
+		psd_big_free(c->lens);
+		c->lens = psd_big_alloc(nkeys * 4, c->huge, false);
 		c->lens_cap = c->lens ? nkeys : 0;
 	}
 	if (!c->keys || (!ulen && !c->lens))

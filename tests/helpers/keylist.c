@@ -356,6 +356,29 @@ int main(int argc, char **argv)
 	pipelined(13);
 	check_pull("after pipelined steps", 1, 0);
 	check_pull("subset at the end", 4, 3);
+	/* The worker's list cache: a pull of a list new to it carries the
+	 * keys, the same list again none. */
+	{
+		struct psched_stats st;
+		uint64_t tx[3];
+
+		for (i = 0; i < 3; i++) {
+			psched_node_stats(node, &st);
+			tx[i] = st.tx_bytes;
+			if (i < 2)
+				check_pull("the same list again", 1, 0);
+		}
+		if (cfg.keylist_cache)
+			CHECK(tx[2] - tx[1] < (tx[1] - tx[0]) / 4,
+			      "list cache: a pull sent %llu, then %llu bytes",
+			      (unsigned long long)(tx[1] - tx[0]),
+			      (unsigned long long)(tx[2] - tx[1]));
+		else
+			CHECK(tx[2] - tx[1] > (tx[1] - tx[0]) / 2,
+			      "no list cache: a pull sent %llu, then %llu bytes",
+			      (unsigned long long)(tx[1] - tx[0]),
+			      (unsigned long long)(tx[2] - tx[1]));
+	}
 
 	printf("keylist rank %d ok (%zu keys, %u workers, %u servers)\n",
 	       rank, M, nw, psched_num_servers(node));

@@ -34,6 +34,9 @@ run 3 3 1001
 # lists of over 1 MiB per server: the first lands in a buffer the empty
 # store adopts as its keys and sums (server/kvs_klstore.c)
 run 2 2 400000
+# big arrays in transparent huge pages (server store and receive buffers,
+# worker cache: common/bigmem.c; plain pages where THP is off)
+PS_KEYLIST_HUGEPAGES=1 run 2 2 600000
 # the worker-side cache off: every list carries its keys
 PS_KEYLIST_CACHE=0 run 2 2 600
 echo "key lists: all clusters exact"
