@@ -578,7 +578,7 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 			return ret;
 		if (keep)
 			return tuner_keep(t, step, score);
-		ret = tuner_begin_search(t, false, 0);
+		ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
 		if (!ret)
 			ret = tuner_observe(t, score);
 		return ret ? ret : tuner_next(t, step);

@@ -15,6 +15,9 @@
 #define TUNER_FLOOR_FRAC 0.7 /* floor = this x the replicate sd */
 /* a locked config within this of the model's best stays (conditions) */
 #define TUNER_KEEP_GAIN 0.03
+/* a retune's region moves to a config the model puts this much above
+ * its anchor */
+#define TUNER_FOLLOW_GAIN 0.10
 
 double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 			     uint64_t credit, unsigned int *n)
@@ -202,6 +205,36 @@ static void tuner_anchor(struct psd_tuner *t, double *x)
 			    1.0);
 }
 
+/*
+ * The region follows the search's best config (@inc) away from the
+ * anchor @x (so a search can climb out of it over several samples), but
+ * only when the model puts it clearly above the anchor: on a flat surface
+ * (a link-bound job) noise alone would walk the region, 3 octaves a
+ * sample, into configs that cost dearly once the link is fast again.
+ */
+static int tuner_follow(struct psd_tuner *t, int inc, double *x)
+{
+	double xi[PSD_GP_MAX_DIM];
+	double mi;
+	double ma;
+	double sd;
+	int ret;
+
+	if (t->obs[inc].part == t->best.partition_bytes &&
+	    t->obs[inc].credit == t->best.credit_bytes)
+		return 0;
+	psd_tuner_to_x(t, t->obs[inc].part, t->obs[inc].credit, xi);
+	ret = psd_bo_predict(t->bo, xi, &mi, &sd);
+	if (!ret)
+		ret = psd_bo_predict(t->bo, x, &ma, &sd);
+	if (ret)
+		return ret;
+	if (psd_tuner_log_y(t) ? mi - ma > log1p(TUNER_FOLLOW_GAIN)
+			       : mi > (1.0 + TUNER_FOLLOW_GAIN) * ma)
+		memcpy(x, xi, sizeof(xi));
+	return 0;
+}
+
 int psd_tuner_set_region(struct psd_tuner *t)
 {
 	struct psd_bo_suggestion s;
@@ -237,12 +270,11 @@ int psd_tuner_set_region(struct psd_tuner *t)
 		if (ret)
 			return ret;
 		memcpy(x, s.x, sizeof(x));
-	} else if (inc >= 0 && (t->obs[inc].part != t->best.partition_bytes ||
-				t->obs[inc].credit != t->best.credit_bytes)) {
-		/* the region follows the search's best (it may climb out) */
-		psd_tuner_to_x(t, t->obs[inc].part, t->obs[inc].credit, x);
 	} else {
 		tuner_anchor(t, x);
+		ret = inc >= 0 ? tuner_follow(t, inc, x) : 0;
+		if (ret)
+			return ret;
 	}
 	return psd_bo_set_region(t->bo, x, half);
 }
