@@ -57,6 +57,19 @@ for r in $(seq 1 "$ROUNDS"); do
 		read -r lp ll <<<"$(psl $cfg)"
 		read -r cp cl wp wl <<<"$(psb $cfg)"
 		read -r _ _ up ul <<<"$(psb $cfg PS_KEYLIST_CACHE=0)"
+		# a figure that could not be read is an error, not a ratio of 0
+		for v in "$lp" "$ll"; do
+			awk -v v="$v" 'BEGIN {exit !(v > 0)}' || {
+				echo "kl-vs-pslite: no 'Push/Pull average' timing from $PSL_BIN (${cfg/ /+}); it must be ps-lite's test_kv_app_benchmark (PSL_BIN)" >&2
+				exit 1
+			}
+		done
+		for v in "$cp" "$cl" "$wp" "$wl" "$up" "$ul"; do
+			awk -v v="$v" 'BEGIN {exit !(v > 0)}' || {
+				echo "kl-vs-pslite: ps-bench (${cfg/ /+}) printed no timing where one was expected (got '$v'); run it by hand: $BUILD/bin/ps-bench --servers ${cfg% *} --workers ${cfg#* } --keys-per-request $N --runs 4" >&2
+				exit 1
+			}
+		done
 		printf "%-4s %-5s %9s %9s | %9s %9s %9s %9s | %9s %9s\n" "${cfg/ /+}" "$r" "$lp" "$ll" "$cp" "$cl" "$wp" "$wl" "$up" "$ul"
 		R[$cfg]+="$lp $ll $cp $cl $wp $wl $up $ul"$'\n'
 	done
