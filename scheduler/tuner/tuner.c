@@ -330,6 +330,23 @@ static int tuner_observe(struct psd_tuner *t, double score)
 }
 
 /*
+ * The drift watch starts over under the current conditions (a lock-in,
+ * or a lock kept under new conditions): no deviating samples, the next
+ * samples rebuild the reference, the conditions are the lock-in's.
+ */
+static void tuner_watch_anew(struct psd_tuner *t)
+{
+	t->ndev = 0;
+	t->explored = false;
+	t->locked_obs = 0;
+	t->fresh_n = 0;
+	t->fresh_sum = 0.0;
+	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
+	t->cond_moved = false;
+	t->cond_moves = 0;
+}
+
+/*
  * Lock in the best config of the current search and log it: the highest
  * posterior mean among configs measured at least twice, or, if none was,
  * among all.
@@ -353,14 +370,7 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	t->best = t->cur;
 	t->locked_once = true;
 	t->phase = PSD_TUNER_LOCKED;
-	t->ndev = 0;
-	t->explored = false;
-	t->locked_obs = 0;
-	t->fresh_n = 0;
-	t->fresh_sum = 0.0;
-	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
-	t->cond_moved = false;
-	t->cond_moves = 0;
+	tuner_watch_anew(t);
 	psd_tuner_log_row(t, step, &t->best, t->ref, t->pred_mean, t->pred_sd,
 		      "chosen");
 	return 0;
@@ -431,10 +441,10 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	if (ret)
 		return ret;
 	tuner_update_noise(t);
-	ret = psd_tuner_set_region(t);
+	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
+	ret = psd_tuner_set_region(t, inc);
 	if (ret)
 		return ret;
-	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	left = psd_tuner_max_samples(t) - t->search_samples;
 	if (inc >= 0 && !psd_bo_in_design(t->bo) &&
 	    left <= (t->explored ? 1 : tuner_exploit_samples(t))) {
@@ -542,15 +552,9 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
  */
 static int tuner_keep(struct psd_tuner *t, uint64_t step, double score)
 {
-	t->explored = false;
-	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
-	t->cond_moved = false;
-	t->ndev = 0;
-	t->fresh_n = 0; /* the next samples rebuild the reference... */
-	t->fresh_sum = 0.0;
-	t->ref = score; /* ...meanwhile the level is this sample's */
+	tuner_watch_anew(t);
+	t->ref = score; /* until the next samples rebuild the reference */
 	t->ref_n = 1;
-	t->locked_obs = 0;
 	psd_tuner_log_row(t, step, &t->best, score, NAN, NAN, "kept");
 	return tuner_observe(t, score);
 }

@@ -135,11 +135,12 @@ double psd_tuner_replicate_noise(const struct psd_tuner *t, unsigned int *df);
  * Before a proposal: the trust region (psd_tuner_opts.region_*) of a
  * reopened search, around the config with the highest posterior mean if
  * the conditions were sampled before, else around the last lock-in moved
- * by the fitted shear.  The first search has the whole box (a region
- * there measured worse on the synthetic surfaces).  Returns 0 or a GP/BO
- * error.
+ * by the fitted shear, or the search's best (@inc, from
+ * psd_tuner_pick_best(); -1: none) if the model puts it 10 % above that.
+ * The first search has the whole box (a region there measured worse on
+ * the synthetic surfaces).  Returns 0 or a GP/BO error.
  */
-int psd_tuner_set_region(struct psd_tuner *t);
+int psd_tuner_set_region(struct psd_tuner *t, int inc);
 /*
  * With conditions, after they moved to ones sampled before: *@keep says
  * whether the model predicts the locked config within TUNER_KEEP_GAIN

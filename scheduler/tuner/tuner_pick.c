@@ -235,24 +235,19 @@ static int tuner_follow(struct psd_tuner *t, int inc, double *x)
 	return 0;
 }
 
-int psd_tuner_set_region(struct psd_tuner *t)
+int psd_tuner_set_region(struct psd_tuner *t, int inc)
 {
 	struct psd_bo_suggestion s;
 	double half[PSD_GP_MAX_DIM] = { 0 };
 	double x[PSD_GP_MAX_DIM];
-	double mean = NAN;
-	double sd = NAN;
 	unsigned int k = 0;
-	unsigned int n;
-	int inc;
 	int ret;
 
+	/* a retune runs in a live job: a slow config costs its time */
+	psd_bo_set_cost_aware(t->bo, t->search && psd_tuner_log_y(t));
 	ret = psd_bo_set_region(t->bo, NULL, NULL);
-	psd_bo_set_cost_aware(t->bo, false);
 	if (ret || !t->search)
 		return ret;
-	/* a retune runs in a live job: a slow config costs its time */
-	psd_bo_set_cost_aware(t->bo, psd_tuner_log_y(t));
 	if (t->tune_part)
 		half[k++] = t->o.region_part_oct > 0.0
 				    ? t->o.region_part_oct /
@@ -263,7 +258,6 @@ int psd_tuner_set_region(struct psd_tuner *t)
 				    ? t->o.region_mult_oct /
 					      log2(t->o.credit_mult_max)
 				    : 1.0;
-	inc = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	if (t->explored) {
 		/* conditions sampled before: the model knows where to go */
 		ret = psd_bo_suggest_mean(t->bo, &s);
