@@ -17,8 +17,8 @@
 
 #include "bigmem.h"
 
-static atomic_uint huge_fail;	   /* tests: mappings to fail */
-static atomic_bool huge_refused;   /* the last madvise failed */
+static atomic_uint huge_fail;	 /* tests: mappings to fail */
+static atomic_bool huge_refused; /* the last madvise failed */
 
 void psd_huge_test_fail(unsigned n)
 {
@@ -60,7 +60,8 @@ void *psd_huge_map(uint64_t len)
 		munmap(p, (size_t)(a - p));
 	munmap(a + mlen, (size_t)(p + PSD_HUGE - a));
 	/* advice: refused (no THP in this kernel), 4 KiB pages it is */
-	atomic_store(&huge_refused, madvise(a, (size_t)mlen, MADV_HUGEPAGE) != 0);
+	atomic_store(&huge_refused,
+		     madvise(a, (size_t)mlen, MADV_HUGEPAGE) != 0);
 	return a;
 }
 

@@ -13,9 +13,9 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define PSD_HUGE     (2ull << 20)
+#define PSD_HUGE (2ull << 20)
 /* psd_big_alloc() maps from here on (smaller: malloc) */
-#define PSD_BIG_MIN  (4ull << 20)
+#define PSD_BIG_MIN (4ull << 20)
 
 /* Bytes psd_huge_map() maps for @len: whole huge pages when that wastes
  * at most 1/8, else whole 4 KiB pages. */

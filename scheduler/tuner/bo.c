@@ -35,7 +35,7 @@ struct psd_bo {
 	double incumbent;  /* max posterior mean, freshest observations */
 	unsigned int nctx; /* trailing inputs fixed (context) */
 	double ctx[PSD_GP_MAX_DIM]; /* their values */
-	bool cost_log; /* psd_bo_set_cost_aware */
+	bool cost_log;		    /* psd_bo_set_cost_aware */
 	/* trust region (psd_bo_set_region): suggestions stay in [lo, hi] */
 	double lo[PSD_GP_MAX_DIM];
 	double hi[PSD_GP_MAX_DIM];

@@ -372,7 +372,7 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	t->phase = PSD_TUNER_LOCKED;
 	tuner_watch_anew(t);
 	psd_tuner_log_row(t, step, &t->best, t->ref, t->pred_mean, t->pred_sd,
-		      "chosen");
+			  "chosen");
 	return 0;
 }
 
@@ -655,13 +655,14 @@ static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
 	t->last_score = score;
 	if (t->discard) {
 		t->discard--;
-		psd_tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd,
-			      "warmup");
+		psd_tuner_log_row(t, step, &t->cur, score, t->pred_mean,
+				  t->pred_sd, "warmup");
 		if (!t->discard && t->phase == PSD_TUNER_WARMUP)
 			t->phase = PSD_TUNER_EXPLORE;
 		return 0;
 	}
-	psd_tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd, phase);
+	psd_tuner_log_row(t, step, &t->cur, score, t->pred_mean, t->pred_sd,
+			  phase);
 	if (t->phase == PSD_TUNER_LOCKED)
 		return tuner_watch(t, step, score);
 	ret = tuner_observe(t, score);
@@ -709,7 +710,8 @@ int psd_tuner_finish(struct psd_tuner *t)
 		sd = NAN;
 	}
 	psd_tuner_model_out(t, &mean, &sd);
-	psd_tuner_log_row(t, t->last_step, &t->best, t->ref, mean, sd, "chosen");
+	psd_tuner_log_row(t, t->last_step, &t->best, t->ref, mean, sd,
+			  "chosen");
 	return 0;
 }
 

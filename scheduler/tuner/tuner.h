@@ -87,7 +87,7 @@ struct psd_tuner_opts {
 	 */
 	double region_part_oct;
 	double region_mult_oct;
-	uint64_t seed;	   /* (0) */
+	uint64_t seed; /* (0) */
 	/*
 	 * Conditions are GP inputs (psd_tuner_set_conditions) (false).  A
 	 * locked tuner then reopens the search as soon as a condition

@@ -199,10 +199,10 @@ static void tuner_anchor(struct psd_tuner *t, double *x)
 		return;
 	psd_gp_hyper_get(psd_bo_gp(t->bo), &h);
 	for (j = 0; j < t->dim; j++)
-		x[j] = fmin(fmax(x[j] + h.shear[j] *
-					       (t->cond[0] - t->lock_cond[0]),
-				 0.0),
-			    1.0);
+		x[j] = fmin(
+			fmax(x[j] + h.shear[j] * (t->cond[0] - t->lock_cond[0]),
+			     0.0),
+			1.0);
 }
 
 /*
@@ -249,10 +249,10 @@ int psd_tuner_set_region(struct psd_tuner *t, int inc)
 	if (ret || !t->search)
 		return ret;
 	if (t->tune_part)
-		half[k++] = t->o.region_part_oct > 0.0
-				    ? t->o.region_part_oct /
-					      (t->lp_max - t->lp_min)
-				    : 1.0;
+		half[k++] =
+			t->o.region_part_oct > 0.0
+				? t->o.region_part_oct / (t->lp_max - t->lp_min)
+				: 1.0;
 	if (t->tune_credit)
 		half[k++] = t->o.region_mult_oct > 0.0
 				    ? t->o.region_mult_oct /

@@ -365,10 +365,13 @@ static void test_bo_cost_aware_scales_ei(void)
 			/* samples near the peak, one at the far end: the gap
 			 * between is uncertain and predicted slower */
 			x = i < 6 ? 0.2 + 0.05 * i : 0.98;
-			/* ln steps/s: a peak at 0.3, 8x slower at the far end */
-			CHECK_EQ(psd_bo_observe(a, &x, -2.0 * fabs(x - 0.3), 1.0),
+			/* ln steps/s: a peak at 0.3, 8x slower at the far end
+			 */
+			CHECK_EQ(psd_bo_observe(a, &x, -2.0 * fabs(x - 0.3),
+						1.0),
 				 0);
-			CHECK_EQ(psd_bo_observe(b, &x, -2.0 * fabs(x - 0.3), 1.0),
+			CHECK_EQ(psd_bo_observe(b, &x, -2.0 * fabs(x - 0.3),
+						1.0),
 				 0);
 		}
 		psd_bo_set_cost_aware(b, true);

@@ -174,8 +174,8 @@ static void kst_check_f32(const struct psd_kvs_kl *kl, const float *model,
 		wrong += f != model[k];
 	}
 	if (first < nkeys)
-		fprintf(stderr, "# key %llu: want %g\n", (unsigned long long)first,
-		     (double)model[first]);
+		fprintf(stderr, "# key %llu: want %g\n",
+			(unsigned long long)first, (double)model[first]);
 	CHECK_U64(wrong, ==, 0);
 }
 
@@ -343,9 +343,9 @@ static void kst_generic(bool lens_on, uint8_t dtype, bool append)
 		}
 		/* keys: interleaved (w, w + 2, ...), or worker 1's after
 		 * all of worker 0's */
-		l = kst_list(&t, n, append ? 1 : 2,
-			     append ? w * n : w, lens_on ? 0 : 2,
-			     lens_on ? lens : NULL, es, vals[w], false, &buf);
+		l = kst_list(&t, n, append ? 1 : 2, append ? w * n : w,
+			     lens_on ? 0 : 2, lens_on ? lens : NULL, es,
+			     vals[w], false, &buf);
 		kst_push(&t, &l, dtype);
 		kst_list_free(buf, false);
 	}
@@ -462,7 +462,8 @@ static void kst_guess_wrong(uint64_t shared_at)
 	kst_list_free(buf, true);
 	/* odd keys, and the even key 2 * shared_at in order */
 	for (i = 0; i < m; i++) {
-		if (2 * i + 1 > 2 * shared_at && (!n || bk[n - 1] < 2 * shared_at)) {
+		if (2 * i + 1 > 2 * shared_at &&
+		    (!n || bk[n - 1] < 2 * shared_at)) {
 			bk[n] = 2 * shared_at;
 			b[n] = 1000.0f;
 			model[2 * shared_at] += b[n++];
