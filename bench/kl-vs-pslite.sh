@@ -46,6 +46,14 @@ psb() { # S W [env...] -> "cold_push cold_pull warm_push warm_pull"
 		awk '$1 == "0" {cp=$2; cl=$3} /^warm median/ {wp=$4; wl=$7} END {print cp, cl, wp, wl}'
 }
 
+timed() { # MESSAGE VALUE...: every value a positive number, else stop
+	local msg=$1 v
+	shift
+	for v; do
+		awk -v v="$v" 'BEGIN {exit !(v > 0)}' || { echo "kl-vs-pslite: $msg (got '$v')" >&2; exit 1; }
+	done
+}
+
 med() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
 declare -A R
@@ -58,18 +66,9 @@ for r in $(seq 1 "$ROUNDS"); do
 		read -r cp cl wp wl <<<"$(psb $cfg)"
 		read -r _ _ up ul <<<"$(psb $cfg PS_KEYLIST_CACHE=0)"
 		# a figure that could not be read is an error, not a ratio of 0
-		for v in "$lp" "$ll"; do
-			awk -v v="$v" 'BEGIN {exit !(v > 0)}' || {
-				echo "kl-vs-pslite: no 'Push/Pull average' timing from $PSL_BIN (${cfg/ /+}); it must be ps-lite's test_kv_app_benchmark (PSL_BIN)" >&2
-				exit 1
-			}
-		done
-		for v in "$cp" "$cl" "$wp" "$wl" "$up" "$ul"; do
-			awk -v v="$v" 'BEGIN {exit !(v > 0)}' || {
-				echo "kl-vs-pslite: ps-bench (${cfg/ /+}) printed no timing where one was expected (got '$v'); run it by hand: $BUILD/bin/ps-bench --servers ${cfg% *} --workers ${cfg#* } --keys-per-request $N --runs 4" >&2
-				exit 1
-			}
-		done
+		timed "no 'Push/Pull average' timing from $PSL_BIN (${cfg/ /+}); it must be ps-lite's test_kv_app_benchmark (PSL_BIN)" "$lp" "$ll"
+		timed "ps-bench (${cfg/ /+}) printed no timing where one was expected; run it by hand: $BUILD/bin/ps-bench --servers ${cfg% *} --workers ${cfg#* } --keys-per-request $N --runs 4" \
+			"$cp" "$cl" "$wp" "$wl" "$up" "$ul"
 		printf "%-4s %-5s %9s %9s | %9s %9s %9s %9s | %9s %9s\n" "${cfg/ /+}" "$r" "$lp" "$ll" "$cp" "$cl" "$wp" "$wl" "$up" "$ul"
 		R[$cfg]+="$lp $ll $cp $cl $wp $wl $up $ul"$'\n'
 	done
