@@ -37,6 +37,7 @@ struct psd_autotune {
 	uint64_t gate;		     /* ...from this step */
 	uint64_t last_step;	     /* last step reported to the tuner */
 	uint64_t samples;	     /* tuner samples already shown */
+	uint64_t quiet_ms; /* config running, no window reported since */
 	enum psd_tuner_phase phase;
 };
 
@@ -185,11 +186,62 @@ static void at_try_report(struct psd_autotune *at)
 	/* unknown (0) on some worker: the tuner keeps the last ones */
 	if (cond.link_bytes_per_s > 0.0 && cond.compute_s > 0.0)
 		(void)psd_tuner_set_conditions(at->t, &cond);
+	at->quiet_ms = psd_now_ms();
 	ret = psd_tuner_report(at->t, step, 1.0 / slowest, &at->cur, &changed);
 	if (ret)
 		psd_warn("autotune: report of step %" PRIu64 " (%.4g steps/s) "
 			 "failed: %s",
 			 step, 1.0 / slowest, psched_strerror(ret));
+	at_show(at);
+	if (changed) {
+		at->want = true;
+		at->epoch = 0;
+	}
+}
+
+/* The slowest live worker finished the step before the gate: the
+ * config runs everywhere and the overdue clock starts. */
+static void at_note_running(struct psd_autotune *at)
+{
+	unsigned i;
+
+	if (at->want || !at->gated || at->quiet_ms)
+		return;
+	for (i = 0; i < at->slots; i++) {
+		const struct at_worker *w = &at->w[i];
+
+		if (w->live && (!w->seen || w->step + 1 < at->gate))
+			return;
+	}
+	at->quiet_ms = psd_now_ms();
+}
+
+void psd_autotune_tick(struct psd_autotune *at, uint64_t now_ms)
+{
+	uint64_t samples;
+	bool changed = false;
+	double secs;
+	int ret;
+
+	if (!at || at->want || !at->gated || !at->quiet_ms ||
+	    now_ms <= at->quiet_ms)
+		return;
+	samples = psd_tuner_samples(at->t);
+	secs = (double)(now_ms - at->quiet_ms) / 1000.0;
+	ret = psd_tuner_overdue(at->t, secs, &at->cur, &changed);
+	if (ret) {
+		psd_warn("autotune: cutting short a sample after %.1f s "
+			 "without a step failed: %s",
+			 secs, psched_strerror(ret));
+		return;
+	}
+	if (psd_tuner_samples(at->t) == samples)
+		return;
+	psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+		     "autotune: no step in %.1f s (from step %" PRIu64
+		     "), under half the search's best: sample cut short",
+		     secs, at->gate);
+	at->quiet_ms = now_ms;
 	at_show(at);
 	if (changed) {
 		at->want = true;
@@ -221,6 +273,7 @@ void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 	w->link_bps = isfinite(link_bps) && link_bps > 0.0 ? link_bps : 0.0;
 	w->compute_s = isfinite(compute_s) && compute_s > 0.0 ? compute_s : 0.0;
 	w->seen = true;
+	at_note_running(at);
 	at_try_report(at);
 }
 
@@ -297,6 +350,8 @@ void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
 	at->want = false;
 	at->gated = true;
 	at->gate = from;
+	at->quiet_ms = 0;
+	at_note_running(at); /* the workers may be past the step before */
 	psd_info("autotune: tuner config %" PRIu64 " is config epoch %u "
 		 "from step %" PRIu64,
 		 at->cur.epoch, epoch, from);

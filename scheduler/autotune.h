@@ -37,6 +37,14 @@ void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 			  double step_time_s, double link_bps,
 			  double compute_s);
 
+/*
+ * Scheduler tick: a search sample whose config has run @now_ms -
+ * (its start or the last window) without the slowest worker finishing a
+ * step may be cut short (psd_tuner_overdue()); it may then want a new
+ * config.
+ */
+void psd_autotune_tick(struct psd_autotune *at, uint64_t now_ms);
+
 /* @slot holds a worker (once the cluster is complete). */
 void psd_autotune_worker_add(struct psd_autotune *at, unsigned slot);
 /* The worker in @slot left (death or finalize): reopen the search. */

@@ -536,6 +536,7 @@ static void sched_tick(void *arg)
 	if (s->sw.open && now > s->sw.deadline_ms)
 		psd_sched_cfg_timeout(n);
 	psd_sched_cycle_tick(n, now);
+	psd_autotune_tick(s->at, now);
 	psd_sched_autotune_kick(n);
 	if (s->shutdown_sent && (!open || now - s->shutdown_ms > 5000))
 		sched_finish(n, 0, "");

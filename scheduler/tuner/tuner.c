@@ -41,6 +41,7 @@ void psd_tuner_opts_default(struct psd_tuner_opts *o)
 	o->age_factor = 1000.0;
 	o->region_part_oct = 3.0;
 	o->region_mult_oct = 1.5;
+	o->cut_ratio = 0.5;
 }
 
 static bool tuner_is_pow2(uint64_t v)
@@ -147,7 +148,8 @@ static bool tuner_opts_are_valid(const struct psd_tuner_opts *o)
 	       isfinite(o->ei_threshold) && o->ei_threshold >= 0.0 &&
 	       isfinite(o->xi) && o->xi >= 0.0 &&
 	       isfinite(o->retune_threshold) && o->retune_threshold > 0.0 &&
-	       isfinite(o->age_factor) && o->age_factor >= 1.0;
+	       isfinite(o->age_factor) && o->age_factor >= 1.0 &&
+	       o->cut_ratio >= 0.0 && o->cut_ratio < 1.0;
 }
 
 /*
@@ -671,6 +673,16 @@ static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
 	return tuner_next(t, step);
 }
 
+static double tuner_win_max(const struct psd_tuner *t)
+{
+	double m = 0.0;
+	unsigned int i;
+
+	for (i = 0; i < t->nwin; i++)
+		m = fmax(m, t->win[i]);
+	return m;
+}
+
 int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		     struct psd_tuner_config *next, bool *changed)
 {
@@ -684,11 +696,30 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		t->win[t->nwin++] = score;
 	if (!ret)
 		t->last_step = step;
-	if (!ret && t->nwin == t->o.steps_per_sample) {
+	if (!ret && t->nwin &&
+	    (t->nwin == t->o.steps_per_sample ||
+	     psd_tuner_cut_short(t, tuner_win_max(t)))) {
 		median = tuner_median(t);
 		t->nwin = 0;
 		ret = tuner_sample(t, step, median);
 	}
+	if (next)
+		*next = t->cur;
+	if (changed)
+		*changed = t->cur.epoch != epoch;
+	return ret;
+}
+
+int psd_tuner_overdue(struct psd_tuner *t, double seconds,
+		      struct psd_tuner_config *next, bool *changed)
+{
+	uint64_t epoch = t->cur.epoch;
+	int ret = 0;
+
+	if (!isfinite(seconds) || seconds <= 0.0)
+		ret = -EINVAL;
+	else if (!t->nwin && psd_tuner_cut_short(t, 1.0 / seconds))
+		ret = tuner_sample(t, t->last_step, 1.0 / seconds);
 	if (next)
 		*next = t->cur;
 	if (changed)

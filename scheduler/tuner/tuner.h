@@ -87,6 +87,14 @@ struct psd_tuner_opts {
 	 */
 	double region_part_oct;
 	double region_mult_oct;
+	/*
+	 * A search sample whose windows so far all ran below this fraction
+	 * of the best score measured in the search ends early, and the
+	 * scheduler may cut one short that has not finished a step by then
+	 * (psd_tuner_overdue): a poor config costs a step, not a whole
+	 * sample (0.5; 0: every sample runs steps_per_sample windows).
+	 */
+	double cut_ratio;
 	uint64_t seed; /* (0) */
 	/*
 	 * Conditions are GP inputs (psd_tuner_set_conditions) (false).  A
@@ -130,6 +138,18 @@ void psd_tuner_destroy(struct psd_tuner *t);
  */
 int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		     struct psd_tuner_config *next, bool *changed);
+
+/*
+ * No window of the current config was reported for @seconds (the
+ * slowest worker has been in one step that long): if it is a search
+ * sample and 1 / @seconds is below opts.cut_ratio of the best score of
+ * the search, the sample ends now with that score (an upper bound of
+ * what the config does) and the search moves on.  @next and *@changed
+ * as for psd_tuner_report().  Returns 0, -EINVAL (@seconds not > 0) or
+ * an error from the GP/BO.
+ */
+int psd_tuner_overdue(struct psd_tuner *t, double seconds,
+		      struct psd_tuner_config *next, bool *changed);
 
 /*
  * The conditions from now on (see struct psd_tuner_cond); a sample is

@@ -64,8 +64,8 @@ struct psd_tuner {
 	struct psd_tuner_config best;
 	double ref; /* reference score of the locked config */
 	unsigned int ref_n;
-	double fresh_sum;     /* of the first locked samples... */
-	unsigned int fresh_n; /* ...which rebuild ref (tuner_watch) */
+	double fresh_sum;	 /* of the first locked samples... */
+	unsigned int fresh_n;	 /* ...which rebuild ref (tuner_watch) */
 	unsigned int locked_obs; /* locked samples given to the GP */
 	double *dev; /* consecutive locked samples beyond the threshold */
 	unsigned int ndev;
@@ -122,6 +122,13 @@ struct tuner_end {
  */
 int psd_tuner_endgame(struct psd_tuner *t, unsigned int left,
 		      struct tuner_end *e);
+/* The highest score measured in the current search (0: none yet). */
+double psd_tuner_search_top(const struct psd_tuner *t);
+/*
+ * A search sample (not a discarded one) scoring at most @score so far is
+ * far enough below the search's best to end now (opts.cut_ratio).
+ */
+bool psd_tuner_cut_short(const struct psd_tuner *t, double score);
 /* Mean score of the current search's samples of @part/@credit. */
 double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 			     uint64_t credit, unsigned int *n);

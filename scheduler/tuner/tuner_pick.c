@@ -19,6 +19,28 @@
  * its anchor */
 #define TUNER_FOLLOW_GAIN 0.10
 
+double psd_tuner_search_top(const struct psd_tuner *t)
+{
+	double top = 0.0;
+	unsigned int i;
+
+	for (i = 0; i < t->nobs; i++)
+		if (t->obs[i].search == t->search)
+			top = fmax(top, t->obs[i].score);
+	return top;
+}
+
+bool psd_tuner_cut_short(const struct psd_tuner *t, double score)
+{
+	double top;
+
+	if (t->discard || t->o.cut_ratio <= 0.0 ||
+	    (t->phase != PSD_TUNER_EXPLORE && t->phase != PSD_TUNER_RETUNE))
+		return false;
+	top = psd_tuner_search_top(t);
+	return top > 0.0 && score < t->o.cut_ratio * top;
+}
+
 double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 			     uint64_t credit, unsigned int *n)
 {

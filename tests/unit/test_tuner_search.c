@@ -330,7 +330,104 @@ static void test_tuner_known_conditions_keep_good_lock(void)
 	CHECK_INT(sim_back_to_known(16.0, 0.0), >, 0);
 }
 
+/*
+ * Search the default peak with 4 windows a sample and opts.cut_ratio @cut;
+ * *@cut_n gets the samples that ended early.  Checks that only samples
+ * far below the search's best end early, and after one window.  Returns
+ * the steps to the first lock-in.
+ */
+static uint64_t sim_cut_search(double cut, unsigned int *cut_n, double *q)
+{
+	struct psd_tuner_opts o;
+	struct psd_tuner_config c;
+	struct sim s;
+	uint64_t samples, start;
+	unsigned int wins = 0;
+	double top;
+
+	sim_opts(&o, 77);
+	o.steps_per_sample = 4;
+	o.warmup_samples = 1;
+	o.cut_ratio = cut;
+	sim_init(&s, &o, 77);
+	*cut_n = 0;
+	start = s.step;
+	while (psd_tuner_phase(s.t) != PSD_TUNER_LOCKED) {
+		CHECK_U64(s.step - start, <, SIM_MAX_STEPS);
+		psd_tuner_current(s.t, &c);
+		wins += s.step >= c.apply_from_step;
+		top = psd_tuner_search_top(s.t);
+		samples = psd_tuner_samples(s.t);
+		sim_step(&s);
+		if (psd_tuner_samples(s.t) == samples)
+			continue;
+		if (wins < o.steps_per_sample) {
+			CHECK_INT(wins, ==, 1);
+			CHECK(cut > 0.0 && s.t->last_score < cut * top);
+			(*cut_n)++;
+		}
+		wins = 0;
+	}
+	*q = sim_locked_quality(&s);
+	sim_fini(&s);
+	return s.step - start;
+}
+
+/* A poor config costs one window, not a sample; so does a stuck one. */
+static void test_tuner_cuts_poor_samples_short(void)
+{
+	struct psd_tuner_opts o;
+	struct psd_tuner_config c, next;
+	struct sim s;
+	unsigned int cut_n, full_n;
+	uint64_t cut_steps, full_steps, samples;
+	bool changed;
+	double q, top;
+
+	cut_steps = sim_cut_search(0.5, &cut_n, &q);
+	CHECK(q > 0.9);
+	full_steps = sim_cut_search(0.0, &full_n, &q);
+	printf("# to lock-in: %llu steps (%u samples cut), %llu uncut\n",
+	       (unsigned long long)cut_steps, cut_n,
+	       (unsigned long long)full_steps);
+	CHECK_INT(full_n, ==, 0);
+	CHECK_INT(cut_n, >, 0);
+	CHECK_U64(cut_steps, <, full_steps);
+
+	/* overdue: no window for a while */
+	sim_opts(&o, 78);
+	o.steps_per_sample = 4;
+	o.warmup_samples = 1;
+	sim_init(&s, &o, 78);
+	while (psd_tuner_search_top(s.t) <= 0.0)
+		sim_step(&s);
+	while (s.t->nwin) /* at a sample's start */
+		sim_step(&s);
+	top = psd_tuner_search_top(s.t);
+	samples = psd_tuner_samples(s.t);
+	CHECK_EQ(psd_tuner_overdue(s.t, 0.0, NULL, NULL), -EINVAL);
+	CHECK_EQ(psd_tuner_overdue(s.t, NAN, NULL, NULL), -EINVAL);
+	/* 1 / seconds still above half the best: keep waiting */
+	CHECK_EQ(psd_tuner_overdue(s.t, 1.5 / top, &next, &changed), 0);
+	CHECK(!changed);
+	CHECK_U64(psd_tuner_samples(s.t), ==, samples);
+	psd_tuner_current(s.t, &c);
+	CHECK_EQ(psd_tuner_overdue(s.t, 4.0 / top, &next, &changed), 0);
+	CHECK_U64(psd_tuner_samples(s.t), ==, samples + 1);
+	CHECK(fabs(s.t->last_score - top / 4.0) < 1e-9 * top);
+	CHECK(changed);
+	CHECK_U64(next.epoch, >, c.epoch);
+	/* a locked tuner is never cut */
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	samples = psd_tuner_samples(s.t);
+	CHECK_EQ(psd_tuner_overdue(s.t, 1e6, &next, &changed), 0);
+	CHECK(!changed);
+	CHECK_U64(psd_tuner_samples(s.t), ==, samples);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
+	{ "tuner_cuts_poor_samples_short", test_tuner_cuts_poor_samples_short },
 	{ "tuner_known_conditions_keep_good_lock",
 	  test_tuner_known_conditions_keep_good_lock },
 	{ "tuner_finds_peaks_across_space",
