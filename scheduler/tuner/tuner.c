@@ -366,6 +366,7 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 		i = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	if (i < 0)
 		return -EAGAIN;
+	i = psd_tuner_keep_incumbent(t, i, &mean, &sd);
 	b = &t->obs[i];
 	tuner_apply(t, step, b->part, b->credit, mean, sd);
 	t->ref = psd_tuner_config_mean(t, b->part, b->credit, &t->ref_n);

@@ -100,6 +100,16 @@ void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n,
 			unsigned int max_n, double *mean, double *sd,
 			unsigned int *n);
+/*
+ * A retune about to lock in observation @i's config: if the previous
+ * lock-in was measured in this search too and the model does not put
+ * @i's config TUNER_SWITCH_GAIN (5 %) above it, lock on the previous one
+ * (a switch between two about equal configs buys nothing and may land on
+ * the more fragile one).  Returns the observation to lock on; @mean and
+ * @sd (the model's, for @i) follow it.
+ */
+int psd_tuner_keep_incumbent(struct psd_tuner *t, int i, double *mean,
+			     double *sd);
 /* What the end game of a search (its last samples) does next. */
 struct tuner_end {
 	enum { TUNER_END_EXPLORE, TUNER_END_RUN, TUNER_END_LOCK } what;

@@ -18,6 +18,9 @@
 /* a retune's region moves to a config the model puts this much above
  * its anchor */
 #define TUNER_FOLLOW_GAIN 0.10
+/* a retune locks in a new config only if the model puts it this much
+ * above the previous lock-in, measured in the same search */
+#define TUNER_SWITCH_GAIN 0.05
 
 double psd_tuner_search_top(const struct psd_tuner *t)
 {
@@ -103,6 +106,37 @@ int psd_tuner_pick_best(struct psd_tuner *t, unsigned int min_n,
 		}
 	}
 	return best;
+}
+
+int psd_tuner_keep_incumbent(struct psd_tuner *t, int i, double *mean,
+			     double *sd)
+{
+	double x[PSD_GP_MAX_DIM];
+	double m;
+	double s;
+	double gain;
+	unsigned int j;
+
+	if (!t->locked_once || i < 0 ||
+	    (t->obs[i].part == t->best.partition_bytes &&
+	     t->obs[i].credit == t->best.credit_bytes))
+		return i;
+	for (j = 0; j < t->nobs; j++)
+		if (t->obs[j].search == t->search &&
+		    t->obs[j].part == t->best.partition_bytes &&
+		    t->obs[j].credit == t->best.credit_bytes)
+			break;
+	if (j == t->nobs)
+		return i; /* not measured under these conditions */
+	psd_tuner_to_x(t, t->best.partition_bytes, t->best.credit_bytes, x);
+	if (psd_bo_predict(t->bo, x, &m, &s) || !isfinite(*mean))
+		return i;
+	gain = psd_tuner_log_y(t) ? expm1(*mean - m) : (*mean - m) / fabs(m);
+	if (gain >= TUNER_SWITCH_GAIN)
+		return i;
+	*mean = m;
+	*sd = s;
+	return (int)j;
 }
 
 int psd_tuner_endgame(struct psd_tuner *t, unsigned int left,

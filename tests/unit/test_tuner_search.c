@@ -426,7 +426,50 @@ static void test_tuner_cuts_poor_samples_short(void)
 	sim_fini(&s);
 }
 
+/*
+ * On a flat surface (every config within the noise) a retune after a
+ * level shift locks in the previous config again rather than whichever
+ * config had the luckiest samples.  Returns how many of 10 seeds did.
+ */
+static unsigned int sim_flat_relocks(void)
+{
+	struct psd_tuner_opts o;
+	struct psd_tuner_config first, c;
+	struct sim s;
+	unsigned int seed, same = 0;
+
+	for (seed = 1; seed <= 10; seed++) {
+		sim_opts(&o, 300 + seed);
+		o.steps_per_sample = 1;
+		o.warmup_samples = 1;
+		sim_init(&s, &o, 300 + seed);
+		s.peak_lp = 60.0; /* far off the grid: 20 steps/s everywhere */
+		s.noise = 0.03;
+		sim_run_until(&s, PSD_TUNER_LOCKED);
+		psd_tuner_current(s.t, &first);
+		s.scale = 0.7;
+		sim_run_until(&s, PSD_TUNER_RETUNE);
+		sim_run_until(&s, PSD_TUNER_LOCKED);
+		psd_tuner_current(s.t, &c);
+		same += c.partition_bytes == first.partition_bytes &&
+			c.credit_bytes == first.credit_bytes;
+		sim_fini(&s);
+	}
+	return same;
+}
+
+static void test_tuner_retune_keeps_equal_incumbent(void)
+{
+	unsigned int same = sim_flat_relocks();
+
+	printf("# flat surface: %u of 10 retunes kept the previous lock-in\n",
+	       same);
+	CHECK_INT(same, >=, 9);
+}
+
 const struct test_case test_list[] = {
+	{ "tuner_retune_keeps_equal_incumbent",
+	  test_tuner_retune_keeps_equal_incumbent },
 	{ "tuner_cuts_poor_samples_short", test_tuner_cuts_poor_samples_short },
 	{ "tuner_known_conditions_keep_good_lock",
 	  test_tuner_known_conditions_keep_good_lock },
