@@ -43,10 +43,14 @@ static inline uint64_t klpack_load(const uint8_t *p, unsigned w)
 	return w >= 8 ? x : x & ((1ull << (8 * w)) - 1);
 }
 
-static inline void klpack_store(uint8_t *p, uint64_t x, unsigned w)
+/* @x's low @w bytes at @p, little-endian; writes 8 bytes (the next
+ * store, or the slack, takes the rest). */
+static inline void klpack_store(uint8_t *p, uint64_t x)
 {
-	for (unsigned b = 0; b < w; b++)
-		p[b] = (uint8_t)(x >> (8 * b));
+#if __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+	x = __builtin_bswap64(x);
+#endif
+	memcpy(p, &x, 8);
 }
 
 /* Block @b of a list of @n keys: its first key and length. */
@@ -111,7 +115,7 @@ int psd_kvw_klpack_set(struct kvw_klpack *p, const uint64_t *keys, size_t n)
 		size_t len = klpack_blen(n, b);
 
 		for (i = 1; w && i < len; i++, o += w)
-			klpack_store(o, k[i] - k[i - 1] - step, w);
+			klpack_store(o, k[i] - k[i - 1] - step);
 	}
 	memset(p->res + res, 0, 8);
 	p->n = n;
