@@ -214,36 +214,30 @@ static uint64_t kl_lower(const uint64_t *keys, uint64_t lo, uint64_t n,
  * (psd_kl_insert() appends or merges the whole list), and the first list
  * of new keys into a big store does not fill fresh pages with KL_NONE.
  */
+static int kl_lookup2(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		      uint64_t *nnew, uint64_t *bad);
+
 static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		     uint64_t *nnew, uint64_t *bad)
 {
 	bool search = l->n * 24 < kl->n;
-	const uint64_t *ka = kl->keys, *kb = kl->keys2;
-	uint64_t na = kl->n - kl->n2, nb = kl->n2;
-	uint64_t i, j, ja = 0, jb = 0, h;
+	uint64_t i, j = 0, h;
 	bool hit = false; /* idx[0, i) written */
 
 	*nnew = 0;
 	if (kl_idx_reserve(kl, l->n))
 		return -ENOMEM;
+	if (kl->keys2)
+		return kl_lookup2(kl, l, nnew, bad);
 	for (i = 0; i < l->n; i++) {
 		uint64_t k = l->keys[i];
-		bool found;
 
-		/* the slot of k: its rank in each run */
-		if (search) {
-			ja = kl_lower(ka, ja, na, k);
-			if (nb)
-				jb = kl_lower(kb, jb, nb, k);
-		} else {
-			while (ja < na && ka[ja] < k)
-				ja++;
-			while (jb < nb && kb[jb] < k)
-				jb++;
-		}
-		found = (ja < na && ka[ja] == k) || (jb < nb && kb[jb] == k);
-		j = ja + jb;
-		if (found) {
+		if (search)
+			j = kl_lower(kl->keys, j, kl->n, k);
+		else
+			while (j < kl->n && kl->keys[j] < k)
+				j++;
+		if (j < kl->n && kl->keys[j] == k) {
 			if (!hit)
 				for (h = 0; h < i; h++)
 					kl->idx[h] = KL_NONE;
@@ -262,6 +256,42 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 	}
 	if (!hit && l->n)
 		kl->idx[0] = KL_NONE;
+	return 0;
+}
+
+/* kl_lookup() of a store in two runs (kl->keys2; one length): a key's
+ * slot is its rank in each run, summed.  Every idx[i] is written. */
+static int kl_lookup2(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		      uint64_t *nnew, uint64_t *bad)
+{
+	const uint64_t *ka = kl->keys, *kb = kl->keys2;
+	uint64_t na = kl->n - kl->n2, nb = kl->n2, i, ja = 0, jb = 0, miss = 0;
+	bool search = l->n * 24 < kl->n;
+	uint32_t *idx = kl->idx;
+
+	for (i = 0; i < l->n; i++) {
+		uint64_t k = l->keys[i];
+		bool found;
+
+		if (search) {
+			ja = kl_lower(ka, ja, na, k);
+			jb = kl_lower(kb, jb, nb, k);
+		} else {
+			while (ja < na && ka[ja] < k)
+				ja++;
+			while (jb < nb && kb[jb] < k)
+				jb++;
+		}
+		found = (ja < na && ka[ja] == k) | (jb < nb && kb[jb] == k);
+		idx[i] = found ? (uint32_t)(ja + jb) : KL_NONE;
+		miss += !found;
+		if (found && psd_kl_len_of(l, i) != kl->ulen) {
+			*bad = i;
+			*nnew = miss;
+			return PSCHED_ESIZE;
+		}
+	}
+	*nnew = miss;
 	return 0;
 }
 
