@@ -346,7 +346,8 @@ bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 			bool a = jb >= kl->n2 ||
 				 (ja < na && kl->keys[ja] < kl->keys2[jb]);
 
-			if (l->keys[i] != (a ? kl->keys[ja++] : kl->keys2[jb++]))
+			if (l->keys[i] !=
+			    (a ? kl->keys[ja++] : kl->keys2[jb++]))
 				return false;
 		}
 	} else if (memcmp(l->keys, kl->keys, (size_t)l->n * 8)) {

@@ -21,8 +21,8 @@
 #define KVW_KLPACK_BLK 256
 
 struct kvw_klpack_blk {
-	uint64_t base; /* the block's first key */
-	uint64_t step; /* smallest gap in the block (mod 2^64) */
+	uint64_t base;	   /* the block's first key */
+	uint64_t step;	   /* smallest gap in the block (mod 2^64) */
 	uint64_t off : 60; /* its excesses start at res + off */
 	uint64_t w : 4;	   /* bytes per excess, 0..8 */
 };

@@ -397,8 +397,7 @@ int main(int argc, char **argv)
 	CHECK(!ret, "near copy: %s", psched_errmsg());
 	ret = psched_wait(node, req, 0);
 	CHECK(ret == PSCHED_EUNKNOWNKEY && strstr(psched_errmsg(), "never"),
-	      "a list one key off the cached one: %d %s", ret,
-	      psched_errmsg());
+	      "a list one key off the cached one: %d %s", ret, psched_errmsg());
 	check_pull("the cached list after a near copy", 1, 0);
 
 	printf("keylist rank %d ok (%zu keys, %u workers, %u servers)\n",

@@ -325,8 +325,7 @@ static void test_kl_store_two_runs(void)
 		model[2 * per + i] = v[i];
 		stored[2 * per + i] = true;
 	}
-	l = kst_list(&t, 50, 1, 2 * per, 1, NULL, 4, (uint8_t *)v, false,
-		     &buf);
+	l = kst_list(&t, 50, 1, 2 * per, 1, NULL, 4, (uint8_t *)v, false, &buf);
 	kst_push(&t, &l, PSCHED_F32);
 	kst_list_free(buf, false);
 	CHECK(t.kl->keys2 == NULL); /* keys added: one array again */

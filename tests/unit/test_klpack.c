@@ -32,8 +32,8 @@ static void kp_mutations(const uint64_t *k, size_t n)
 {
 	struct kvw_klpack p = { 0 };
 	uint64_t *m = malloc((n ? n : 1) * 8);
-	size_t pos[] = { 0, 1, 2, 254, 255, 256, 257, 511, 512, n / 2,
-			 n - 2, n - 1 };
+	size_t pos[] = { 0,   1,   2,	254,   255,   256,
+			 257, 511, 512, n / 2, n - 2, n - 1 };
 
 	CHECK(m != NULL);
 	CHECK_EQ(psd_kvw_klpack_set(&p, k, n), 0);
@@ -126,7 +126,8 @@ static void test_klpack_every_width(void)
 
 		/* the stride 3, excess up to top (reached once per block) */
 		k[i] = k[i - 1] + 3 +
-		       (i % KVW_KLPACK_BLK == 7 ? top : test_rng_below(top + 1));
+		       (i % KVW_KLPACK_BLK == 7 ? top
+						: test_rng_below(top + 1));
 	}
 	CHECK_EQ(psd_kvw_klpack_set(&p, k, n), 0);
 	for (size_t b = 1; b < 9; b++)
