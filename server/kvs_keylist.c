@@ -38,6 +38,72 @@
 #include "bigmem.h"
 #include "kvs_kl.h"
 
+/* Parse and check the payload of request @h; for pushes the values too.
+ * 0 or -EPROTO with *@why. */
+int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		    const void *payload, unsigned esize, int wrank,
+		    struct psd_kl_list *l, const char **why)
+{
+	static const uint64_t none; /* an empty message has no payload */
+	const uint8_t *p = payload ? payload : (const void *)&none;
+	uint64_t i, bytes = 0, bad = 0;
+	uint32_t zero = 0;
+	struct psd_kl_wcache *wc = wrank >= 0 ? &kl->wc[wrank] : NULL;
+
+	l->wc = NULL;
+	l->tag = 0;
+	l->own = false; /* the caller says when it is */
+	if (h->flags & PSD_F_KLCACHED) {
+		/* checked when its keys came */
+		if (!wc || wc->tag != h->epoch || wc->n != h->part ||
+		    wc->ulen != h->offset) {
+			*why = "key-list tag unknown (its keys never came)";
+			return -EPROTO;
+		}
+		l->n = wc->n;
+		l->keys = wc->keys;
+		l->ulen = wc->ulen;
+		l->lens = wc->ulen ? NULL : wc->lens;
+		l->vals = payload;
+		l->bytes = h->span;
+		l->wc = wc;
+		return 0;
+	}
+	l->n = h->part;
+	l->keys = (const uint64_t *)(const void *)p;
+	l->ulen = (uint32_t)h->offset;
+	l->lens = h->offset ? NULL
+			    : (const uint32_t *)(const void *)(p + 8 * l->n);
+	l->vals = p + l->n * (h->offset ? 8 : 12);
+	/* branch-free loops: vectorised over millions of keys */
+	for (i = 1; i < l->n; i++)
+		bad |= l->keys[i] <= l->keys[i - 1];
+	if (bad) {
+		*why = "keys not sorted ascending, or repeated";
+		return -EPROTO;
+	}
+	if (l->lens) {
+		for (i = 0; i < l->n; i++) {
+			zero |= l->lens[i] == 0;
+			bytes += l->lens[i];
+		}
+		bytes *= esize;
+	} else {
+		bytes = l->n * l->ulen * esize;
+	}
+	if (zero) {
+		*why = "a key of length 0";
+		return -EPROTO;
+	}
+	if (bytes != h->span) {
+		*why = "key lengths do not add up to the value bytes";
+		return -EPROTO;
+	}
+	l->bytes = bytes;
+	l->tag = h->epoch; /* psd_kl_remember() once handled */
+	return 0;
+}
+
 /* The answer header to request @h. */
 static struct psd_hdr kl_answer(struct psched_node *n, const struct psd_hdr *h,
 				int type, uint64_t bytes)

@@ -29,6 +29,11 @@ struct psd_kvs_kl {
 	unsigned esize;
 	uint64_t n;	/* keys stored */
 	uint64_t *keys; /* sorted */
+	/* A second sorted run (a key block), NULL: keys holds every key.
+	 * Slots, values and sums follow the merged order of the two runs
+	 * (keys has n - n2 keys).  See psd_kl_insert(). */
+	uint64_t *keys2;
+	uint64_t n2;
 	uint32_t ulen;	/* elements of every key, 0: lens/offs */
 	uint32_t *lens;
 	uint64_t *offs;	   /* element offset of each key */

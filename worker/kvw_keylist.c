@@ -21,6 +21,7 @@
 
 #include "bigmem.h"
 #include "kvw.h"
+#include "kvw_klpack.h"
 
 /* One server's slice of a list. */
 struct kvw_kl_cut {
@@ -35,8 +36,11 @@ struct kvw_kl_cut {
  * server holds (wire.h, PSD_F_KLCACHED): a request with the same keys and
  * lengths reuses the tag, and a server that has it gets no keys again.
  *
- * The copy is the cost of a new list (80 MB at 10 M keys), so it is made
- * while the request is on its way: the caller compares and picks the tag
+ * The keys are kept packed (worker/kvw_klpack.c: exact, a few bytes per
+ * key, none for strided keys) rather than copied: a plain copy of a new
+ * 10 M-key list was 80 MB of fresh pages, which the cold push paid for
+ * on two cores shared with the servers.  The packing is made while the
+ * request is on its way: the caller compares and picks the tag
  * under mu (not w->lock, which the sender and receive threads need),
  * queues the request, then copies and only then drops mu -- another
  * caller's compare never sees half a copy.  The buffers are kept and
@@ -49,9 +53,9 @@ struct kvw_klcache {
 	uint32_t ulen;
 	bool valid; /* keys/lens hold the list of tag */
 	size_t n;
-	uint64_t *keys;
+	struct kvw_klpack keys;
 	uint32_t *lens; /* when ulen is 0 */
-	size_t keys_cap, lens_cap;
+	size_t lens_cap;
 	bool huge; /* PS_KEYLIST_HUGEPAGES: keys and lens psd_big_alloc'd so */
 	uint32_t *srv_tag; /* [num_server]: the tag the server holds */
 	unsigned nsrv;
@@ -64,7 +68,7 @@ void psd_kvw_kl_fini(struct psd_kvw *w)
 	if (!c)
 		return;
 	pthread_mutex_destroy(&c->mu);
-	psd_big_free(c->keys);
+	psd_kvw_klpack_free(&c->keys);
 	psd_big_free(c->lens);
 	free(c->srv_tag);
 	free(c);
@@ -92,6 +96,7 @@ static struct kvw_klcache *kvw_klc_get(struct psched_node *n)
 		} else {
 			c->nsrv = n->num_server;
 			c->huge = n->cfg.keylist_hugepages != 0;
+			c->keys.huge = c->huge;
 			w->klc = c;
 		}
 	}
@@ -108,7 +113,7 @@ static uint32_t kvw_kl_tag(struct kvw_klcache *c, size_t nkeys,
 {
 	*copy = false;
 	if (c->valid && c->n == nkeys && c->ulen == ulen &&
-	    !memcmp(c->keys, keys, nkeys * 8) &&
+	    psd_kvw_klpack_equal(&c->keys, keys, nkeys) &&
 	    (ulen || !memcmp(c->lens, lens, nkeys * 4)))
 		return c->next_tag;
 	c->valid = false;
@@ -125,19 +130,13 @@ static void kvw_kl_copy(struct kvw_klcache *c, size_t nkeys,
 			const uint64_t *keys, const uint32_t *lens,
 			uint32_t ulen)
 {
-	if (nkeys > c->keys_cap) {
-		psd_big_free(c->keys);
-		c->keys = psd_big_alloc(nkeys * 8, c->huge, false);
-		c->keys_cap = c->keys ? nkeys : 0;
-	}
 	if (!ulen && nkeys > c->lens_cap) {
 		psd_big_free(c->lens);
 		c->lens = psd_big_alloc(nkeys * 4, c->huge, false);
 		c->lens_cap = c->lens ? nkeys : 0;
 	}
-	if (!c->keys || (!ulen && !c->lens))
+	if ((!ulen && !c->lens) || psd_kvw_klpack_set(&c->keys, keys, nkeys))
 		return;
-	memcpy(c->keys, keys, nkeys * 8);
 	if (!ulen)
 		memcpy(c->lens, lens, nkeys * 4);
 	c->n = nkeys;

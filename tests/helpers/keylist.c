@@ -380,6 +380,26 @@ int main(int argc, char **argv)
 			      (unsigned long long)(tx[2] - tx[1]));
 	}
 
+	/* A list of the same length as the cached one but one key other (a
+	 * key never pushed, +1 from a stored one): not the cached list
+	 * (worker/kvw_klpack.c), so its keys travel and the server refuses
+	 * the unknown key -- taken for the cached list it would be answered
+	 * with the old keys' values. */
+	check_pull("cached list before a near copy", 1, 0);
+	for (u = 0, n = 0; u < M; u++)
+		if (known[u]) {
+			ks[n] = ukey[u];
+			ls[n++] = ulen[u];
+		}
+	ks[n / 2] += 1; /* between two stored keys: still sorted */
+	ret = psched_pull_keys(node, n, ks, ls, 0, qv, PSCHED_F32, 0, NULL,
+			       NULL, &req);
+	CHECK(!ret, "near copy: %s", psched_errmsg());
+	ret = psched_wait(node, req, 0);
+	CHECK(ret == PSCHED_EUNKNOWNKEY && strstr(psched_errmsg(), "never"),
+	      "a list one key off the cached one: %d %s", ret, psched_errmsg());
+	check_pull("the cached list after a near copy", 1, 0);
+
 	printf("keylist rank %d ok (%zu keys, %u workers, %u servers)\n",
 	       rank, M, nw, psched_num_servers(node));
 	fflush(stdout);

@@ -39,4 +39,15 @@ run 2 2 400000
 PS_KEYLIST_HUGEPAGES=1 run 2 2 600000
 # the worker-side cache off: every list carries its keys
 PS_KEYLIST_CACHE=0 run 2 2 600
+# dmlc's benchmark shape (ps-bench --keys-per-request checks every pull):
+# each worker's keys disjoint and interleaved with the others', so the
+# first step's second list stays a second key run on each server and a
+# third worker's list merges the runs (server/kvs_klstore.c)
+for w in 2 3; do
+	"$BUILD/bin/ps-bench" --servers 2 --workers "$w" --keys-per-request 400000 --runs 3 >"$TMP/klb.out" 2>&1 ||
+		die "ps-bench --keys-per-request 2+$w: $(grep -v '^#' "$TMP/klb.out" | tail -n 5)"
+	if grep -l "runtime error\|Sanitizer" "$TMP/klb.out"; then
+		die "ps-bench --keys-per-request 2+$w: sanitizer report"
+	fi
+done
 echo "key lists: all clusters exact"

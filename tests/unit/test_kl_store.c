@@ -129,24 +129,37 @@ static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
 	kl->got++;
 }
 
-/* The stored value bytes of @key (NULL: not stored). */
-static const uint8_t *kst_val(const struct psd_kvs_kl *kl, uint64_t key,
-			      uint32_t *len)
+/* Rank of @key in keys[0, @n). */
+static uint64_t kst_rank(const uint64_t *keys, uint64_t n, uint64_t key)
 {
-	uint64_t lo = 0, hi = kl->n;
+	uint64_t lo = 0, hi = n;
 
 	while (lo < hi) {
 		uint64_t mid = lo + (hi - lo) / 2;
 
-		if (kl->keys[mid] < key)
+		if (keys[mid] < key)
 			lo = mid + 1;
 		else
 			hi = mid;
 	}
-	if (lo == kl->n || kl->keys[lo] != key)
+	return lo;
+}
+
+/* The stored value bytes of @key (NULL: not stored); its slot is its
+ * rank in the store's run(s). */
+static const uint8_t *kst_val(const struct psd_kvs_kl *kl, uint64_t key,
+			      uint32_t *len)
+{
+	uint64_t na = kl->n - kl->n2;
+	uint64_t ja = kst_rank(kl->keys, na, key);
+	uint64_t jb = kst_rank(kl->keys2, kl->n2, key);
+	bool in = (ja < na && kl->keys[ja] == key) ||
+		  (jb < kl->n2 && kl->keys2[jb] == key);
+
+	if (!in)
 		return NULL;
-	*len = psd_kl_slen(kl, lo);
-	return kl->val + psd_kl_soff(kl, lo) * kl->esize;
+	*len = psd_kl_slen(kl, ja + jb);
+	return kl->val + psd_kl_soff(kl, ja + jb) * kl->esize;
 }
 
 /* Every key in [0, @nkeys) holds model[key] (float32, one element). */
@@ -229,6 +242,100 @@ static void kst_interleaved(unsigned nw, uint64_t per, bool own, bool huge)
 	}
 	/* step 1's later workers went in with the merge */
 	CHECK_INT(t.fused, ==, (int)nw - 1);
+	/* 2 workers' own buffers: the second list's keys stayed a run of
+	 * their own; a third list merged them into one array */
+	CHECK(!t.kl->keys2 || (own && nw == 2));
+	if (own && nw == 2)
+		CHECK_U64(t.kl->n2, ==, per);
+	kst_stop(&t);
+	free(model);
+	free(stored);
+	free(v);
+}
+
+/*
+ * The store as two runs (the first step's second list kept as keys2):
+ * lookups of keys in either run and of missing ones, a length refused
+ * in the second run, a whole-store list recognised through both runs and
+ * remembered as a copy, then new keys added (the runs merged into one
+ * array), values exact throughout.
+ */
+static void test_kl_store_two_runs(void)
+{
+	uint64_t per = 3000, nkeys = 2 * per + 50, i, nnew = 0, bad = 0;
+	float *model = calloc(nkeys, sizeof(float));
+	bool *stored = calloc(nkeys, 1);
+	float *v = malloc(nkeys * sizeof(float));
+	const uint32_t *idx;
+	struct psd_kl_list l;
+	uint64_t q[3];
+	struct kst t;
+	void *buf;
+	unsigned w;
+
+	CHECK(model && stored && v);
+	kst_start(&t, 2, false);
+	for (w = 0; w < 2; w++) {
+		for (i = 0; i < per; i++) {
+			v[i] = (float)(10 * w + i % 89);
+			model[2 * i + w] = v[i];
+			stored[2 * i + w] = true;
+		}
+		l = kst_list(&t, per, 2, w, 1, NULL, 4, (uint8_t *)v, true,
+			     &buf);
+		kst_push(&t, &l, PSCHED_F32);
+		l.tag = w + 1;
+		psd_kl_remember(t.kl, (int)w, &l, w == 0);
+		kst_list_free(buf, true);
+	}
+	CHECK(t.kl->keys2 != NULL);
+	CHECK_U64(t.kl->n2, ==, per);
+	CHECK_INT(t.fused, ==, 1);
+	psd_kl_commit(&t.s, t.kl);
+	kst_check_f32(t.kl, model, stored, nkeys);
+	/* slots: key 1 (second run) is slot 1, key 2 slot 2, 2*per+7 new */
+	q[0] = 1, q[1] = 2, q[2] = 2 * per + 7;
+	l = (struct psd_kl_list){ .n = 3, .keys = q, .ulen = 1 };
+	CHECK_EQ(psd_kl_slots(t.kl, &l, &idx, &nnew, &bad), 0);
+	CHECK_U64(nnew, ==, 1);
+	CHECK_U64(idx[0], ==, 1);
+	CHECK_U64(idx[1], ==, 2);
+	CHECK_U64(idx[2], ==, KL_NONE);
+	/* a key of the second run with another length */
+	q[0] = 3;
+	l = (struct psd_kl_list){ .n = 1, .keys = q, .ulen = 2 };
+	CHECK_EQ(psd_kl_slots(t.kl, &l, &idx, &nnew, &bad), PSCHED_ESIZE);
+	CHECK_U64(bad, ==, 0);
+	/* step 2: worker 0 the whole store (both runs), worker 1 new keys
+	 * after it */
+	for (i = 0; i < 2 * per; i++) {
+		v[i] = (float)(i % 31) + 0.5f;
+		model[i] = v[i];
+	}
+	l = kst_list(&t, 2 * per, 1, 0, 1, NULL, 4, (uint8_t *)v, false, &buf);
+	CHECK(psd_kl_is_whole_cmp(t.kl, &l));
+	kst_push(&t, &l, PSCHED_F32);
+	l.tag = 7;
+	psd_kl_remember(t.kl, 0, &l, true);
+	CHECK(t.kl->wc[0].keys != t.kl->keys); /* a copy: two runs */
+	CHECK(!memcmp(t.kl->wc[0].keys, l.keys, (size_t)l.n * 8));
+	kst_list_free(buf, false);
+	for (i = 0; i < 50; i++) {
+		v[i] = (float)(1000 + i);
+		model[2 * per + i] = v[i];
+		stored[2 * per + i] = true;
+	}
+	l = kst_list(&t, 50, 1, 2 * per, 1, NULL, 4, (uint8_t *)v, false, &buf);
+	kst_push(&t, &l, PSCHED_F32);
+	kst_list_free(buf, false);
+	CHECK(t.kl->keys2 == NULL); /* keys added: one array again */
+	CHECK_U64(t.kl->n, ==, nkeys);
+	for (i = 1; i < nkeys; i++)
+		CHECK(t.kl->keys[i] == t.kl->keys[i - 1] + 1);
+	psd_kl_commit(&t.s, t.kl);
+	kst_check_f32(t.kl, model, stored, nkeys);
+	/* the remembered whole list still reads (ASan: not freed) */
+	CHECK_U64(t.kl->wc[0].keys[2 * per - 1], ==, 2 * per - 1);
 	kst_stop(&t);
 	free(model);
 	free(stored);
@@ -502,6 +609,7 @@ const struct test_case test_list[] = {
 	{ "kl_store_merge_keeps_committed_values",
 	  test_kl_store_merge_keeps_committed_values },
 	{ "kl_store_merge_paths", test_kl_store_merge_paths },
+	{ "kl_store_two_runs", test_kl_store_two_runs },
 	{ "kl_store_new_keys_guess_wrong", test_kl_store_new_keys_guess_wrong },
 	{ "kl_store_bigmem_fallback", test_kl_store_bigmem_fallback },
 	{ NULL, NULL },
