@@ -774,6 +774,7 @@ void psd_po_stop(struct psched_node *n)
 		psd_conn_put(n->early[i].conn);
 	n->nearly = 0;
 	for (i = 0; i < n->npeers; i++) {
+		psd_conn_unpair(n->peers[i].conn);
 		psd_conn_put(n->peers[i].conn);
 		psd_conn_put(n->peers[i].ans);
 	}

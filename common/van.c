@@ -165,8 +165,6 @@ void psd_conn_put(struct psd_conn *c)
 {
 	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
 		return;
-	if (c->channel == PSD_CHAN_REQ)
-		psd_conn_put(atomic_load(&c->pair));
 	c->ops->fini(c);
 	pthread_mutex_destroy(&c->send_lock);
 	free(c->scratch);
@@ -251,13 +249,27 @@ void psd_conn_close(struct psd_conn *c)
 void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans,
 		   bool tx_to_pair)
 {
-	psd_conn_get(ans); /* req's, dropped with req (psd_conn_put()) */
+	/* Each holds the other until psd_conn_unpair(): whichever the van
+	 * drops first, the other's pointer stays valid. */
+	psd_conn_get(ans);
+	psd_conn_get(req);
 	req->tx_to_pair = tx_to_pair;
 	atomic_store(&ans->pair, req);
 	atomic_store(&req->pair, ans);
 	/* One of them may have gone before it knew of the other. */
 	if (atomic_load(&req->closed) || atomic_load(&ans->closed))
 		psd_conn_close(req);
+}
+
+void psd_conn_unpair(struct psd_conn *c)
+{
+	struct psd_conn *p = c ? atomic_exchange(&c->pair, NULL) : NULL;
+
+	if (!p)
+		return;
+	atomic_store(&p->pair, NULL);
+	psd_conn_put(p);
+	psd_conn_put(c);
 }
 
 int psd_van_connect(struct psd_van *van, const struct psd_addr *addr,

@@ -94,6 +94,10 @@ void psd_conn_close(struct psd_conn *c);
  */
 void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans,
 		   bool tx_to_pair);
+/* Release the references the two connections of @c's pair hold on each
+ * other (psd_conn_pair() takes them), once their van is destroyed; the
+ * caller still holds its own on @c.  NULL or no pair: nothing. */
+void psd_conn_unpair(struct psd_conn *c);
 /* Send header + payload (any thread; serialized per connection). */
 int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
 		  const struct iovec *iov, int niov);

@@ -106,12 +106,10 @@ struct psd_conn {
 	size_t auth_msg_len;
 	/* A worker-server pair split in two connections (PS_TCP_SPLIT):
 	 * channel is PSD_CHAN_*, set before the hello.  pair is the other
-	 * connection once bound (psd_conn_pair()): the request connection
-	 * holds a reference to the answers one; the answers one points back
-	 * without one (the request connection is the peer's p->conn, held
-	 * until the postoffice stops).  The van drops both when either
-	 * goes; with tx_to_pair (server) sends on the request connection go
-	 * out on the answers one. */
+	 * connection once bound (psd_conn_pair()), each holding a reference
+	 * to the other until psd_conn_unpair().  The van drops both when
+	 * either goes; with tx_to_pair (server) sends on the request
+	 * connection go out on the answers one. */
 	uint8_t channel;
 	bool tx_to_pair;
 	struct psd_conn *_Atomic pair;
