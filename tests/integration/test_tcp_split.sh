@@ -76,6 +76,7 @@ done
 kill_one() { # answers|requests
 	local which=$1 line port t0 rc
 	export PS_HEARTBEAT_INTERVAL=0.2 PS_HEARTBEAT_TIMEOUT=2 PS_REQUEST_TIMEOUT=30
+	export PS_TCP_SPLIT=1
 	PS_VERBOSE=1 start_scheduler 1 1
 	PS_VERBOSE=1 start_servers 1
 	# The last scenario's log must not be read for this worker's ports.
