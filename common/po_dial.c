@@ -132,13 +132,15 @@ static int po_wait_servers(struct psched_node *n, uint64_t deadline, bool ans)
 			if (psd_now_ms() >= deadline) {
 				ret = psd_set_errmsg(
 					PSCHED_ERENDEZVOUS,
-					"%s did not %s our hello on %s within "
-					"%u ms",
-					p->desc,
 					atomic_load(&c->authed)
-						? "confirm (PairReady)"
-						: "answer the authentication of",
-					what, n->cfg.connect_timeout_ms);
+						? "%s did not bind (PairReady) "
+						  "%s within %u ms"
+						: "%s did not answer our "
+						  "hello's "
+						  "authentication on %s within "
+						  "%u ms",
+					p->desc, what,
+					n->cfg.connect_timeout_ms);
 				break;
 			}
 			psd_deadline(&ts, 50);
@@ -171,8 +173,8 @@ static int po_dial_answers(struct psched_node *n, struct psd_peer *p,
 	snprintf(a.host, sizeof(a.host), "%s", p->host);
 	a.port = p->port;
 	ret = psd_van_connect(n->van, &a,
-			      (unsigned)(deadline - psd_now_ms() + 1),
-			      "server", &c);
+			      (unsigned)(deadline - psd_now_ms() + 1), "server",
+			      &c);
 	if (ret)
 		return psd_set_errmsg(ret,
 				      "cannot open the answers connection "

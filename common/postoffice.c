@@ -496,7 +496,8 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 	 * connection of its split pair (the van closed both before either
 	 * came here: whichever comes first reports).  A server that got the
 	 * shutdown before this finalized worker did is no failure. */
-	ans = c->channel == PSD_CHAN_ANS && p && atomic_load(&c->pair) == p->conn;
+	ans = c->channel == PSD_CHAN_ANS && p &&
+	      atomic_load(&c->pair) == p->conn;
 	down = n->shutdown || n->finalizing || !p || p->dead || p->departed ||
 	       (p->conn != c && !ans);
 	if (p && !down)

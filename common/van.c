@@ -246,8 +246,7 @@ void psd_conn_close(struct psd_conn *c)
 	}
 }
 
-void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans,
-		   bool tx_to_pair)
+void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans, bool tx_to_pair)
 {
 	/* Each holds the other until psd_conn_unpair(): whichever the van
 	 * drops first, the other's pointer stays valid. */

@@ -92,8 +92,7 @@ void psd_conn_close(struct psd_conn *c);
  * with @tx_to_pair every send on @req goes out on @ans.  If either is
  * already closed both are closed.  Any thread; once per pair.
  */
-void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans,
-		   bool tx_to_pair);
+void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans, bool tx_to_pair);
 /* Release the references the two connections of @c's pair hold on each
  * other (psd_conn_pair() takes them), once their van is destroyed; the
  * caller still holds its own on @c.  NULL or no pair: nothing. */

@@ -27,8 +27,8 @@ static int node_ix(void *arg)
 	return arg == &srv ? 0 : 1;
 }
 
-static void pair_rx_data(void *arg, struct psd_conn *c,
-			 const struct psd_hdr *h, void *payload)
+static void pair_rx_data(void *arg, struct psd_conn *c, const struct psd_hdr *h,
+			 void *payload)
 {
 	struct tt_node *n = arg;
 
