@@ -44,7 +44,20 @@ struct psd_auth_secret {
 enum psd_auth_kind {
 	PSD_AUTH_REGISTER = 1, /* node -> scheduler; id = the node's role */
 	PSD_AUTH_HELLO = 2,    /* worker -> server; id = the worker's id */
+	/* The two connections of a split pair (PS_TCP_SPLIT, Hello.channel
+	 * 1 and 2): a kind each, so that a proof made for one channel does
+	 * not open another. */
+	PSD_AUTH_HELLO_REQ = 3,
+	PSD_AUTH_HELLO_ANS = 4,
 };
+
+/* The handshake kind of a hello opening @channel (PSD_CHAN_*). */
+static inline enum psd_auth_kind psd_auth_hello_kind(unsigned channel)
+{
+	return channel == 1   ? PSD_AUTH_HELLO_REQ
+	       : channel == 2 ? PSD_AUTH_HELLO_ANS
+			      : PSD_AUTH_HELLO;
+}
 
 /*
  * The job's secret from @cfg: job_token (PS_JOB_TOKEN, --job-token) or

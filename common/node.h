@@ -28,6 +28,10 @@ struct psd_peer {
 	char host_key[PSD_SHM_HOST_KEY_LEN]; /* psd_shm_host_key() of the peer,
 						"" unknown */
 	struct psd_conn *conn; /* worker -> server data connection */
+	/* Worker, PS_TCP_SPLIT: the pair's answers connection (conn is then
+	 * its request connection), and the server's PairReady on each. */
+	struct psd_conn *ans;
+	bool ready_req, ready_ans;
 	bool dead;
 	bool departed; /* worker said goodbye (finalized) */
 	char desc[96]; /* "server 1 (rank 0, 127.0.0.1:4000)" */
@@ -159,6 +163,13 @@ void psd_po_shm_setup(struct psched_node *n);
  * (info).  0 or -errno as psd_van_connect(). */
 int psd_po_connect_server(struct psched_node *n, struct psd_peer *p,
 			  unsigned timeout_ms);
+/* po_dial.c: dial every server (a split pair each over TCP with
+ * PS_TCP_SPLIT=1) and wait until each is authenticated and bound.
+ * Worker, its start thread. */
+int psd_po_connect_servers(struct psched_node *n, uint64_t deadline);
+/* po_dial.c: the van thread's part: a server's PairReady. */
+void psd_po_on_pair_ready(struct psched_node *n, struct psd_conn *c,
+			  const Psched__PairReady *pr);
 /* The postoffice's van callbacks for @n, as psd_po_start() gives them to
  * its van (also for tests/fuzz/fuzz_node.c, which feeds them frames). */
 void psd_po_van_cb(struct psched_node *n, struct psd_van_cb *cb);

@@ -151,6 +151,15 @@ const struct opt psd_opts[] = {
 	  0,
 	  "0",
 	  "bytes in flight per worker (0 = unlimited)" },
+	{ "tcp-split",
+	  { "PS_TCP_SPLIT" },
+	  OPT_BOOL,
+	  OFF(tcp_split),
+	  0,
+	  "0",
+	  "worker: a second TCP connection to each server, so that requests "
+	  "and answers each have their own (1|0; 0 = one connection carries "
+	  "both directions)" },
 	{ "keylist-cache",
 	  { "PS_KEYLIST_CACHE" },
 	  OPT_BOOL,

@@ -156,6 +156,51 @@ static void po_on_failure(struct psched_node *n, const Psched__NodeFailure *f)
 		n->role->peer_failed(n, p, PSCHED_ENODEDEAD, f->reason);
 }
 
+/* Server, van thread: tell the worker @c of a split pair is bound. */
+static void po_send_ready(struct psched_node *n, struct psd_conn *c)
+{
+	Psched__PairReady pr = PSCHED__PAIR_READY__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+
+	pr.channel = c->channel;
+	m.body_case = PSCHED__CONTROL__BODY_PAIR_READY;
+	m.pair_ready = &pr;
+	psd_conn_send_control(c, n->id, &m);
+}
+
+/*
+ * Server, van thread: the answers connection of worker @p's split pair
+ * (PS_TCP_SPLIT) authenticated.  It binds to the worker's request
+ * connection, which the worker opened, and we bound, first (the worker
+ * waits for our PairReady on it before dialling this one); from now on
+ * every server -> worker message of @p goes out on @c.
+ */
+static void po_accept_answers(struct psched_node *n, struct psd_conn *c,
+			      struct psd_peer *p)
+{
+	struct psd_conn *req = p->conn;
+	const char *why = NULL;
+
+	if (p->dead || p->departed)
+		why = "answers connection for a worker that is gone";
+	else if (!req || req->channel != PSD_CHAN_REQ ||
+		 atomic_load(&req->closed))
+		why = "answers connection (PS_TCP_SPLIT) for a worker with no "
+		      "authenticated request connection to this server";
+	else if (atomic_load(&req->pair))
+		why = "a second answers connection for one worker";
+	if (why) {
+		psd_err("dropping connection from %s (hello as worker %d): %s",
+			c->peer, p->id, why);
+		psd_conn_close(c);
+		return;
+	}
+	c->peer_id = p->id;
+	snprintf(c->peer, sizeof(c->peer), "%s, answers", p->desc);
+	psd_conn_pair(req, c, true);
+	po_send_ready(n, c);
+}
+
 /* Van thread: bind an authenticated worker's connection to its id. */
 static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id)
 {
@@ -165,7 +210,10 @@ static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id)
 	if (!(p = psd_node_peer(n, id)) || p->id < 0 ||
 	    p->role != PSCHED_ROLE_WORKER)
 		why = "hello from an id that is no worker of this job";
-	else if (p->conn || p->dead)
+	else if (c->channel == PSD_CHAN_ANS) {
+		po_accept_answers(n, c, p);
+		return;
+	} else if (p->conn || p->dead)
 		why = "hello for a worker that is already connected";
 	if (why) {
 		psd_err("dropping connection from %s: %s", c->peer, why);
@@ -178,6 +226,8 @@ static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id)
 	pthread_mutex_unlock(&n->lock);
 	c->peer_id = p->id;
 	snprintf(c->peer, sizeof(c->peer), "%s", p->desc);
+	if (c->channel == PSD_CHAN_REQ)
+		po_send_ready(n, c);
 }
 
 /*
@@ -259,12 +309,18 @@ static void po_auth_rx(struct psched_node *n, struct psd_conn *c,
 		       const Psched__Control *m)
 {
 	bool sched = c == n->sched;
+	unsigned chan;
 	int ret;
 
 	if (sched || n->cfg.role == PSCHED_ROLE_WORKER) {
-		ret = psd_auth_answer(
-			&n->secret, c, n->id,
-			sched ? PSD_AUTH_REGISTER : PSD_AUTH_HELLO, m, c->peer);
+		/* Set with our hello, on the thread that sent it. */
+		pthread_mutex_lock(&c->send_lock);
+		chan = c->channel;
+		pthread_mutex_unlock(&c->send_lock);
+		ret = psd_auth_answer(&n->secret, c, n->id,
+				      sched ? PSD_AUTH_REGISTER
+					    : psd_auth_hello_kind(chan),
+				      m, c->peer);
 		if (ret) {
 			psd_node_set_fatal(n, ret, "%s", psched_errmsg());
 			psd_err("%s", psched_errmsg());
@@ -276,12 +332,25 @@ static void po_auth_rx(struct psched_node *n, struct psd_conn *c,
 		pthread_mutex_unlock(&n->lock);
 		return;
 	}
+	if (m->body_case == PSCHED__CONTROL__BODY_HELLO &&
+	    m->hello->channel > PSD_CHAN_ANS) {
+		psd_err("dropping connection from %s: its hello opens channel "
+			"%u (0 both directions, 1 requests, 2 answers)",
+			c->peer, m->hello->channel);
+		psd_conn_close(c);
+		return;
+	}
+	/* The channel is part of what the proofs cover (auth.h). */
+	if (m->body_case == PSCHED__CONTROL__BODY_HELLO && !c->auth_step)
+		c->channel = (uint8_t)m->hello->channel;
 	if (m->body_case == PSCHED__CONTROL__BODY_HELLO)
-		ret = psd_auth_challenge(&n->secret, c, n->id, PSD_AUTH_HELLO,
+		ret = psd_auth_challenge(&n->secret, c, n->id,
+					 psd_auth_hello_kind(c->channel),
 					 m->hello->id, m->hello->nonce.data,
 					 m->hello->nonce.len);
 	else
-		ret = psd_auth_finish(&n->secret, c, PSD_AUTH_HELLO, m);
+		ret = psd_auth_finish(&n->secret, c,
+				      psd_auth_hello_kind(c->channel), m);
 	if (ret) {
 		psd_err("dropping connection from %s: hello failed "
 			"authentication: %s",
@@ -318,6 +387,10 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 		return;
 	}
 	if (c != n->sched) {
+		if (m->body_case == PSCHED__CONTROL__BODY_PAIR_READY) {
+			psd_po_on_pair_ready(n, c, m->pair_ready);
+			return;
+		}
 		if (!n->role || !n->role->rx_control ||
 		    !n->role->rx_control(n, c, m))
 			po_on_data_control(n, c, m);
@@ -363,6 +436,13 @@ static int po_rx_header(void *arg, struct psd_conn *c, const struct psd_hdr *h,
 {
 	struct psched_node *n = arg;
 
+	if (c->channel == PSD_CHAN_ANS && n->cfg.role == PSCHED_ROLE_SERVER) {
+		psd_err("dropping connection from %s: %s message on the "
+			"answers connection of a split pair (requests come on "
+			"the other one)",
+			c->peer, psd_msg_type_name(h->type));
+		return -EPROTO;
+	}
 	if (!n->role || !n->role->rx_header) {
 		psd_err("dropping connection from %s: data message on a node "
 			"that takes none",
@@ -384,7 +464,7 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 {
 	struct psched_node *n = arg;
 	struct psd_peer *p;
-	bool down, is_sched;
+	bool down, is_sched, ans;
 
 	pthread_mutex_lock(&n->lock); /* po_join may replace n->sched */
 	is_sched = c == n->sched;
@@ -412,18 +492,24 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 		return;
 	pthread_mutex_lock(&n->lock);
 	p = psd_node_peer(n, c->peer_id);
-	/* Only the peer's own data connection speaks for it.  A server that
-	 * got the shutdown before this finalized worker did is no failure. */
+	/* Only the peer's own data connection speaks for it, or the answers
+	 * connection of its split pair (the van closed both before either
+	 * came here: whichever comes first reports).  A server that got the
+	 * shutdown before this finalized worker did is no failure. */
+	ans = c->channel == PSD_CHAN_ANS && p &&
+	      atomic_load(&c->pair) == p->conn;
 	down = n->shutdown || n->finalizing || !p || p->dead || p->departed ||
-	       p->conn != c;
+	       (p->conn != c && !ans);
 	if (p && !down)
 		p->dead = true;
 	pthread_mutex_unlock(&n->lock);
 	if (!down && n->role && n->role->peer_failed) {
 		char why[160];
 
-		snprintf(why, sizeof(why), "connection closed (%s)",
-			 psched_strerror(err));
+		snprintf(why, sizeof(why), "connection closed (%s%s)",
+			 psched_strerror(err),
+			 ans ? ", on the answers connection of the split pair"
+			     : "");
 		psd_err("lost %s: %s", p->desc, why);
 		n->role->peer_failed(n, p, PSCHED_ENODEDEAD, why);
 	}
@@ -508,90 +594,6 @@ static bool po_have_table(void *arg)
 	return ((struct psched_node *)arg)->have_table;
 }
 
-/*
- * Wait until every server answered our hello with a valid Challenge (the
- * van thread then sent our proof), so no request goes to a node that has
- * not proved it belongs to the job.
- */
-static int po_wait_servers_authed(struct psched_node *n, uint64_t deadline)
-{
-	struct timespec ts;
-	struct psd_peer *p;
-	unsigned i;
-	int ret = 0;
-
-	pthread_mutex_lock(&n->lock);
-	for (i = 0; i < n->npeers && !ret; i++) {
-		p = &n->peers[i];
-		if (p->id < 0 || p->role != PSCHED_ROLE_SERVER)
-			continue;
-		while (!atomic_load(&p->conn->authed)) {
-			if (n->fatal) {
-				ret = psd_set_errmsg(n->fatal, "%s",
-						     n->fatal_msg);
-				break;
-			}
-			if (atomic_load(&p->conn->closed)) {
-				ret = psd_set_errmsg(
-					PSCHED_ERENDEZVOUS,
-					"%s closed the connection during the "
-					"authentication handshake (does it "
-					"have this job's PS_JOB_TOKEN? see "
-					"its log)",
-					p->desc);
-				break;
-			}
-			if (psd_now_ms() >= deadline) {
-				ret = psd_set_errmsg(
-					PSCHED_ERENDEZVOUS,
-					"%s did not answer our hello's "
-					"authentication within %u ms",
-					p->desc, n->cfg.connect_timeout_ms);
-				break;
-			}
-			psd_deadline(&ts, 50);
-			pthread_cond_timedwait(&n->cond, &n->lock, &ts);
-		}
-	}
-	pthread_mutex_unlock(&n->lock);
-	return ret;
-}
-
-static int po_connect_servers(struct psched_node *n, uint64_t deadline)
-{
-	Psched__Hello hello = PSCHED__HELLO__INIT;
-	Psched__Control m = PSCHED__CONTROL__INIT;
-	struct psd_peer *p;
-	unsigned i;
-	int ret;
-
-	hello.id = n->id;
-	hello.nonce.len = PSD_AUTH_NONCE_LEN;
-	m.body_case = PSCHED__CONTROL__BODY_HELLO;
-	m.hello = &hello;
-	for (i = 0; i < n->npeers; i++) {
-		p = &n->peers[i];
-		if (p->id < 0 || p->role != PSCHED_ROLE_SERVER)
-			continue;
-		ret = psd_po_connect_server(
-			n, p, (unsigned)(deadline - psd_now_ms() + 1));
-		if (ret)
-			return psd_set_errmsg(ret, "cannot connect to %s: %s",
-					      p->desc, psched_strerror(ret));
-		p->conn->peer_id = p->id;
-		snprintf(p->conn->peer, sizeof(p->conn->peer), "%s", p->desc);
-		ret = psd_auth_start(p->conn, n->id);
-		if (ret)
-			return ret;
-		hello.nonce.data = p->conn->nonce_mine;
-		ret = psd_conn_send_control(p->conn, n->id, &m);
-		if (ret)
-			return psd_set_errmsg(ret, "hello to %s failed: %s",
-					      p->desc, psched_strerror(ret));
-	}
-	return po_wait_servers_authed(n, deadline);
-}
-
 static const struct psd_van_cb po_van_cb = {
 	.rx_header = po_rx_header,
 	.rx_data = po_rx_data,
@@ -652,7 +654,7 @@ int psd_po_start(struct psched_node *n)
 		return ret;
 	psd_log_set_who(n->peers[n->id].desc);
 	if (n->cfg.role == PSCHED_ROLE_WORKER) {
-		ret = po_connect_servers(n, deadline);
+		ret = psd_po_connect_servers(n, deadline);
 		if (ret)
 			return ret;
 	}
@@ -772,8 +774,11 @@ void psd_po_stop(struct psched_node *n)
 	for (i = 0; i < n->nearly; i++)
 		psd_conn_put(n->early[i].conn);
 	n->nearly = 0;
-	for (i = 0; i < n->npeers; i++)
+	for (i = 0; i < n->npeers; i++) {
+		psd_conn_unpair(n->peers[i].conn);
 		psd_conn_put(n->peers[i].conn);
+		psd_conn_put(n->peers[i].ans);
+	}
 	psd_conn_put(n->sched);
 	n->sched = NULL;
 	free(n->peers);

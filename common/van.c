@@ -150,6 +150,7 @@ static struct psd_conn *van_conn_alloc(struct psd_van *van,
 	atomic_init(&c->authed, van->trusted);
 	atomic_init(&c->refs, 1);
 	atomic_init(&c->closed, false);
+	atomic_init(&c->pair, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
 	psd_list_init(&c->link);
 	return c;
@@ -186,16 +187,28 @@ static int van_conn_add(struct psd_van *van, struct psd_conn *c)
 	return 0;
 }
 
-/* Van thread: forget @c for good. */
+/* Van thread: take @c out of the loop and stop it. */
+static void van_conn_silence(struct psd_van *van, struct psd_conn *c)
+{
+	atomic_store(&c->closed, true);
+	epoll_ctl(van->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+	c->ops->close(c);
+}
+
+/* Van thread: forget @c for good, and the other connection of its split
+ * pair: both are silenced before either's closed callback, so that no
+ * message arrives on one after the owner heard the other is gone. */
 static void van_conn_drop(struct psd_van *van, struct psd_conn *c, int err)
 {
+	struct psd_conn *pair = atomic_load(&c->pair);
+
 	if (c->accepted && !atomic_load(&c->authed)) {
 		c->accepted = false;
 		atomic_fetch_sub(&van->npending, 1);
 	}
-	atomic_store(&c->closed, true);
-	epoll_ctl(van->epfd, EPOLL_CTL_DEL, c->fd, NULL);
-	c->ops->close(c);
+	van_conn_silence(van, c);
+	if (pair)
+		van_conn_silence(van, pair);
 	pthread_mutex_lock(&van->lock);
 	if (!c->in_list) {
 		pthread_mutex_unlock(&van->lock);
@@ -206,6 +219,8 @@ static void van_conn_drop(struct psd_van *van, struct psd_conn *c, int err)
 	pthread_mutex_unlock(&van->lock);
 	if (van->cb.closed)
 		van->cb.closed(van->cb.arg, c, err);
+	if (pair)
+		van_conn_drop(van, pair, err);
 	psd_conn_put(c);
 }
 
@@ -221,8 +236,39 @@ void psd_conn_set_authed(struct psd_conn *c)
 
 void psd_conn_close(struct psd_conn *c)
 {
+	struct psd_conn *pair = atomic_load(&c->pair);
+
 	atomic_store(&c->closed, true);
 	c->ops->close(c);
+	if (pair) {
+		atomic_store(&pair->closed, true);
+		pair->ops->close(pair);
+	}
+}
+
+void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans, bool tx_to_pair)
+{
+	/* Each holds the other until psd_conn_unpair(): whichever the van
+	 * drops first, the other's pointer stays valid. */
+	psd_conn_get(ans);
+	psd_conn_get(req);
+	req->tx_to_pair = tx_to_pair;
+	atomic_store(&ans->pair, req);
+	atomic_store(&req->pair, ans);
+	/* One of them may have gone before it knew of the other. */
+	if (atomic_load(&req->closed) || atomic_load(&ans->closed))
+		psd_conn_close(req);
+}
+
+void psd_conn_unpair(struct psd_conn *c)
+{
+	struct psd_conn *p = c ? atomic_exchange(&c->pair, NULL) : NULL;
+
+	if (!p)
+		return;
+	atomic_store(&p->pair, NULL);
+	psd_conn_put(p);
+	psd_conn_put(c);
 }
 
 int psd_van_connect(struct psd_van *van, const struct psd_addr *addr,
@@ -500,6 +546,10 @@ static void van_handle(struct psd_van *van, struct epoll_event *ev)
 		return;
 	}
 	c = ev->data.ptr;
+	if (atomic_load(&c->closed)) { /* its pair went (or the owner) */
+		van_conn_drop(van, c, -ECONNRESET);
+		return;
+	}
 	ret = c->ops->progress(c);
 	if (ret || atomic_load(&c->closed))
 		van_conn_drop(van, c, ret ? ret : -ECONNRESET);

@@ -82,8 +82,21 @@ void psd_conn_put(struct psd_conn *c);
 /* @c's peer proved it knows the job's secret (auth.h): lift the
  * pre-authentication limits.  Van thread. */
 void psd_conn_set_authed(struct psd_conn *c);
-/* Ask the van to drop @c (any thread); the closed callback follows. */
+/* Ask the van to drop @c (any thread); the closed callback follows.
+ * The other connection of a split pair goes with it. */
 void psd_conn_close(struct psd_conn *c);
+/*
+ * Bind the two connections of a split pair (transport.h psd_conn.pair):
+ * from now on the van drops both when either goes, closing both before
+ * either's closed callback (so nothing more arrives on the other), and
+ * with @tx_to_pair every send on @req goes out on @ans.  If either is
+ * already closed both are closed.  Any thread; once per pair.
+ */
+void psd_conn_pair(struct psd_conn *req, struct psd_conn *ans, bool tx_to_pair);
+/* Release the references the two connections of @c's pair hold on each
+ * other (psd_conn_pair() takes them), once their van is destroyed; the
+ * caller still holds its own on @c.  NULL or no pair: nothing. */
+void psd_conn_unpair(struct psd_conn *c);
 /* Send header + payload (any thread; serialized per connection). */
 int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
 		  const struct iovec *iov, int niov);

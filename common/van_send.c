@@ -12,6 +12,16 @@
 
 enum conn_send_how { CONN_SEND, CONN_SEND_DEV, CONN_SEND_MORE };
 
+/* Where a send on @c goes out: a server's sends on the request
+ * connection of a split pair go on its answers connection, so that every
+ * server -> worker message keeps one order (psd_conn_pair()). */
+static struct psd_conn *conn_tx(struct psd_conn *c)
+{
+	struct psd_conn *pair = atomic_load(&c->pair);
+
+	return pair && c->tx_to_pair ? pair : c;
+}
+
 static int conn_send(struct psd_conn *c, const struct psd_hdr *h,
 		     const struct iovec *iov, int niov, enum conn_send_how how)
 {
@@ -19,6 +29,7 @@ static int conn_send(struct psd_conn *c, const struct psd_hdr *h,
 	unsigned t = van->send_timeout_ms;
 	int ret;
 
+	c = conn_tx(c);
 	if (atomic_load(&c->closed))
 		return -ECONNRESET;
 	if (how == CONN_SEND_DEV && !c->ops->send_dev)
@@ -70,6 +81,7 @@ int psd_conn_flush(struct psd_conn *c)
 {
 	int ret;
 
+	c = conn_tx(c);
 	if (!c->ops->flush)
 		return 0;
 	pthread_mutex_lock(&c->send_lock);
@@ -101,6 +113,7 @@ int psd_conn_reply(struct psd_conn *c, const struct psd_hdr *h,
 	unsigned i;
 	int ret;
 
+	c = conn_tx(c);
 	if (!c->ops->send_more || !psd_van_is_self(van))
 		return psd_conn_send(c, h, iov, niov);
 	for (i = 0; i < van->nheld && van->held[i] != c; i++)

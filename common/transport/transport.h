@@ -104,6 +104,22 @@ struct psd_conn {
 	void *auth_msg; /* owner's message held until authed (freed
 			 * with the connection) */
 	size_t auth_msg_len;
+	/* A worker-server pair split in two connections (PS_TCP_SPLIT):
+	 * channel is PSD_CHAN_*, set before the hello.  pair is the other
+	 * connection once bound (psd_conn_pair()), each holding a reference
+	 * to the other until psd_conn_unpair().  The van drops both when
+	 * either goes; with tx_to_pair (server) sends on the request
+	 * connection go out on the answers one. */
+	uint8_t channel;
+	bool tx_to_pair;
+	struct psd_conn *_Atomic pair;
+};
+
+/* psd_conn.channel, Hello.channel */
+enum {
+	PSD_CHAN_BOTH = 0, /* one connection, both directions */
+	PSD_CHAN_REQ = 1,  /* worker -> server requests of a split pair */
+	PSD_CHAN_ANS = 2,  /* server -> worker messages of that pair */
 };
 
 struct psd_listener {

@@ -225,6 +225,16 @@ static void test_auth_proofs(void)
 	CHECK(!psd_auth_check(&k, false, PSD_AUTH_HELLO, 5, ni, nr, p, 32));
 	CHECK(!psd_auth_check(&k, true, PSD_AUTH_REGISTER, 5, ni, nr, p, 32));
 	CHECK(!psd_auth_check(&k, true, PSD_AUTH_HELLO, 6, ni, nr, p, 32));
+	/* Each channel of a split pair is its own kind: a proof for one
+	 * channel opens no other (PS_TCP_SPLIT). */
+	CHECK_EQ(psd_auth_hello_kind(0), PSD_AUTH_HELLO);
+	CHECK_EQ(psd_auth_hello_kind(1), PSD_AUTH_HELLO_REQ);
+	CHECK_EQ(psd_auth_hello_kind(2), PSD_AUTH_HELLO_ANS);
+	CHECK(!psd_auth_check(&k, true, PSD_AUTH_HELLO_REQ, 5, ni, nr, p, 32));
+	CHECK(!psd_auth_check(&k, true, PSD_AUTH_HELLO_ANS, 5, ni, nr, p, 32));
+	psd_auth_proof(&k, true, PSD_AUTH_HELLO_ANS, 5, ni, nr, q);
+	CHECK(psd_auth_check(&k, true, PSD_AUTH_HELLO_ANS, 5, ni, nr, q, 32));
+	CHECK(!psd_auth_check(&k, true, PSD_AUTH_HELLO_REQ, 5, ni, nr, q, 32));
 	/* A recorded proof for other nonces (a replay) fails. */
 	nr[31] ^= 1;
 	CHECK(!psd_auth_check(&k, true, PSD_AUTH_HELLO, 5, ni, nr, p, 32));

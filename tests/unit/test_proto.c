@@ -196,6 +196,13 @@ static void test_proto_hello(void)
 	CHECK_EQ(out->hello->id, 42);
 	CHECK_EQ(out->hello->nonce.len, 32);
 	CHECK(memcmp(out->hello->nonce.data, nonce, 32) == 0);
+	/* Unset: channel 0, one connection for both directions. */
+	CHECK_EQ(out->hello->channel, 0);
+	psched__control__free_unpacked(out, NULL);
+	h.channel = 2; /* the answers connection of a split pair */
+	out = round_trip(&m);
+	CHECK_EQ(out->hello->channel, 2);
+	CHECK_EQ(out->hello->id, 42);
 	psched__control__free_unpacked(out, NULL);
 }
 
