@@ -83,6 +83,22 @@ wait_pid() {
 	return 124
 }
 
+# job_verified WHAT [WORKER_SECONDS]: every worker of start_job exits 0
+# (within WORKER_SECONDS, default 120) and printed "verified", then every
+# server and the scheduler exit 0
+job_verified() {
+	local p i
+	for p in "${WORKER_PIDS[@]}"; do
+		wait_pid "$p" "${2:-120}" || die "$1: worker $p exited $?"
+	done
+	for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do
+		wait_pid "$p" 30 || die "$1: node $p exited $?"
+	done
+	for i in $(seq 1 "${#WORKER_PIDS[@]}"); do
+		grep -q verified "$TMP/worker$i.out" || die "$1: worker $i did not verify"
+	done
+}
+
 # server_ports: the listen ports the servers print once the cluster is up
 server_ports() {
 	sed -n 's/.*listening on [^ ]*:\([0-9]*\).*/\1/p' "$TMP"/server*.out

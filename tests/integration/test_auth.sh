@@ -30,20 +30,6 @@ wait_server_ports() {
 	server_ports | tr '\n' ' '
 }
 
-# finish_job: every started worker verified, every node exits 0
-finish_job() {
-	local p i
-	for p in "${WORKER_PIDS[@]}"; do
-		wait_pid "$p" 120 || die "$1: worker $p exited $?"
-	done
-	for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do
-		wait_pid "$p" 30 || die "$1: node $p exited $?"
-	done
-	for i in $(seq 1 "${#WORKER_PIDS[@]}"); do
-		grep -q verified "$TMP/worker$i.out" || die "$1: worker $i did not verify"
-	done
-}
-
 rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status"; }
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 
@@ -67,7 +53,7 @@ export PS_ALLOW_UNAUTHENTICATED=1
 start_scheduler 1 1
 start_servers 1
 start_workers 1 --steps 3 --keys 1 --sizes 4,4K
-finish_job "unauthenticated"
+job_verified "unauthenticated"
 for f in sched server1 worker1; do
 	grep -q "PS_ALLOW_UNAUTHENTICATED=1 and no job secret: this .* accepts anyone who reaches its ports, who can join the job, read its tensors and change them" "$TMP/$f.err" ||
 		die "$f: no warning naming the risk: $(cat "$TMP/$f.err")"
@@ -91,7 +77,7 @@ printf '%s\n' "$SECRET" >"$TMP/secret"
 chmod 600 "$TMP/secret"
 PS_JOB_TOKEN= PS_JOB_TOKEN_FILE=$TMP/secret start_servers 1
 PS_JOB_TOKEN= PS_JOB_TOKEN_FILE=$TMP/secret start_workers 1 --steps 3 --keys 1 --sizes 4,4K
-finish_job "secret file"
+job_verified "secret file"
 chmod 620 "$TMP/secret"
 PS_JOB_TOKEN= PS_JOB_TOKEN_FILE=$TMP/secret timeout 20 "$BIN/ps-worker" >/dev/null 2>"$TMP/gw.err"
 rc=$?
@@ -120,7 +106,7 @@ rc=$?
 grep -q "could not prove it knows this job's secret" "$TMP/fake-node.err" ||
 	die "node given a replayed challenge: $(cat "$TMP/fake-node.err")"
 wait "$fake" || die "fake scheduler: $(cat "$TMP/fake.out")"
-finish_job "hijack"
+job_verified "hijack"
 grep -q "registration failed authentication: its proof does not match" "$TMP/sched.err" ||
 	die "scheduler did not log the stranger's refusal"
 grep -q "hello failed authentication" "$TMP/server1.err" || die "server did not log the stranger's refusal"
@@ -175,7 +161,7 @@ ldd "$BIN/ps-scheduler" | grep -q 'libtsan\|libasan' && bound=81920
 	die "scheduler RSS grew by $grow1 / $grow2 kB (bound $bound kB)"
 start_servers 1
 start_workers 1 --steps 3 --keys 1 --sizes 4,4K
-finish_job "after held connections"
+job_verified "after held connections"
 unset PS_AUTH_TIMEOUT
 echo "ok 1000 held connections: RSS +${grow1} / +${grow2} kB, the job formed after"
 
@@ -213,6 +199,6 @@ grep -q "Too many open files; closing new connections and pausing accept" "$TMP/
 	die "descriptors never ran out (or not logged): $(tail -3 "$TMP/sched.err")"
 [ "$cpu_ms" -lt 600 ] || die "scheduler spun: ${cpu_ms} ms of CPU in 3 s"
 [ "$logb" -lt 2048 ] || die "scheduler logged $logb bytes in 3 s"
-finish_job "after fd exhaustion"
+job_verified "after fd exhaustion"
 retries=$(cat "$TMP/server1.err" "$TMP/worker1.err" | grep -c "connecting again")
 echo "ok fd exhaustion: ${cpu_ms} ms CPU and ${logb} log bytes in 3 s; a job started during it formed ($retries reconnects)"

@@ -17,19 +17,6 @@ PY=/usr/bin/python3
 [ -x $PY ] || { echo "no /usr/bin/python3"; exit 77; }
 export PS_TRANSPORT=tcp
 
-finish_job() { # what
-	local p i
-	for p in "${WORKER_PIDS[@]}"; do
-		wait_pid "$p" 300 || die "$1: worker $p exited $?"
-	done
-	for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do
-		wait_pid "$p" 30 || die "$1: node $p exited $?"
-	done
-	for i in $(seq 1 "${#WORKER_PIDS[@]}"); do
-		grep -q verified "$TMP/worker$i.out" || die "$1: worker $i did not verify"
-	done
-}
-
 stop_all() {
 	local p
 	for p in "${WORKER_PIDS[@]}" "${SERVER_PIDS[@]}" "$SCHED_PID"; do
@@ -62,7 +49,7 @@ for split in 1 0; do
 	PS_TCP_SPLIT=$split PS_VERBOSE=1 start_scheduler 2 3
 	PS_TCP_SPLIT=$split PS_VERBOSE=1 start_servers 2
 	PS_TCP_SPLIT=$split PS_VERBOSE=1 start_workers 3 --steps 6 --keys 6 --sizes 4,4K,1M,3M
-	finish_job "split=$split"
+	job_verified "split=$split" 300
 	n=$(cat "$TMP"/worker*.err | grep -c "tcp split in two connections")
 	if [ "$split" = 1 ]; then
 		[ "$n" = 6 ] || die "split=1: $n of 6 worker-server links split"

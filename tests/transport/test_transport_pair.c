@@ -52,32 +52,7 @@ static void pair_closed(void *arg, struct psd_conn *c, int err)
 
 static void pair_node_init(struct tt_node *n, bool listen)
 {
-	struct psd_van_opts vo = { .ops = tt_ops(),
-				   .max_tensor = 1ull << 30,
-				   .send_timeout_ms =
-					   (unsigned)test_timeout_ms(20000),
-				   .cfg = tt_config(),
-				   .trusted = true };
-	struct psd_van_cb cb = { .arg = n,
-				 .accepted = tt_accepted,
-				 .rx_header = tt_rx_header,
-				 .rx_data = pair_rx_data,
-				 .closed = pair_closed };
-	struct psd_addr a = { .port = 0 };
-	pthread_condattr_t ca;
-
-	memset(n, 0, sizeof(*n));
-	pthread_mutex_init(&n->lock, NULL);
-	pthread_condattr_init(&ca);
-	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-	pthread_cond_init(&n->cond, &ca);
-	pthread_condattr_destroy(&ca);
-	CHECK_EQ(psd_van_create(&vo, &cb, &n->van), 0);
-	if (listen) {
-		snprintf(a.host, sizeof(a.host), "%s", tt_host());
-		CHECK_EQ(psd_van_listen(n->van, &a, &n->port), 0);
-	}
-	CHECK_EQ(psd_van_start(n->van), 0);
+	tt_node_init_cb(n, listen, tt_rx_header, pair_rx_data, pair_closed);
 }
 
 /* The pair, bound on both sides: w_req/w_ans on the worker's van,

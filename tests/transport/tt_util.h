@@ -285,13 +285,14 @@ static inline void tt_closed(void *arg, struct psd_conn *c, int err)
 	pthread_mutex_unlock(&n->lock);
 }
 
-/* tt_node_init() with the node's own receive callbacks. */
-static inline void tt_node_init_rx(
+/* tt_node_init() with the node's own receive and closed callbacks. */
+static inline void tt_node_init_cb(
 	struct tt_node *n, bool listen,
 	int (*rx_header)(void *, struct psd_conn *, const struct psd_hdr *,
 			 void **),
 	void (*rx_data)(void *, struct psd_conn *, const struct psd_hdr *,
-			void *))
+			void *),
+	void (*closed)(void *, struct psd_conn *, int))
 {
 	struct psd_van_opts vo = { .ops = tt_ops(),
 				   .max_tensor = 1ull << 30,
@@ -303,7 +304,7 @@ static inline void tt_node_init_rx(
 				 .accepted = tt_accepted,
 				 .rx_header = rx_header,
 				 .rx_data = rx_data,
-				 .closed = tt_closed };
+				 .closed = closed };
 	struct psd_addr a = { .port = 0 };
 	pthread_condattr_t ca;
 
@@ -321,6 +322,17 @@ static inline void tt_node_init_rx(
 				     a.host, psched_errmsg());
 	}
 	CHECK_EQ(psd_van_start(n->van), 0);
+}
+
+/* tt_node_init() with the node's own receive callbacks. */
+static inline void tt_node_init_rx(
+	struct tt_node *n, bool listen,
+	int (*rx_header)(void *, struct psd_conn *, const struct psd_hdr *,
+			 void **),
+	void (*rx_data)(void *, struct psd_conn *, const struct psd_hdr *,
+			void *))
+{
+	tt_node_init_cb(n, listen, rx_header, rx_data, tt_closed);
 }
 
 static inline void tt_node_init(struct tt_node *n, bool listen)
