@@ -674,6 +674,17 @@ static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
 	return tuner_next(t, step);
 }
 
+/* What psd_tuner_report() and psd_tuner_overdue() hand back: the config
+ * to run and whether it changed since @epoch. */
+static void tuner_answer(const struct psd_tuner *t, uint64_t epoch,
+			 struct psd_tuner_config *next, bool *changed)
+{
+	if (next)
+		*next = t->cur;
+	if (changed)
+		*changed = t->cur.epoch != epoch;
+}
+
 static double tuner_win_max(const struct psd_tuner *t)
 {
 	double m = 0.0;
@@ -704,10 +715,7 @@ int psd_tuner_report(struct psd_tuner *t, uint64_t step, double score,
 		t->nwin = 0;
 		ret = tuner_sample(t, step, median);
 	}
-	if (next)
-		*next = t->cur;
-	if (changed)
-		*changed = t->cur.epoch != epoch;
+	tuner_answer(t, epoch, next, changed);
 	return ret;
 }
 
@@ -721,10 +729,7 @@ int psd_tuner_overdue(struct psd_tuner *t, double seconds,
 		ret = -EINVAL;
 	else if (!t->nwin && psd_tuner_cut_short(t, 1.0 / seconds))
 		ret = tuner_sample(t, t->last_step, 1.0 / seconds);
-	if (next)
-		*next = t->cur;
-	if (changed)
-		*changed = t->cur.epoch != epoch;
+	tuner_answer(t, epoch, next, changed);
 	return ret;
 }
 
