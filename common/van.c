@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <sched.h>
 
 #include "van.h"
 
@@ -53,6 +54,8 @@ int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 	van->send_timeout_ms = o->send_timeout_ms;
 	psd_transport_knobs_init(&van->knobs, o->cfg);
 	van->auth_timeout_ms = o->cfg ? o->cfg->auth_timeout_ms : 5000;
+	van->poll_max_us = o->cfg ? o->cfg->poll_us : 0;
+	van->poll_us = van->poll_max_us;
 	van->preauth_max_frame = o->cfg ? o->cfg->preauth_max_frame : 4096;
 	van->max_pending = o->cfg ? o->cfg->max_pending_auth : 128;
 	van->trusted = o->trusted;
@@ -590,6 +593,51 @@ static void van_auth_deadlines(struct psd_van *van, uint64_t now)
 	}
 }
 
+/*
+ * Wait for events, at most @wait ms.  After a round that brought events,
+ * first poll without sleeping for up to poll_us: a message due right
+ * after the last one (the next request of a serial caller, its answer)
+ * is then taken without the sleep and wake-up of this thread and of its
+ * vCPU.  poll_us adapts as the guest kernel's halt-polling does: it grows
+ * (up to poll_max_us) when a sleep ended sooner than poll_max_us, so a
+ * longer poll would have caught it, and halves when a poll ran out and
+ * the sleep after it was longer than that; idle or streaming loops so
+ * spend next to nothing on it.
+ */
+static int van_wait(struct psd_van *van, struct epoll_event *evs, int max,
+		    int wait)
+{
+	uint64_t t0, end, slept;
+	bool polled = false;
+	int n = 0;
+
+	if (van->active && van->poll_us && wait) {
+		polled = true;
+		end = psd_now_us() + van->poll_us;
+		do {
+			n = epoll_wait(van->epfd, evs, max, 0);
+			if (!n)
+				sched_yield();
+		} while (!n && psd_now_us() < end && !atomic_load(&van->stop));
+	}
+	if (!n) {
+		t0 = psd_now_us();
+		n = epoll_wait(van->epfd, evs, max, wait);
+		slept = psd_now_us() - t0;
+		if (n > 0 && van->poll_max_us && slept < van->poll_max_us) {
+			van->poll_us = van->poll_us ? van->poll_us * 2 : 8;
+			if (van->poll_us > van->poll_max_us)
+				van->poll_us = van->poll_max_us;
+		} else if (polled) {
+			van->poll_us /= 2;
+			if (van->poll_us < 4)
+				van->poll_us = 0;
+		}
+	}
+	van->active = n > 0;
+	return n;
+}
+
 static void *van_thread(void *arg)
 {
 	struct psd_van *van = arg;
@@ -608,7 +656,7 @@ static void *van_thread(void *arg)
 		if ((atomic_load(&van->npending) || van->lis_paused) &&
 		    wait > 100)
 			wait = 100;
-		n = epoll_wait(van->epfd, evs, PSD_ARRAY_SIZE(evs), wait);
+		n = van_wait(van, evs, PSD_ARRAY_SIZE(evs), wait);
 		for (i = 0; i < n; i++) {
 			van_handle(van, &evs[i]);
 			psd_van_flush_held(van);

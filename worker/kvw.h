@@ -209,6 +209,12 @@ struct psd_kvw {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	  /* request completion, receives drained */
 	pthread_cond_t send_cond; /* sender thread: work may start */
+	/* Bumped (under lock) whenever a request completes: psched_wait()
+	 * polls it, unlocked, for up to spin_us before sleeping on cond
+	 * (kvw_req.c, kvw_wait_spin()). */
+	atomic_uint done_gen;
+	unsigned spin_max_us; /* the most, PS_... */
+	unsigned spin_us;     /* now (adaptive, locked) */
 	/* The request table: an index array, not a hash map.  A request id
 	 * is (generation << KVW_IDX_BITS) | index, so a stale id of a reused
 	 * index is told apart without a lookup structure. */

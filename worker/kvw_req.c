@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 
 #include "kvw.h"
 
@@ -126,6 +127,7 @@ bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r)
 		return false;
 	r->done = true;
 	psd_kvw_busy(w, r, false);
+	atomic_fetch_add(&w->done_gen, 1);
 	pthread_cond_broadcast(&w->cond);
 	return r->cb != NULL;
 }
@@ -306,6 +308,7 @@ void psd_kvw_expire_unlocks(struct psched_node *n)
 		psd_err("%s", r->msg);
 		psd_kvw_req_cancel_unlocks(n, r);
 		r->done = true;
+		atomic_fetch_add(&w->done_gen, 1);
 		pthread_cond_broadcast(&w->cond);
 		pthread_mutex_unlock(&w->lock);
 		psd_kvw_req_run_cb(w, r);
@@ -335,6 +338,52 @@ int psched_test(struct psched_node *n, uint64_t id)
 	return ret;
 }
 
+/*
+ * Locked on entry and return, dropped while polling.  Before sleeping on
+ * w->cond for @r, poll w->done_gen for up to w->spin_us: when the answer
+ * is due within a few tens of microseconds (a serial caller's small
+ * request), the van thread's broadcast then finds nobody asleep and the
+ * caller does not pay a wake-up of its thread and vCPU.  The budget
+ * adapts like the van's (van_wait()): it grows when a sleep after it
+ * ended within spin_max_us, halves when a poll ran out and the sleep
+ * was longer, so waits for large or slow requests stop polling.
+ */
+static void kvw_wait_spin(struct psd_kvw *w, struct kvw_req *r,
+			  const struct timespec *deadline)
+{
+	uint64_t t0, end, slept;
+	unsigned g, budget = w->spin_us;
+	bool polled = false;
+	int ret = 0;
+
+	if (r->done || !w->spin_max_us)
+		return;
+	if (budget) {
+		polled = true;
+		g = atomic_load(&w->done_gen);
+		pthread_mutex_unlock(&w->lock);
+		end = psd_now_us() + budget;
+		while (atomic_load(&w->done_gen) == g && psd_now_us() < end)
+			sched_yield();
+		pthread_mutex_lock(&w->lock);
+		if (r->done)
+			return;
+	}
+	t0 = psd_now_us();
+	while (!r->done && !ret)
+		ret = pthread_cond_timedwait(&w->cond, &w->lock, deadline);
+	slept = psd_now_us() - t0;
+	if (r->done && slept < w->spin_max_us) {
+		w->spin_us = w->spin_us ? w->spin_us * 2 : 8;
+		if (w->spin_us > w->spin_max_us)
+			w->spin_us = w->spin_max_us;
+	} else if (polled) {
+		w->spin_us /= 2;
+		if (w->spin_us < 4)
+			w->spin_us = 0;
+	}
+}
+
 int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 {
 	struct psd_kvw *w = kvw_of(n);
@@ -358,6 +407,7 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 				      "a callback)",
 				      (unsigned long long)id);
 	}
+	kvw_wait_spin(w, r, &ts);
 	while (!r->done && !ret)
 		ret = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
 	w->met.wait_us += psd_now_us() - t0;
