@@ -54,8 +54,7 @@ int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 	van->send_timeout_ms = o->send_timeout_ms;
 	psd_transport_knobs_init(&van->knobs, o->cfg);
 	van->auth_timeout_ms = o->cfg ? o->cfg->auth_timeout_ms : 5000;
-	van->poll_max_us = o->cfg ? o->cfg->poll_us : 0;
-	van->poll_us = van->poll_max_us;
+	psd_poll_budget_init(&van->poll, o->cfg ? o->cfg->poll_us : 0);
 	van->preauth_max_frame = o->cfg ? o->cfg->preauth_max_frame : 4096;
 	van->max_pending = o->cfg ? o->cfg->max_pending_auth : 128;
 	van->trusted = o->trusted;
@@ -595,25 +594,22 @@ static void van_auth_deadlines(struct psd_van *van, uint64_t now)
 
 /*
  * Wait for events, at most @wait ms.  After a round that brought events,
- * first poll without sleeping for up to poll_us: a message due right
+ * first poll without sleeping (yielding the CPU between polls) for up to
+ * the adaptive budget (pollbudget.h, PS_POLL_US): a message due right
  * after the last one (the next request of a serial caller, its answer)
  * is then taken without the sleep and wake-up of this thread and of its
- * vCPU.  poll_us adapts as the guest kernel's halt-polling does: it grows
- * (up to poll_max_us) when a sleep ended sooner than poll_max_us, so a
- * longer poll would have caught it, and halves when a poll ran out and
- * the sleep after it was longer than that; idle or streaming loops so
- * spend next to nothing on it.
+ * vCPU.
  */
 static int van_wait(struct psd_van *van, struct epoll_event *evs, int max,
 		    int wait)
 {
-	uint64_t t0, end, slept;
+	uint64_t t0, end;
 	bool polled = false;
 	int n = 0;
 
-	if (van->active && van->poll_us && wait) {
+	if (van->active && van->poll.cur_us && wait) {
 		polled = true;
-		end = psd_now_us() + van->poll_us;
+		end = psd_now_us() + van->poll.cur_us;
 		do {
 			n = epoll_wait(van->epfd, evs, max, 0);
 			if (!n)
@@ -623,16 +619,8 @@ static int van_wait(struct psd_van *van, struct epoll_event *evs, int max,
 	if (!n) {
 		t0 = psd_now_us();
 		n = epoll_wait(van->epfd, evs, max, wait);
-		slept = psd_now_us() - t0;
-		if (n > 0 && van->poll_max_us && slept < van->poll_max_us) {
-			van->poll_us = van->poll_us ? van->poll_us * 2 : 8;
-			if (van->poll_us > van->poll_max_us)
-				van->poll_us = van->poll_max_us;
-		} else if (polled) {
-			van->poll_us /= 2;
-			if (van->poll_us < 4)
-				van->poll_us = 0;
-		}
+		psd_poll_budget_slept(&van->poll, polled, n > 0,
+				      psd_now_us() - t0);
 	}
 	van->active = n > 0;
 	return n;

@@ -67,6 +67,7 @@
 #include "command.h"
 #include "map.h"
 #include "node.h"
+#include "pollbudget.h"
 #include "timeline.h"
 
 #define KVW_IDX_BITS 24u
@@ -213,8 +214,7 @@ struct psd_kvw {
 	 * polls it, unlocked, for up to spin_us before sleeping on cond
 	 * (kvw_req.c, kvw_wait_spin()). */
 	atomic_uint done_gen;
-	unsigned spin_max_us; /* the most, PS_... */
-	unsigned spin_us;     /* now (adaptive, locked) */
+	struct psd_poll_budget spin; /* locked */
 	/* The request table: an index array, not a hash map.  A request id
 	 * is (generation << KVW_IDX_BITS) | index, so a stale id of a reused
 	 * index is told apart without a lookup structure. */

@@ -339,49 +339,40 @@ int psched_test(struct psched_node *n, uint64_t id)
 }
 
 /*
- * Locked on entry and return, dropped while polling.  Before sleeping on
- * w->cond for @r, poll w->done_gen for up to w->spin_us: when the answer
- * is due within a few tens of microseconds (a serial caller's small
- * request), the van thread's broadcast then finds nobody asleep and the
- * caller does not pay a wake-up of its thread and vCPU.  The budget
- * adapts like the van's (van_wait()): it grows when a sleep after it
- * ended within spin_max_us, halves when a poll ran out and the sleep
- * was longer, so waits for large or slow requests stop polling.
+ * Locked on entry and return, dropped while polling.  Wait for @r until
+ * @deadline.  First, poll w->done_gen (yielding the CPU between looks)
+ * for up to the adaptive budget (pollbudget.h, PS_POLL_US): when the
+ * answer is due within a few tens of microseconds (a serial caller's
+ * small request), the van thread's broadcast then finds nobody asleep
+ * and this thread does not pay a wake-up of itself and its vCPU.
+ * Returns pthread_cond_timedwait()'s last result.
  */
-static void kvw_wait_spin(struct psd_kvw *w, struct kvw_req *r,
-			  const struct timespec *deadline)
+static int kvw_wait_done(struct psd_kvw *w, struct kvw_req *r,
+			 const struct timespec *deadline)
 {
-	uint64_t t0, end, slept;
-	unsigned g, budget = w->spin_us;
+	uint64_t t0, end;
 	bool polled = false;
+	unsigned g;
 	int ret = 0;
 
-	if (r->done || !w->spin_max_us)
-		return;
-	if (budget) {
+	if (r->done)
+		return 0;
+	if (w->spin.cur_us) {
 		polled = true;
 		g = atomic_load(&w->done_gen);
+		end = psd_now_us() + w->spin.cur_us;
 		pthread_mutex_unlock(&w->lock);
-		end = psd_now_us() + budget;
 		while (atomic_load(&w->done_gen) == g && psd_now_us() < end)
 			sched_yield();
 		pthread_mutex_lock(&w->lock);
 		if (r->done)
-			return;
+			return 0;
 	}
 	t0 = psd_now_us();
 	while (!r->done && !ret)
 		ret = pthread_cond_timedwait(&w->cond, &w->lock, deadline);
-	slept = psd_now_us() - t0;
-	if (r->done && slept < w->spin_max_us) {
-		w->spin_us = w->spin_us ? w->spin_us * 2 : 8;
-		if (w->spin_us > w->spin_max_us)
-			w->spin_us = w->spin_max_us;
-	} else if (polled) {
-		w->spin_us /= 2;
-		if (w->spin_us < 4)
-			w->spin_us = 0;
-	}
+	psd_poll_budget_slept(&w->spin, polled, r->done, psd_now_us() - t0);
+	return ret;
 }
 
 int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
@@ -407,9 +398,7 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 				      "a callback)",
 				      (unsigned long long)id);
 	}
-	kvw_wait_spin(w, r, &ts);
-	while (!r->done && !ret)
-		ret = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	kvw_wait_done(w, r, &ts);
 	w->met.wait_us += psd_now_us() - t0;
 	if (!r->done)
 		psd_kvw_req_timed_out(n, r, timeout_ms);
