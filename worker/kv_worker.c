@@ -431,7 +431,7 @@ int psd_kvw_attach(struct psched_node *n)
 	pthread_cond_init(&w->send_cond, &ca);
 	pthread_condattr_destroy(&ca);
 	atomic_init(&w->done_gen, 0);
-	psd_poll_budget_init(&w->spin, getenv("XNOSPIN") ? 0 : n->cfg.poll_us);
+	psd_poll_budget_init(&w->spin, n->cfg.poll_us);
 	n->role_state = w;
 	psd_map_init(&w->keys);
 	ret = kvw_init_sched(n, w);
