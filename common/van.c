@@ -16,6 +16,8 @@
 
 /* Milliseconds between two log lines of one kind of flood. */
 #define VAN_RL_MS 5000u
+/* The largest message after which the van loop busy-polls (van_wait()). */
+#define VAN_POLL_MSG_MAX (64u * 1024u)
 /* How long accept pauses after EMFILE/ENFILE. */
 #define VAN_EMFILE_PAUSE 200u
 
@@ -593,12 +595,13 @@ static void van_auth_deadlines(struct psd_van *van, uint64_t now)
 }
 
 /*
- * Wait for events, at most @wait ms.  After a round that brought events,
- * first poll without sleeping (yielding the CPU between polls) for up to
- * the adaptive budget (pollbudget.h, PS_POLL_US): a message due right
- * after the last one (the next request of a serial caller, its answer)
+ * Wait for events, at most @wait ms.  After a round that received one
+ * small message and nothing else (a serial caller's request or its
+ * answer), first poll without sleeping (yielding the CPU between polls)
+ * for up to the adaptive budget (pollbudget.h, PS_POLL_US): the next one
  * is then taken without the sleep and wake-up of this thread and of its
- * vCPU.
+ * vCPU.  Rounds of several messages (a burst, whose latency the pipeline
+ * hides) or of large ones do not poll: there it would only cost CPU.
  */
 static int van_wait(struct psd_van *van, struct epoll_event *evs, int max,
 		    int wait)
@@ -622,7 +625,6 @@ static int van_wait(struct psd_van *van, struct epoll_event *evs, int max,
 		psd_poll_budget_slept(&van->poll, polled, n > 0,
 				      psd_now_us() - t0);
 	}
-	van->active = n > 0;
 	return n;
 }
 
@@ -631,7 +633,7 @@ static void *van_thread(void *arg)
 	struct psd_van *van = arg;
 	struct epoll_event evs[64];
 	uint64_t next_tick = psd_now_ms() + van->cb.tick_ms;
-	uint64_t now, next_check = 0;
+	uint64_t now, next_check = 0, msgs, bytes;
 	int n, i, wait;
 
 	while (!atomic_load(&van->stop)) {
@@ -645,10 +647,15 @@ static void *van_thread(void *arg)
 		    wait > 100)
 			wait = 100;
 		n = van_wait(van, evs, PSD_ARRAY_SIZE(evs), wait);
+		msgs = atomic_load(&van->rx_msgs);
+		bytes = atomic_load(&van->rx_bytes);
 		for (i = 0; i < n; i++) {
 			van_handle(van, &evs[i]);
 			psd_van_flush_held(van);
 		}
+		van->active = atomic_load(&van->rx_msgs) - msgs == 1 &&
+			      atomic_load(&van->rx_bytes) - bytes <=
+				      VAN_POLL_MSG_MAX;
 		now = psd_now_ms();
 		if (now >= next_check) {
 			next_check = now + 100;

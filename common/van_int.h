@@ -46,7 +46,7 @@ struct psd_van {
 	/* Busy-poll after activity (van_wait(), pollbudget.h); van thread
 	 * only. */
 	struct psd_poll_budget poll;
-	bool active; /* the last wait brought events */
+	bool active; /* the last round received one small message */
 	struct van_ratelimit {
 		uint64_t next_ms;
 		unsigned suppressed;
