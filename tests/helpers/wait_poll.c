@@ -8,7 +8,8 @@
  * must be exactly the one pushed (one worker: the step's sum is its
  * push), every wait must return 0 within its timeout (a completion lost
  * between the poll and the sleep shows as a timeout), every callback
- * must run once.  Prints "wait_poll: ok <requests>".  Sanitizer builds
+ * must run once.  Then one thread alone does the same (its request is
+ * the only one in flight, so each wait polls).  Prints "wait_poll: ok <requests>".  Sanitizer builds
  * run it too.
  */
 #include <errno.h>
@@ -153,6 +154,13 @@ int main(void)
 	}
 	CHECK(cb_fired == WP_CB_ITERS, "callbacks fired %u, expected %u",
 	      cb_fired, WP_CB_ITERS);
+	/* Then one waiter alone: its request is the only one in flight,
+	 * so every wait takes the polling path. */
+	w[0] = (struct waiter){ .idx = WP_WAITERS };
+	waiter_main(&w[0]);
+	CHECK(w[0].done == WP_ITERS, "lone waiter finished %u of %u",
+	      w[0].done, WP_ITERS);
+	total += w[0].done;
 	psched_barrier(node, PSCHED_GROUP_WORKERS, WP_TIMEOUT_MS);
 	psched_node_destroy(node);
 	printf("wait_poll: ok %u (PS_POLL_US=%u)\n", total + cb_fired,
