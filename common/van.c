@@ -655,7 +655,9 @@ static void *van_thread(void *arg)
 		}
 		van->active = atomic_load(&van->rx_msgs) - msgs == 1 &&
 			      atomic_load(&van->rx_bytes) - bytes <=
-				      VAN_POLL_MSG_MAX;
+				      VAN_POLL_MSG_MAX &&
+			      (!van->cb.may_poll ||
+			       van->cb.may_poll(van->cb.arg));
 		now = psd_now_ms();
 		if (now >= next_check) {
 			next_check = now + 100;

@@ -340,7 +340,8 @@ int psched_test(struct psched_node *n, uint64_t id)
 
 /*
  * Locked on entry and return, dropped while polling.  Wait for @r until
- * @deadline.  First, if @r is the only request in flight, poll w->done_gen (yielding the CPU between looks)
+ * @deadline.  First, if @r is the only request in flight and has one
+ * chunk left, poll w->done_gen (yielding the CPU between looks)
  * for up to the adaptive budget (pollbudget.h, PS_POLL_US): when the
  * answer is due within a few tens of microseconds (a serial caller's
  * small request), the van thread's broadcast then finds nobody asleep
@@ -357,10 +358,10 @@ static int kvw_wait_done(struct psd_kvw *w, struct kvw_req *r,
 
 	if (r->done)
 		return 0;
-	/* Only a request alone in flight polls (serial use): behind others
-	 * (a burst of pushes) its answer is not due soon, and the thread's
-	 * wake-up is not what the burst waits for. */
-	if (w->spin.cur_us && w->met.inflight == 1) {
+	/* Only a request alone in flight with one chunk left polls (serial
+	 * use): behind others (a burst of pushes) its answer is not due
+	 * soon, and the thread's wake-up is not what the burst waits for. */
+	if (w->spin.cur_us && w->met.inflight == 1 && r->pending <= 1) {
 		polled = true;
 		g = atomic_load(&w->done_gen);
 		end = psd_now_us() + w->spin.cur_us;
