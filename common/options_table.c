@@ -165,10 +165,11 @@ const struct opt psd_opts[] = {
 	  OPT_RANGE,
 	  OFF(poll_us),
 	  SZ(poll_us),
-	  "50",
-	  "microseconds the van loop (after activity) and psched_wait() "
-	  "poll, yielding the CPU, before they sleep; adaptive (0 = sleep "
-	  "at once)" },
+	  "0",
+	  "microseconds the van loop (after a lone small message) and "
+	  "psched_wait() (for a lone one-chunk request) poll, yielding the "
+	  "CPU, before they sleep; adaptive; for serial small requests on "
+	  "an otherwise idle host (0 = sleep at once)" },
 	{ "keylist-cache",
 	  { "PS_KEYLIST_CACHE" },
 	  OPT_BOOL,

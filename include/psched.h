@@ -130,7 +130,7 @@ struct psched_cfg {
 	int server_hugepages;	  /* PS_SERVER_HUGEPAGES: 0 | 1 (server) */
 	int keylist_hugepages;	  /* PS_KEYLIST_HUGEPAGES: 0 | 1 */
 	int tcp_split;		  /* PS_TCP_SPLIT: 0 | 1 (worker) */
-	unsigned poll_us;	  /* PS_POLL_US 0..1000: busy-poll first */
+	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

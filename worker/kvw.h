@@ -215,6 +215,7 @@ struct psd_kvw {
 	 * (kvw_req.c, kvw_wait_spin()). */
 	atomic_uint done_gen;
 	struct psd_poll_budget spin; /* locked */
+	bool last_single; /* the last request done had one chunk */
 	/* The request table: an index array, not a hash map.  A request id
 	 * is (generation << KVW_IDX_BITS) | index, so a stale id of a reused
 	 * index is told apart without a lookup structure. */

@@ -127,6 +127,7 @@ bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r)
 		return false;
 	r->done = true;
 	psd_kvw_busy(w, r, false);
+	w->last_single = r->nchunks == 1;
 	atomic_fetch_add(&w->done_gen, 1);
 	pthread_cond_broadcast(&w->cond);
 	return r->cb != NULL;
@@ -341,7 +342,7 @@ int psched_test(struct psched_node *n, uint64_t id)
 /*
  * Locked on entry and return, dropped while polling.  Wait for @r until
  * @deadline.  First, if @r is the only request in flight and has one
- * chunk left, poll w->done_gen (yielding the CPU between looks)
+ * chunk, poll w->done_gen (yielding the CPU between looks)
  * for up to the adaptive budget (pollbudget.h, PS_POLL_US): when the
  * answer is due within a few tens of microseconds (a serial caller's
  * small request), the van thread's broadcast then finds nobody asleep
@@ -358,10 +359,11 @@ static int kvw_wait_done(struct psd_kvw *w, struct kvw_req *r,
 
 	if (r->done)
 		return 0;
-	/* Only a request alone in flight with one chunk left polls (serial
-	 * use): behind others (a burst of pushes) its answer is not due
-	 * soon, and the thread's wake-up is not what the burst waits for. */
-	if (w->spin.cur_us && w->met.inflight == 1 && r->pending <= 1) {
+	/* Only a request of one chunk alone in flight polls (serial use):
+	 * behind others, or as one of many chunks (a burst of pushes), its
+	 * answer is not due soon, and the thread's wake-up is not what the
+	 * burst waits for. */
+	if (w->spin.cur_us && w->met.inflight == 1 && r->nchunks == 1) {
 		polled = true;
 		g = atomic_load(&w->done_gen);
 		end = psd_now_us() + w->spin.cur_us;

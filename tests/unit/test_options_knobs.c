@@ -14,7 +14,7 @@ static void test_options_transport_knob_defaults(void)
 	fresh(&cfg);
 	CHECK_STR(cfg.job_token, "");
 	CHECK_U64(cfg.socket_buf_bytes, ==, 0);
-	CHECK_EQ(cfg.poll_us, 50);
+	CHECK_EQ(cfg.poll_us, 0);
 	CHECK_STR(cfg.rdma_device, "");
 	CHECK_EQ(cfg.rdma_port, 1);
 	CHECK_EQ(cfg.rdma_gid_index, -1);
@@ -35,7 +35,7 @@ static void test_options_transport_knobs_env(void)
 	fresh(&cfg);
 	env_set("PS_JOB_TOKEN", "s3cret");
 	env_set("PS_SOCKET_BUF_BYTES", "1M");
-	env_set("PS_POLL_US", "0");
+	env_set("PS_POLL_US", "1000");
 	env_set("PS_RDMA_DEVICE", "rxe0");
 	env_set("PS_RDMA_PORT", "2");
 	env_set("PS_RDMA_GID_INDEX", "0");
@@ -50,7 +50,7 @@ static void test_options_transport_knobs_env(void)
 	from_env_ok(&cfg);
 	CHECK_STR(cfg.job_token, "s3cret");
 	CHECK_U64(cfg.socket_buf_bytes, ==, 1 << 20);
-	CHECK_EQ(cfg.poll_us, 0);
+	CHECK_EQ(cfg.poll_us, 1000);
 	CHECK_STR(cfg.rdma_device, "rxe0");
 	CHECK_EQ(cfg.rdma_port, 2);
 	CHECK_EQ(cfg.rdma_gid_index, 0);
