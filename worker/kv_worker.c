@@ -446,12 +446,13 @@ int psd_kvw_attach(struct psched_node *n)
 
 /*
  * Van thread.  Its loop busy-polls only when no chunk is in flight or
- * queued and the last request done was a single chunk (serial use of
- * small requests: the caller's next request and its answer are a round
- * trip away, and nothing else here needs the CPU meanwhile).  Around a
- * burst (one push of 40 keys is 40 chunks), answers come anyway and the
- * poll would take the CPU from the caller and the sender thread (push
- * 4 KiB x 40: a third less goodput).
+ * queued, the last request done was a single chunk and it was alone in
+ * flight all along (serial use of small requests: the caller's next
+ * request and its answer are a round trip away, and nothing else here
+ * needs the CPU meanwhile).  Around a burst (40 pushes issued at once,
+ * or one push of 40 keys, 40 chunks), answers come anyway and the poll
+ * would take the CPU from the caller and the sender thread (push 4 KiB
+ * x 40: a third less goodput).
  */
 static bool kvw_may_poll(struct psched_node *n)
 {
@@ -461,8 +462,8 @@ static bool kvw_may_poll(struct psched_node *n)
 	if (!w)
 		return true;
 	pthread_mutex_lock(&w->lock);
-	ok = w->last_single && !w->credit.in_flight &&
-	     !psd_chunkq_len(&w->q);
+	ok = w->last_single && w->last_busy_peak == 1 &&
+	     !w->credit.in_flight && !psd_chunkq_len(&w->q);
 	pthread_mutex_unlock(&w->lock);
 	return ok;
 }

@@ -216,6 +216,8 @@ struct psd_kvw {
 	atomic_uint done_gen;
 	struct psd_poll_budget spin; /* locked */
 	bool last_single; /* the last request done had one chunk */
+	unsigned busy_peak;	 /* most requests in flight, this period */
+	unsigned last_busy_peak; /* the same, the last period */
 	/* The request table: an index array, not a hash map.  A request id
 	 * is (generation << KVW_IDX_BITS) | index, so a stale id of a reused
 	 * index is told apart without a lookup structure. */

@@ -77,6 +77,14 @@ void psd_kvw_busy(struct psd_kvw *w, struct kvw_req *r, bool on)
 		km->busy_since = now;
 	else if (!on && !--km->inflight)
 		km->busy_us += now - km->busy_since;
+	/* The most requests in flight at once in the busy period that just
+	 * ended: 1 is serial use (kvw_may_poll()). */
+	if (on && km->inflight > w->busy_peak)
+		w->busy_peak = km->inflight;
+	if (!on && !km->inflight) {
+		w->last_busy_peak = w->busy_peak;
+		w->busy_peak = 0;
+	}
 }
 
 /* Locked. */
