@@ -653,7 +653,8 @@ static void *van_thread(void *arg)
 			van_handle(van, &evs[i]);
 			psd_van_flush_held(van);
 		}
-		van->active = atomic_load(&van->rx_msgs) - msgs == 1 &&
+		van->active = van->poll.max_us &&
+			      atomic_load(&van->rx_msgs) - msgs == 1 &&
 			      atomic_load(&van->rx_bytes) - bytes <=
 				      VAN_POLL_MSG_MAX &&
 			      (!van->cb.may_poll ||
