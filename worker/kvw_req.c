@@ -96,7 +96,8 @@ void psd_kvw_req_free(struct kvw_req *r)
 
 	for (i = 0; i < r->nslots; i++)
 		free(r->slots[i].codes);
-	free(r->cbuf);
+	if (!r->rows)
+		free(r->cbuf); /* a row-sparse request's is its rows' */
 	psd_kvw_rows_free(r->rows);
 	free(r->chunks);
 	free(r->srv);
