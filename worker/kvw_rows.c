@@ -43,7 +43,6 @@ struct kvw_rows {
 	bool direct;		     /* land == out: ids sorted, distinct */
 	size_t *cu;		     /* per chunk: first distinct id */
 	size_t *cn;		     /* per chunk: distinct ids */
-	uint8_t *cbuf;		     /* the request's r->cbuf */
 	struct psd_scratch *scratch; /* where the big buffers go back */
 };
 
@@ -53,7 +52,6 @@ void psd_kvw_rows_free(struct kvw_rows *x)
 		return;
 	psd_scratch_put(x->scratch, x->pairs);
 	psd_scratch_put(x->scratch, x->ustart);
-	psd_scratch_put(x->scratch, x->cbuf);
 	if (!x->direct)
 		psd_scratch_put(x->scratch, x->land);
 	free(x->cu);
@@ -355,7 +353,7 @@ int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
 	r->chunks = calloc(nch ? nch : 1, sizeof(*r->chunks));
 	x->cu = calloc(nch ? nch : 1, sizeof(*x->cu));
 	x->cn = calloc(nch ? nch : 1, sizeof(*x->cn));
-	r->cbuf = x->cbuf = psd_scratch_get(x->scratch, bytes ? bytes : 1);
+	r->cbuf = psd_scratch_get(r->scratch, bytes ? bytes : 1);
 	if (!x->direct && r->type == PSD_MSG_PULL && !x->land)
 		x->land = psd_scratch_get(x->scratch,
 					  x->nu ? x->nu * x->rowbytes : 1);
