@@ -104,8 +104,9 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 		rest = p + psd_kl_packed_len(h);
 	} else {
 		/* branch-free: vectorised over millions of keys */
-		for (i = 1; i < l->n; i++)
-			bad |= l->keys[i] <= l->keys[i - 1];
+		if (!(h->flags & KL_F_SORTED))
+			for (i = 1; i < l->n; i++)
+				bad |= l->keys[i] <= l->keys[i - 1];
 		rest = p + 8 * l->n;
 	}
 	l->lens = h->offset ? NULL : (const uint32_t *)(const void *)rest;

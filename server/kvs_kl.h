@@ -10,6 +10,10 @@
 #include "kvs.h"
 
 #define KL_NONE UINT32_MAX
+/* Header flag of this server's own (never on the wire: psd_hdr_decode()
+ * refuses unknown flags): the keys were unpacked and checked sorted
+ * already (psd_kl_unpack_own()), psd_kl_parse() need not check again. */
+#define KL_F_SORTED 0x80u
 
 /* A worker's last tagged list on this server (wire.h PSD_F_KLCACHED). */
 struct psd_kl_wcache {

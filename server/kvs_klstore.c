@@ -99,6 +99,7 @@ int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 	memcpy(kl->pk, src, (size_t)sec);
 	*raw = *h;
 	raw->flags &= (uint8_t)~PSD_F_KLPACKED;
+	raw->flags |= KL_F_SORTED;
 	raw->length = h->length - sec + h->part * 8;
 	return psd_klpack_unpack(kl->pk, sec, h->part, own, why);
 }
