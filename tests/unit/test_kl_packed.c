@@ -248,7 +248,7 @@ static void kp_put64(uint8_t *p, uint64_t x)
 static void kp_case(uint64_t n)
 {
 	uint64_t *k = malloc(n * 8), *k2 = malloc(n * 8), i;
-	float *v = malloc(n * 4), *z = calloc(n, 4);
+	float *v = malloc(n * 4), *z = calloc(n + 256, 4);
 	uint64_t nblk = (n + 255) / 256, step = 0;
 	struct psd_klpack pk = { 0 }, pk2 = { 0 };
 	uint8_t *bad;
