@@ -45,6 +45,12 @@ static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 			   const uint8_t *p, struct psd_kl_list *l,
 			   const char **why)
 {
+	if (kl->max_ukeys && l->n > kl->max_ukeys) {
+		/* a few bytes must not claim gigabytes of keys */
+		*why = "packed keys: more keys than PS_MAX_TENSOR_BYTES holds "
+		       "once unpacked";
+		return -EPROTO;
+	}
 	if (l->n > kl->ukeys_cap) {
 		uint64_t *k = psd_big_alloc(l->n * 8, kl->huge, false);
 
@@ -505,6 +511,7 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for key lists");
 		return h->length ? PSD_RX_DISCARD : 0;
 	}
+	kl->max_ukeys = psd_van_max_tensor(c) / 8;
 	if (s->async)
 		ret = psd_kvs_reject(n, c, h, -EOPNOTSUPP,
 				     "key lists need sync mode "
@@ -519,11 +526,6 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 				      "server's key lists hold %s",
 				      psched_dtype_name(h->dtype),
 				      psched_dtype_name(kl->dtype));
-	else if (packed && h->part > psd_van_max_tensor(c) / 8)
-		ret = psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
-				      "packed key list of %llu keys: above "
-				      "PS_MAX_TENSOR_BYTES once unpacked",
-				      (unsigned long long)h->part);
 	else if (push && h->step <= kl->version)
 		ret = psd_kvs_rejectf(n, c, h, -EPROTO,
 				      "key-list step %llu already applied",
@@ -541,7 +543,7 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 			return ret;
 	} else if (push && (!kl->n || !kl->version) && h->part &&
 		   raw >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED) &&
-		   raw >= h->length) {
+		   raw >= h->length && h->part <= kl->max_ukeys) {
 		/* keys for an empty store, or of the first step: into a
 		 * buffer the store can adopt or keep as the worker's tagged
 		 * list (psd_kl_remember()); packed keys land at the end of

@@ -67,6 +67,7 @@ struct psd_kvs_kl {
 	uint64_t ukeys_cap;
 	uint8_t *pk;
 	uint64_t pk_cap;
+	uint64_t max_ukeys; /* PS_MAX_TENSOR_BYTES / 8 (0: no limit) */
 	bool huge; /* PS_KEYLIST_HUGEPAGES: big arrays in huge pages */
 };
 

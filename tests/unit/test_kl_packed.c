@@ -335,23 +335,29 @@ static void test_kl_packed_adopted(void)
 }
 
 /* A packed list whose keys would unpack above PS_MAX_TENSOR_BYTES is
- * refused before anything is allocated for it. */
+ * refused before anything is allocated for it; a push of it counts as an
+ * empty push of its step (the next step is taken). */
 static void test_kl_packed_limit(void)
 {
 	uint64_t n = 100000;
 	uint64_t *k = malloc(n * 8);
+	float *v = calloc(n, 4);
 	struct psd_klpack pk = { 0 };
 
-	CHECK(k != NULL);
+	CHECK(k != NULL && v != NULL);
 	for (uint64_t i = 0; i < n; i++)
 		k[i] = i;
 	CHECK_EQ(psd_klpack_set(&pk, k, n, UINT64_MAX), 0);
 	kp_start(n * 8 - 8); /* the values fit, the keys do not */
 	kp_send(PSD_MSG_PULL, n, pk.buf, pk.len, true, NULL, 0);
-	kp_expect(PSD_MSG_PULL_RESP, PSCHED_ESIZE);
+	kp_expect(PSD_MSG_PULL_RESP, -EPROTO);
+	kp_push(&pk, NULL, n, v, 1, -EPROTO);
+	kp_pull(k, n, 1, NULL);
+	kp_push(&pk, NULL, n, v, 2, -EPROTO); /* step 1 was counted */
 	kp_stop();
 	psd_klpack_free(&pk);
 	free(k);
+	free(v);
 }
 
 const struct test_case test_list[] = {
