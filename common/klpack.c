@@ -106,17 +106,21 @@ static uint64_t klpack_table(uint8_t *buf, const uint64_t *keys, uint64_t n)
 	for (b = 0; b < nblk; b++) {
 		const uint64_t *k = keys + b * PSD_KLPACK_BLK;
 		uint64_t len = klpack_blen(n, b);
-		uint64_t lo = UINT64_MAX, hi = 0;
+		uint64_t lo = UINT64_MAX, hi = 0, d0, odd = 0;
 		unsigned w;
 
-		for (i = 1; i < len; i++) {
+		/* strided blocks first: a branch-free, vectorised test */
+		d0 = len > 1 ? k[1] - k[0] : 0;
+		for (i = 1; i < len; i++)
+			odd |= (k[i] - k[i - 1]) ^ d0;
+		for (i = 1; odd && i < len; i++) {
 			uint64_t d = k[i] - k[i - 1];
 
 			lo = d < lo ? d : lo;
 			hi = d > hi ? d : hi;
 		}
-		if (len < 2)
-			lo = hi = 0;
+		if (!odd)
+			lo = hi = d0;
 		w = klpack_width(hi - lo);
 		klpack_put64(buf + 16 * b, k[0]);
 		klpack_put64(buf + 16 * b + 8, lo);
