@@ -34,11 +34,11 @@
 #define PSD_KLPACK_BLK 256u
 
 struct psd_klpack {
-	uint64_t n;	/* keys held; valid only after a successful set() */
-	uint8_t *buf;	/* the packed form (psd_big_alloc) */
-	uint64_t len;	/* its bytes (P) */
-	uint64_t cap;	/* bytes allocated */
-	bool huge;	/* buf in huge pages (PS_KEYLIST_HUGEPAGES) */
+	uint64_t n;   /* keys held; valid only after a successful set() */
+	uint8_t *buf; /* the packed form (psd_big_alloc) */
+	uint64_t len; /* its bytes (P) */
+	uint64_t cap; /* bytes allocated */
+	bool huge;    /* buf in huge pages (PS_KEYLIST_HUGEPAGES) */
 };
 
 /* The smallest packed length of @n keys (every width 0); 0 for n = 0. */

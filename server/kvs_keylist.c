@@ -63,8 +63,7 @@ static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 		kl->ukeys_cap = l->n;
 	}
 	l->keys = kl->ukeys;
-	return psd_klpack_unpack(p, psd_kl_packed_len(h), l->n, kl->ukeys,
-				 why);
+	return psd_klpack_unpack(p, psd_kl_packed_len(h), l->n, kl->ukeys, why);
 }
 
 /* Parse and check the payload of request @h; for pushes the values too.
@@ -313,8 +312,8 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		goto count;
 	}
 	if (own && (h->flags & PSD_F_KLPACKED)) {
-		ret = psd_kl_unpack_own(kl, h, (void *)(uintptr_t)payload,
-					&raw, &why);
+		ret = psd_kl_unpack_own(kl, h, (void *)(uintptr_t)payload, &raw,
+					&why);
 		if (ret == -ENOMEM)
 			why = "no memory to unpack the keys";
 		if (ret) {

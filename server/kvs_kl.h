@@ -116,8 +116,8 @@ uint64_t psd_kl_packed_len(const struct psd_hdr *h);
  * from psd_kl_rxbuf(): unpack its keys to the front of @own so that the
  * buffer holds the plain request that *@raw describes.  0, -EPROTO with
  * *@why (nothing to store), -ENOMEM. */
-int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		      void *own, struct psd_hdr *raw, const char **why);
+int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
+		      struct psd_hdr *raw, const char **why);
 /* Keep @l as worker @wrank's tagged list, if it came with a tag. */
 void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
 		     const struct psd_kl_list *l, bool whole);

@@ -85,8 +85,8 @@ uint64_t psd_kl_packed_len(const struct psd_hdr *h)
 	return h->length - (push ? h->span : 0) - (h->offset ? 0 : 4 * h->part);
 }
 
-int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		      void *own, struct psd_hdr *raw, const char **why)
+int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
+		      struct psd_hdr *raw, const char **why)
 {
 	uint64_t sec = psd_kl_packed_len(h);
 	uint8_t *src = (uint8_t *)own + (h->part * 8 - sec);

@@ -496,8 +496,7 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	c = nkeys ? kvw_klc_get(n) : NULL;
 	if (c) {
 		pthread_mutex_lock(&c->mu);
-		tag = kvw_kl_tag(c, nkeys, keys, lens, ulen, cut, &set,
-				 &copy);
+		tag = kvw_kl_tag(c, nkeys, keys, lens, ulen, cut, &set, &copy);
 	}
 	pthread_mutex_lock(&w->lock);
 	if (n->fatal) {

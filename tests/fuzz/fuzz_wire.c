@@ -41,15 +41,17 @@ static bool fz_keylist_bad(const struct psd_hdr *h, unsigned es, uint64_t max)
 	if (packed) {
 		/* lengths and values fit; the section's rest is checked when
 		 * unpacked: a multiple of 8, at least 17 bytes per block + 7 */
-		unsigned __int128 fixed = (push ? h->span : 0) +
-					  (h->offset ? 0 : (unsigned __int128)4 *
-								   h->part);
-		unsigned __int128 nblk = ((unsigned __int128)h->part + 255) / 256;
+		unsigned __int128 fixed =
+			(push ? h->span : 0) +
+			(h->offset ? 0 : (unsigned __int128)4 * h->part);
+		unsigned __int128 nblk =
+			((unsigned __int128)h->part + 255) / 256;
 
 		if (cached || !h->part || fixed > h->length)
 			return true;
 		return (h->length - fixed) % 8 ||
-		       h->length - fixed < ((17 * nblk + 7 + 7) & ~(unsigned __int128)7);
+		       h->length - fixed <
+			       ((17 * nblk + 7 + 7) & ~(unsigned __int128)7);
 	}
 	want = (unsigned __int128)h->part * (cached ? 0 : h->offset ? 8 : 12) +
 	       (push ? h->span : 0);

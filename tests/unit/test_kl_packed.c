@@ -174,7 +174,8 @@ static const struct kp_msg *kp_expect(uint8_t type, int status)
 		m = &kp.q[kp.used++];
 	pthread_mutex_unlock(&kp.lock);
 	if (!m)
-		test_fail_at(__FILE__, __LINE__, "no answer within the timeout");
+		test_fail_at(__FILE__, __LINE__,
+			     "no answer within the timeout");
 	CHECK_EQ(m->h.type, type);
 	CHECK_EQ(m->h.status, status);
 	return m;
@@ -192,7 +193,8 @@ static void kp_send(uint8_t type, uint64_t n, const void *keys, uint64_t klen,
 	struct psd_hdr h = {
 		.type = type,
 		.dtype = PSCHED_F32,
-		.flags = (uint8_t)(PSD_F_KEYLIST | (packed ? PSD_F_KLPACKED : 0)),
+		.flags = (uint8_t)(PSD_F_KEYLIST |
+				   (packed ? PSD_F_KLPACKED : 0)),
 		.sender = psd_worker_id(&kp.node, 0),
 		.key = 1,
 		.total = n * 4,
@@ -203,8 +205,10 @@ static void kp_send(uint8_t type, uint64_t n, const void *keys, uint64_t klen,
 		.req = ++kp.req,
 	};
 	struct iovec iov[2] = {
-		{ .iov_base = (void *)(uintptr_t)keys, .iov_len = (size_t)klen },
-		{ .iov_base = (void *)(uintptr_t)vals, .iov_len = (size_t)n * 4 },
+		{ .iov_base = (void *)(uintptr_t)keys,
+		  .iov_len = (size_t)klen },
+		{ .iov_base = (void *)(uintptr_t)vals,
+		  .iov_len = (size_t)n * 4 },
 	};
 
 	h.length = klen + (push ? n * 4 : 0);
@@ -212,8 +216,8 @@ static void kp_send(uint8_t type, uint64_t n, const void *keys, uint64_t klen,
 }
 
 /* Push @n keys packed (section @pk) with values @v at @step: @status. */
-static void kp_push(const struct psd_klpack *pk, const uint8_t *sec,
-		    uint64_t n, const float *v, uint64_t step, int status)
+static void kp_push(const struct psd_klpack *pk, const uint8_t *sec, uint64_t n,
+		    const float *v, uint64_t step, int status)
 {
 	kp_send(PSD_MSG_PUSH, n, sec ? sec : pk->buf, pk->len, true, v, step);
 	kp_expect(PSD_MSG_PUSH_ACK, status);
@@ -293,8 +297,9 @@ static void kp_case(uint64_t n)
 	memcpy(bad, pk2.buf, (size_t)pk2.len);
 	kp_put64(bad + 16 + 8, 0);
 	bad[16 * nblk + 1] = 0; /* block 1 strided with step 0 */
-	kp_send(PSD_MSG_PUSH, n, bad, pk2.len - ((n > 511 ? 255 : n - 257) + 7) / 8 * 8,
-		true, v, ++step);
+	kp_send(PSD_MSG_PUSH, n, bad,
+		pk2.len - ((n > 511 ? 255 : n - 257) + 7) / 8 * 8, true, v,
+		++step);
 	m = kp_expect(PSD_MSG_PUSH_ACK, -EPROTO);
 	(void)m;
 	kp_pull(k, n, step, v);

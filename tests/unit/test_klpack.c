@@ -92,8 +92,7 @@ static void kp_mutations(const uint64_t *k, size_t n)
 		memcpy(m, k, n * 8);
 		m[n / 2] = k[n / 2 - 1];
 		m[n / 2 - 1] = k[n / 2];
-		CHECK(memcmp(m, k, n * 8) == 0 ||
-		      !psd_klpack_equal(&p, m, n));
+		CHECK(memcmp(m, k, n * 8) == 0 || !psd_klpack_equal(&p, m, n));
 	}
 	psd_klpack_free(&p);
 	free(m);
@@ -241,9 +240,10 @@ static void test_klpack_wire_round_trip(void)
 		for (unsigned kind = 0; kind < 11; kind++) {
 			size_t n = ns[t];
 			/* kinds 1..9: excesses of up to kind - 1 bytes */
-			uint64_t top = kind >= 9   ? (1ull << 58)
-				       : kind == 0 ? 0
-						   : (1ull << (8 * (kind - 1))) - 1;
+			uint64_t top = kind >= 9 ? (1ull << 58)
+				       : kind == 0
+					       ? 0
+					       : (1ull << (8 * (kind - 1))) - 1;
 
 			/* kind 10: random gaps; else stride 78 and one
 			 * excess per block reaching top, the others below
@@ -251,19 +251,23 @@ static void test_klpack_wire_round_trip(void)
 			k[0] = kind == 10 ? test_rng_below(1ull << 60) : kind;
 			for (size_t i = 1; i < n; i++)
 				k[i] = k[i - 1] + 1 +
-				       (kind == 10 ? test_rng_below(UINT64_MAX /
-								    8192)
-				        : 77 + (i % 256 == 7
-						   ? top
-						   : test_rng_below(
-							     (top < (1ull << 40)
-								      ? top
-								      : (1ull << 40)) +
-							     1)));
+				       (kind == 10
+						? test_rng_below(UINT64_MAX /
+								 8192)
+						: 77 + (i % 256 == 7
+								? top
+								: test_rng_below(
+									  (top < (1ull
+										  << 40)
+										   ? top
+										   : (1ull
+										      << 40)) +
+									  1)));
 			CHECK_EQ(psd_klpack_set(&p, k, n, UINT64_MAX), 0);
 			ret = kp_unpack(p.buf, p.len, n, u, &why);
 			if (ret)
-				fprintf(stderr, "n %zu kind %u: %s\n", n, kind, why);
+				fprintf(stderr, "n %zu kind %u: %s\n", n, kind,
+					why);
 			CHECK_EQ(ret, 0);
 			CHECK(!memcmp(u, k, n * 8));
 			if (p.len > psd_klpack_min_len(n)) {
@@ -292,11 +296,11 @@ static void kp_put64(uint8_t *p, uint64_t x)
 }
 
 /* Refused with -EPROTO and a reason naming @what. */
-#define KP_REFUSED(buf, len, n, what)                                      \
-	do {                                                               \
-		const char *why_;                                          \
-		CHECK_EQ(kp_unpack((buf), (len), (n), u, &why_), -EPROTO); \
-		CHECK_STR(why_, why_ && strstr(why_, (what)) ? why_ : (what)); \
+#define KP_REFUSED(buf, len, n, what)                                          \
+	do {                                                                   \
+		const char *why_;                                              \
+		CHECK_EQ(kp_unpack((buf), (len), (n), u, &why_), -EPROTO);     \
+		CHECK_STR(why_, why_ &&strstr(why_, (what)) ? why_ : (what));  \
 	} while (0)
 
 /* Sections a peer could send: truncated, padded, counts that lie, a
@@ -374,7 +378,8 @@ static void test_klpack_wire_malformed(void)
 
 		memcpy(b, p.buf, len);
 		for (unsigned f = 0; f < 1 + t % 4; f++)
-			b[test_rng_below(len)] ^= (uint8_t)(1 + test_rng_below(255));
+			b[test_rng_below(len)] ^=
+				(uint8_t)(1 + test_rng_below(255));
 		ret = kp_unpack(b, len, n, u, &why);
 		CHECK(ret == 0 || ret == -EPROTO);
 		if (!ret)
