@@ -39,6 +39,38 @@
 #include "klpack.h"
 #include "kvs_kl.h"
 
+uint64_t psd_kl_packed_len(const struct psd_hdr *h)
+{
+	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+
+	/* psd_hdr_decode() checked that these fit in length */
+	return h->length - (push ? h->span : 0) - (h->offset ? 0 : 4 * h->part);
+}
+
+int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
+		      struct psd_hdr *raw, const char **why)
+{
+	uint64_t sec = psd_kl_packed_len(h);
+	uint8_t *src = (uint8_t *)own + (h->part * 8 - sec);
+
+	/* the section sits where the keys' tail goes: moved aside first */
+	if (sec > kl->pk_cap) {
+		uint8_t *p = psd_big_alloc(sec, kl->huge, false);
+
+		if (!p)
+			return -ENOMEM;
+		psd_big_free(kl->pk);
+		kl->pk = p;
+		kl->pk_cap = sec;
+	}
+	memcpy(kl->pk, src, (size_t)sec);
+	*raw = *h;
+	raw->flags &= (uint8_t)~PSD_F_KLPACKED;
+	raw->flags |= KL_F_SORTED;
+	raw->length = h->length - sec + h->part * 8;
+	return psd_klpack_unpack(kl->pk, sec, h->part, own, why);
+}
+
 /* Unpack the keys of request @h (PSD_F_KLPACKED) at @p into the scratch
  * array; @l->keys points there.  0 or -EPROTO with *@why. */
 static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,

@@ -10,7 +10,6 @@
 #include <string.h>
 
 #include "bigmem.h"
-#include "klpack.h"
 #include "kvs_kl.h"
 
 /* Big arrays: fresh zero pages from the kernel without a memset, in
@@ -75,38 +74,6 @@ void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len)
 void psd_kl_rxbuf_put(void *buf)
 {
 	kl_keys_put(buf);
-}
-
-uint64_t psd_kl_packed_len(const struct psd_hdr *h)
-{
-	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
-
-	/* psd_hdr_decode() checked that these fit in length */
-	return h->length - (push ? h->span : 0) - (h->offset ? 0 : 4 * h->part);
-}
-
-int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
-		      struct psd_hdr *raw, const char **why)
-{
-	uint64_t sec = psd_kl_packed_len(h);
-	uint8_t *src = (uint8_t *)own + (h->part * 8 - sec);
-
-	/* the section sits where the keys' tail goes: moved aside first */
-	if (sec > kl->pk_cap) {
-		uint8_t *p = kl_alloc(kl, (size_t)sec, false);
-
-		if (!p)
-			return -ENOMEM;
-		kl_free(kl->pk);
-		kl->pk = p;
-		kl->pk_cap = sec;
-	}
-	memcpy(kl->pk, src, (size_t)sec);
-	*raw = *h;
-	raw->flags &= (uint8_t)~PSD_F_KLPACKED;
-	raw->flags |= KL_F_SORTED;
-	raw->length = h->length - sec + h->part * 8;
-	return psd_klpack_unpack(kl->pk, sec, h->part, own, why);
 }
 
 /* Free value array @p, which lies in key block @blk when adopted. */
