@@ -170,6 +170,8 @@ struct kvw_req {
 	uint32_t kl_tag; /* list tag (wire.h PSD_F_KLCACHED), 0: none */
 	const uint64_t *kl_keys;
 	const uint32_t *kl_lens;
+	/* its keys packed per server (held; NULL: plain keys) */
+	struct kvw_klset *kl_set;
 	struct kvw_rows *rows; /* a row-sparse request (kvw_rows.c) */
 	size_t nslots;
 	struct kvw_slot slots[];
@@ -378,6 +380,8 @@ int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 			 const struct psd_hdr *h, void **dst);
 /* Unlocked: free the key-list cache (worker teardown). */
 void psd_kvw_kl_fini(struct psd_kvw *w);
+/* Drop a request's hold on its packed keys (NULL is a no-op). */
+void psd_kvw_klset_put(struct kvw_klset *set);
 void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 			const struct psd_hdr *h, void *payload);
 /* kvw_rows.c: row-sparse requests (flag PSD_F_ROWS; payloads of every

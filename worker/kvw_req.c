@@ -98,6 +98,7 @@ void psd_kvw_req_free(struct kvw_req *r)
 		psd_scratch_put(r->scratch, r->slots[i].codes);
 	psd_scratch_put(r->scratch, r->cbuf);
 	psd_kvw_rows_free(r->rows);
+	psd_kvw_klset_put(r->kl_set);
 	free(r->chunks);
 	free(r->srv);
 	free(r);
