@@ -115,3 +115,14 @@ bool psd_big_is_mapped(const void *p)
 {
 	return p && ((const struct big_hdr *)p - 1)->maplen;
 }
+
+void psd_big_populate(void *p, uint64_t len)
+{
+	uintptr_t a = ((uintptr_t)p + 4095) & ~(uintptr_t)4095;
+	uintptr_t e = ((uintptr_t)p + len) & ~(uintptr_t)4095;
+
+	/* advice only: refused (before Linux 5.14) the pages fault in as
+	 * they are written */
+	if (e > a)
+		(void)madvise((void *)a, e - a, MADV_POPULATE_WRITE);
+}

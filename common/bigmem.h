@@ -33,6 +33,12 @@ void psd_huge_unmap(void *p, uint64_t len);
  */
 void *psd_big_alloc(uint64_t len, bool huge, bool zero);
 void psd_big_free(void *p); /* NULL is a no-op */
+/*
+ * Fault in the pages of [@p, @p + @len) that will all be written now, in
+ * one call rather than one fault each (MADV_POPULATE_WRITE; nothing when
+ * the kernel refuses).
+ */
+void psd_big_populate(void *p, uint64_t len);
 /* Was @p (from psd_big_alloc) mapped? For tests. */
 bool psd_big_is_mapped(const void *p);
 

@@ -190,6 +190,15 @@ const struct opt psd_opts[] = {
 	  "faults when keys are created (1|0; plain pages when THP is off; "
 	  "0 by default: slower on VMs whose freed memory goes back to the "
 	  "host, README \"Key lists\")" },
+	{ "keylist-pack",
+	  { "PS_KEYLIST_PACK" },
+	  OPT_BOOL,
+	  OFF(keylist_pack),
+	  0,
+	  "1",
+	  "worker: send a key list's keys packed (a few bytes per key, none "
+	  "for strided keys) when that halves them at least (1|0; 0 = 8 "
+	  "bytes per key, README \"Key lists\")" },
 	{ "server-hugepages",
 	  { "PS_SERVER_HUGEPAGES" },
 	  OPT_BOOL,

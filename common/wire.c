@@ -3,6 +3,7 @@
 
 #include "compress.h"
 #include "internal.h"
+#include "klpack.h"
 #include "wire.h"
 
 static void put32(uint8_t *p, uint32_t v)
@@ -152,6 +153,29 @@ static int hdr_check_length(const struct psd_hdr *h, const char **why)
 	}
 }
 
+/* A key-list request with packed keys (PSD_F_KLPACKED): what follows
+ * the packed section fits in length, and the section is long enough for
+ * its key count (the rest is checked as it is unpacked). */
+static int hdr_check_klpacked(const struct psd_hdr *h, bool push,
+			      const char **why)
+{
+	uint64_t fixed = push ? h->span : 0, sec;
+
+	if (!h->offset) {
+		if (h->part > (UINT64_MAX - fixed) / 4)
+			return -EPROTO;
+		fixed += h->part * 4;
+	}
+	if (h->length < fixed)
+		return -EPROTO;
+	sec = h->length - fixed;
+	if (sec % 8 || sec < psd_klpack_min_len(h->part)) {
+		*why = "packed key section too short or not a multiple of 8";
+		return -EPROTO;
+	}
+	return 0;
+}
+
 /* A key-list message (PSD_F_KEYLIST, wire.h): its own rules instead of
  * hdr_check_length() and hdr_check_range(). */
 static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
@@ -160,13 +184,15 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 	unsigned esize = psched_dtype_size((enum psched_dtype)h->dtype);
 	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
 	bool cached = h->flags & PSD_F_KLCACHED;
+	bool packed = h->flags & PSD_F_KLPACKED;
 	uint64_t per = cached ? 0 : h->offset ? 8 : 12, want;
 
 	*why = "key-list message with inconsistent sizes";
 	if (h->type == PSD_MSG_INIT || h->type == PSD_MSG_CONTROL ||
 	    !(h->flags & PSD_F_KEYLIST) ||
-	    (h->flags & ~(PSD_F_KEYLIST | PSD_F_KLCACHED)) ||
-	    (cached && (!h->epoch || !psd_msg_is_request(h->type))))
+	    (h->flags & ~(PSD_F_KEYLIST | PSD_F_KLCACHED | PSD_F_KLPACKED)) ||
+	    (cached && (!h->epoch || !psd_msg_is_request(h->type))) ||
+	    (packed && (cached || !h->part || !psd_msg_is_request(h->type))))
 		return -EPROTO;
 	if (h->total != h->span || h->span % esize)
 		return -EPROTO;
@@ -184,6 +210,8 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 			  (unsigned __int128)h->part * h->offset * esize !=
 				  h->span))
 		return -EPROTO;
+	if (packed)
+		return hdr_check_klpacked(h, push, why);
 	want = h->part * per + (push ? h->span : 0);
 	if (h->length != want)
 		return -EPROTO;
@@ -271,7 +299,7 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "status set on a request, or positive";
 		return -EPROTO;
 	}
-	if (h->flags & (PSD_F_KEYLIST | PSD_F_KLCACHED))
+	if (h->flags & (PSD_F_KEYLIST | PSD_F_KLCACHED | PSD_F_KLPACKED))
 		return hdr_check_keylist(h, max_tensor, why);
 	if (hdr_check_length(h, why))
 		return -EPROTO;

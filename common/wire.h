@@ -82,6 +82,17 @@ enum psd_msg_type {
  */
 #define PSD_F_KLCACHED	 0x10u
 /*
+ * With PSD_F_KEYLIST on a PUSH, PULL or PUSHPULL that carries its keys
+ * (not PSD_F_KLCACHED; part >= 1): the keys are packed (common/klpack.h)
+ * instead of n u64 words.  The payload is the packed section, then the n
+ * u32 lengths if offset is 0, then (PUSH, PUSHPULL) the span value bytes;
+ * the section's length P is what remains of length, a multiple of 8 and
+ * at least psd_klpack_min_len(n).  The receiver checks the rest when it
+ * unpacks (widths, P exact, gaps, keys strictly ascending) and refuses
+ * the request whole, storing nothing, if any rule is broken.
+ */
+#define PSD_F_KLPACKED	 0x20u
+/*
  * PUSH, PULL, INIT, PULL_RESP of a row-sparse key (common/rows.h): a
  * table of total / part rows of part bytes (the row width times the
  * element size); offset and span are the byte range of the rows the
@@ -100,7 +111,7 @@ enum psd_msg_type {
  */
 #define PSD_F_ROWS	0x08u
 #define PSD_ROWS_PREFIX 8u
-#define PSD_F_ALL	(0x17u | PSD_F_ROWS)
+#define PSD_F_ALL	(0x17u | PSD_F_ROWS | PSD_F_KLPACKED)
 
 struct psd_hdr {
 	uint8_t type;

@@ -129,6 +129,7 @@ struct psched_cfg {
 	int keylist_cache;	  /* PS_KEYLIST_CACHE: 0 | 1 (worker) */
 	int server_hugepages;	  /* PS_SERVER_HUGEPAGES: 0 | 1 (server) */
 	int keylist_hugepages;	  /* PS_KEYLIST_HUGEPAGES: 0 | 1 */
+	int keylist_pack;	  /* PS_KEYLIST_PACK: 0 | 1 (worker) */
 	int tcp_split;		  /* PS_TCP_SPLIT: 0 | 1 (worker) */
 	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
 };

@@ -36,7 +36,67 @@
 #include <string.h>
 
 #include "bigmem.h"
+#include "klpack.h"
 #include "kvs_kl.h"
+
+uint64_t psd_kl_packed_len(const struct psd_hdr *h)
+{
+	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+
+	/* psd_hdr_decode() checked that these fit in length */
+	return h->length - (push ? h->span : 0) - (h->offset ? 0 : 4 * h->part);
+}
+
+int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
+		      struct psd_hdr *raw, const char **why)
+{
+	uint64_t sec = psd_kl_packed_len(h);
+	uint8_t *src = (uint8_t *)own + (h->part * 8 - sec);
+
+	/* the section sits where the keys' tail goes: moved aside first */
+	if (sec > kl->pk_cap) {
+		uint8_t *p = psd_big_alloc(sec, kl->huge, false);
+
+		if (!p)
+			return -ENOMEM;
+		psd_big_free(kl->pk);
+		kl->pk = p;
+		kl->pk_cap = sec;
+	}
+	memcpy(kl->pk, src, (size_t)sec);
+	*raw = *h;
+	raw->flags &= (uint8_t)~PSD_F_KLPACKED;
+	raw->flags |= KL_F_SORTED;
+	raw->length = h->length - sec + h->part * 8;
+	return psd_klpack_unpack(kl->pk, sec, h->part, own, why);
+}
+
+/* Unpack the keys of request @h (PSD_F_KLPACKED) at @p into the scratch
+ * array; @l->keys points there.  0 or -EPROTO with *@why. */
+static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+			   const uint8_t *p, struct psd_kl_list *l,
+			   const char **why)
+{
+	if (kl->max_ukeys && l->n > kl->max_ukeys) {
+		/* a few bytes must not claim gigabytes of keys */
+		*why = "packed keys: more keys than PS_MAX_TENSOR_BYTES holds "
+		       "once unpacked";
+		return -EPROTO;
+	}
+	if (l->n > kl->ukeys_cap) {
+		uint64_t *k = psd_big_alloc(l->n * 8, kl->huge, false);
+
+		if (!k) {
+			*why = "no memory to unpack the keys";
+			return -EPROTO;
+		}
+		psd_big_free(kl->ukeys);
+		kl->ukeys = k;
+		kl->ukeys_cap = l->n;
+	}
+	l->keys = kl->ukeys;
+	return psd_klpack_unpack(p, psd_kl_packed_len(h), l->n, kl->ukeys, why);
+}
 
 /* Parse and check the payload of request @h; for pushes the values too.
  * 0 or -EPROTO with *@why. */
@@ -49,6 +109,8 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 	uint64_t i, bytes = 0, bad = 0;
 	uint32_t zero = 0;
 	struct psd_kl_wcache *wc = wrank >= 0 ? &kl->wc[wrank] : NULL;
+	const uint8_t *rest;
+	int ret;
 
 	l->wc = NULL;
 	l->tag = 0;
@@ -72,12 +134,20 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 	l->n = h->part;
 	l->keys = (const uint64_t *)(const void *)p;
 	l->ulen = (uint32_t)h->offset;
-	l->lens = h->offset ? NULL
-			    : (const uint32_t *)(const void *)(p + 8 * l->n);
-	l->vals = p + l->n * (h->offset ? 8 : 12);
-	/* branch-free loops: vectorised over millions of keys */
-	for (i = 1; i < l->n; i++)
-		bad |= l->keys[i] <= l->keys[i - 1];
+	if (h->flags & PSD_F_KLPACKED) {
+		ret = kl_parse_packed(kl, h, p, l, why);
+		if (ret)
+			return ret;
+		rest = p + psd_kl_packed_len(h);
+	} else {
+		/* branch-free: vectorised over millions of keys */
+		if (!(h->flags & KL_F_SORTED))
+			for (i = 1; i < l->n; i++)
+				bad |= l->keys[i] <= l->keys[i - 1];
+		rest = p + 8 * l->n;
+	}
+	l->lens = h->offset ? NULL : (const uint32_t *)(const void *)rest;
+	l->vals = rest + (h->offset ? 0 : 4 * l->n);
 	if (bad) {
 		*why = "keys not sorted ascending, or repeated";
 		return -EPROTO;
@@ -225,7 +295,7 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 
 	/* the wait's header describes the copy: a pull of these keys */
 	wh.length = len;
-	wh.flags &= (uint8_t)~PSD_F_KLCACHED;
+	wh.flags &= (uint8_t)~(PSD_F_KLCACHED | PSD_F_KLPACKED);
 	wh.epoch = 0;
 	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf)) {
 		free(buf);
@@ -261,6 +331,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	const char *why = "";
 	const uint32_t *idx = NULL;
 	struct psd_kl_list l;
+	struct psd_hdr raw;
 	bool whole, refused = true, added = false;
 	int ret = 0;
 
@@ -271,6 +342,20 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 				psched_dtype_name(h->dtype),
 				psched_dtype_name(kl->dtype));
 		goto count;
+	}
+	if (own && (h->flags & PSD_F_KLPACKED)) {
+		ret = psd_kl_unpack_own(kl, h, (void *)(uintptr_t)payload, &raw,
+					&why);
+		if (ret == -ENOMEM)
+			why = "no memory to unpack the keys";
+		if (ret) {
+			psd_kvs_rejectf(n, c, h, -EPROTO,
+					"malformed key list: %s (nothing "
+					"stored)",
+					why);
+			goto count;
+		}
+		h = &raw;
 	}
 	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
 		     &why)) {
@@ -431,7 +516,7 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	psd_kvs_hold_free(s, buf, h->length);
 	s->parked_bytes += len;
 	h->length = len;
-	h->flags &= (uint8_t)~PSD_F_KLCACHED;
+	h->flags &= (uint8_t)~(PSD_F_KLCACHED | PSD_F_KLPACKED);
 	h->epoch = 0;
 	return nb;
 }
@@ -447,12 +532,17 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = psd_kl_get(n);
 	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	bool packed = h->flags & PSD_F_KLPACKED;
+	/* the request's bytes with plain keys */
+	uint64_t raw = packed ? h->length - psd_kl_packed_len(h) + h->part * 8
+			      : h->length;
 	int ret = 0;
 
 	if (!kl) {
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for key lists");
 		return h->length ? PSD_RX_DISCARD : 0;
 	}
+	kl->max_ukeys = psd_van_max_tensor(c) / 8;
 	if (s->async)
 		ret = psd_kvs_reject(n, c, h, -EOPNOTSUPP,
 				     "key lists need sync mode "
@@ -483,13 +573,15 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 		if (ret)
 			return ret;
 	} else if (push && (!kl->n || !kl->version) && h->part &&
-		   h->length >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED)) {
+		   raw >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED) &&
+		   raw >= h->length && h->part <= kl->max_ukeys) {
 		/* keys for an empty store, or of the first step: into a
 		 * buffer the store can adopt or keep as the worker's tagged
-		 * list (psd_kl_remember()) */
-		kc->kl_own = psd_kl_rxbuf(kl, h->length);
+		 * list (psd_kl_remember()); packed keys land at the end of
+		 * their place and are unpacked in front of them */
+		kc->kl_own = psd_kl_rxbuf(kl, raw);
 		if (kc->kl_own)
-			*dst = kc->kl_own;
+			*dst = (uint8_t *)kc->kl_own + (raw - h->length);
 	}
 	kc->kl = true;
 	return 0;

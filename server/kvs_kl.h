@@ -10,6 +10,10 @@
 #include "kvs.h"
 
 #define KL_NONE UINT32_MAX
+/* Header flag of this server's own (never on the wire: psd_hdr_decode()
+ * refuses unknown flags): the keys were unpacked and checked sorted
+ * already (psd_kl_unpack_own()), psd_kl_parse() need not check again. */
+#define KL_F_SORTED 0x80u
 
 /* A worker's last tagged list on this server (wire.h PSD_F_KLCACHED). */
 struct psd_kl_wcache {
@@ -56,6 +60,14 @@ struct psd_kvs_kl {
 	uint64_t idx_cap;
 	uint8_t *out; /* a pull answer gathered (psd_big_alloc) */
 	uint64_t out_cap;
+	/* Packed keys (PSD_F_KLPACKED): unpacked here when the message is
+	 * not in a buffer of its own; a section moved aside to unpack in
+	 * place when it is (psd_kl_unpack_own()). */
+	uint64_t *ukeys;
+	uint64_t ukeys_cap;
+	uint8_t *pk;
+	uint64_t pk_cap;
+	uint64_t max_ukeys; /* PS_MAX_TENSOR_BYTES / 8 (0: no limit) */
 	bool huge; /* PS_KEYLIST_HUGEPAGES: big arrays in huge pages */
 };
 
@@ -98,6 +110,14 @@ struct psd_kvs_kl *psd_kl_get(struct psched_node *n);
 int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 		 const void *payload, unsigned esize, int wrank,
 		 struct psd_kl_list *l, const char **why);
+/* Bytes of request @h's packed key section (PSD_F_KLPACKED). */
+uint64_t psd_kl_packed_len(const struct psd_hdr *h);
+/* Request @h with packed keys, received at @own + 8n - P in a buffer
+ * from psd_kl_rxbuf(): unpack its keys to the front of @own so that the
+ * buffer holds the plain request that *@raw describes.  0, -EPROTO with
+ * *@why (nothing to store), -ENOMEM. */
+int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
+		      struct psd_hdr *raw, const char **why);
 /* Keep @l as worker @wrank's tagged list, if it came with a tag. */
 void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
 		     const struct psd_kl_list *l, bool whole);

@@ -63,7 +63,12 @@ static void kl_keys_put(uint64_t *k)
 
 void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len)
 {
-	return kl_keys_alloc(kl, (len + 7) / 8);
+	uint64_t *k = kl_keys_alloc(kl, (len + 7) / 8);
+
+	/* all of it is written next (received, keys unpacked) */
+	if (k)
+		psd_big_populate(k, len);
+	return k;
 }
 
 void psd_kl_rxbuf_put(void *buf)
@@ -127,6 +132,8 @@ void psd_kvs_kl_free(struct psd_kvs *s)
 	free(kl->have);
 	kl_free(kl->idx);
 	kl_free(kl->out);
+	kl_free(kl->ukeys);
+	kl_free(kl->pk);
 	free(kl);
 	s->kl = NULL;
 }
@@ -471,6 +478,9 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		acc_blk = kl_keys_get((uint64_t *)(uintptr_t)l->keys);
 	} else {
 		acc = kl_alloc(kl, (size_t)((kl->nelem + addel) * es), true);
+		/* every sum is written by this push or the merge below */
+		if (acc)
+			psd_big_populate(acc, (kl->nelem + addel) * es);
 	}
 	if (!uni) {
 		lens = kl_alloc(kl, (size_t)tot * 4, false);

@@ -380,6 +380,7 @@ static void kvw_destroy(struct psched_node *n)
 	psd_tl_fini(&w->tl);
 	pthread_cond_destroy(&w->send_cond);
 	pthread_cond_destroy(&w->cond);
+	psd_scratch_fini(&w->scratch);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
 	n->role_state = NULL;
@@ -424,6 +425,11 @@ int psd_kvw_attach(struct psched_node *n)
 
 	if (!w)
 		return -ENOMEM;
+	ret = psd_scratch_init(&w->scratch);
+	if (ret) {
+		free(w);
+		return ret;
+	}
 	pthread_mutex_init(&w->lock, NULL);
 	pthread_condattr_init(&ca);
 	pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -68,6 +68,7 @@
 #include "map.h"
 #include "node.h"
 #include "pollbudget.h"
+#include "scratch.h"
 #include "timeline.h"
 
 #define KVW_IDX_BITS 24u
@@ -162,6 +163,7 @@ struct kvw_req {
 	int cmp; /* compress kind of this push (common/compress.h) */
 	float cmp_threshold;
 	uint8_t *cbuf; /* compressed payloads of every chunk */
+	struct psd_scratch *scratch; /* the worker's: cbuf and codes */
 	/* A key list (kvw_keylist.c): the caller's arrays, one chunk per
 	 * server slice; slots[0] holds the value buffers and the step. */
 	bool kl;
@@ -169,6 +171,8 @@ struct kvw_req {
 	uint32_t kl_tag; /* list tag (wire.h PSD_F_KLCACHED), 0: none */
 	const uint64_t *kl_keys;
 	const uint32_t *kl_lens;
+	/* its keys packed per server (held; NULL: plain keys) */
+	struct kvw_klset *kl_set;
 	struct kvw_rows *rows; /* a row-sparse request (kvw_rows.c) */
 	size_t nslots;
 	struct kvw_slot slots[];
@@ -250,6 +254,7 @@ struct psd_kvw {
 	struct kvw_metrics met; /* autotuner reports, see kvw_metrics_note */
 	struct kvw_cmd cmd;	/* under the node's lock, see above */
 	struct kvw_gpu *gpu;	/* device staging, made on first use */
+	struct psd_scratch scratch; /* row-sparse requests' big buffers */
 };
 
 static inline struct psd_kvw *kvw_of(const struct psched_node *n)
@@ -384,11 +389,13 @@ int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 			 const struct psd_hdr *h, void **dst);
 /* Unlocked: free the key-list cache (worker teardown). */
 void psd_kvw_kl_fini(struct psd_kvw *w);
+/* Drop a request's hold on its packed keys (NULL is a no-op). */
+void psd_kvw_klset_put(struct kvw_klset *set);
 void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 			const struct psd_hdr *h, void *payload);
 /* kvw_rows.c: row-sparse requests (flag PSD_F_ROWS; payloads of every
- * chunk in r->cbuf, or from the caller's arrays).  Any lock: free @x
- * (NULL is a no-op). */
+ * chunk in r->cbuf, or from the caller's arrays).  Any lock: free @x, its
+ * big buffers back to the worker's scratch cache (NULL is a no-op). */
 void psd_kvw_rows_free(struct kvw_rows *x);
 /* Locked.  psd_kvw_req_layout() of a row-sparse request. */
 int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r);

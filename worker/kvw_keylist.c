@@ -15,13 +15,14 @@
  * each worker's key-list steps by these messages (server/kvs_keylist.c).
  * A pull asks only the servers that own some of its keys.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "bigmem.h"
 #include "kvw.h"
-#include "kvw_klpack.h"
+#include "klpack.h"
 
 /* One server's slice of a list. */
 struct kvw_kl_cut {
@@ -32,34 +33,64 @@ struct kvw_kl_cut {
 };
 
 /*
- * The last key list this worker sent (a copy), its tag, and the tag each
- * server holds (wire.h, PSD_F_KLCACHED): a request with the same keys and
+ * A list's keys packed per server slice (common/klpack.h): what a
+ * request sends instead of its 8-byte keys (PSD_F_KLPACKED) where that
+ * halves them at least, and what the cache compares the next list with.
+ * Packed once, on the caller's thread before the request is queued, and
+ * shared: the cache holds one reference, each request sending from it
+ * another (dropped when the request is freed).  Only the cache's holder
+ * (under mu) takes references, so a set whose count is 1 is the cache's
+ * alone and is packed over in place: its buffers, already faulted in,
+ * are reused while lists fit.
+ */
+struct kvw_klslice {
+	struct psd_klpack pk;
+	bool wire; /* send pk rather than the keys */
+};
+
+struct kvw_klset {
+	atomic_uint refs;
+	unsigned nsrv;
+	struct kvw_klslice sl[]; /* [nsrv], by server rank */
+};
+
+/*
+ * The last key list this worker sent, its tag, and the tag each server
+ * holds (wire.h, PSD_F_KLCACHED): a request with the same keys and
  * lengths reuses the tag, and a server that has it gets no keys again.
- *
- * The keys are kept packed (worker/kvw_klpack.c: exact, a few bytes per
- * key, none for strided keys) rather than copied: a plain copy of a new
- * 10 M-key list was 80 MB of fresh pages, which the cold push paid for
- * on two cores shared with the servers.  The packing is made while the
- * request is on its way: the caller compares and picks the tag
- * under mu (not w->lock, which the sender and receive threads need),
- * queues the request, then copies and only then drops mu -- another
- * caller's compare never sees half a copy.  The buffers are kept and
- * reused while lists fit (fresh pages cost as much as the copy).
- * srv_tag and nsrv are under w->lock; the rest under mu.
+ * The keys are kept packed (set; a plain copy of a new 10 M-key list was
+ * 80 MB of fresh pages).  With PS_KEYLIST_PACK the set is made before
+ * the request is queued (its slices travel); without, while the request
+ * is on its way: the caller compares and picks the tag under mu (not
+ * w->lock, which the sender and receive threads need), queues the
+ * request, then packs and only then drops mu.  srv_tag and nsrv are
+ * under w->lock; the rest under mu.  With the cache off (PS_KEYLIST_CACHE
+ * =0) and packing on this holds only the set, reused for the next list.
  */
 struct kvw_klcache {
 	pthread_mutex_t mu;
+	bool cache;	   /* PS_KEYLIST_CACHE: tags */
+	bool pack;	   /* PS_KEYLIST_PACK: packed keys on the wire */
 	uint32_t next_tag; /* the tag of the cached list when valid */
 	uint32_t ulen;
-	bool valid; /* keys/lens hold the list of tag */
+	bool valid; /* set/lens hold the list of tag */
 	size_t n;
-	struct kvw_klpack keys;
+	struct kvw_klset *set;
 	uint32_t *lens; /* when ulen is 0 */
 	size_t lens_cap;
 	bool huge; /* PS_KEYLIST_HUGEPAGES: keys and lens psd_big_alloc'd so */
 	uint32_t *srv_tag; /* [num_server]: the tag the server holds */
 	unsigned nsrv;
 };
+
+void psd_kvw_klset_put(struct kvw_klset *set)
+{
+	if (!set || atomic_fetch_sub(&set->refs, 1) != 1)
+		return;
+	for (unsigned s = 0; s < set->nsrv; s++)
+		psd_klpack_free(&set->sl[s].pk);
+	free(set);
+}
 
 void psd_kvw_kl_fini(struct psd_kvw *w)
 {
@@ -68,21 +99,21 @@ void psd_kvw_kl_fini(struct psd_kvw *w)
 	if (!c)
 		return;
 	pthread_mutex_destroy(&c->mu);
-	psd_kvw_klpack_free(&c->keys);
+	psd_kvw_klset_put(c->set);
 	psd_big_free(c->lens);
 	free(c->srv_tag);
 	free(c);
 	w->klc = NULL;
 }
 
-/* The cache, made on first use (NULL: off, or no memory; lists then
- * always carry their keys). */
+/* The cache, made on first use (NULL: cache and packing off, or no
+ * memory; lists then always carry their plain keys). */
 static struct kvw_klcache *kvw_klc_get(struct psched_node *n)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_klcache *c;
 
-	if (!n->cfg.keylist_cache)
+	if (!n->cfg.keylist_cache && !n->cfg.keylist_pack)
 		return NULL;
 	pthread_mutex_lock(&w->lock);
 	c = w->klc;
@@ -96,7 +127,8 @@ static struct kvw_klcache *kvw_klc_get(struct psched_node *n)
 		} else {
 			c->nsrv = n->num_server;
 			c->huge = n->cfg.keylist_hugepages != 0;
-			c->keys.huge = c->huge;
+			c->cache = n->cfg.keylist_cache != 0;
+			c->pack = n->cfg.keylist_pack != 0;
 			w->klc = c;
 		}
 	}
@@ -104,38 +136,125 @@ static struct kvw_klcache *kvw_klc_get(struct psched_node *n)
 	return c;
 }
 
-/* mu held.  The tag of list @keys/@lens/@ulen: the cached one when the
- * list is the cached list (*@copy false), else a new one (*@copy true:
- * kvw_kl_copy() once the request is queued). */
+/* mu held.  A set the cache alone holds, to pack the next list into:
+ * the last one when no request holds it any more, else a new one. */
+static struct kvw_klset *kvw_klset_fresh(struct kvw_klcache *c)
+{
+	struct kvw_klset *set = c->set;
+	unsigned s;
+
+	if (set && atomic_load(&set->refs) == 1)
+		return set;
+	psd_kvw_klset_put(set);
+	c->set = set = calloc(1, sizeof(*set) + c->nsrv * sizeof(set->sl[0]));
+	if (!set)
+		return NULL;
+	atomic_init(&set->refs, 1);
+	set->nsrv = c->nsrv;
+	for (s = 0; s < c->nsrv; s++)
+		set->sl[s].pk.huge = c->huge;
+	return set;
+}
+
+/* mu held.  Pack list @keys cut as @cut into a set of the cache's; a
+ * slice travels packed (@wire) when that takes at most half its keys'
+ * bytes.  The set, or NULL (no memory: nothing packed, the cache
+ * invalid). */
+static struct kvw_klset *kvw_kl_pack(struct kvw_klcache *c,
+				     const uint64_t *keys,
+				     const struct kvw_kl_cut *cut, bool wire)
+{
+	struct kvw_klset *set = kvw_klset_fresh(c);
+	unsigned s;
+	int ret;
+
+	c->valid = false;
+	if (!set)
+		return NULL;
+	for (s = 0; s < set->nsrv; s++) {
+		struct kvw_klslice *sl = &set->sl[s];
+		uint64_t half = cut[s].n * 4;
+
+		/* the cache needs every slice; the wire only small ones */
+		ret = psd_klpack_set(&sl->pk, keys + cut[s].first, cut[s].n,
+				     c->cache ? UINT64_MAX : half);
+		sl->wire = wire && !ret && cut[s].n && sl->pk.len <= half;
+		if (ret < 0) {
+			for (s = 0; s < set->nsrv; s++)
+				set->sl[s].wire = false;
+			return NULL;
+		}
+	}
+	return set;
+}
+
+/* mu held.  Is list @keys/@lens/@ulen, cut as @cut, the cached one? */
+static bool kvw_kl_is_cached(const struct kvw_klcache *c, size_t nkeys,
+			     const uint64_t *keys, const uint32_t *lens,
+			     uint32_t ulen, const struct kvw_kl_cut *cut)
+{
+	unsigned s;
+
+	if (!c->cache || !c->valid || c->n != nkeys || c->ulen != ulen ||
+	    !c->set)
+		return false;
+	for (s = 0; s < c->set->nsrv; s++)
+		if (!psd_klpack_equal(&c->set->sl[s].pk, keys + cut[s].first,
+				      cut[s].n))
+			return false;
+	return ulen || !memcmp(c->lens, lens, nkeys * 4);
+}
+
+/* mu held.  The tag of list @keys/@lens/@ulen (0 with the cache off)
+ * and the packed set its request sends from (a reference for it, or
+ * NULL): the cached ones when the list is the cached list, else new ones
+ * (*@copy true: kvw_kl_copy() once the request is queued). */
 static uint32_t kvw_kl_tag(struct kvw_klcache *c, size_t nkeys,
 			   const uint64_t *keys, const uint32_t *lens,
-			   uint32_t ulen, bool *copy)
+			   uint32_t ulen, const struct kvw_kl_cut *cut,
+			   struct kvw_klset **set, bool *copy)
 {
+	uint32_t tag = 0;
+
 	*copy = false;
-	if (c->valid && c->n == nkeys && c->ulen == ulen &&
-	    psd_kvw_klpack_equal(&c->keys, keys, nkeys) &&
-	    (ulen || !memcmp(c->lens, lens, nkeys * 4)))
-		return c->next_tag;
-	c->valid = false;
-	if (!++c->next_tag)
-		c->next_tag = 1;
-	*copy = true;
-	return c->next_tag;
+	*set = NULL;
+	if (kvw_kl_is_cached(c, nkeys, keys, lens, ulen, cut)) {
+		tag = c->next_tag;
+		*set = c->pack ? c->set : NULL;
+	} else {
+		c->valid = false;
+		if (c->cache) {
+			if (!++c->next_tag)
+				c->next_tag = 1;
+			tag = c->next_tag;
+			*copy = true;
+		}
+		/* packed now: the request sends it */
+		if (c->pack) {
+			*set = kvw_kl_pack(c, keys, cut, true);
+			*copy = *copy && *set; /* no memory: not cached */
+		}
+	}
+	if (*set)
+		atomic_fetch_add(&(*set)->refs, 1);
+	return tag;
 }
 
 /* mu held.  Keep list @keys/@lens/@ulen as the list of the tag just
- * picked; without memory the cache stays invalid (the next request
- * sends its keys under a new tag). */
+ * picked (packed already with PS_KEYLIST_PACK); without memory the cache
+ * stays invalid (the next request sends its keys under a new tag). */
 static void kvw_kl_copy(struct kvw_klcache *c, size_t nkeys,
 			const uint64_t *keys, const uint32_t *lens,
-			uint32_t ulen)
+			uint32_t ulen, const struct kvw_kl_cut *cut)
 {
 	if (!ulen && nkeys > c->lens_cap) {
 		psd_big_free(c->lens);
 		c->lens = psd_big_alloc(nkeys * 4, c->huge, false);
 		c->lens_cap = c->lens ? nkeys : 0;
 	}
-	if ((!ulen && !c->lens) || psd_kvw_klpack_set(&c->keys, keys, nkeys))
+	if (!ulen && !c->lens)
+		return;
+	if (!c->pack && !kvw_kl_pack(c, keys, cut, false))
 		return;
 	if (!ulen)
 		memcpy(c->lens, lens, nkeys * 4);
@@ -241,6 +360,7 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 	const struct kvw_req *r = ch->req;
 	const struct kvw_slot *s = &r->slots[0];
 	struct kvw_klcache *c = kvw_of(n)->klc;
+	const struct kvw_klslice *sl;
 	bool cached = false;
 	int k = 0;
 
@@ -269,7 +389,14 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 	};
 	if (cached)
 		h->flags |= PSD_F_KLCACHED;
-	if (ch->kl_n && !cached) {
+	sl = ch->kl_n && !cached && r->kl_set && ch->srank < r->kl_set->nsrv
+		     ? &r->kl_set->sl[ch->srank]
+		     : NULL;
+	if (sl && sl->wire && sl->pk.n == ch->kl_n) {
+		h->flags |= PSD_F_KLPACKED;
+		iov[k].iov_base = sl->pk.buf;
+		iov[k++].iov_len = (size_t)sl->pk.len;
+	} else if (ch->kl_n && !cached) {
 		iov[k].iov_base = (void *)(uintptr_t)(r->kl_keys + ch->kl_first);
 		iov[k++].iov_len = (size_t)ch->kl_n * 8;
 	}
@@ -339,6 +466,7 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	struct kvw_klcache *c = NULL;
 	struct kvw_kl_cut *cut;
 	struct kvw_req *r = NULL;
+	struct kvw_klset *set = NULL;
 	uint32_t ulen, tag = 0;
 	bool fire, copy = false;
 	size_t k;
@@ -368,7 +496,7 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	c = nkeys ? kvw_klc_get(n) : NULL;
 	if (c) {
 		pthread_mutex_lock(&c->mu);
-		tag = kvw_kl_tag(c, nkeys, keys, lens, ulen, &copy);
+		tag = kvw_kl_tag(c, nkeys, keys, lens, ulen, cut, &set, &copy);
 	}
 	pthread_mutex_lock(&w->lock);
 	if (n->fatal) {
@@ -390,6 +518,8 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	r->kl_lens = lens;
 	r->kl_len = ulen;
 	r->kl_tag = tag;
+	r->kl_set = set;
+	set = NULL;
 	r->type = type;
 	r->dtype = (uint8_t)dtype;
 	r->flags = PSD_F_KEYLIST;
@@ -422,13 +552,13 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	psd_kvw_kick(w);
 	fire = psd_kvw_req_settle(w, r);
 	pthread_mutex_unlock(&w->lock);
-	free(cut);
 	/* The request is on its way; the caller's keys stay valid until it
 	 * completes, so the copy is made meanwhile. */
 	if (copy)
-		kvw_kl_copy(c, nkeys, keys, lens, ulen);
+		kvw_kl_copy(c, nkeys, keys, lens, ulen, cut);
 	if (c)
 		pthread_mutex_unlock(&c->mu);
+	free(cut);
 	if (fire)
 		psd_kvw_req_run_cb(w, r);
 	return 0;
@@ -437,6 +567,7 @@ err_free:
 	psd_kvw_req_free(r);
 out_unlock:
 	pthread_mutex_unlock(&w->lock);
+	psd_kvw_klset_put(set);
 	if (c)
 		pthread_mutex_unlock(&c->mu);
 out_free_cut:

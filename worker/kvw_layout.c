@@ -95,6 +95,7 @@ struct kvw_req *psd_kvw_req_alloc(struct psched_node *n, uint8_t type,
 	r->type = type;
 	r->dtype = (uint8_t)dtype;
 	r->nslots = nkeys;
+	r->scratch = &kvw_of(n)->scratch;
 	psd_list_init(&r->park_link);
 	return r;
 }
@@ -113,7 +114,7 @@ static int kvw_req_quantize(struct psd_kvw *w, struct kvw_req *r)
 		n = (size_t)(r->slots[i].total / 4);
 		if (!k->residual)
 			k->residual = calloc(n ? n : 1, sizeof(float));
-		r->slots[i].codes = malloc(n ? n : 1);
+		r->slots[i].codes = psd_scratch_get(r->scratch, n ? n : 1);
 		if (!k->residual || !r->slots[i].codes)
 			return psd_set_errmsg(
 				-ENOMEM,
@@ -139,13 +140,13 @@ static int kvw_req_pack(struct kvw_req *r)
 	uint64_t total = 0;
 	size_t k;
 
-	free(r->cbuf);
+	psd_scratch_put(r->scratch, r->cbuf);
 	for (k = 0; k < r->nchunks; k++) {
 		r->chunks[k].coff = total;
 		r->chunks[k].clen = psd_cmp_len(r->cmp, r->chunks[k].span / 4);
 		total += r->chunks[k].clen;
 	}
-	r->cbuf = malloc(total ? (size_t)total : 1);
+	r->cbuf = psd_scratch_get(r->scratch, total ? (size_t)total : 1);
 	if (!r->cbuf)
 		return psd_set_errmsg(-ENOMEM,
 				      "no memory for %llu compressed bytes",

@@ -104,9 +104,10 @@ void psd_kvw_req_free(struct kvw_req *r)
 	size_t i;
 
 	for (i = 0; i < r->nslots; i++)
-		free(r->slots[i].codes);
-	free(r->cbuf);
+		psd_scratch_put(r->scratch, r->slots[i].codes);
+	psd_scratch_put(r->scratch, r->cbuf);
 	psd_kvw_rows_free(r->rows);
+	psd_kvw_klset_put(r->kl_set);
 	free(r->chunks);
 	free(r->srv);
 	free(r);

@@ -43,16 +43,17 @@ struct kvw_rows {
 	bool direct;		     /* land == out: ids sorted, distinct */
 	size_t *cu;		     /* per chunk: first distinct id */
 	size_t *cn;		     /* per chunk: distinct ids */
+	struct psd_scratch *scratch; /* where the big buffers go back */
 };
 
 void psd_kvw_rows_free(struct kvw_rows *x)
 {
 	if (!x)
 		return;
-	free(x->pairs);
-	free(x->ustart);
+	psd_scratch_put(x->scratch, x->pairs);
+	psd_scratch_put(x->scratch, x->ustart);
 	if (!x->direct)
-		free(x->land);
+		psd_scratch_put(x->scratch, x->land);
 	free(x->cu);
 	free(x->cn);
 	free(x);
@@ -72,10 +73,11 @@ static int rows_pair_cmp(const void *a, const void *b)
 /* Stable LSD radix sort of @p (@n pairs, ids below @rows) by id, in as
  * few passes of at most ROWS_RADIX_MAX bits as the ids need (ids below
  * 2^24, 16 M rows: two): equal ids keep their order.  0 or -ENOMEM. */
-static int rows_radix(struct kvw_rows_pair *p, size_t n, uint64_t rows)
+static int rows_radix(struct psd_scratch *sc, struct kvw_rows_pair *p,
+		      size_t n, uint64_t rows)
 {
-	struct kvw_rows_pair *tmp = malloc(n * sizeof(*tmp)), *a = p, *b = tmp,
-			     *t;
+	struct kvw_rows_pair *tmp = psd_scratch_get(sc, n * sizeof(*tmp)),
+			     *a = p, *b = tmp, *t;
 	unsigned bits = rows > 1 ? 64 - (unsigned)__builtin_clzll(rows - 1) : 1;
 	unsigned passes = (bits + ROWS_RADIX_MAX - 1) / ROWS_RADIX_MAX;
 	unsigned digit = (bits + passes - 1) / passes, shift;
@@ -102,13 +104,14 @@ static int rows_radix(struct kvw_rows_pair *p, size_t n, uint64_t rows)
 	}
 	if (a != p)
 		memcpy(p, a, n * sizeof(*p));
-	free(tmp);
+	psd_scratch_put(sc, tmp);
 	return 0;
 }
 
 /* Locked.  Check and sort the ids of a request on key @k. */
-static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
-			  const uint64_t *ids, struct kvw_rows **out)
+static int rows_ctx_build(struct psd_kvw *w, const struct kvw_key *k,
+			  uint64_t key, size_t n, const uint64_t *ids,
+			  struct kvw_rows **out)
 {
 	struct kvw_rows *x = calloc(1, sizeof(*x));
 	size_t i, u = 0;
@@ -116,11 +119,13 @@ static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 
 	if (!x)
 		return -ENOMEM;
+	x->scratch = &w->scratch;
 	x->rows = k->total / k->rowbytes;
 	x->rowbytes = k->rowbytes;
 	x->n = n;
-	x->pairs = malloc((n ? n : 1) * sizeof(*x->pairs));
-	x->ustart = malloc((n + 1) * sizeof(*x->ustart));
+	x->direct = true; /* nothing in land to free yet */
+	x->pairs = psd_scratch_get(x->scratch, (n ? n : 1) * sizeof(*x->pairs));
+	x->ustart = psd_scratch_get(x->scratch, (n + 1) * sizeof(*x->ustart));
 	if (!x->pairs || !x->ustart) {
 		psd_kvw_rows_free(x);
 		return -ENOMEM;
@@ -141,7 +146,7 @@ static int rows_ctx_build(const struct kvw_key *k, uint64_t key, size_t n,
 		if (i && ids[i] <= ids[i - 1])
 			sorted = false;
 	}
-	if (!sorted && n > 64 && !rows_radix(x->pairs, n, x->rows))
+	if (!sorted && n > 64 && !rows_radix(x->scratch, x->pairs, n, x->rows))
 		sorted = false;
 	else if (!sorted)
 		qsort(x->pairs, n, sizeof(*x->pairs), rows_pair_cmp);
@@ -348,9 +353,10 @@ int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
 	r->chunks = calloc(nch ? nch : 1, sizeof(*r->chunks));
 	x->cu = calloc(nch ? nch : 1, sizeof(*x->cu));
 	x->cn = calloc(nch ? nch : 1, sizeof(*x->cn));
-	r->cbuf = malloc(bytes ? bytes : 1);
+	r->cbuf = psd_scratch_get(r->scratch, bytes ? bytes : 1);
 	if (!x->direct && r->type == PSD_MSG_PULL && !x->land)
-		x->land = malloc(x->nu ? x->nu * x->rowbytes : 1);
+		x->land = psd_scratch_get(x->scratch,
+					  x->nu ? x->nu * x->rowbytes : 1);
 	if (x->direct)
 		x->land = x->out;
 	if (!r->chunks || !x->cu || !x->cn || !r->cbuf ||
@@ -529,7 +535,7 @@ static int rows_req_make(struct psched_node *n, uint8_t type, uint64_t key,
 				      "worker initialised "
 				      "(psched_row_sparse_init)",
 				      (unsigned long long)key);
-	ret = rows_ctx_build(k, key, nids, ids, &x);
+	ret = rows_ctx_build(w, k, key, nids, ids, &x);
 	if (ret)
 		return ret == -ENOMEM ? psd_set_errmsg(ret, "no memory") : ret;
 	x->src = src;

@@ -23,20 +23,36 @@ static bool fz_keylist_bad(const struct psd_hdr *h, unsigned es, uint64_t max)
 {
 	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
 	bool cached = h->flags & PSD_F_KLCACHED;
+	bool packed = h->flags & PSD_F_KLPACKED;
 	unsigned __int128 want;
 
 	if (!(h->flags & PSD_F_KEYLIST) || h->type == PSD_MSG_INIT ||
 	    h->type == PSD_MSG_CONTROL || h->total != h->span || h->span % es)
 		return true;
 	if (h->type == PSD_MSG_PUSH_ACK)
-		return h->length != 0 || cached;
+		return h->length != 0 || cached || packed;
 	if (h->type == PSD_MSG_PULL_RESP)
-		return cached || h->span > max ||
+		return cached || packed || h->span > max ||
 		       h->length != (h->status ? 0 : h->span);
 	if (cached && !h->epoch)
 		return true;
 	if (h->offset && (unsigned __int128)h->part * h->offset * es != h->span)
 		return true;
+	if (packed) {
+		/* lengths and values fit; the section's rest is checked when
+		 * unpacked: a multiple of 8, at least 17 bytes per block + 7 */
+		unsigned __int128 fixed =
+			(push ? h->span : 0) +
+			(h->offset ? 0 : (unsigned __int128)4 * h->part);
+		unsigned __int128 nblk =
+			((unsigned __int128)h->part + 255) / 256;
+
+		if (cached || !h->part || fixed > h->length)
+			return true;
+		return (h->length - fixed) % 8 ||
+		       h->length - fixed <
+			       ((17 * nblk + 7 + 7) & ~(unsigned __int128)7);
+	}
 	want = (unsigned __int128)h->part * (cached ? 0 : h->offset ? 8 : 12) +
 	       (push ? h->span : 0);
 	return want != h->length;
@@ -63,7 +79,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	es = psched_dtype_size((enum psched_dtype)h.dtype);
 	if (h.type < 1 || h.type > PSD_MSG_TYPE_MAX || h.status > 0)
 		abort();
-	if (h.flags & (PSD_F_KEYLIST | PSD_F_KLCACHED)) {
+	if (h.flags & (PSD_F_KEYLIST | PSD_F_KLCACHED | PSD_F_KLPACKED)) {
 		if (fz_keylist_bad(&h, es, max))
 			abort();
 	} else if (h.type != PSD_MSG_CONTROL) {

@@ -21,6 +21,9 @@
 
 #define NKEYS 3
 #define NELEM 3001
+/* compressed pushes big enough that their codes and packed payloads
+ * come from the worker's scratch cache (common/scratch.h) */
+#define CMP_NELEM 200003
 
 static int rank = -1;
 
@@ -42,8 +45,8 @@ static float quant(float *res, float g)
 
 static void run_compression(struct psched_kvstore *kv, int nw)
 {
-	static float push[NKEYS][NELEM], out[NKEYS][NELEM],
-		res[2][NKEYS][NELEM];
+	static float push[NKEYS][CMP_NELEM], out[NKEYS][CMP_NELEM],
+		res[2][NKEYS][CMP_NELEM];
 	const void *vals[NKEYS];
 	void *outs[NKEYS];
 	uint64_t keys[NKEYS], lens[NKEYS];
@@ -65,7 +68,7 @@ static void run_compression(struct psched_kvstore *kv, int nw)
 	CHECK(!ret, "set compression: %s", psched_errmsg());
 	for (s = 0; s < 4; s++) {
 		for (k = 0; k < NKEYS; k++)
-			for (i = 0; i < NELEM; i++)
+			for (i = 0; i < CMP_NELEM; i++)
 				push[k][i] = grad(k, s, rank, i);
 		ret = psched_kvstore_pushpull(kv, keys, NKEYS, vals, outs, lens,
 					      PSCHED_F32, k);
@@ -73,7 +76,7 @@ static void run_compression(struct psched_kvstore *kv, int nw)
 		ret = psched_kvstore_wait(kv, NULL, 0);
 		CHECK(!ret, "wait: %s", psched_errmsg());
 		for (k = 0; k < NKEYS; k++) {
-			for (i = 0; i < NELEM; i++) {
+			for (i = 0; i < CMP_NELEM; i++) {
 				want = 0;
 				for (r = 0; r < nw; r++)
 					want += quant(&res[r][k][i],

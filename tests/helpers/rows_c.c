@@ -230,6 +230,84 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 	}
 }
 
+/* Big batches: the worker's scratch buffers (pairs, packed rows, landing
+ * rows) are reused step after step, in other sizes, with a push and a
+ * pull in flight together; every pulled element is checked. */
+#define BIG_R	  200000u
+#define BIG_N(s)  (12000u + 3000u * (unsigned)(s))
+#define BIG_STEPS 6
+
+static uint64_t big_id(int r, int s, size_t i)
+{
+	uint64_t x = (uint64_t)i * 0x9e3779b97f4a7c15ull +
+		     (uint64_t)r * 0xbf58476d1ce4e5b9ull + (uint64_t)s * 977;
+
+	x ^= x >> 29;
+	/* a hot head (duplicates) and a long tail (rows on both servers) */
+	return i % 3 ? x % 2000 : x % BIG_R;
+}
+
+static void run_big(uint64_t key)
+{
+	static double want[BIG_R * WIDTH], sum[BIG_R * WIDTH];
+	static bool hit[BIG_R];
+	size_t n = BIG_N(BIG_STEPS), i, k;
+	uint64_t *ids = malloc(n * sizeof(*ids)), id, r1, r2;
+	float *buf = malloc(n * WIDTH * sizeof(*buf));
+	float *out = malloc(n * WIDTH * sizeof(*out));
+	unsigned j;
+	int s, r, ret;
+
+	CHECK(ids && buf && out, "no memory");
+	ret = psched_row_sparse_init(node, key, BIG_R, WIDTH, PSCHED_F32, tmo);
+	CHECK(!ret, "init big key: %s", psched_errmsg());
+	memset(want, 0, sizeof(want));
+	for (s = 1; s <= BIG_STEPS; s++) {
+		n = BIG_N(s);
+		for (i = 0; i < n; i++) {
+			ids[i] = big_id(rank, s, i);
+			for (j = 0; j < WIDTH; j++)
+				buf[i * WIDTH + j] = (float)push_val(
+					rank, s, ids[i], i, j);
+		}
+		memset(out, 0xee, n * WIDTH * sizeof(*out));
+		ret = psched_row_sparse_push(node, key, n, ids, buf, 0, NULL,
+					     NULL, &r1);
+		CHECK(!ret, "big push step %d: %s", s, psched_errmsg());
+		ret = psched_row_sparse_pull(node, key, n, ids, out, 0, NULL,
+					     NULL, &r2);
+		CHECK(!ret, "big pull step %d: %s", s, psched_errmsg());
+		wait_req(r1, "big push");
+		wait_req(r2, "big pull");
+		memset(sum, 0, sizeof(sum));
+		memset(hit, 0, sizeof(hit));
+		for (r = 0; r < nw; r++)
+			for (i = 0; i < BIG_N(s); i++) {
+				id = big_id(r, s, i);
+				hit[id] = true;
+				for (j = 0; j < WIDTH; j++)
+					sum[id * WIDTH + j] +=
+						push_val(r, s, id, i, j);
+			}
+		for (k = 0; k < BIG_R; k++)
+			if (hit[k])
+				memcpy(want + k * WIDTH, sum + k * WIDTH,
+				       WIDTH * sizeof(double));
+		for (i = 0; i < n; i++)
+			for (j = 0; j < WIDTH; j++)
+				CHECK(out[i * WIDTH + j] ==
+					      want[ids[i] * WIDTH + j],
+				      "big step %d row %llu (entry %zu) elem "
+				      "%u: got %g want %g",
+				      s, (unsigned long long)ids[i], i, j,
+				      out[i * WIDTH + j],
+				      want[ids[i] * WIDTH + j]);
+	}
+	free(ids);
+	free(buf);
+	free(out);
+}
+
 /* Refusals: clear errors, nothing sent, nothing stored. */
 static void run_refusals(uint64_t key)
 {
@@ -392,6 +470,7 @@ int main(void)
 	run_sums(7, PSCHED_F32);
 	run_sums(8, PSCHED_F64);
 	run_sums(9, PSCHED_BF16);
+	run_big(10);
 	run_refusals(7);
 	run_optimizer(20, "sgd");
 	run_optimizer(21, "adagrad");

@@ -39,12 +39,21 @@ run 2 2 400000
 PS_KEYLIST_HUGEPAGES=1 run 2 2 600000
 # the worker-side cache off: every list carries its keys
 PS_KEYLIST_CACHE=0 run 2 2 600
+# keys packed on the wire (PS_KEYLIST_PACK, the default) and not, with
+# the cache off (every list carries them), over TCP too; lists big
+# enough to be adopted, unpacked in place (server/kvs_klstore.c)
+PS_KEYLIST_PACK=0 run 2 2 600
+PS_KEYLIST_PACK=0 PS_KEYLIST_CACHE=0 run 2 3 400000
+PS_KEYLIST_CACHE=0 run 2 3 400000
+PS_TRANSPORT=tcp PS_KEYLIST_CACHE=0 run 2 2 400000
 # dmlc's benchmark shape (ps-bench --keys-per-request checks every pull):
 # each worker's keys disjoint and interleaved with the others', so the
 # first step's second list stays a second key run on each server and a
 # third worker's list merges the runs (server/kvs_klstore.c)
-for w in 2 3; do
-	"$BUILD/bin/ps-bench" --servers 2 --workers "$w" --keys-per-request 400000 --runs 3 >"$TMP/klb.out" 2>&1 ||
+for w in 2 3 3p; do
+	# 3p: keys sent plain (PS_KEYLIST_PACK=0)
+	PS_KEYLIST_PACK=$([ "$w" = 3p ] && echo 0 || echo 1) \
+	"$BUILD/bin/ps-bench" --servers 2 --workers "${w%p}" --keys-per-request 400000 --runs 3 >"$TMP/klb.out" 2>&1 ||
 		die "ps-bench --keys-per-request 2+$w: $(grep -v '^#' "$TMP/klb.out" | tail -n 5)"
 	if grep -l "runtime error\|Sanitizer" "$TMP/klb.out"; then
 		die "ps-bench --keys-per-request 2+$w: sanitizer report"
