@@ -75,6 +75,9 @@ struct psd_role_ops {
 	void (*conn_closed)(struct psched_node *n, struct psd_conn *c);
 	/* A config switch from the scheduler (PREPARE, COMMIT, ABORT). */
 	void (*on_config)(struct psched_node *n, const Psched__Config *cfg);
+	/* Van thread, after a round that received one small message: may
+	 * the loop busy-poll for the next (PS_POLL_US)?  NULL: yes. */
+	bool (*may_poll)(struct psched_node *n);
 	/* Fill the role's fields of psched_node_stats() (any thread). */
 	void (*stats)(const struct psched_node *n, struct psched_stats *out);
 	/* Free n->role_state (after stop; also after a failed attach). */

@@ -160,6 +160,16 @@ const struct opt psd_opts[] = {
 	  "worker: a second TCP connection to each server, so that requests "
 	  "and answers each have their own (1|0; 0 = one connection carries "
 	  "both directions)" },
+	{ "poll-us",
+	  { "PS_POLL_US" },
+	  OPT_RANGE,
+	  OFF(poll_us),
+	  SZ(poll_us),
+	  "0",
+	  "microseconds the van loop (after a lone small message) and "
+	  "psched_wait() (for a lone one-chunk request) poll, yielding the "
+	  "CPU, before they sleep; adaptive; for serial small requests on "
+	  "an otherwise idle host (0 = sleep at once)" },
 	{ "keylist-cache",
 	  { "PS_KEYLIST_CACHE" },
 	  OPT_BOOL,
@@ -492,6 +502,7 @@ const struct opt psd_opts[] = {
  * it read PS_RDMA_* itself). */
 const struct opt_range psd_opt_ranges[] = {
 	{ OFF(socket_buf_bytes), 0, 1ull << 30 },
+	{ OFF(poll_us), 0, 1000 },
 	{ OFF(preauth_max_frame), 256, 64u << 10 },
 	{ OFF(max_pending_auth), 1, 65536 },
 	{ OFF(rdma_port), 1, 255 },

@@ -594,7 +594,15 @@ static bool po_have_table(void *arg)
 	return ((struct psched_node *)arg)->have_table;
 }
 
+static bool po_may_poll(void *arg)
+{
+	struct psched_node *n = arg;
+
+	return !n->role->may_poll || n->role->may_poll(n);
+}
+
 static const struct psd_van_cb po_van_cb = {
+	.may_poll = po_may_poll,
 	.rx_header = po_rx_header,
 	.rx_data = po_rx_data,
 	.rx_control = po_rx_control,

@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <sched.h>
 
 #include "van.h"
 
@@ -15,6 +16,8 @@
 
 /* Milliseconds between two log lines of one kind of flood. */
 #define VAN_RL_MS 5000u
+/* The largest message after which the van loop busy-polls (van_wait()). */
+#define VAN_POLL_MSG_MAX (64u * 1024u)
 /* How long accept pauses after EMFILE/ENFILE. */
 #define VAN_EMFILE_PAUSE 200u
 
@@ -53,6 +56,7 @@ int psd_van_create(const struct psd_van_opts *o, const struct psd_van_cb *cb,
 	van->send_timeout_ms = o->send_timeout_ms;
 	psd_transport_knobs_init(&van->knobs, o->cfg);
 	van->auth_timeout_ms = o->cfg ? o->cfg->auth_timeout_ms : 5000;
+	psd_poll_budget_init(&van->poll, o->cfg ? o->cfg->poll_us : 0);
 	van->preauth_max_frame = o->cfg ? o->cfg->preauth_max_frame : 4096;
 	van->max_pending = o->cfg ? o->cfg->max_pending_auth : 128;
 	van->trusted = o->trusted;
@@ -590,12 +594,46 @@ static void van_auth_deadlines(struct psd_van *van, uint64_t now)
 	}
 }
 
+/*
+ * Wait for events, at most @wait ms.  After a round that received one
+ * small message and nothing else (a serial caller's request or its
+ * answer), first poll without sleeping (yielding the CPU between polls)
+ * for up to the adaptive budget (pollbudget.h, PS_POLL_US): the next one
+ * is then taken without the sleep and wake-up of this thread and of its
+ * vCPU.  Rounds of several messages (a burst, whose latency the pipeline
+ * hides) or of large ones do not poll: there it would only cost CPU.
+ */
+static int van_wait(struct psd_van *van, struct epoll_event *evs, int max,
+		    int wait)
+{
+	uint64_t t0, end;
+	bool polled = false;
+	int n = 0;
+
+	if (van->active && van->poll.cur_us && wait) {
+		polled = true;
+		end = psd_now_us() + van->poll.cur_us;
+		do {
+			n = epoll_wait(van->epfd, evs, max, 0);
+			if (!n)
+				sched_yield();
+		} while (!n && psd_now_us() < end && !atomic_load(&van->stop));
+	}
+	if (!n) {
+		t0 = psd_now_us();
+		n = epoll_wait(van->epfd, evs, max, wait);
+		psd_poll_budget_slept(&van->poll, polled, n > 0,
+				      psd_now_us() - t0);
+	}
+	return n;
+}
+
 static void *van_thread(void *arg)
 {
 	struct psd_van *van = arg;
 	struct epoll_event evs[64];
 	uint64_t next_tick = psd_now_ms() + van->cb.tick_ms;
-	uint64_t now, next_check = 0;
+	uint64_t now, next_check = 0, msgs, bytes;
 	int n, i, wait;
 
 	while (!atomic_load(&van->stop)) {
@@ -608,11 +646,19 @@ static void *van_thread(void *arg)
 		if ((atomic_load(&van->npending) || van->lis_paused) &&
 		    wait > 100)
 			wait = 100;
-		n = epoll_wait(van->epfd, evs, PSD_ARRAY_SIZE(evs), wait);
+		n = van_wait(van, evs, PSD_ARRAY_SIZE(evs), wait);
+		msgs = atomic_load(&van->rx_msgs);
+		bytes = atomic_load(&van->rx_bytes);
 		for (i = 0; i < n; i++) {
 			van_handle(van, &evs[i]);
 			psd_van_flush_held(van);
 		}
+		van->active = van->poll.max_us &&
+			      atomic_load(&van->rx_msgs) - msgs == 1 &&
+			      atomic_load(&van->rx_bytes) - bytes <=
+				      VAN_POLL_MSG_MAX &&
+			      (!van->cb.may_poll ||
+			       van->cb.may_poll(van->cb.arg));
 		now = psd_now_ms();
 		if (now >= next_check) {
 			next_check = now + 100;

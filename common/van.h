@@ -32,6 +32,9 @@ struct psd_van_cb {
 	void (*closed)(void *arg, struct psd_conn *c, int err);
 	/* Every tick_ms. */
 	void (*tick)(void *arg);
+	/* After a round that received one small message: may the loop
+	 * busy-poll for the next (PS_POLL_US, van_wait())?  NULL: yes. */
+	bool (*may_poll)(void *arg);
 	unsigned tick_ms;
 };
 

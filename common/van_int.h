@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
+#include "pollbudget.h"
 #include "van.h"
 
 struct psd_van {
@@ -42,6 +43,10 @@ struct psd_van {
 	 * round, each with a reference; flushed before it waits again. */
 	struct psd_conn *held[64];
 	unsigned nheld;
+	/* Busy-poll after activity (van_wait(), pollbudget.h); van thread
+	 * only. */
+	struct psd_poll_budget poll;
+	bool active; /* the last round received one small message */
 	struct van_ratelimit {
 		uint64_t next_ms;
 		unsigned suppressed;

@@ -131,6 +131,7 @@ struct psched_cfg {
 	int keylist_hugepages;	  /* PS_KEYLIST_HUGEPAGES: 0 | 1 */
 	int keylist_pack;	  /* PS_KEYLIST_PACK: 0 | 1 (worker) */
 	int tcp_split;		  /* PS_TCP_SPLIT: 0 | 1 (worker) */
+	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

@@ -67,6 +67,7 @@
 #include "command.h"
 #include "map.h"
 #include "node.h"
+#include "pollbudget.h"
 #include "scratch.h"
 #include "timeline.h"
 
@@ -213,6 +214,14 @@ struct psd_kvw {
 	pthread_mutex_t lock;
 	pthread_cond_t cond;	  /* request completion, receives drained */
 	pthread_cond_t send_cond; /* sender thread: work may start */
+	/* Bumped (under lock) whenever a request completes: psched_wait()
+	 * polls it, unlocked, for up to spin_us before sleeping on cond
+	 * (kvw_req.c, kvw_wait_spin()). */
+	atomic_uint done_gen;
+	struct psd_poll_budget spin; /* locked */
+	bool last_single; /* the last request done had one chunk */
+	unsigned busy_peak;	 /* most requests in flight, this period */
+	unsigned last_busy_peak; /* the same, the last period */
 	/* The request table: an index array, not a hash map.  A request id
 	 * is (generation << KVW_IDX_BITS) | index, so a stale id of a reused
 	 * index is told apart without a lookup structure. */

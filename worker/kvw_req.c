@@ -5,6 +5,7 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <sched.h>
 
 #include "kvw.h"
 
@@ -76,6 +77,14 @@ void psd_kvw_busy(struct psd_kvw *w, struct kvw_req *r, bool on)
 		km->busy_since = now;
 	else if (!on && !--km->inflight)
 		km->busy_us += now - km->busy_since;
+	/* The most requests in flight at once in the busy period that just
+	 * ended: 1 is serial use (kvw_may_poll()). */
+	if (on && km->inflight > w->busy_peak)
+		w->busy_peak = km->inflight;
+	if (!on && !km->inflight) {
+		w->last_busy_peak = w->busy_peak;
+		w->busy_peak = 0;
+	}
 }
 
 /* Locked. */
@@ -127,6 +136,8 @@ bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r)
 		return false;
 	r->done = true;
 	psd_kvw_busy(w, r, false);
+	w->last_single = r->nchunks == 1;
+	atomic_fetch_add(&w->done_gen, 1);
 	pthread_cond_broadcast(&w->cond);
 	return r->cb != NULL;
 }
@@ -307,6 +318,7 @@ void psd_kvw_expire_unlocks(struct psched_node *n)
 		psd_err("%s", r->msg);
 		psd_kvw_req_cancel_unlocks(n, r);
 		r->done = true;
+		atomic_fetch_add(&w->done_gen, 1);
 		pthread_cond_broadcast(&w->cond);
 		pthread_mutex_unlock(&w->lock);
 		psd_kvw_req_run_cb(w, r);
@@ -336,6 +348,48 @@ int psched_test(struct psched_node *n, uint64_t id)
 	return ret;
 }
 
+/*
+ * Locked on entry and return, dropped while polling.  Wait for @r until
+ * @deadline.  First, if @r is the only request in flight and has one
+ * chunk, poll w->done_gen (yielding the CPU between looks)
+ * for up to the adaptive budget (pollbudget.h, PS_POLL_US): when the
+ * answer is due within a few tens of microseconds (a serial caller's
+ * small request), the van thread's broadcast then finds nobody asleep
+ * and this thread does not pay a wake-up of itself and its vCPU.
+ * Returns pthread_cond_timedwait()'s last result.
+ */
+static int kvw_wait_done(struct psd_kvw *w, struct kvw_req *r,
+			 const struct timespec *deadline)
+{
+	uint64_t t0, end;
+	bool polled = false;
+	unsigned g;
+	int ret = 0;
+
+	if (r->done)
+		return 0;
+	/* Only a request of one chunk alone in flight polls (serial use):
+	 * behind others, or as one of many chunks (a burst of pushes), its
+	 * answer is not due soon, and the thread's wake-up is not what the
+	 * burst waits for. */
+	if (w->spin.cur_us && w->met.inflight == 1 && r->nchunks == 1) {
+		polled = true;
+		g = atomic_load(&w->done_gen);
+		end = psd_now_us() + w->spin.cur_us;
+		pthread_mutex_unlock(&w->lock);
+		while (atomic_load(&w->done_gen) == g && psd_now_us() < end)
+			sched_yield();
+		pthread_mutex_lock(&w->lock);
+		if (r->done)
+			return 0;
+	}
+	t0 = psd_now_us();
+	while (!r->done && !ret)
+		ret = pthread_cond_timedwait(&w->cond, &w->lock, deadline);
+	psd_poll_budget_slept(&w->spin, polled, r->done, psd_now_us() - t0);
+	return ret;
+}
+
 int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 {
 	struct psd_kvw *w = kvw_of(n);
@@ -359,8 +413,7 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 				      "a callback)",
 				      (unsigned long long)id);
 	}
-	while (!r->done && !ret)
-		ret = pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	kvw_wait_done(w, r, &ts);
 	w->met.wait_us += psd_now_us() - t0;
 	if (!r->done)
 		psd_kvw_req_timed_out(n, r, timeout_ms);

@@ -55,6 +55,7 @@ static const char *const env_names[] __attribute__((unused)) = {
 	"PS_PREAUTH_MAX_FRAME",
 	"PS_MAX_PENDING_AUTH",
 	"PS_SOCKET_BUF_BYTES",
+	"PS_POLL_US",
 	"PS_RDMA_DEVICE",
 	"PS_RDMA_PORT",
 	"PS_RDMA_GID_INDEX",

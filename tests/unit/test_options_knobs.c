@@ -14,6 +14,7 @@ static void test_options_transport_knob_defaults(void)
 	fresh(&cfg);
 	CHECK_STR(cfg.job_token, "");
 	CHECK_U64(cfg.socket_buf_bytes, ==, 0);
+	CHECK_EQ(cfg.poll_us, 0);
 	CHECK_STR(cfg.rdma_device, "");
 	CHECK_EQ(cfg.rdma_port, 1);
 	CHECK_EQ(cfg.rdma_gid_index, -1);
@@ -34,6 +35,7 @@ static void test_options_transport_knobs_env(void)
 	fresh(&cfg);
 	env_set("PS_JOB_TOKEN", "s3cret");
 	env_set("PS_SOCKET_BUF_BYTES", "1M");
+	env_set("PS_POLL_US", "1000");
 	env_set("PS_RDMA_DEVICE", "rxe0");
 	env_set("PS_RDMA_PORT", "2");
 	env_set("PS_RDMA_GID_INDEX", "0");
@@ -48,6 +50,7 @@ static void test_options_transport_knobs_env(void)
 	from_env_ok(&cfg);
 	CHECK_STR(cfg.job_token, "s3cret");
 	CHECK_U64(cfg.socket_buf_bytes, ==, 1 << 20);
+	CHECK_EQ(cfg.poll_us, 1000);
 	CHECK_STR(cfg.rdma_device, "rxe0");
 	CHECK_EQ(cfg.rdma_port, 2);
 	CHECK_EQ(cfg.rdma_gid_index, 0);
@@ -107,6 +110,9 @@ static void test_options_transport_knobs_bad(void)
 	env_bad("PS_RDMA_PORT", "0");
 	env_bad("PS_RDMA_PORT", "256");
 	env_bad("PS_RDMA_GID_INDEX", "65536");
+	env_bad("PS_POLL_US", "1001");
+	env_bad("PS_POLL_US", "-1");
+	env_bad("PS_POLL_US", "fast");
 	env_bad("PS_RDMA_GID_INDEX", "x");
 	env_bad("PS_RDMA_RECV_DEPTH", "3");
 	env_bad("PS_RDMA_RECV_DEPTH", "4097");
@@ -123,6 +129,7 @@ static void test_options_transport_knobs_bad(void)
 	env_bad("PS_RDMA_MR_BUDGET", "1X");
 	env_bad("PS_RDMA_TEST_FAIL_REG", "maybe");
 	flag_bad("--socket-buf-bytes", "2G");
+	flag_bad("--poll-us", "5000");
 	flag_bad("--rdma-port", "0");
 	flag_bad("--rdma-recv-depth", "1");
 	flag_bad("--rdma-buf-bytes", "100");
