@@ -52,17 +52,12 @@ int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
 {
 	uint64_t sec = psd_kl_packed_len(h);
 	uint8_t *src = (uint8_t *)own + (h->part * 8 - sec);
+	uint8_t *pk = psd_kl_grow(kl, kl->pk, &kl->pk_cap, sec, 1);
 
 	/* the section sits where the keys' tail goes: moved aside first */
-	if (sec > kl->pk_cap) {
-		uint8_t *p = psd_big_alloc(sec, kl->huge, false);
-
-		if (!p)
-			return -ENOMEM;
-		psd_big_free(kl->pk);
-		kl->pk = p;
-		kl->pk_cap = sec;
-	}
+	if (!pk)
+		return -ENOMEM;
+	kl->pk = pk;
 	memcpy(kl->pk, src, (size_t)sec);
 	*raw = *h;
 	raw->flags &= (uint8_t)~PSD_F_KLPACKED;
@@ -77,24 +72,21 @@ static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 			   const uint8_t *p, struct psd_kl_list *l,
 			   const char **why)
 {
+	uint64_t *k;
+
 	if (kl->max_ukeys && l->n > kl->max_ukeys) {
 		/* a few bytes must not claim gigabytes of keys */
 		*why = "packed keys: more keys than PS_MAX_TENSOR_BYTES holds "
 		       "once unpacked";
 		return -EPROTO;
 	}
-	if (l->n > kl->ukeys_cap) {
-		uint64_t *k = psd_big_alloc(l->n * 8, kl->huge, false);
-
-		if (!k) {
-			*why = "no memory to unpack the keys";
-			return -EPROTO;
-		}
-		psd_big_free(kl->ukeys);
-		kl->ukeys = k;
-		kl->ukeys_cap = l->n;
+	k = psd_kl_grow(kl, kl->ukeys, &kl->ukeys_cap, l->n, sizeof(*k));
+	if (!k) {
+		*why = "no memory to unpack the keys";
+		return -EPROTO;
 	}
-	l->keys = kl->ukeys;
+	kl->ukeys = k;
+	l->keys = k;
 	return psd_klpack_unpack(p, psd_kl_packed_len(h), l->n, kl->ukeys, why);
 }
 
@@ -200,6 +192,7 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 	struct iovec iov;
 	uint64_t nnew = 0, bad = 0, i, off = 0;
 	const uint32_t *idx;
+	uint8_t *out;
 	int ret;
 
 	if (psd_kl_is_whole(kl, &l)) {
@@ -230,19 +223,13 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 			    : "was never pushed to this server");
 		return;
 	}
-	if (l.bytes > kl->out_cap) {
-		/* the old answer need not be kept */
-		uint8_t *p = psd_big_alloc(l.bytes, kl->huge, false);
-
-		if (!p) {
-			psd_kvs_reject(n, c, h, -ENOMEM,
-				       "no memory to answer a key list");
-			return;
-		}
-		psd_big_free(kl->out);
-		kl->out = p;
-		kl->out_cap = l.bytes;
+	out = psd_kl_grow(kl, kl->out, &kl->out_cap, l.bytes, 1);
+	if (!out) {
+		psd_kvs_reject(n, c, h, -ENOMEM,
+			       "no memory to answer a key list");
+		return;
 	}
+	kl->out = out;
 	if (kl->ulen == 1 && kl->esize == 4) {
 		uint32_t *o = (uint32_t *)(void *)kl->out;
 		const uint32_t *v = (const uint32_t *)(const void *)kl->val;

@@ -110,6 +110,14 @@ struct psd_kvs_kl *psd_kl_get(struct psched_node *n);
 int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 		 const void *payload, unsigned esize, int wrank,
 		 struct psd_kl_list *l, const char **why);
+/*
+ * A scratch array of the store (@buf, *@cap elements of @esize bytes)
+ * with room for @n: @buf itself, or a new array (*@cap set, @buf freed;
+ * its contents are not kept; made even for @n 0 when @buf is NULL).  NULL
+ * only without memory, @buf then left as it was.
+ */
+void *psd_kl_grow(const struct psd_kvs_kl *kl, void *buf, uint64_t *cap,
+		  uint64_t n, size_t esize);
 /* Bytes of request @h's packed key section (PSD_F_KLPACKED). */
 uint64_t psd_kl_packed_len(const struct psd_hdr *h);
 /* Request @h with packed keys, received at @own + 8n - P in a buffer

@@ -181,18 +181,28 @@ void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
 	wc->whole_gen = whole ? kl->gen + 1 : 0;
 }
 
+void *psd_kl_grow(const struct psd_kvs_kl *kl, void *buf, uint64_t *cap,
+		  uint64_t n, size_t esize)
+{
+	void *p;
+
+	if (buf && n <= *cap)
+		return buf;
+	p = kl_alloc(kl, (size_t)(n * esize), false);
+	if (!p)
+		return NULL;
+	kl_free(buf);
+	*cap = n;
+	return p;
+}
+
 static int kl_idx_reserve(struct psd_kvs_kl *kl, uint64_t n)
 {
-	uint32_t *p;
+	uint32_t *p = psd_kl_grow(kl, kl->idx, &kl->idx_cap, n, sizeof(*p));
 
-	if (n <= kl->idx_cap)
-		return 0;
-	p = kl_alloc(kl, (size_t)n * sizeof(*p), false);
 	if (!p)
 		return -ENOMEM;
-	kl_free(kl->idx);
 	kl->idx = p;
-	kl->idx_cap = n;
 	return 0;
 }
 
