@@ -68,7 +68,6 @@ void *psd_scratch_get(struct psd_scratch *s, size_t bytes)
 	if (bytes < PSD_SCRATCH_MIN_BYTES)
 		return scratch_new(bytes);
 	pthread_mutex_lock(&s->lock);
-	s->gets++;
 	for (i = 0; i < PSD_SCRATCH_SLOTS; i++)
 		if (s->buf[i] && s->cap[i] >= bytes &&
 		    (best == PSD_SCRATCH_SLOTS || s->cap[i] < s->cap[best]))
@@ -97,7 +96,6 @@ static unsigned scratch_smallest(const struct psd_scratch *s)
 void psd_scratch_put(struct psd_scratch *s, void *p)
 {
 	struct scratch_hdr *h;
-	void *evict;
 	unsigned i, free_slot;
 
 	if (!p)
@@ -124,10 +122,9 @@ void psd_scratch_put(struct psd_scratch *s, void *p)
 			free(h);
 			return;
 		}
-		evict = s->buf[i];
+		free(scratch_hdr_of(s->buf[i]));
 		s->buf[i] = NULL;
 		s->kept -= s->cap[i];
-		free(scratch_hdr_of(evict));
 	}
 	s->buf[free_slot] = p;
 	s->cap[free_slot] = h->cap;

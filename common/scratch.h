@@ -28,8 +28,7 @@ struct psd_scratch {
 	pthread_mutex_t lock;
 	void *buf[PSD_SCRATCH_SLOTS]; /* kept buffers (their data), or NULL */
 	size_t cap[PSD_SCRATCH_SLOTS];
-	size_t kept; /* bytes kept */
-	uint64_t gets;
+	size_t kept;	 /* bytes kept */
 	uint64_t reused; /* gets served from a kept buffer */
 };
 

@@ -215,8 +215,8 @@ struct psd_kvw {
 	pthread_cond_t cond;	  /* request completion, receives drained */
 	pthread_cond_t send_cond; /* sender thread: work may start */
 	/* Bumped (under lock) whenever a request completes: psched_wait()
-	 * polls it, unlocked, for up to spin_us before sleeping on cond
-	 * (kvw_req.c, kvw_wait_spin()). */
+	 * polls it, unlocked, for up to spin's budget before sleeping on
+	 * cond (kvw_req.c, kvw_wait_done()). */
 	atomic_uint done_gen;
 	struct psd_poll_budget spin; /* locked */
 	bool last_single; /* the last request done had one chunk */
@@ -254,7 +254,8 @@ struct psd_kvw {
 	struct kvw_metrics met; /* autotuner reports, see kvw_metrics_note */
 	struct kvw_cmd cmd;	/* under the node's lock, see above */
 	struct kvw_gpu *gpu;	/* device staging, made on first use */
-	struct psd_scratch scratch; /* row-sparse requests' big buffers */
+	/* big per-request buffers (row-sparse, compressed pushes) */
+	struct psd_scratch scratch;
 };
 
 static inline struct psd_kvw *kvw_of(const struct psched_node *n)
