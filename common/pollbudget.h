@@ -19,7 +19,7 @@
 
 /* First budget after it fell to 0, and the floor below which it is 0. */
 #define PSD_POLL_START_US 8u
-#define PSD_POLL_MIN_US 4u
+#define PSD_POLL_MIN_US	  4u
 
 struct psd_poll_budget {
 	unsigned max_us; /* PS_POLL_US; 0 = never poll */
@@ -38,9 +38,8 @@ static inline void psd_poll_budget_init(struct psd_poll_budget *b,
  * @slept_us that ended with an event (@woke) or not: adapt.  A poll that
  * caught its event needs no call.
  */
-static inline void psd_poll_budget_slept(struct psd_poll_budget *b,
-					 bool polled, bool woke,
-					 uint64_t slept_us)
+static inline void psd_poll_budget_slept(struct psd_poll_budget *b, bool polled,
+					 bool woke, uint64_t slept_us)
 {
 	if (!b->max_us)
 		return;

@@ -9,7 +9,7 @@
 
 #include "scratch.h"
 
-#define SCRATCH_HDR 16
+#define SCRATCH_HDR   16
 #define SCRATCH_MAGIC 0x5053445343524148ull /* catches a foreign put */
 
 struct scratch_hdr {
@@ -88,7 +88,8 @@ static unsigned scratch_smallest(const struct psd_scratch *s)
 	unsigned i, j = PSD_SCRATCH_SLOTS;
 
 	for (i = 0; i < PSD_SCRATCH_SLOTS; i++)
-		if (s->buf[i] && (j == PSD_SCRATCH_SLOTS || s->cap[i] < s->cap[j]))
+		if (s->buf[i] &&
+		    (j == PSD_SCRATCH_SLOTS || s->cap[i] < s->cap[j]))
 			j = i;
 	return j;
 }
@@ -108,8 +109,8 @@ void psd_scratch_put(struct psd_scratch *s, void *p)
 	}
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		for (free_slot = 0; free_slot < PSD_SCRATCH_SLOTS &&
-				    s->buf[free_slot];
+		for (free_slot = 0;
+		     free_slot < PSD_SCRATCH_SLOTS && s->buf[free_slot];
 		     free_slot++)
 			;
 		if (free_slot < PSD_SCRATCH_SLOTS &&

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PSD_SCRATCH_SLOTS 16
+#define PSD_SCRATCH_SLOTS     16
 #define PSD_SCRATCH_MAX_BYTES (256ull << 20)
 /* Smaller buffers are plain malloc/free: malloc keeps them itself. */
 #define PSD_SCRATCH_MIN_BYTES (64ull << 10)
