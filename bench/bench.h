@@ -46,8 +46,10 @@ struct bopts {
 	unsigned width;
 	unsigned batch_rows;
 	double zipf;
-	bool hugepages; /* workers' buffers: THP, 2 MiB aligned */
-	bool scatter; /* zipf rank k is row (k * odd) % rows, not row k */
+	bool hugepages;	   /* workers' buffers: THP, 2 MiB aligned */
+	bool scatter;	   /* zipf rank k is row (k * odd) % rows, not row k */
+	bool sparse_split; /* --sparse-op push-pull: a push and a pull, not
+			    * one row-sparse pushpull */
 };
 
 struct bresult {

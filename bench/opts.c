@@ -218,6 +218,14 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'X':
 		o->scatter = true;
 		return 0;
+	case 'O':
+		if (strcmp(val, "pushpull") && strcmp(val, "push-pull"))
+			return bad_arg(
+				"sparse-op", val,
+				"pushpull (one request) or push-pull "
+				"(a push and a pull in flight together)");
+		o->sparse_split = !strcmp(val, "push-pull");
+		return 0;
 	case 'H':
 		o->hugepages = true;
 		return 0;
@@ -247,6 +255,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "batch-rows", required_argument, NULL, 'b' },
 		{ "zipf", required_argument, NULL, 'Z' },
 		{ "scatter", no_argument, NULL, 'X' },
+		{ "sparse-op", required_argument, NULL, 'O' },
 		{ "hugepages", no_argument, NULL, 'H' },
 		{ NULL, 0, NULL, 0 },
 	};
@@ -311,7 +320,7 @@ void bench_usage(void)
 	       "--runs rounds\n"
 	       "                  (dmlc's test_kv_app_benchmark; --size, "
 	       "--mode, --seconds unused)\n\n"
-	       "  --mode sparse: row_sparse push + pull of zipf-chosen rows of "
+	       "  --mode sparse: row-sparse pushpull of zipf-chosen rows of "
 	       "an embedding\n  table vs a dense pushpull of as many bytes "
 	       "(README \"Row-sparse tensors\"):\n"
 	       "  --rows N        table rows, 1..2^32 [10000000]\n"
@@ -322,7 +331,10 @@ void bench_usage(void)
 	       "  --scatter       spread the zipf ranks over the table by a "
 	       "fixed permutation\n                  (hot rows on every "
 	       "server; default: the hottest rows first,\n                  "
-	       "on the first server)\n\n"
+	       "on the first server)\n"
+	       "  --sparse-op OP  pushpull: one row-sparse pushpull per batch "
+	       "[default];\n                  push-pull: a push and a "
+	       "row_sparse_pull in flight together\n\n"
 	       "%s\n"
 	       "Progress goes to stderr when it is a terminal.  Exit status: "
 	       "0 done, 1 a run\nfailed, 2 bad arguments.\n\n",

@@ -3,9 +3,10 @@
  * ps-bench --mode sparse: an embedding table of --rows x --width float32
  * rows (row-sparse key, README "Row-sparse tensors"); each iteration a
  * worker pushes --batch-rows rows drawn from a zipf(--zipf) distribution
- * (hot rows first, duplicates summed by psched) and pulls the same rows
- * back (push then row_sparse_pull, both in flight together, as pushpull
- * does for dense keys).  The baseline, in the same rounds, interleaved
+ * (hot rows first, duplicates summed by psched) and gets the same rows
+ * back: one row-sparse pushpull, as the baseline's dense pushpull (with
+ * --sparse-op push-pull, a push and a row_sparse_pull in flight
+ * together).  The baseline, in the same rounds, interleaved
  * (the order alternates round by round): a dense pushpull of one key of
  * the batch's bytes (batch-rows x width x 4).  Goodput counts the batch's
  * bytes once per iteration for both ("logical"), and for the sparse side
@@ -160,12 +161,19 @@ static void sp_free(struct sp *p)
 	free(p->dout);
 }
 
-/* One sparse iteration on batch @j: push and pull of its rows. */
+/* One sparse iteration on batch @j: push and pull of its rows (one
+ * pushpull, or with --sparse-op push-pull a push and a pull). */
 static int sp_iter_sparse(struct sp *p, unsigned j)
 {
 	uint64_t r1, r2;
 	int ret, ret2;
 
+	if (!p->o->sparse_split) {
+		ret = psched_row_sparse_pushpull(
+			p->node, SP_ROWKEY, p->o->batch_rows, p->ids[j],
+			p->rows, p->out, 0, NULL, NULL, &r1);
+		return ret ? ret : psched_wait(p->node, r1, 0);
+	}
 	ret = psched_row_sparse_push(p->node, SP_ROWKEY, p->o->batch_rows,
 				     p->ids[j], p->rows, 0, NULL, NULL, &r1);
 	if (ret)

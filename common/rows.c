@@ -49,7 +49,7 @@ void psd_rows_prefix_get(const uint8_t *buf, struct psd_rows_prefix *p)
 int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload, uint64_t lo,
 		   uint64_t n, char *why, unsigned len)
 {
-	uint64_t per = h->type == PSD_MSG_PUSH ? 8 + h->part : 8;
+	uint64_t per = psd_msg_is_push(h->type) ? 8 + h->part : 8;
 	struct psd_rows_prefix p;
 	uint64_t i, id, prev = 0;
 
@@ -62,7 +62,7 @@ int psd_rows_check(const struct psd_hdr *h, const uint8_t *payload, uint64_t lo,
 			 (unsigned long long)h->part);
 		return -EPROTO;
 	}
-	if (h->type == PSD_MSG_PUSH && !p.pieces) {
+	if (psd_msg_is_push(h->type) && !p.pieces) {
 		snprintf(why, len, "push announces zero pieces");
 		return -EPROTO;
 	}

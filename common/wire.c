@@ -79,6 +79,7 @@ static int hdr_check_rows(const struct psd_hdr *h, const char **why)
 	}
 	switch (h->type) {
 	case PSD_MSG_PUSH:
+	case PSD_MSG_PUSHPULL:
 		if (h->length < PSD_ROWS_PREFIX ||
 		    (h->length - PSD_ROWS_PREFIX) % (8 + rb))
 			return -EPROTO;
@@ -95,7 +96,7 @@ static int hdr_check_rows(const struct psd_hdr *h, const char **why)
 	case PSD_MSG_INIT:
 		return h->length ? -EPROTO : 0;
 	default:
-		*why = "row-sparse flag on a pushpull, ack or control message";
+		*why = "row-sparse flag on an ack or control message";
 		return -EPROTO;
 	}
 }
@@ -182,7 +183,7 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 			     const char **why)
 {
 	unsigned esize = psched_dtype_size((enum psched_dtype)h->dtype);
-	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	bool push = psd_msg_is_push(h->type);
 	bool cached = h->flags & PSD_F_KLCACHED;
 	bool packed = h->flags & PSD_F_KLPACKED;
 	uint64_t per = cached ? 0 : h->offset ? 8 : 12, want;
@@ -282,8 +283,7 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "unknown dtype";
 		return -EPROTO;
 	}
-	if ((h->flags & PSD_F_COMPRESSED) && h->type != PSD_MSG_PUSH &&
-	    h->type != PSD_MSG_PUSHPULL) {
+	if ((h->flags & PSD_F_COMPRESSED) && !psd_msg_is_push(h->type)) {
 		*why = "compressed flag on a message that is no push";
 		return -EPROTO;
 	}

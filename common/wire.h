@@ -153,4 +153,10 @@ static inline int psd_msg_is_request(unsigned type)
 	       type == PSD_MSG_PUSHPULL || type == PSD_MSG_INIT;
 }
 
+/* True for requests that carry values to sum (push, pushpull). */
+static inline int psd_msg_is_push(unsigned type)
+{
+	return type == PSD_MSG_PUSH || type == PSD_MSG_PUSHPULL;
+}
+
 #endif

@@ -307,9 +307,15 @@ int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
  * unchanged.  psched_row_sparse_pull() copies rows @row_ids (any order,
  * repeats allowed) into @out (@nrows x width elements) once the table
  * includes this worker's latest push; only servers owning those rows are
- * asked.  Buffers stay the caller's until the request completes (as for
- * psched_push).  A row id >= rows fails with -EINVAL before anything is
- * sent; an unknown key with PSCHED_EUNKNOWNKEY.
+ * asked.  psched_row_sparse_pushpull() is a push of (@row_ids, @rows)
+ * followed by a pull of the same ids into @out (@nrows x width; row i for
+ * @row_ids[i]) once that push's step is applied, in one request: the ids
+ * are sorted once and each server answers its piece with the rows it
+ * just updated (an embedding training step: push the gradient rows, get
+ * the new weights of those rows).  Buffers stay the caller's until the
+ * request completes (as for psched_push).  A row id >= rows fails with
+ * -EINVAL before anything is sent; an unknown key with
+ * PSCHED_EUNKNOWNKEY.
  */
 int psched_row_sparse_init(struct psched_node *node, uint64_t key,
 			   uint64_t rows, uint64_t width,
@@ -322,6 +328,10 @@ int psched_row_sparse_pull(struct psched_node *node, uint64_t key,
 			   size_t nrows, const uint64_t *row_ids, void *out,
 			   int priority, psched_done_fn *cb, void *arg,
 			   uint64_t *req);
+int psched_row_sparse_pushpull(struct psched_node *node, uint64_t key,
+			       size_t nrows, const uint64_t *row_ids,
+			       const void *rows, void *out, int priority,
+			       psched_done_fn *cb, void *arg, uint64_t *req);
 
 /*
  * Wait for request @req to complete, at most @timeout_ms (0 = the node's

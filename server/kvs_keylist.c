@@ -41,7 +41,7 @@
 
 uint64_t psd_kl_packed_len(const struct psd_hdr *h)
 {
-	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	bool push = psd_msg_is_push(h->type);
 
 	/* psd_hdr_decode() checked that these fit in length */
 	return h->length - (push ? h->span : 0) - (h->offset ? 0 : 4 * h->part);
@@ -518,7 +518,7 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = psd_kl_get(n);
-	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	bool push = psd_msg_is_push(h->type);
 	bool packed = h->flags & PSD_F_KLPACKED;
 	/* the request's bytes with plain keys */
 	uint64_t raw = packed ? h->length - psd_kl_packed_len(h) + h->part * 8
@@ -644,7 +644,7 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 				       "no memory to hold an early push");
 			return;
 		}
-		if (h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL) {
+		if (psd_msg_is_push(h->type)) {
 			struct psd_hdr a = kl_answer(n, h, PSD_MSG_PUSH_ACK, 0);
 
 			psd_conn_send(c, &a, NULL, 0);

@@ -13,7 +13,9 @@
  * folded into the stored row (default: the sum replaces it; an optimizer
  * updates only those rows, lazily, with per-row states).  Rows not pushed
  * in a step are left alone.  Async: each piece is folded at once (default:
- * added).  Pulls wait until the version includes the puller's step.
+ * added).  Pulls wait until the version includes the puller's step; a
+ * pushpull piece is a push whose answer is a pull of its own ids for its
+ * step (its payload starts like a pull's: prefix, then ids).
  *
  * Van thread only, like the rest of the server.
  */
@@ -84,7 +86,7 @@ static void rows_drop_list(struct psched_node *n, struct psd_list *head,
 		if (c && w->conn != c)
 			continue;
 		psd_list_del(&w->link);
-		if (err && w->h.type == PSD_MSG_PULL)
+		if (err && w->h.type != PSD_MSG_PUSH)
 			psd_kvs_reject(n, w->conn, &w->h, err, why);
 		rows_wait_free(psd_kvs_of(n), w);
 	}
@@ -502,7 +504,12 @@ static void rows_replay_held(struct psched_node *n, struct kvs_rows *e)
 	}
 }
 
-/* A checked push of @e (sync mode). */
+static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
+			 struct kvs_rows *e, const struct psd_hdr *h,
+			 const uint8_t *payload);
+
+/* A checked push of @e (sync mode).  A pushpull is answered with its
+ * rows once its step is applied instead of with an ack. */
 static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 			 struct kvs_rows *e, const struct psd_hdr *h,
 			 const uint8_t *payload, int wrank)
@@ -516,9 +523,14 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 		return;
 	}
 	if (h->step == e->version + 1) {
-		/* The ack only for a piece summed: a refusal answers it. */
-		if (!rows_piece(n, c, e, h, payload, wrank))
-			psd_kvs_send_ack(n, c, h);
+		/* The answer only for a piece summed: a refusal answers
+		 * it. */
+		if (!rows_piece(n, c, e, h, payload, wrank)) {
+			if (h->type == PSD_MSG_PUSHPULL)
+				rows_on_pull(n, c, e, h, payload);
+			else
+				psd_kvs_send_ack(n, c, h);
+		}
 		rows_replay_held(n, e);
 		return;
 	}
@@ -535,7 +547,10 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 	}
 	memcpy(buf, payload, (size_t)h->length);
 	s->parked_bytes += h->length;
-	psd_kvs_send_ack(n, c, h);
+	if (h->type == PSD_MSG_PUSHPULL)
+		rows_on_pull(n, c, e, h, payload); /* waits for its step */
+	else
+		psd_kvs_send_ack(n, c, h);
 }
 
 /* Async: fold each row at once (default rule: add). */
@@ -561,14 +576,22 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 		}
 	}
 	e->version++;
-	psd_kvs_reply_status(n, c, h, 0);
+	if (h->type == PSD_MSG_PUSHPULL)
+		rows_reply_pull(n, c, e, h, payload);
+	else
+		psd_kvs_reply_status(n, c, h, 0);
 }
 
+/* A checked pull (or the pull of a pushpull, whose payload starts with
+ * the same prefix and ids): answered now if the table includes step
+ * h->step, else queued with a copy of its ids until it does. */
 static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 			 struct kvs_rows *e, const struct psd_hdr *h,
 			 const uint8_t *payload)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_rows_prefix p;
+	struct psd_hdr q = *h;
 	void *buf;
 
 	if (s->async || e->version >= h->step) {
@@ -579,14 +602,20 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
 		return;
 	}
-	buf = malloc((size_t)h->length);
-	if (!buf || psd_kvs_queue_wait(c, &e->pulls, h, h->step, buf)) {
+	psd_rows_prefix_get(payload, &p);
+	q.length = PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	buf = malloc((size_t)q.length);
+	if (!buf || psd_kvs_queue_wait(c, &e->pulls, &q, h->step, buf)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 		return;
 	}
-	memcpy(buf, payload, (size_t)h->length);
-	s->parked_bytes += h->length;
+	memcpy(buf, payload, (size_t)q.length);
+	s->parked_bytes += q.length;
+	/* A pushpull's bytes are in: its credit comes back now (waiting
+	 * for the other workers with it deadlocks, psd_kvs_send_ack()). */
+	if (h->type == PSD_MSG_PUSHPULL)
+		psd_kvs_send_ack(n, c, h);
 }
 
 void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,

@@ -265,7 +265,7 @@ static inline struct psd_kvw *kvw_of(const struct psched_node *n)
 
 static inline bool kvw_is_push(uint8_t type)
 {
-	return type == PSD_MSG_PUSH || type == PSD_MSG_PUSHPULL;
+	return psd_msg_is_push(type);
 }
 
 /* kvw_req.c: the request table.  All Locked. */

@@ -5,7 +5,9 @@
  * ids summed, and sliced by the servers' row ranges; every server holding
  * rows of the table gets at least one piece per push (an empty one if no
  * row is its), since its step completes when every worker's pieces are
- * in.  A pull asks only the servers owning the rows it names.  Each
+ * in.  A pull asks only the servers owning the rows it names.  A
+ * pushpull is a push whose pieces are answered with their rows once the
+ * step is applied (one sort, one request per piece).  Each
  * server's slice is cut into pieces of the partition size of the step's
  * config and the pieces go through the same priority queue and credit
  * gate as dense chunks (kvw.h).  Locking words as in kvw.h.
@@ -15,7 +17,7 @@
  * 8-byte prefix is built) and a pull's answers land straight in the
  * caller's rows; otherwise a push packs its distinct rows (summing
  * duplicates) and a pull's answers land in a buffer of distinct rows
- * copied out to every position asking them.
+ * copied out to every position asking them (a pushpull does both).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -226,11 +228,17 @@ static void rows_pack_pull(const struct kvw_rows *x, size_t u0, size_t cnt,
 		       &x->pairs[x->ustart[u0 + u]].id, 8);
 }
 
+/* Whether servers answer a request of @type with rows. */
+static bool kvw_rows_answered(uint8_t type)
+{
+	return type == PSD_MSG_PULL || type == PSD_MSG_PUSHPULL;
+}
+
 /* Locked.  Distinct ids per piece, and which servers get pieces. */
 static uint64_t rows_per_piece(const struct psd_kvw *w, const struct kvw_req *r)
 {
 	const struct kvw_rows *x = r->rows;
-	uint64_t per = r->type == PSD_MSG_PUSH ? 8 + x->rowbytes : x->rowbytes;
+	uint64_t per = psd_msg_is_push(r->type) ? 8 + x->rowbytes : x->rowbytes;
 
 	if (w->fifo || !r->slots[0].part || r->slots[0].part < per)
 		return w->fifo || !r->slots[0].part ? UINT32_MAX : 1;
@@ -271,7 +279,7 @@ static uint64_t rows_room(const struct kvw_req *r, size_t cnt)
 {
 	const struct kvw_rows *x = r->rows;
 
-	if (r->type == PSD_MSG_PUSH)
+	if (psd_msg_is_push(r->type))
 		return PSD_ROWS_PREFIX +
 		       (x->direct ? 0 : cnt * (8 + x->rowbytes));
 	return r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8 : 0;
@@ -293,11 +301,11 @@ static void rows_chunk(struct kvw_req *r, size_t k, unsigned s, uint64_t lo,
 	x->cu[k] = u0;
 	x->cn[k] = cnt;
 	ch->coff = *boff;
-	ch->clen = r->type == PSD_MSG_PUSH
+	ch->clen = psd_msg_is_push(r->type)
 			   ? PSD_ROWS_PREFIX + cnt * (8 + x->rowbytes)
 		   : r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8
 					     : 0;
-	ch->node.len = r->type == PSD_MSG_PUSH ? ch->clen : 0;
+	ch->node.len = psd_msg_is_push(r->type) ? ch->clen : 0;
 	*boff += rows_room(r, cnt);
 	r->srv[s].pending++;
 }
@@ -324,7 +332,7 @@ static int rows_cut(struct psched_node *n, struct kvw_req *r, uint64_t per,
 					   take, &boff);
 			else
 				boff += rows_room(r, take);
-			if (fill && r->type == PSD_MSG_PUSH)
+			if (fill && psd_msg_is_push(r->type))
 				rows_pack_push(x, u0 + j * per, take,
 					       (uint32_t)pcs, r->dtype,
 					       r->cbuf + r->chunks[k].coff);
@@ -354,13 +362,13 @@ int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
 	x->cu = calloc(nch ? nch : 1, sizeof(*x->cu));
 	x->cn = calloc(nch ? nch : 1, sizeof(*x->cn));
 	r->cbuf = psd_scratch_get(r->scratch, bytes ? bytes : 1);
-	if (!x->direct && r->type == PSD_MSG_PULL && !x->land)
+	if (!x->direct && kvw_rows_answered(r->type) && !x->land)
 		x->land = psd_scratch_get(x->scratch,
 					  x->nu ? x->nu * x->rowbytes : 1);
 	if (x->direct)
 		x->land = x->out;
 	if (!r->chunks || !x->cu || !x->cn || !r->cbuf ||
-	    (r->type == PSD_MSG_PULL && !x->land && x->nu))
+	    (kvw_rows_answered(r->type) && !x->land && x->nu))
 		return psd_set_errmsg(-ENOMEM, "no memory to cut a row-sparse "
 					       "request");
 	r->nchunks = nch;
@@ -394,7 +402,7 @@ void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
 	iov[0].iov_base = ch->clen ? r->cbuf + ch->coff : NULL;
 	iov[0].iov_len = (size_t)ch->clen;
 	*niov = 1;
-	if (r->type != PSD_MSG_PUSH || !x->direct)
+	if (!psd_msg_is_push(r->type) || !x->direct)
 		return;
 	/* Sorted, distinct ids: distinct id u is the caller's row u. */
 	iov[0].iov_len = PSD_ROWS_PREFIX;
@@ -509,7 +517,7 @@ static struct kvw_req *rows_req_alloc(struct psched_node *n, uint8_t type,
 static void rows_req_step(struct psd_kvw *w, struct kvw_req *r,
 			  struct kvw_key *k)
 {
-	if (r->type != PSD_MSG_PUSH)
+	if (!psd_msg_is_push(r->type))
 		return;
 	r->slots[0].step = ++k->step;
 	if (k->step > w->max_step)
@@ -571,8 +579,8 @@ static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 		return psd_set_errmsg(-EINVAL, "only workers push and pull");
 	if (!req && !cb)
 		return psd_set_errmsg(-EINVAL, "need a request id or callback");
-	if (nids && (!ids || (type == PSD_MSG_PUSH && !src) ||
-		     (type == PSD_MSG_PULL && !out)))
+	if (nids && (!ids || (psd_msg_is_push(type) && !src) ||
+		     (type != PSD_MSG_PUSH && !out)))
 		return psd_set_errmsg(-EINVAL,
 				      "row-sparse %s of key %llu: "
 				      "no row ids or no row buffer",
@@ -628,6 +636,15 @@ int psched_row_sparse_pull(struct psched_node *n, uint64_t key, size_t nrows,
 			   psched_done_fn *cb, void *arg, uint64_t *req)
 {
 	return rows_issue(n, PSD_MSG_PULL, key, nrows, row_ids, NULL, out,
+			  priority, cb, arg, req);
+}
+
+int psched_row_sparse_pushpull(struct psched_node *n, uint64_t key,
+			       size_t nrows, const uint64_t *row_ids,
+			       const void *rows, void *out, int priority,
+			       psched_done_fn *cb, void *arg, uint64_t *req)
+{
+	return rows_issue(n, PSD_MSG_PUSHPULL, key, nrows, row_ids, rows, out,
 			  priority, cb, arg, req);
 }
 

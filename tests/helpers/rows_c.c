@@ -8,6 +8,8 @@
  *    sides of the servers' row boundary; float32, float64, bfloat16;
  *    pulls in sorted, reverse and repeating orders; the last steps
  *    pushes come as sorted, distinct ids (sent from the caller's arrays);
+ *    every other step pushes with a pushpull and checks the rows it
+ *    answers;
  *  - bad requests refused with a clear error and nothing stored: a row
  *    id out of range, a dense push on the row key, another shape;
  *  - lazy sgd, adagrad and adam on the servers against a reference
@@ -177,13 +179,14 @@ static void push_sorted(enum psched_dtype dt, uint64_t *ids, uint8_t *buf,
 static void run_sums(uint64_t key, enum psched_dtype dt)
 {
 	static double want[R * WIDTH], sum[R * WIDTH];
-	static uint64_t all[R], rev[R], dup[3 * R], ids[MAXN];
-	static uint8_t buf[MAXN * WIDTH * 8];
+	static uint64_t all[R], rev[R], dup[3 * R], ids[MAXN], mine[MAXN];
+	static uint8_t buf[MAXN * WIDTH * 8], pout[MAXN * WIDTH * 8];
 	static bool hit[R];
 	uint64_t req;
 	size_t n, i, k;
 	unsigned j;
 	int s, r, ret;
+	bool pp;
 
 	ret = psched_row_sparse_init(node, key, R, WIDTH, dt, tmo);
 	CHECK(!ret, "init key %llu: %s", (unsigned long long)key,
@@ -204,10 +207,21 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 				    push_val(rank, s, ids[i], i, j));
 		if (s >= 3) /* the same sums from sorted, distinct ids */
 			push_sorted(dt, ids, buf, &n);
-		ret = psched_row_sparse_push(node, key, n, ids, buf, s, NULL,
-					     NULL, &req);
+		/* Steps 2 and 4 push with a pushpull (duplicate ids, and an
+		 * empty one from worker 1, at 2; sorted, distinct ids at 4)
+		 * and check the rows it answers. */
+		pp = s % 2 == 0;
+		memcpy(mine, ids, n * sizeof(*ids));
+		memset(pout, 0xee, sizeof(pout));
+		if (pp)
+			ret = psched_row_sparse_pushpull(node, key, n, ids, buf,
+							 pout, s, NULL, NULL,
+							 &req);
+		else
+			ret = psched_row_sparse_push(node, key, n, ids, buf, s,
+						     NULL, NULL, &req);
 		CHECK(!ret, "push step %d: %s", s, psched_errmsg());
-		wait_req(req, "push");
+		wait_req(req, pp ? "pushpull" : "push");
 		/* What every worker pushed this step. */
 		memset(sum, 0, sizeof(sum));
 		memset(hit, 0, sizeof(hit));
@@ -224,6 +238,15 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 			if (hit[i])
 				memcpy(want + i * WIDTH, sum + i * WIDTH,
 				       WIDTH * sizeof(double));
+		for (i = 0; pp && i < n; i++)
+			for (j = 0; j < WIDTH; j++)
+				CHECK(get(dt, pout, i * WIDTH + j) ==
+					      want[mine[i] * WIDTH + j],
+				      "pushpull step %d row %llu elem %u: got "
+				      "%g want %g",
+				      s, (unsigned long long)mine[i], j,
+				      get(dt, pout, i * WIDTH + j),
+				      want[mine[i] * WIDTH + j]);
 		pull_check(key, dt, all, R, want, "sorted pull", s);
 		pull_check(key, dt, rev, R, want, "reverse pull", s);
 		pull_check(key, dt, dup, 3 * R, want, "repeating pull", s);
@@ -324,6 +347,14 @@ static void run_refusals(uint64_t key)
 				     &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "out of range"),
 	      "out-of-range pull id: %d %s", ret, psched_errmsg());
+	ret = psched_row_sparse_pushpull(node, key, 1, &bad, row, out, 0, NULL,
+					 NULL, &req);
+	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "out of range"),
+	      "out-of-range pushpull id: %d %s", ret, psched_errmsg());
+	ret = psched_row_sparse_pushpull(node, key, 1, &ok, row, NULL, 0, NULL,
+					 NULL, &req);
+	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "no row buffer"),
+	      "pushpull without out: %d %s", ret, psched_errmsg());
 	ret = psched_push(node, &key, 1, vals, &len, PSCHED_F32, 0, NULL, NULL,
 			  &req);
 	CHECK(ret == PSCHED_ESIZE && strstr(psched_errmsg(), "row-sparse"),

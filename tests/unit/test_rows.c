@@ -61,7 +61,7 @@ static struct psd_hdr rows_hdr(uint8_t type, uint64_t rows, uint64_t rb,
 	h.part = rb;
 	h.step = 1;
 	h.length = PSD_ROWS_PREFIX +
-		   (uint64_t)nrows * (type == PSD_MSG_PUSH ? 8 + rb : 8);
+		   (uint64_t)nrows * (psd_msg_is_push(type) ? 8 + rb : 8);
 	return h;
 }
 
@@ -93,8 +93,15 @@ static void test_rows_wire_framing(void)
 	h = rows_hdr(PSD_MSG_PUSH, 100, 16, 50, 50, 3);
 	h.flags |= PSD_F_COMPRESSED;
 	CHECK_EQ(decode(&h, &why), -EPROTO);
+	/* a pushpull carries a push's ids and rows */
 	h = rows_hdr(PSD_MSG_PUSHPULL, 100, 16, 50, 50, 3);
+	CHECK_EQ(decode(&h, &why), 0);
+	h.length += 8; /* ids without their rows */
 	CHECK_EQ(decode(&h, &why), -EPROTO);
+	h = rows_hdr(PSD_MSG_PUSH_ACK, 100, 16, 50, 50, 0);
+	h.length = 0;
+	CHECK_EQ(decode(&h, &why), -EPROTO);
+	CHECK(strstr(why, "ack") != NULL);
 	h = rows_hdr(PSD_MSG_PULL, 100, 16, 0, 50, 7);
 	CHECK_EQ(decode(&h, &why), 0);
 	h.length += 4;
@@ -155,6 +162,15 @@ static void test_rows_check_payload(void)
 	h = rows_hdr(PSD_MSG_PUSH, 100, 16, 50, 50, 0);
 	rows_payload(buf, ok, 0, 1, 16);
 	CHECK_EQ(psd_rows_check(&h, buf, 50, 50, why, sizeof(why)), 0);
+	/* pushpulls: a push's layout, pieces announced */
+	h = rows_hdr(PSD_MSG_PUSHPULL, 100, 16, 50, 50, 3);
+	rows_payload(buf, ok, 3, 2, 16);
+	CHECK_EQ(psd_rows_check(&h, buf, 50, 50, why, sizeof(why)), 0);
+	rows_payload(buf, ok, 3, 0, 16);
+	CHECK_EQ(psd_rows_check(&h, buf, 50, 50, why, sizeof(why)), -EPROTO);
+	CHECK(strstr(why, "zero pieces") != NULL);
+	rows_payload(buf, unsorted, 3, 2, 16);
+	CHECK_EQ(psd_rows_check(&h, buf, 50, 50, why, sizeof(why)), -EPROTO);
 	/* pulls: ids only */
 	h = rows_hdr(PSD_MSG_PULL, 100, 16, 50, 50, 3);
 	rows_payload(buf, ok, 3, 0, 0);
