@@ -443,7 +443,16 @@ class KVStore:
                         row_ids)
 
     def pushpull(self, key, value, out=None, priority=0, block=True):
-        """push then pull in one round trip; @out None = into @value."""
+        """push then pull in one round trip; @out None = into @value.
+        A RowSparse value pushes its rows to a row-sparse key and gets
+        back the updated rows of its ids (into @out, an array of one row
+        per id, or into the RowSparse's rows), blocking; returns them."""
+        if _rs.is_row_sparse_arg(value):
+            if isinstance(key, (list, tuple)) and out is not None:
+                raise PSchedError("pushpull of row-sparse keys: out must "
+                                  "be None with a list of keys (the "
+                                  "answers go into the values)", -22)
+            return _rs.call(self, _rs.pushpull, key, value, out, priority)
         pe = self._entries(key, value, "pushpull")
         items = self._push_items(pe, "pushpull")
         oe = pe if out is None else self._entries(key, out, "pushpull")

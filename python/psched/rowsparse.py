@@ -7,6 +7,9 @@
     out = psched.RowSparse.zeros(table.shape)
     kv.row_sparse_pull("emb", out=out, row_ids=ids)    # out.ids, out.rows
 
+    kv.pushpull("emb", grads_rs)        # push, then grads_rs.rows = the
+                                        # updated rows of grads_rs.ids
+
 scipy.sparse CSR matrices are taken as pushes too (their non-empty rows)
 when scipy is installed.  Row-sparse pushes and pulls block until done.
 """
@@ -100,9 +103,13 @@ def _declare(lib):
     lib.psched_row_sparse_pull.argtypes = [vp, u64, ctypes.c_size_t,
                                            _lib.c_u64_p, vp, ctypes.c_int,
                                            vp, vp, ctypes.POINTER(u64)]
+    lib.psched_row_sparse_pushpull.argtypes = [
+        vp, u64, ctypes.c_size_t, _lib.c_u64_p, vp, vp, ctypes.c_int, vp,
+        vp, ctypes.POINTER(u64)]
     lib.psched_wait.argtypes = [vp, u64, ctypes.c_uint]
     for f in (lib.psched_row_sparse_init, lib.psched_row_sparse_push,
-              lib.psched_row_sparse_pull, lib.psched_wait):
+              lib.psched_row_sparse_pull, lib.psched_row_sparse_pushpull,
+              lib.psched_wait):
         f.restype = ctypes.c_int
     _declared = True
 
@@ -196,6 +203,40 @@ def push(kv, ck, key, value, priority):
         rows.ctypes.data, int(priority), None, None, ctypes.byref(req))
     kv._check(ret, {ck: key})
     _wait(kv, node, req, {ck: key})
+
+
+def pushpull(kv, ck, key, value, out, priority):
+    """Push row-sparse @value, then get the rows of its ids once the
+    step is applied, in one request per server: into @out (an array of
+    len(value.ids) x width, row i for value.ids[i]), or, when @out is
+    None, into @value itself (its rows replaced; a scipy matrix is
+    returned as a RowSparse).  Returns what it wrote."""
+    m = _meta(kv, ck, key, "pushpull")
+    v = as_row_sparse(value)
+    if v.shape != m[1]:
+        raise kv_error(kv, _lib.ESIZE, "pushpull of key %r: shape %s "
+                       "differs from the table's %s" % (key, v.shape, m[1]))
+    rows = np.ascontiguousarray(v.rows, dtype=m[2])
+    ids = np.ascontiguousarray(v.ids, dtype=np.uint64)
+    dst = np.empty((ids.size, m[1][1]), m[2]) if out is None else out
+    if (not isinstance(dst, np.ndarray) or dst.dtype != m[2] or
+            dst.shape != (ids.size, m[1][1]) or
+            not dst.flags.c_contiguous or not dst.flags.writeable):
+        raise kv_error(kv, _lib.ESIZE, "pushpull of key %r: out must be a "
+                       "writeable contiguous %s array of shape (%d, %d)"
+                       % (key, np.dtype(m[2]).name, ids.size, m[1][1]))
+    node = _node(kv)
+    req = _lib.c_u64()
+    ret = kv._lib.psched_row_sparse_pushpull(
+        node, ck, ids.size, ids.ctypes.data_as(_lib.c_u64_p),
+        rows.ctypes.data, dst.ctypes.data, int(priority), None, None,
+        ctypes.byref(req))
+    kv._check(ret, {ck: key})
+    _wait(kv, node, req, {ck: key})
+    if out is not None:
+        return out
+    v.rows = dst
+    return v
 
 
 def row_sparse_pull(kv, ck, key, out, priority, row_ids):

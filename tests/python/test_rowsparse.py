@@ -2,7 +2,8 @@
 dist_sync job of 2 servers x 2 workers by psched.launch
 (tests/integration/test_rows_py.sh): RowSparse pushes with duplicate
 ids and an empty push, row_sparse_pull into a RowSparse and into an
-array, checked against a numpy reference of every worker's pushes; a
+array, pushpulls into an array and into the RowSparse, checked against a
+numpy reference of every worker's pushes; a
 lazy sgd step; refusals (row id out of range, dense pull of a row key).
 """
 import os
@@ -50,6 +51,34 @@ def worker():
         kv.row_sparse_pull("emb", out=rs, row_ids=[7, 3, 3, R - 1])
         assert list(rs.ids) == [3, 7, R - 1]
         assert np.array_equal(rs.rows, want[[3, 7, R - 1]])
+    # pushpull: a step's push answered with the new rows of its ids
+    for step in range(4, 6):
+        ids, rows = pushes(kv.rank, step)
+        rs = RowSparse(ids, rows, (R, W))
+        out = np.full((ids.size, W), -7, np.float32)
+        if step == 4:
+            got = kv.pushpull("emb", rs, out=out)
+            assert got is out
+        else:
+            got = kv.pushpull("emb", rs).rows   # into the RowSparse
+            assert got is rs.rows
+        total = np.zeros((R, W), np.float32)
+        hit = np.zeros(R, bool)
+        for r in range(nw):
+            i, x = pushes(r, step)
+            np.add.at(total, i, x)
+            hit[i] = True
+        want[hit] = total[hit]
+        assert np.array_equal(got, want[ids]), "pushpull %d differs" % step
+        out = np.empty((R, W), np.float32)
+        kv.row_sparse_pull("emb", out=out, row_ids=np.arange(R))
+        assert np.array_equal(out, want), "after pushpull %d" % step
+    try:
+        kv.pushpull("emb", RowSparse([1], np.ones((1, W), np.float32),
+                                     (R, W)), out=np.empty((2, W)))
+        raise AssertionError("a pushpull into a wrong out was accepted")
+    except psched.PSchedError as e:
+        assert "out must be" in str(e), e
     try:
         kv.push("emb", RowSparse([0], np.ones((1, W), np.float32), (R, W)))
         kv.row_sparse_pull("emb", out=np.empty((1, W), np.float32),
