@@ -206,6 +206,32 @@ static int bkeys_alloc(struct bkeys *k, unsigned si, uint64_t size, unsigned nk,
 	return 0;
 }
 
+/* One key alone (serial latency): issue it and psched_wait() for it, as
+ * a serial caller (and ps-lite's Wait(ZPush())) does. */
+static int bench_iter_one(struct psched_node *node, const struct bopts *o,
+			  struct bkeys *k, double *lat)
+{
+	const void *pv = k->bufs[0];
+	double t0 = bench_now_s();
+	uint64_t req;
+	int ret;
+
+	if (o->mode == MODE_PUSH)
+		ret = psched_push(node, &k->keys[0], 1, &pv, &k->size, o->dtype,
+				  0, NULL, NULL, &req);
+	else if (o->mode == MODE_PULL)
+		ret = psched_pull(node, &k->keys[0], 1, &k->outs[0], &k->size,
+				  o->dtype, 0, NULL, NULL, &req);
+	else
+		ret = psched_pushpull(node, &k->keys[0], 1, &pv, &k->outs[0],
+				      &k->size, o->dtype, 0, NULL, NULL, &req);
+	if (!ret)
+		ret = psched_wait(node, req, 0);
+	if (lat)
+		lat[0] = (bench_now_s() - t0) * 1e6;
+	return ret;
+}
+
 static int bench_iter(struct psched_node *node, const struct bopts *o,
 		      struct bworker *bw, struct bkeys *k, double *lat,
 		      struct bstop *st)
@@ -215,6 +241,8 @@ static int bench_iter(struct psched_node *node, const struct bopts *o,
 	double t0;
 	int ret = 0;
 
+	if (nk == 1 && !(st && st->key))
+		return bench_iter_one(node, o, k, lat);
 	pthread_mutex_lock(&bw->lock);
 	bw->outstanding = nk + (st && st->key ? 1 : 0);
 	bw->err = 0;

@@ -170,6 +170,15 @@ const struct opt psd_opts[] = {
 	  "psched_wait() (for a lone one-chunk request) poll, yielding the "
 	  "CPU, before they sleep; adaptive; for serial small requests on "
 	  "an otherwise idle host (0 = sleep at once)" },
+	{ "caller-rx",
+	  { "PS_CALLER_RX" },
+	  OPT_BOOL,
+	  OFF(caller_rx),
+	  0,
+	  "1",
+	  "worker, tcp: psched_wait() for a lone one-chunk request reads "
+	  "the answer on the calling thread instead of being woken by the "
+	  "van thread (1|0)" },
 	{ "keylist-cache",
 	  { "PS_KEYLIST_CACHE" },
 	  OPT_BOOL,

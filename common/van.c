@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -156,6 +157,8 @@ static struct psd_conn *van_conn_alloc(struct psd_van *van,
 	atomic_init(&c->closed, false);
 	atomic_init(&c->pair, NULL);
 	pthread_mutex_init(&c->send_lock, NULL);
+	pthread_mutex_init(&c->rx_lock, NULL);
+	atomic_init(&c->rx_err, 0);
 	psd_list_init(&c->link);
 	return c;
 }
@@ -171,6 +174,7 @@ void psd_conn_put(struct psd_conn *c)
 		return;
 	c->ops->fini(c);
 	pthread_mutex_destroy(&c->send_lock);
+	pthread_mutex_destroy(&c->rx_lock);
 	free(c->scratch);
 	free(c->auth_msg);
 	free(c);
@@ -554,9 +558,69 @@ static void van_handle(struct psd_van *van, struct epoll_event *ev)
 		van_conn_drop(van, c, -ECONNRESET);
 		return;
 	}
-	ret = c->ops->progress(c);
+	/* A caller receiving on @c itself (psd_conn_rx_wait()) is reading
+	 * it: level-triggered, the input is seen again once it is done. */
+	if (pthread_mutex_trylock(&c->rx_lock))
+		return;
+	ret = atomic_load(&c->rx_err);
+	if (!ret)
+		ret = c->ops->progress(c);
+	pthread_mutex_unlock(&c->rx_lock);
 	if (ret || atomic_load(&c->closed))
 		van_conn_drop(van, c, ret ? ret : -ECONNRESET);
+}
+
+int psd_conn_rx_wait(struct psd_conn *c, int wake_fd, bool (*done)(void *),
+		     void *arg, unsigned timeout_ms)
+{
+	struct psd_van *van = c->van;
+	struct epoll_event on = { .events = EPOLLIN, .data.ptr = c };
+	struct epoll_event off = { .events = 0, .data.ptr = c };
+	struct pollfd pfd[2] = { { .fd = c->fd, .events = POLLIN },
+				 { .fd = wake_fd, .events = POLLIN } };
+	uint64_t end = psd_now_ms() + timeout_ms, now, v;
+	int ret = 1, n;
+
+	if (!c->ops->caller_rx || c->fd < 0 || psd_van_is_self(van) ||
+	    !atomic_load(&c->authed) || atomic_load(&c->closed) ||
+	    atomic_load(&c->pair))
+		return -EAGAIN;
+	if (pthread_mutex_trylock(&c->rx_lock))
+		return -EAGAIN; /* the van is in it */
+	if (atomic_load(&c->rx_err) ||
+	    epoll_ctl(van->epfd, EPOLL_CTL_MOD, c->fd, &off)) {
+		pthread_mutex_unlock(&c->rx_lock);
+		return -EAGAIN; /* dropped meanwhile */
+	}
+	while (!done(arg)) {
+		now = psd_now_ms();
+		if (now >= end) {
+			ret = -ETIMEDOUT;
+			break;
+		}
+		n = poll(pfd, 2, (int)(end - now));
+		if (n < 0 && errno != EINTR) {
+			ret = psd_neg_errno();
+			break;
+		}
+		if (n > 0 && pfd[1].revents)
+			(void)!read(wake_fd, &v, sizeof(v));
+		if (n <= 0 || !pfd[0].revents)
+			continue;
+		ret = atomic_load(&c->closed) ? -ECONNRESET
+					      : c->ops->progress(c);
+		if (ret)
+			break;
+	}
+	/* An error is the van's to act on: it drops @c with it when it
+	 * sees the EOF close() makes. */
+	if (ret < 0 && ret != -ETIMEDOUT) {
+		atomic_store(&c->rx_err, ret);
+		c->ops->close(c);
+	}
+	pthread_mutex_unlock(&c->rx_lock);
+	epoll_ctl(van->epfd, EPOLL_CTL_MOD, c->fd, &on);
+	return ret;
 }
 
 /* Drop accepted connections that did not authenticate in time. */

@@ -79,6 +79,22 @@ int psd_van_connect_via(struct psd_van *van,
 			const struct psd_addr *addr, unsigned timeout_ms,
 			const char *peer_desc, struct psd_conn **out);
 bool psd_van_is_self(const struct psd_van *van);
+/*
+ * Not on the van thread: receive on @c in this thread until @done(@arg)
+ * (called before each wait for input and whenever @wake_fd, an eventfd
+ * the caller's other threads write, or -1, is readable; thread safe) or
+ * @timeout_ms.  The
+ * van leaves @c alone meanwhile, and messages go through its callbacks
+ * as usual, on this thread: a caller waiting for one answer takes it
+ * without the van thread's wake-up and hand-off.  0: done after this
+ * thread read input; 1: done before it read anything; -EAGAIN: @c
+ * cannot be taken now (its transport does not allow it, a split pair,
+ * not authenticated, or the van is reading it), wait otherwise;
+ * -ETIMEDOUT; another -errno: @c failed (the van drops it with that
+ * error).
+ */
+int psd_conn_rx_wait(struct psd_conn *c, int wake_fd, bool (*done)(void *),
+		     void *arg, unsigned timeout_ms);
 
 void psd_conn_get(struct psd_conn *c);
 void psd_conn_put(struct psd_conn *c);

@@ -132,6 +132,7 @@ struct psched_cfg {
 	int keylist_pack;	  /* PS_KEYLIST_PACK: 0 | 1 (worker) */
 	int tcp_split;		  /* PS_TCP_SPLIT: 0 | 1 (worker) */
 	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
+	int caller_rx;		  /* PS_CALLER_RX: 0 | 1 (worker) */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
@@ -415,6 +416,9 @@ struct psched_stats {
 	uint64_t max_in_flight_bytes; /* high-water mark of credit in use */
 	uint64_t credit_bytes;	      /* credit in force, 0 = unlimited */
 	uint32_t config_epoch;	      /* newest committed config epoch */
+	/* worker: psched_wait()s whose answer this thread read itself
+	 * (PS_CALLER_RX) */
+	uint64_t caller_rx_waits;
 };
 void psched_node_stats(const struct psched_node *node,
 		       struct psched_stats *out);

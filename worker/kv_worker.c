@@ -8,6 +8,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include "compress.h"
 #include "kvw.h"
@@ -380,6 +382,8 @@ static void kvw_destroy(struct psched_node *n)
 	psd_tl_fini(&w->tl);
 	pthread_cond_destroy(&w->send_cond);
 	pthread_cond_destroy(&w->cond);
+	if (w->rx_efd >= 0)
+		close(w->rx_efd);
 	psd_scratch_fini(&w->scratch);
 	pthread_mutex_destroy(&w->lock);
 	free(w);
@@ -398,6 +402,7 @@ static void kvw_stats(const struct psched_node *n, struct psched_stats *out)
 	out->max_in_flight_bytes = w->credit.max_in_flight_seen;
 	out->credit_bytes = w->credit.credit;
 	out->config_epoch = psd_cfgtab_last(&w->cfgs)->epoch;
+	out->caller_rx_waits = w->met.caller_rx;
 	pthread_mutex_unlock(&w->lock);
 }
 
@@ -425,6 +430,7 @@ int psd_kvw_attach(struct psched_node *n)
 
 	if (!w)
 		return -ENOMEM;
+	w->rx_efd = -1;
 	ret = psd_scratch_init(&w->scratch);
 	if (ret) {
 		free(w);
@@ -438,6 +444,7 @@ int psd_kvw_attach(struct psched_node *n)
 	pthread_condattr_destroy(&ca);
 	atomic_init(&w->done_gen, 0);
 	psd_poll_budget_init(&w->spin, n->cfg.poll_us);
+	w->rx_efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	n->role_state = w;
 	psd_map_init(&w->keys);
 	ret = kvw_init_sched(n, w);

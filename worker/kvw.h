@@ -194,6 +194,7 @@ struct kvw_metrics {
 	uint64_t last_bytes; /* at the last report: pushed + pulled */
 	uint64_t last_busy;  /* busy_us + open period */
 	uint64_t last_wait;  /* wait_us */
+	uint64_t caller_rx;  /* waits answered on the waiting thread */
 };
 
 /* The one outstanding ServerCommand of this worker (worker/command.c).
@@ -219,6 +220,14 @@ struct psd_kvw {
 	 * cond (kvw_req.c, kvw_wait_done()). */
 	atomic_uint done_gen;
 	struct psd_poll_budget spin; /* locked */
+	/* A psched_wait() reading its answer itself (kvw_req.c,
+	 * PS_CALLER_RX): its thread, and an eventfd it also polls, which a
+	 * request settled on another thread (an error, a timeout, a dead
+	 * server) writes, so that the wait sees it.  Locked; rx_efd -1 when
+	 * it could not be made (then no wait reads its answer). */
+	bool rx_waiting;
+	pthread_t rx_waiter;
+	int rx_efd;
 	bool last_single; /* the last request done had one chunk */
 	unsigned busy_peak;	 /* most requests in flight, this period */
 	unsigned last_busy_peak; /* the same, the last period */

@@ -4,6 +4,7 @@
  * cancel and psched_wait() (kvw.h explains the locking words used here).
  */
 #include <stdio.h>
+#include <sys/eventfd.h>
 #include <stdlib.h>
 #include <sched.h>
 
@@ -138,6 +139,8 @@ bool psd_kvw_req_settle(struct psd_kvw *w, struct kvw_req *r)
 	psd_kvw_busy(w, r, false);
 	w->last_single = r->nchunks == 1;
 	atomic_fetch_add(&w->done_gen, 1);
+	if (w->rx_waiting && !pthread_equal(w->rx_waiter, pthread_self()))
+		(void)!eventfd_write(w->rx_efd, 1);
 	pthread_cond_broadcast(&w->cond);
 	return r->cb != NULL;
 }
@@ -348,9 +351,49 @@ int psched_test(struct psched_node *n, uint64_t id)
 	return ret;
 }
 
+/* The completion counter moved (psd_conn_rx_wait()'s test). */
+struct kvw_rx_wait {
+	struct psd_kvw *w;
+	unsigned gen;
+};
+
+static bool kvw_rx_done(void *arg)
+{
+	const struct kvw_rx_wait *x = arg;
+
+	return atomic_load(&x->w->done_gen) != x->gen;
+}
+
+/*
+ * Locked.  The connection a wait for @r may read the answer on itself
+ * (PS_CALLER_RX; psd_conn_rx_wait()), with a reference, or NULL: @r
+ * alone in flight, one chunk, not on a GPU, its server's connection
+ * one the calling thread may read, and no PS_POLL_US (those waits
+ * busy-poll instead, the van loop too).  For a serial caller the answer then
+ * wakes this thread only, not the van thread and then this one
+ * (measured: serial 4 KiB pushes over loopback TCP, README "Caller
+ * receive").
+ */
+static struct psd_conn *kvw_rx_conn(struct psched_node *n, struct psd_kvw *w,
+				    const struct kvw_req *r)
+{
+	struct psd_peer *p;
+
+	if (!n->cfg.caller_rx || n->cfg.poll_us || w->rx_efd < 0 ||
+	    w->met.inflight != 1 || r->nchunks != 1 || r->on_gpu)
+		return NULL;
+	p = psd_node_peer(n, psd_server_id(r->chunks[0].srank));
+	if (!p || p->dead || !p->conn || !p->conn->ops->caller_rx)
+		return NULL;
+	psd_conn_get(p->conn);
+	return p->conn;
+}
+
 /*
  * Locked on entry and return, dropped while polling.  Wait for @r until
- * @deadline.  First, if @r is the only request in flight and has one
+ * @deadline (@timeout_ms from the call).  First, a lone request reads its
+ * answer on this thread when it can (kvw_rx_conn()); then, or else, if
+ * @r is the only request in flight and has one
  * chunk, poll w->done_gen (yielding the CPU between looks)
  * for up to the adaptive budget (pollbudget.h, PS_POLL_US): when the
  * answer is due within a few tens of microseconds (a serial caller's
@@ -358,9 +401,11 @@ int psched_test(struct psched_node *n, uint64_t id)
  * and this thread does not pay a wake-up of itself and its vCPU.
  * Returns pthread_cond_timedwait()'s last result.
  */
-static int kvw_wait_done(struct psd_kvw *w, struct kvw_req *r,
-			 const struct timespec *deadline)
+static int kvw_wait_done(struct psched_node *n, struct psd_kvw *w,
+			 struct kvw_req *r, const struct timespec *deadline,
+			 unsigned timeout_ms)
 {
+	struct psd_conn *c;
 	uint64_t t0, end;
 	bool polled = false;
 	unsigned g;
@@ -368,6 +413,25 @@ static int kvw_wait_done(struct psd_kvw *w, struct kvw_req *r,
 
 	if (r->done)
 		return 0;
+	c = kvw_rx_conn(n, w, r);
+	if (c) {
+		struct kvw_rx_wait x = { .w = w,
+					 .gen = atomic_load(&w->done_gen) };
+
+		w->rx_waiting = true;
+		w->rx_waiter = pthread_self();
+		pthread_mutex_unlock(&w->lock);
+		ret = psd_conn_rx_wait(c, w->rx_efd, kvw_rx_done, &x,
+				       timeout_ms);
+		psd_conn_put(c);
+		pthread_mutex_lock(&w->lock);
+		w->rx_waiting = false;
+		if (!ret && r->done)
+			w->met.caller_rx++;
+		if (r->done)
+			return 0;
+		ret = 0; /* the wait below says what happened */
+	}
 	/* Only a request of one chunk alone in flight polls (serial use):
 	 * behind others, or as one of many chunks (a burst of pushes), its
 	 * answer is not due soon, and the thread's wake-up is not what the
@@ -413,7 +477,7 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 				      "a callback)",
 				      (unsigned long long)id);
 	}
-	kvw_wait_done(w, r, &ts);
+	kvw_wait_done(n, w, r, &ts, timeout_ms);
 	w->met.wait_us += psd_now_us() - t0;
 	if (!r->done)
 		psd_kvw_req_timed_out(n, r, timeout_ms);

@@ -510,6 +510,7 @@ static void tcp_fini(struct psd_conn *c)
 const struct psd_transport_ops psd_tcp_ops = {
 	.name = "tcp",
 	.conn_size = sizeof(struct tcp_conn),
+	.caller_rx = true,
 	.listen = tcp_listen,
 	.accept = tcp_accept,
 	.listen_close = tcp_listen_close,

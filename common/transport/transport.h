@@ -74,10 +74,16 @@ struct psd_conn {
 	atomic_int refs;	   /* list + every holder */
 	atomic_bool closed;	   /* no more sends accepted */
 	pthread_mutex_t send_lock; /* one message at a time on the wire */
-	int peer_id;		   /* node id once known, else -1 */
-	char peer[128];		   /* "server 1 (127.0.0.1:4000)" for logs */
-	void *ctx;		   /* owner's per-connection state */
-	void *scratch;		   /* reusable receive buffer (van thread) */
+	/* Held around ->progress(): by the van thread, or by a caller
+	 * receiving on the connection itself (psd_conn_rx_wait()), while
+	 * the van leaves c->fd alone; rx_err is what ended such a wait
+	 * (the van drops the connection with it). */
+	pthread_mutex_t rx_lock;
+	atomic_int rx_err;
+	int peer_id;	/* node id once known, else -1 */
+	char peer[128]; /* "server 1 (127.0.0.1:4000)" for logs */
+	void *ctx;	/* owner's per-connection state */
+	void *scratch;	/* reusable receive buffer (van thread) */
 	size_t scratch_cap;
 	/* GPUDirect receive (van thread, per message).  rx_direct: set by
 	 * the transport before psd_van_rx_header(): this payload will be
@@ -138,6 +144,11 @@ struct psd_transport_ops {
 	 * buffer only for the send (the worker's GPU staging slots) must
 	 * keep it until the answer. */
 	bool req_send_early;
+	/* ->progress() may run on another thread than the van's while the
+	 * van does not poll c->fd (psd_conn_rx_wait()): all its receive
+	 * state is the connection's, and c->fd alone says input is
+	 * ready. */
+	bool caller_rx;
 	/* Bind and listen on @addr (port 0 = any); sets l->fd and l->port.
 	 * Any thread; errors name the address in psched_errmsg(). */
 	int (*listen)(struct psd_listener *l, const struct psd_addr *addr);

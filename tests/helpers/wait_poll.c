@@ -9,8 +9,11 @@
  * push), every wait must return 0 within its timeout (a completion lost
  * between the poll and the sleep shows as a timeout), every callback
  * must run once.  Then one thread alone does the same (its request is
- * the only one in flight, so each wait polls).  Prints "wait_poll: ok <requests>".  Sanitizer builds
- * run it too.
+ * the only one in flight, so each wait polls, and with PS_CALLER_RX=1,
+ * the default, reads its answer itself: over tcp with PS_POLL_US=0 some
+ * of those waits must have, and none otherwise).  Prints "wait_poll: ok
+ * <requests>".  Sanitizer
+ * builds run it too.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -131,9 +134,11 @@ static void *callback_main(void *arg)
 int main(void)
 {
 	struct psched_cfg cfg;
+	struct psched_stats s0, s1;
 	struct waiter w[WP_WAITERS];
 	pthread_t th[WP_WAITERS + 1];
 	unsigned i, total = 0;
+	bool rx;
 
 	psched_cfg_init(&cfg);
 	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
@@ -157,13 +162,25 @@ int main(void)
 	/* Then one waiter alone: its request is the only one in flight,
 	 * so every wait takes the polling path. */
 	w[0] = (struct waiter){ .idx = WP_WAITERS };
+	psched_node_stats(node, &s0);
 	waiter_main(&w[0]);
+	psched_node_stats(node, &s1);
 	CHECK(w[0].done == WP_ITERS, "lone waiter finished %u of %u",
 	      w[0].done, WP_ITERS);
 	total += w[0].done;
+	s1.caller_rx_waits -= s0.caller_rx_waits;
+	/* Only over tcp (shm does not let the caller read) and without
+	 * PS_POLL_US (its waits poll instead). */
+	rx = cfg.caller_rx && !cfg.poll_us && !strcmp(cfg.transport, "tcp");
+	CHECK(rx ? s1.caller_rx_waits > 0 : !s1.caller_rx_waits,
+	      "PS_CALLER_RX=%d: %llu of the lone waiter's %u waits read their "
+	      "answer on its thread",
+	      cfg.caller_rx, (unsigned long long)s1.caller_rx_waits, WP_ITERS);
 	psched_barrier(node, PSCHED_GROUP_WORKERS, WP_TIMEOUT_MS);
 	psched_node_destroy(node);
-	printf("wait_poll: ok %u (PS_POLL_US=%u)\n", total + cb_fired,
-	       cfg.poll_us);
+	printf("wait_poll: ok %u (PS_POLL_US=%u); lone waits read by the "
+	       "caller: %llu of %u\n",
+	       total + cb_fired, cfg.poll_us,
+	       (unsigned long long)s1.caller_rx_waits, WP_ITERS);
 	return 0;
 }

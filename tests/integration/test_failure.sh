@@ -41,6 +41,40 @@ scenario() { # signal
 scenario KILL
 scenario STOP
 
+# Serial waits over tcp: the worker's psched_wait() reads its answer on
+# its own thread (PS_CALLER_RX), the van loop not polling that
+# connection meanwhile.  The server it waits on dies (EOF under the
+# caller's poll) or hangs (the heartbeat monitor fails the request on
+# another thread, which must wake the caller's poll): the wait still
+# ends at once or at the heartbeat timeout, naming the server.
+serial() { # signal
+	local sig=$1 t0 t1 rc
+	export PS_TRANSPORT=tcp
+	start_scheduler 1 1
+	start_servers 1
+	start_workers 1 --steps 0 --seconds 120 --keys 1 --sizes 4K
+	for i in $(seq 1 $((100 * MULT))); do
+		[ "$(server_ports | wc -l)" = 1 ] && break
+		sleep 0.1
+	done
+	sleep 1.5
+	victim=${SERVER_PIDS[0]}
+	t0=$(date +%s.%N)
+	kill -"$sig" "$victim"
+	wait_pid "${WORKER_PIDS[0]}" 40; rc=$?
+	t1=$(date +%s.%N)
+	[ $rc = 124 ] && die "serial $sig: worker still running 40 s after the server failed"
+	[ $rc != 0 ] || die "serial $sig: worker claims success"
+	grep -q "server 1 (rank" "$TMP"/worker1.err || die "serial $sig: the worker's error does not name server 1: $(cat "$TMP"/worker1.err)"
+	grep -q "timed out" "$TMP"/worker1.err && die "serial $sig: the worker waited for its request timeout: $(cat "$TMP"/worker1.err)"
+	wait_pid "$SCHED_PID" 20; [ $? = 124 ] && die "serial $sig: the scheduler did not exit"
+	kill -9 "$victim" 2>/dev/null
+	unset PS_TRANSPORT
+	echo "ok serial $sig over tcp: the worker failed after $(echo "$t1 - $t0" | bc) s: $(tail -1 "$TMP/worker1.err")"
+}
+serial KILL
+serial STOP
+
 # A request with a callback (nobody in psched_wait) is bounded too: a
 # pushpull the other worker never matches fails at the request timeout.
 cb_timeout() {

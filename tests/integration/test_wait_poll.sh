@@ -1,20 +1,26 @@
 #!/usr/bin/env bash
-# psched_wait()'s and the van loop's busy-poll (PS_POLL_US) under
-# concurrency: tests/helpers/wait_poll.c, 4 threads of serial pushpulls
-# checked value by value plus a thread of callback requests, then one
-# thread alone (so every wait polls), in a 1x1 job; with the poll at its
-# largest, at the default and off.  Runs under ASan and TSan too.
+# psched_wait()'s and the van loop's busy-poll (PS_POLL_US) and the
+# caller's own receive (PS_CALLER_RX) under concurrency:
+# tests/helpers/wait_poll.c, 4 threads of serial pushpulls checked value
+# by value plus a thread of callback requests, then one thread alone (so
+# every wait polls, and over tcp reads its answer itself), in a 1x1 job;
+# over shm (the default here) with the poll at its largest, at 50 us and
+# off, then over tcp with and without the caller's receive.  Runs under
+# ASan and TSan too.
 . "$(dirname "$0")/lib.sh"
-for poll in 1000 50 0; do
-	export PS_POLL_US=$poll
+for run in "1000 1 auto" "50 1 auto" "0 1 auto" "0 1 tcp" "50 1 tcp" "0 0 tcp"; do
+	set -- $run
+	poll=$1
+	export PS_POLL_US=$poll PS_CALLER_RX=$2 PS_TRANSPORT=$3
 	start_scheduler 1 1
 	start_servers 1
-	"$BUILD/tests/helpers/wait_poll" >"$TMP/w$poll.out" 2>"$TMP/w$poll.err" &
+	t="PS_POLL_US=$poll PS_CALLER_RX=$2 PS_TRANSPORT=$3"; f="$TMP/w$poll-$2-$3"
+	"$BUILD/tests/helpers/wait_poll" >"$f.out" 2>"$f.err" &
 	W=$!; PIDS+=($W)
-	wait_pid "$W" $((120 * MULT)) || die "wait_poll (PS_POLL_US=$poll) exited $?: $(cat "$TMP/w$poll.err")"
+	wait_pid "$W" $((120 * MULT)) || die "wait_poll ($t) exited $?: $(cat "$f.err")"
 	for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do wait_pid "$p" 30 || die "node $p exited $?"; done
-	grep -q "^wait_poll: ok 1800 (PS_POLL_US=$poll)" "$TMP/w$poll.out" || die "PS_POLL_US=$poll: $(cat "$TMP/w$poll.out" "$TMP/w$poll.err")"
-	cat "$TMP/w$poll.out"
+	grep -q "^wait_poll: ok 1800 (PS_POLL_US=$poll)" "$f.out" || die "$t: $(cat "$f.out" "$f.err")"
+	echo "$t: $(cat "$f.out")"
 	SERVER_PIDS=()
 done
 exit 0

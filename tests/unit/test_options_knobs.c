@@ -15,6 +15,7 @@ static void test_options_transport_knob_defaults(void)
 	CHECK_STR(cfg.job_token, "");
 	CHECK_U64(cfg.socket_buf_bytes, ==, 0);
 	CHECK_EQ(cfg.poll_us, 0);
+	CHECK_EQ(cfg.caller_rx, 1);
 	CHECK_STR(cfg.rdma_device, "");
 	CHECK_EQ(cfg.rdma_port, 1);
 	CHECK_EQ(cfg.rdma_gid_index, -1);
@@ -36,6 +37,7 @@ static void test_options_transport_knobs_env(void)
 	env_set("PS_JOB_TOKEN", "s3cret");
 	env_set("PS_SOCKET_BUF_BYTES", "1M");
 	env_set("PS_POLL_US", "1000");
+	env_set("PS_CALLER_RX", "0");
 	env_set("PS_RDMA_DEVICE", "rxe0");
 	env_set("PS_RDMA_PORT", "2");
 	env_set("PS_RDMA_GID_INDEX", "0");
@@ -51,6 +53,7 @@ static void test_options_transport_knobs_env(void)
 	CHECK_STR(cfg.job_token, "s3cret");
 	CHECK_U64(cfg.socket_buf_bytes, ==, 1 << 20);
 	CHECK_EQ(cfg.poll_us, 1000);
+	CHECK_EQ(cfg.caller_rx, 0);
 	CHECK_STR(cfg.rdma_device, "rxe0");
 	CHECK_EQ(cfg.rdma_port, 2);
 	CHECK_EQ(cfg.rdma_gid_index, 0);
@@ -128,6 +131,7 @@ static void test_options_transport_knobs_bad(void)
 	env_bad("PS_RDMA_MR_BUDGET", "1048577G");
 	env_bad("PS_RDMA_MR_BUDGET", "1X");
 	env_bad("PS_RDMA_TEST_FAIL_REG", "maybe");
+	env_bad("PS_CALLER_RX", "2");
 	flag_bad("--socket-buf-bytes", "2G");
 	flag_bad("--poll-us", "5000");
 	flag_bad("--rdma-port", "0");
