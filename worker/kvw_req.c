@@ -383,7 +383,9 @@ static struct psd_conn *kvw_rx_conn(struct psched_node *n, struct psd_kvw *w,
 	    w->met.inflight != 1 || r->nchunks != 1 || r->on_gpu)
 		return NULL;
 	p = psd_node_peer(n, psd_server_id(r->chunks[0].srank));
-	if (!p || p->dead || !p->conn || !p->conn->ops->caller_rx)
+	/* (A dead peer's connection is closed: psd_conn_rx_wait() sees
+	 * it; p->dead is the node lock's.) */
+	if (!p || !p->conn || !p->conn->ops->caller_rx)
 		return NULL;
 	psd_conn_get(p->conn);
 	return p->conn;
