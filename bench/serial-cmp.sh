@@ -31,5 +31,5 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	b1=$(us 1)
 	awk -v r="$r" -v p="${pl:-0}" -v a="${b0:-0}" -v b="${b1:-0}" 'BEGIN {
 		printf "%d %.2f %.2f %.3f %.2f %.3f\n", r, p, a,
-			p > 0 ? a / p : 0, b, p > 0 ? b / p : 0 }'
+			(p > 0 ? a / p : 0), b, (p > 0 ? b / p : 0) }'
 done
