@@ -186,16 +186,32 @@ def _wait(kv, node, req, names):
     kv._check(ret, names)
 
 
+def _pushed(kv, ck, key, value, what):
+    """The table's (key, shape, dtype), @value as a RowSparse, and its
+    rows and ids as the C call takes them."""
+    m = _meta(kv, ck, key, what)
+    v = as_row_sparse(value)
+    if v.shape != m[1]:
+        raise kv_error(kv, _lib.ESIZE, "%s of key %r: shape %s differs "
+                       "from the table's %s" % (what, key, v.shape, m[1]))
+    return (m, v, np.ascontiguousarray(v.rows, dtype=m[2]),
+            np.ascontiguousarray(v.ids, dtype=np.uint64))
+
+
+def _check_out(kv, key, what, dst, n, m):
+    """@dst can take @n rows of the table @m."""
+    if (not isinstance(dst, np.ndarray) or dst.dtype != m[2] or
+            dst.shape != (n, m[1][1]) or
+            not dst.flags.c_contiguous or not dst.flags.writeable):
+        raise kv_error(kv, _lib.ESIZE, "%s of key %r: out must be a "
+                       "writeable contiguous %s array of shape (%d, %d)"
+                       % (what, key, np.dtype(m[2]).name, n, m[1][1]))
+
+
 def push(kv, ck, key, value, priority):
     """Push row-sparse @value into key @key (blocks until sent and
     acknowledged)."""
-    m = _meta(kv, ck, key, "push")
-    v = as_row_sparse(value)
-    if v.shape != m[1]:
-        raise kv_error(kv, _lib.ESIZE, "push of key %r: shape %s differs "
-                       "from the table's %s" % (key, v.shape, m[1]))
-    rows = np.ascontiguousarray(v.rows, dtype=m[2])
-    ids = np.ascontiguousarray(v.ids, dtype=np.uint64)
+    m, v, rows, ids = _pushed(kv, ck, key, value, "push")
     node = _node(kv)
     req = _lib.c_u64()
     ret = kv._lib.psched_row_sparse_push(
@@ -211,20 +227,9 @@ def pushpull(kv, ck, key, value, out, priority):
     len(value.ids) x width, row i for value.ids[i]), or, when @out is
     None, into @value itself (its rows replaced; a scipy matrix is
     returned as a RowSparse).  Returns what it wrote."""
-    m = _meta(kv, ck, key, "pushpull")
-    v = as_row_sparse(value)
-    if v.shape != m[1]:
-        raise kv_error(kv, _lib.ESIZE, "pushpull of key %r: shape %s "
-                       "differs from the table's %s" % (key, v.shape, m[1]))
-    rows = np.ascontiguousarray(v.rows, dtype=m[2])
-    ids = np.ascontiguousarray(v.ids, dtype=np.uint64)
+    m, v, rows, ids = _pushed(kv, ck, key, value, "pushpull")
     dst = np.empty((ids.size, m[1][1]), m[2]) if out is None else out
-    if (not isinstance(dst, np.ndarray) or dst.dtype != m[2] or
-            dst.shape != (ids.size, m[1][1]) or
-            not dst.flags.c_contiguous or not dst.flags.writeable):
-        raise kv_error(kv, _lib.ESIZE, "pushpull of key %r: out must be a "
-                       "writeable contiguous %s array of shape (%d, %d)"
-                       % (key, np.dtype(m[2]).name, ids.size, m[1][1]))
+    _check_out(kv, key, "pushpull", dst, ids.size, m)
     node = _node(kv)
     req = _lib.c_u64()
     ret = kv._lib.psched_row_sparse_pushpull(
@@ -254,13 +259,7 @@ def row_sparse_pull(kv, ck, key, out, priority, row_ids):
         dst = np.empty((ids.size, m[1][1]), m[2])
     else:
         dst = out
-        if (not isinstance(dst, np.ndarray) or dst.dtype != m[2] or
-                dst.shape != (ids.size, m[1][1]) or
-                not dst.flags.c_contiguous or not dst.flags.writeable):
-            raise kv_error(kv, _lib.ESIZE, "row_sparse_pull of key %r: out "
-                           "must be a writeable contiguous %s array of "
-                           "shape (%d, %d)"
-                           % (key, np.dtype(m[2]).name, ids.size, m[1][1]))
+        _check_out(kv, key, "row_sparse_pull", dst, ids.size, m)
     u = np.ascontiguousarray(ids, dtype=np.uint64)
     node = _node(kv)
     req = _lib.c_u64()

@@ -28,6 +28,18 @@ def pushes(rank, step):
     return ids, rows
 
 
+def step_sums(want, nw, step):
+    """@want (R x W) after every worker's push of @step: each row pushed
+    holds the sum of that step's pushes of it."""
+    total = np.zeros((R, W), np.float32)
+    hit = np.zeros(R, bool)
+    for r in range(nw):
+        i, x = pushes(r, step)
+        np.add.at(total, i, x)
+        hit[i] = True
+    want[hit] = total[hit]
+
+
 def worker():
     kv = psched.KVStore("dist_sync")
     nw = kv.num_workers
@@ -36,13 +48,7 @@ def worker():
     for step in range(1, 4):
         ids, rows = pushes(kv.rank, step)
         kv.push("emb", RowSparse(ids, rows, (R, W)))
-        total = np.zeros((R, W), np.float32)
-        hit = np.zeros(R, bool)
-        for r in range(nw):
-            i, x = pushes(r, step)
-            np.add.at(total, i, x)
-            hit[i] = True
-        want[hit] = total[hit]
+        step_sums(want, nw, step)
         q = np.arange(R)[::-1].copy()
         out = np.empty((R, W), np.float32)
         kv.row_sparse_pull("emb", out=out, row_ids=q)
@@ -62,13 +68,7 @@ def worker():
         else:
             got = kv.pushpull("emb", rs).rows   # into the RowSparse
             assert got is rs.rows
-        total = np.zeros((R, W), np.float32)
-        hit = np.zeros(R, bool)
-        for r in range(nw):
-            i, x = pushes(r, step)
-            np.add.at(total, i, x)
-            hit[i] = True
-        want[hit] = total[hit]
+        step_sums(want, nw, step)
         assert np.array_equal(got, want[ids]), "pushpull %d differs" % step
         out = np.empty((R, W), np.float32)
         kv.row_sparse_pull("emb", out=out, row_ids=np.arange(R))
