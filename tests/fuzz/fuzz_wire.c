@@ -94,12 +94,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	}
 	/* A row-sparse message (PSD_F_ROWS): whole rows of part bytes, a
-	 * push carrying the prefix and (id, row) pairs, never a pushpull. */
+	 * push or pushpull carrying the prefix and (id, row) pairs, never an
+	 * ack. */
 	if ((h.flags & PSD_F_ROWS) &&
 	    (!h.part || h.total % h.part || h.offset % h.part ||
 	     h.span % h.part || (h.flags & PSD_F_COMPRESSED) ||
-	     h.type == PSD_MSG_PUSHPULL ||
-	     (h.type == PSD_MSG_PUSH &&
+	     h.type == PSD_MSG_PUSH_ACK ||
+	     (psd_msg_is_push(h.type) &&
 	      (h.length < PSD_ROWS_PREFIX ||
 	       (h.length - PSD_ROWS_PREFIX) % (8 + h.part)))))
 		abort();
