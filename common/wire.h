@@ -159,4 +159,10 @@ static inline int psd_msg_is_push(unsigned type)
 	return type == PSD_MSG_PUSH || type == PSD_MSG_PUSHPULL;
 }
 
+/* True for requests answered with values (pull, pushpull). */
+static inline int psd_msg_is_pull(unsigned type)
+{
+	return type == PSD_MSG_PULL || type == PSD_MSG_PUSHPULL;
+}
+
 #endif

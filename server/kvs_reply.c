@@ -33,9 +33,8 @@ void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_hdr h = *req;
 
-	h.type = req->type == PSD_MSG_PULL || req->type == PSD_MSG_PUSHPULL
-			 ? PSD_MSG_PULL_RESP
-			 : PSD_MSG_PUSH_ACK;
+	h.type = psd_msg_is_pull(req->type) ? PSD_MSG_PULL_RESP
+					    : PSD_MSG_PUSH_ACK;
 	h.sender = n->id;
 	h.status = status;
 	h.length = 0;

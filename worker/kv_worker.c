@@ -62,7 +62,7 @@ static void kvw_metrics_note(struct psched_node *n, uint8_t type,
 	pthread_mutex_lock(&w->lock);
 	if (kvw_is_push(type))
 		km->bytes_pushed += bytes;
-	if (type == PSD_MSG_PULL || type == PSD_MSG_PUSHPULL)
+	if (psd_msg_is_pull(type))
 		km->bytes_pulled += bytes;
 	if (!km->last_us && w->max_step) {
 		km->last_us = now;

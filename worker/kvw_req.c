@@ -177,7 +177,7 @@ static void kvw_tl_record(struct psd_kvw *w, const struct kvw_chunk *ch,
 	if (!ch->t_start)
 		return; /* never started */
 	rec.t_push = r->type == PSD_MSG_PULL ? 0 : ch->t_push;
-	if (r->type == PSD_MSG_PULL || r->type == PSD_MSG_PUSHPULL)
+	if (psd_msg_is_pull(r->type))
 		rec.t_pull = now;
 	psd_tl_add(&w->tl, &rec);
 }

@@ -228,12 +228,6 @@ static void rows_pack_pull(const struct kvw_rows *x, size_t u0, size_t cnt,
 		       &x->pairs[x->ustart[u0 + u]].id, 8);
 }
 
-/* Whether servers answer a request of @type with rows. */
-static bool kvw_rows_answered(uint8_t type)
-{
-	return type == PSD_MSG_PULL || type == PSD_MSG_PUSHPULL;
-}
-
 /* Locked.  Distinct ids per piece, and which servers get pieces. */
 static uint64_t rows_per_piece(const struct psd_kvw *w, const struct kvw_req *r)
 {
@@ -362,13 +356,13 @@ int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
 	x->cu = calloc(nch ? nch : 1, sizeof(*x->cu));
 	x->cn = calloc(nch ? nch : 1, sizeof(*x->cn));
 	r->cbuf = psd_scratch_get(r->scratch, bytes ? bytes : 1);
-	if (!x->direct && kvw_rows_answered(r->type) && !x->land)
+	if (!x->direct && psd_msg_is_pull(r->type) && !x->land)
 		x->land = psd_scratch_get(x->scratch,
 					  x->nu ? x->nu * x->rowbytes : 1);
 	if (x->direct)
 		x->land = x->out;
 	if (!r->chunks || !x->cu || !x->cn || !r->cbuf ||
-	    (kvw_rows_answered(r->type) && !x->land && x->nu))
+	    (psd_msg_is_pull(r->type) && !x->land && x->nu))
 		return psd_set_errmsg(-ENOMEM, "no memory to cut a row-sparse "
 					       "request");
 	r->nchunks = nch;
