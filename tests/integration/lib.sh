@@ -103,3 +103,14 @@ job_verified() {
 server_ports() {
 	sed -n 's/.*listening on [^ ]*:\([0-9]*\).*/\1/p' "$TMP"/server*.out
 }
+
+# await_server_ports N: until N servers printed their port, at most 10 s
+# (x MULT); 1 if they did not
+await_server_ports() {
+	local i
+	for i in $(seq 1 $((100 * MULT))); do
+		[ "$(server_ports | wc -l)" = "$1" ] && return 0
+		sleep 0.1
+	done
+	return 1
+}

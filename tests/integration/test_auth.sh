@@ -22,11 +22,7 @@ ATTACK=tests/integration/attack.py
 
 # wait_server_ports N: the servers' ports once the cluster is up
 wait_server_ports() {
-	local i
-	for i in $(seq 1 $((100 * MULT))); do
-		[ "$(server_ports | wc -l)" = "$1" ] && break
-		sleep 0.1
-	done
+	await_server_ports "$1"
 	server_ports | tr '\n' ' '
 }
 

@@ -15,10 +15,7 @@ start_scheduler 2 2
 start_servers 2
 # Key 2000 = the first 1 MiB key of ps-worker (size index 2): on both servers.
 start_workers 2 --seconds $((12 * MULT)) --steps 0 --keys 2 --sizes 4,4K,1M
-for i in $(seq 1 $((100 * MULT))); do
-	[ "$(server_ports | wc -l)" = 2 ] && break
-	sleep 0.1
-done
+await_server_ports 2
 ports=$(server_ports | tr '\n' ' ')
 [ -n "$ports" ] || die "servers never came up"
 sleep 1

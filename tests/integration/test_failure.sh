@@ -14,10 +14,7 @@ scenario() { # signal
 	start_scheduler 2 2
 	start_servers 2
 	start_workers 2 --steps 0 --seconds 120 --keys 2 --sizes 4,64K,1M
-	for i in $(seq 1 $((100 * MULT))); do
-		[ "$(server_ports | wc -l)" = 2 ] && break
-		sleep 0.1
-	done
+	await_server_ports 2
 	sleep 1.5
 	victim=${SERVER_PIDS[1]}
 	id=$(sed -n 's/.* id \([0-9]*\) listening.*/\1/p' "$TMP/server2.out")
@@ -53,10 +50,7 @@ serial() { # signal
 	start_scheduler 1 1
 	start_servers 1
 	start_workers 1 --steps 0 --seconds 120 --keys 1 --sizes 4K
-	for i in $(seq 1 $((100 * MULT))); do
-		[ "$(server_ports | wc -l)" = 1 ] && break
-		sleep 0.1
-	done
+	await_server_ports 1
 	sleep 1.5
 	victim=${SERVER_PIDS[0]}
 	t0=$(date +%s.%N)

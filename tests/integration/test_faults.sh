@@ -19,14 +19,10 @@ export PS_HEARTBEAT_INTERVAL=0.2 PS_HEARTBEAT_TIMEOUT=$HB PS_REQUEST_TIMEOUT=$((
 
 # cluster SECONDS: 2 servers, 2 checking ps-workers running SECONDS
 cluster() {
-	local i
 	start_scheduler 2 2
 	start_servers 2
 	start_workers 2 --steps 0 --seconds "$1" --keys 2 --sizes 4,64K,1M
-	for i in $(seq 1 $((100 * MULT))); do
-		[ "$(server_ports | wc -l)" = 2 ] && break
-		sleep 0.1
-	done
+	await_server_ports 2
 	sleep 1
 }
 

@@ -40,10 +40,7 @@ run_case() {
 	shift 2
 	start_scheduler "$ns" 2
 	start_servers "$ns"
-	for i in $(seq 1 $((100 * MULT))); do
-		[ "$(server_ports | wc -l)" = "$ns" ] && break
-		sleep 0.1
-	done
+	await_server_ports "$ns"
 	BASE_RSS_KB=$(rss_kb "${SERVER_PIDS[0]}")
 	MAX_RSS_KB=$BASE_RSS_KB
 	H=()

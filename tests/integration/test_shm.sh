@@ -10,12 +10,7 @@ export PS_TRANSPORT=shm
 
 # wait_ports N: until N servers printed their port
 wait_ports() {
-	local i
-	for i in $(seq 1 $((100 * MULT))); do
-		[ "$(server_ports | wc -l)" = "$1" ] && return 0
-		sleep 0.1
-	done
-	die "servers did not come up"
+	await_server_ports "$1" || die "servers did not come up"
 }
 
 # 1. Exact sums over shm.
