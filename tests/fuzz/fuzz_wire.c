@@ -21,7 +21,7 @@ static uint64_t fz_get64(const uint8_t *p)
  * accepted header @h breaks one. */
 static bool fz_keylist_bad(const struct psd_hdr *h, unsigned es, uint64_t max)
 {
-	bool push = h->type == PSD_MSG_PUSH || h->type == PSD_MSG_PUSHPULL;
+	bool push = psd_msg_is_push(h->type);
 	bool cached = h->flags & PSD_F_KLCACHED;
 	bool packed = h->flags & PSD_F_KLPACKED;
 	unsigned __int128 want;
@@ -106,7 +106,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		abort();
 	/* (A compressed push carries its codec's length, checked by
 	 * hdr_check_length() against the codecs.) */
-	if ((h.type == PSD_MSG_PUSH || h.type == PSD_MSG_PUSHPULL) &&
+	if (psd_msg_is_push(h.type) &&
 	    !(h.flags & (PSD_F_COMPRESSED | PSD_F_KEYLIST | PSD_F_ROWS)) &&
 	    h.length != h.span)
 		abort();
