@@ -286,13 +286,13 @@ bench: all
 # FIFO vs priority+credit over a partition x credit grid, replaying
 # VGG-16 and ResNet-50 in network namespaces with tbf-shaped links (root;
 # ~1 hour; BENCH_SCHED_ARGS=--quick: ~5 min).  docs/sched-bench.md.
-bench-sched: all
+bench-sched: all $(BUILD)/tests/helpers/delayline
 	$(Q)BUILD=$(BUILD) bash bench/sched-bench.sh $(BENCH_SCHED_ARGS)
 
 # Online tuning vs default, best static, one-shot BO under a changing link
 # (root; docs/autotune-bench.md).  BENCH_AUTOTUNE_ARGS=--smoke: short.
 .PHONY: bench-autotune
-bench-autotune: all
+bench-autotune: all $(BUILD)/tests/helpers/delayline
 	$(Q)BUILD=$(BUILD) bash bench/autotune-bench.sh $(BENCH_AUTOTUNE_ARGS)
 
 # Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for

@@ -44,6 +44,7 @@ MTU=9000
 OUT=docs
 TAG=autotune-bench
 ARMS="default static oneshot online"
+DELAY_MS=0
 SPS=2        # --autotune-steps-per-sample
 MAXS=12      # --autotune-max-samples
 RETUNE=6     # --autotune-retune-max-samples
@@ -59,6 +60,9 @@ usage: bench/autotune-bench.sh [options]
   --rounds N         interleaved rounds (medians) [$ROUNDS]
   --grid-seconds S   seconds per grid point [$GRID_S]
   --arms "A ..."     arms [$ARMS]
+  --delay-ms D       one-way delay on the server's link (a delay line;
+                     worker-server round trips take 2D more) [0]
+  --tag NAME         file name stem [$TAG]
   --out DIR          [docs]
 EOF
 }
@@ -75,6 +79,8 @@ while [ $# -gt 0 ]; do
 	--grid-seconds) GRID_S=$2; shift ;;
 	--arms) ARMS=$2; shift ;;
 	--out) OUT=$2; shift ;;
+	--delay-ms) DELAY_MS=$2; shift ;;
+	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "autotune-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
@@ -96,6 +102,7 @@ SW=$ID-sw
 NODES=() # 0 scheduler, 1 server, 2-3 workers, 4 traffic
 RUN_PIDS=()
 TMP=$(mktemp -d /tmp/psched-autotune-bench.XXXXXX)
+DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
 
 . "$(dirname "$0")/ns-lib.sh"
 kill_nodes() { ns_kill_nodes; }
@@ -104,7 +111,14 @@ trap 'exit 130' INT TERM
 
 set_rate() { ns_set_rate "$1"; } # every link, both directions
 
-topology() { ns_topology "$1" 10.78.0; }
+# topology N: the nodes, the server's link (node 1) delayed by $DELAY_MS
+topology() {
+	local us
+	ns_topology "$1" 10.78.0 || return 1
+	us=$(awk -v d="$DELAY_MS" 'BEGIN { printf "%d", d * 1000 }')
+	[ "$us" -gt 0 ] || return 0
+	ns_delay 1 "$us"
+}
 
 # Background traffic: a sink on the server's node, one blasting sender on
 # the traffic node (TCP: it backs off like any other flow).
@@ -249,7 +263,7 @@ echo "model,arm,t_s,steps_per_s" >"$STEPCSV"
 nphases=$(echo $RATES | wc -w)
 [ "$BG" = 1 ] && nphases=$((nphases + 1))
 TOTAL=$((nphases * PHASE_S))
-echo "autotune-bench: rates $RATES Gbit/s$([ "$BG" = 1 ] && echo " + background traffic"), ${PHASE_S}s per phase (${TOTAL}s per run), $ROUNDS round(s), arms: $ARMS" >&2
+echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), ${PHASE_S}s per phase (${TOTAL}s per run), $ROUNDS round(s), arms: $ARMS" >&2
 start=$(date +%s)
 
 # steps/s over time from a progress file, 2 s bins, relative to $TMP/t0

@@ -18,9 +18,13 @@ ns_kill_nodes() {
 	RUN_PIDS=()
 }
 
+DL_PIDS=()
+
 ns_cleanup() {
 	local ns p
 	ns_kill_nodes
+	for p in "${DL_PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+	for p in "${DL_PIDS[@]}"; do wait "$p" 2>/dev/null || true; done
 	# Anything still inside our namespaces was started by this script.
 	for ns in "${NODES[@]}"; do
 		for p in $(ip netns pids "$ns" 2>/dev/null); do
@@ -70,4 +74,34 @@ ns_set_rate() {
 		ns_shape "$SW" "p$i" "$1"
 		ns_shape "${NODES[$i]}" eth0 "$1"
 	done
+}
+
+# ns_delay I US: every frame to and from node I waits US microseconds
+# (this kernel has no netem).  The node's switch port p$I leaves the
+# bridge; a delay line (a process in the switch namespace, for the
+# topology's life) moves frames between p$I and a tap d$I that takes its
+# place in the bridge.  p$I's tbf (ns_set_rate) still shapes what goes to
+# the node, the node's eth0 tbf what comes from it; the delay is in
+# series with both.  The line's counters go to $TMP/delayline$I.err.
+ns_delay() {
+	local i=$1 us=$2 k
+	[ -x "${DELAYLINE:-}" ] || {
+		echo "ns_delay: no delay line binary (DELAYLINE='${DELAYLINE:-}'; make tests)" >&2
+		return 1
+	}
+	ip -n "$SW" link set "p$i" nomaster || return 1
+	rm -f "$TMP/delayline$i.ready"
+	ip netns exec "$SW" "$DELAYLINE" --dev "p$i" --tap "d$i" --delay-us "$us" \
+		--ready "$TMP/delayline$i.ready" 2>"$TMP/delayline$i.err" &
+	DL_PIDS+=($!)
+	for ((k = 0; k < 100; k++)); do
+		[ -e "$TMP/delayline$i.ready" ] && break
+		kill -0 "$!" 2>/dev/null || break
+		sleep 0.05
+	done
+	[ -e "$TMP/delayline$i.ready" ] || {
+		echo "ns_delay: the delay line did not start: $(cat "$TMP/delayline$i.err")" >&2
+		return 1
+	}
+	ip -n "$SW" link set "d$i" master br0 mtu "$MTU" up
 }

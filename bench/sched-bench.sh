@@ -35,6 +35,8 @@ usage: bench/sched-bench.sh [options]
   --partitions "..."  partition sizes (bytes, K/M suffix) instead of the grid's
   --credits "..."     credits in partitions instead of [1 2 4 8 16 32]
   --mtu BYTES         MTU of every link (jumbo frames: less CPU per byte) [$MTU]
+  --delay-ms D        one-way delay on every server's link (a delay line:
+                      worker-server round trips take 2D more) [0]
   --out DIR           where the CSV, table and PNG go [docs]
   --tag NAME          file name stem [sched-bench]
 EOF
@@ -56,6 +58,7 @@ TAG=sched-bench
 PARTS=""
 CREDITS="1 2 4 8 16 32"
 GRID=pow4
+DELAY_MS=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	--quick) GRID=quick ;;
@@ -73,6 +76,7 @@ while [ $# -gt 0 ]; do
 	--partitions) PARTS=$2; shift ;;
 	--credits) CREDITS=$2; shift ;;
 	--mtu) MTU=$2; shift ;;
+	--delay-ms) DELAY_MS=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -106,16 +110,24 @@ SW=$ID-sw
 NODES=()   # namespace per node: 0 = scheduler, then servers, then workers
 RUN_PIDS=()
 TMP=$(mktemp -d /tmp/psched-sched-bench.XXXXXX)
+DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
 
 . "$(dirname "$0")/ns-lib.sh"
 kill_nodes() { ns_kill_nodes; }
 trap ns_cleanup EXIT
 trap 'exit 130' INT TERM
 
-# topology NNODES: node i at 10.77.0.(i+1), every link shaped at $RATE
-# Gbit/s both ways.
+# topology NNODES NSERVERS: node i at 10.77.0.(i+1), every link shaped
+# at $RATE Gbit/s both ways, the servers' links (nodes 1..NSERVERS)
+# delayed by $DELAY_MS.
 topology() {
-	ns_topology "$1" 10.77.0 && ns_set_rate "$RATE"
+	local i us
+	ns_topology "$1" 10.77.0 && ns_set_rate "$RATE" || return 1
+	us=$(awk -v d="$DELAY_MS" 'BEGIN { printf "%d", d * 1000 }')
+	[ "$us" -gt 0 ] || return 0
+	for ((i = 1; i <= $2; i++)); do
+		ns_delay "$i" "$us" || return 1
+	done
 }
 
 # --- one run ----------------------------------------------------------
@@ -223,7 +235,7 @@ done
 
 maxs=0
 for s in $SERVERS; do [ "$s" -gt "$maxs" ] && maxs=$s; done
-if ! topology $((1 + maxs + WORKERS)) 2>"$TMP/topology.err"; then
+if ! topology $((1 + maxs + WORKERS)) "$maxs" 2>"$TMP/topology.err"; then
 	echo "sched-bench: cannot build the namespaces: $(cat "$TMP/topology.err")" >&2
 	exit 77
 fi
@@ -247,7 +259,7 @@ measure() {
 	done
 }
 
-echo "sched-bench: rate ${RATE} Gbit/s per link (MTU $MTU), ${WORKERS} workers, --gpu-tflops $TFLOPS --batch $BATCH, ${SECONDS_PER_RUN}s per run, namespaces $ID-*" >&2
+echo "sched-bench: rate ${RATE} Gbit/s per link (MTU $MTU, servers' links delayed ${DELAY_MS} ms each way), ${WORKERS} workers, --gpu-tflops $TFLOPS --batch $BATCH, ${SECONDS_PER_RUN}s per run, namespaces $ID-*" >&2
 echo "  partitions: $PARTS; credits (partitions): $CREDITS" >&2
 start=$(date +%s)
 for model in $MODELS; do

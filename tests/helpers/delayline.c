@@ -1,0 +1,385 @@
+// SPDX-License-Identifier: MIT
+/*
+ * A delay line for one link of a namespace cluster, for a kernel without
+ * netem: every frame that crosses it waits DELAY microseconds, in both
+ * directions, in order.  It stands between a node's veth end in the
+ * switch namespace (DEV, not a bridge port) and a tap device it creates
+ * (TAP, which the caller adds to the bridge in DEV's place):
+ *
+ *   node eth0 <-veth-> DEV --(AF_PACKET)--> delay --> TAP (bridge port)
+ *   node eth0 <-veth-> DEV <--(AF_PACKET)-- delay <-- TAP
+ *
+ * Frames carry a virtio-net header on both sides (PACKET_VNET_HDR, tap
+ * IFF_VNET_HDR with checksum and TSO offloads), so GSO super-frames and
+ * frames whose checksum is still to be filled in pass whole: the line
+ * needs a syscall per GSO frame, not per MTU.  A tbf on DEV's egress
+ * still shapes what the line sends toward the node (AF_PACKET output
+ * goes through DEV's qdisc), and a full qdisc holds frames in the line
+ * (backpressure) rather than dropping them.  Frames beyond --max-mib of
+ * queued bytes are dropped and counted, like a router's full buffer.
+ *
+ * Usage (in the switch namespace, as root):
+ *   delayline --dev DEV --tap TAP --delay-us N [--max-mib M] [--ready FILE]
+ * Runs until SIGTERM/SIGINT, then prints one line of counters to stderr.
+ * --ready FILE: written once the tap exists (the caller then attaches it).
+ */
+#include <errno.h>
+#include <net/if.h> /* before linux/if_tun.h, which pulls linux/if.h */
+#include <fcntl.h>
+#include <getopt.h>
+#include <linux/if_ether.h>
+#include <linux/if_packet.h>
+#include <linux/if_tun.h>
+#include <linux/virtio_net.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+
+#define DL_FRAME_MAX (65536 + 256)
+#define DL_BURST 64 /* frames read per wake-up per side */
+
+struct dl_frame {
+	struct dl_frame *next;
+	uint64_t due_ns;
+	size_t len;
+	unsigned char data[];
+};
+
+/* One direction: frames read from one side, written to the other. */
+struct dl_dir {
+	const char *name;
+	struct dl_frame *head, *tail;
+	size_t queued;
+	uint64_t frames, bytes, dropped, held; /* held: writes that had to wait */
+	bool blocked;                          /* the output side said EAGAIN */
+};
+
+static volatile sig_atomic_t dl_stop;
+
+static void dl_on_signal(int sig)
+{
+	(void)sig;
+	dl_stop = 1;
+}
+
+static uint64_t dl_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static int dl_tap_open(const char *name)
+{
+	struct ifreq ifr;
+	unsigned int off = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6;
+	int fd;
+
+	fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0) {
+		fprintf(stderr, "delayline: /dev/net/tun: %s\n", strerror(errno));
+		return -1;
+	}
+	memset(&ifr, 0, sizeof(ifr));
+	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
+	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
+	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
+		fprintf(stderr, "delayline: tap %s: %s\n", name, strerror(errno));
+		goto err_close;
+	}
+	if (ioctl(fd, TUNSETOFFLOAD, off) < 0) {
+		fprintf(stderr, "delayline: tap %s offloads: %s\n", name,
+			strerror(errno));
+		goto err_close;
+	}
+	return fd;
+
+err_close:
+	close(fd);
+	return -1;
+}
+
+static int dl_packet_open(const char *dev)
+{
+	struct sockaddr_ll sll;
+	int fd, one = 1, buf = 64 << 20;
+	unsigned int idx = if_nametoindex(dev);
+
+	if (!idx) {
+		fprintf(stderr, "delayline: device %s: %s\n", dev, strerror(errno));
+		return -1;
+	}
+	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    htons(ETH_P_ALL));
+	if (fd < 0) {
+		fprintf(stderr, "delayline: packet socket: %s\n", strerror(errno));
+		return -1;
+	}
+	if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) < 0 ||
+	    setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one,
+		       sizeof(one)) < 0) {
+		fprintf(stderr, "delayline: packet options on %s: %s\n", dev,
+			strerror(errno));
+		goto err_close;
+	}
+	/* Big buffers: the line, not the socket, is where frames wait. */
+	(void)setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof(buf));
+	(void)setsockopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof(buf));
+	memset(&sll, 0, sizeof(sll));
+	sll.sll_family = AF_PACKET;
+	sll.sll_protocol = htons(ETH_P_ALL);
+	sll.sll_ifindex = (int)idx;
+	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
+		fprintf(stderr, "delayline: bind %s: %s\n", dev, strerror(errno));
+		goto err_close;
+	}
+	return fd;
+
+err_close:
+	close(fd);
+	return -1;
+}
+
+static void dl_push(struct dl_dir *d, const unsigned char *buf, size_t len,
+		    uint64_t due_ns, size_t max_queued)
+{
+	struct dl_frame *f;
+
+	if (d->queued + len > max_queued) {
+		d->dropped++;
+		return;
+	}
+	f = malloc(sizeof(*f) + len);
+	if (!f) {
+		d->dropped++;
+		return;
+	}
+	f->next = NULL;
+	f->due_ns = due_ns;
+	f->len = len;
+	memcpy(f->data, buf, len);
+	if (d->tail)
+		d->tail->next = f;
+	else
+		d->head = f;
+	d->tail = f;
+	d->queued += len;
+}
+
+/* Read up to DL_BURST frames from @fd into @d; -1 on a hard error. */
+static int dl_read(int fd, struct dl_dir *d, unsigned char *buf,
+		   uint64_t delay_ns, size_t max_queued)
+{
+	int i;
+
+	for (i = 0; i < DL_BURST; i++) {
+		ssize_t n = read(fd, buf, DL_FRAME_MAX);
+
+		if (n < 0) {
+			if (errno == EAGAIN || errno == EINTR)
+				return 0;
+			if (errno == ENETDOWN)
+				return 0;
+			fprintf(stderr, "delayline: read (%s): %s\n", d->name,
+				strerror(errno));
+			return -1;
+		}
+		if ((size_t)n <= sizeof(struct virtio_net_hdr))
+			continue;
+		dl_push(d, buf, (size_t)n, dl_now_ns() + delay_ns, max_queued);
+	}
+	return 0;
+}
+
+/* Write every due frame of @d to @fd.  A full socket buffer (EAGAIN)
+ * holds the frame for POLLOUT; a refusal (a full qdisc: ENOBUFS, a down
+ * link, a bad size) drops it, as a wire would. */
+static void dl_flush(int fd, struct dl_dir *d, uint64_t now)
+{
+	struct dl_frame *f;
+
+	d->blocked = false;
+	while ((f = d->head) && f->due_ns <= now) {
+		ssize_t n = write(fd, f->data, f->len);
+
+		if (n < 0) {
+			if (errno == EAGAIN) {
+				d->blocked = true;
+				d->held++;
+				return;
+			}
+			if (errno == EINTR)
+				continue;
+			d->dropped++;
+		} else {
+			d->frames++;
+			d->bytes += f->len - sizeof(struct virtio_net_hdr);
+		}
+		d->head = f->next;
+		if (!d->head)
+			d->tail = NULL;
+		d->queued -= f->len;
+		free(f);
+	}
+}
+
+static void dl_usage(void)
+{
+	fprintf(stderr, "usage: delayline --dev DEV --tap TAP --delay-us N "
+			"[--max-mib M] [--ready FILE]\n");
+}
+
+int main(int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "dev", required_argument, NULL, 'd' },
+		{ "tap", required_argument, NULL, 't' },
+		{ "delay-us", required_argument, NULL, 'u' },
+		{ "max-mib", required_argument, NULL, 'm' },
+		{ "ready", required_argument, NULL, 'r' },
+		{ NULL, 0, NULL, 0 },
+	};
+	const char *dev = NULL, *tap = NULL, *ready = NULL;
+	long delay_us = -1, max_mib = 256;
+	struct dl_dir to_tap = { .name = "node->bridge" };
+	struct dl_dir to_dev = { .name = "bridge->node" };
+	struct sigaction sa;
+	unsigned char *buf;
+	uint64_t delay_ns;
+	size_t max_queued;
+	int c, tfd, pfd, ret = 1;
+
+	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+		char *end;
+
+		switch (c) {
+		case 'd': dev = optarg; break;
+		case 't': tap = optarg; break;
+		case 'r': ready = optarg; break;
+		case 'u':
+			delay_us = strtol(optarg, &end, 10);
+			if (*end || delay_us < 0 || delay_us > 10000000) {
+				fprintf(stderr, "delayline: --delay-us '%s': want "
+						"0..10000000\n", optarg);
+				return 2;
+			}
+			break;
+		case 'm':
+			max_mib = strtol(optarg, &end, 10);
+			if (*end || max_mib < 1 || max_mib > 4096) {
+				fprintf(stderr, "delayline: --max-mib '%s': want "
+						"1..4096\n", optarg);
+				return 2;
+			}
+			break;
+		default: dl_usage(); return 2;
+		}
+	}
+	if (!dev || !tap || delay_us < 0 || optind != argc) {
+		dl_usage();
+		return 2;
+	}
+	delay_ns = (uint64_t)delay_us * 1000u;
+	max_queued = (size_t)max_mib << 20;
+	/* Wake-ups on time: the default 50 us slack would add to the delay. */
+	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = dl_on_signal;
+	sigaction(SIGTERM, &sa, NULL);
+	sigaction(SIGINT, &sa, NULL);
+
+	buf = malloc(DL_FRAME_MAX);
+	if (!buf)
+		return 1;
+	tfd = dl_tap_open(tap);
+	if (tfd < 0)
+		goto out_free;
+	pfd = dl_packet_open(dev);
+	if (pfd < 0)
+		goto out_tap;
+	if (ready) {
+		FILE *f = fopen(ready, "w");
+
+		if (!f || fclose(f)) {
+			fprintf(stderr, "delayline: %s: %s\n", ready,
+				strerror(errno));
+			goto out_pkt;
+		}
+	}
+
+	while (!dl_stop) {
+		struct pollfd pfds[2] = {
+			{ .fd = pfd, .events = POLLIN },
+			{ .fd = tfd, .events = POLLIN },
+		};
+		uint64_t now = dl_now_ns(), next = UINT64_MAX;
+		struct timespec ts, *tsp = NULL;
+
+		dl_flush(tfd, &to_tap, now);
+		dl_flush(pfd, &to_dev, now);
+		/* A blocked side is waited for with POLLOUT, else on time. */
+		if (to_tap.blocked)
+			pfds[1].events |= POLLOUT;
+		else if (to_tap.head)
+			next = to_tap.head->due_ns;
+		if (to_dev.blocked)
+			pfds[0].events |= POLLOUT;
+		else if (to_dev.head && to_dev.head->due_ns < next)
+			next = to_dev.head->due_ns;
+		if (next != UINT64_MAX) {
+			uint64_t wait = next > now ? next - now : 0;
+
+			ts.tv_sec = (time_t)(wait / 1000000000u);
+			ts.tv_nsec = (long)(wait % 1000000000u);
+			tsp = &ts;
+		}
+		if (ppoll(pfds, 2, tsp, NULL) < 0) {
+			if (errno == EINTR)
+				continue;
+			fprintf(stderr, "delayline: poll: %s\n", strerror(errno));
+			goto out_pkt;
+		}
+		if ((pfds[0].revents & POLLIN) &&
+		    dl_read(pfd, &to_tap, buf, delay_ns, max_queued))
+			goto out_pkt;
+		if ((pfds[1].revents & POLLIN) &&
+		    dl_read(tfd, &to_dev, buf, delay_ns, max_queued))
+			goto out_pkt;
+		if ((pfds[0].revents | pfds[1].revents) & (POLLERR | POLLNVAL)) {
+			fprintf(stderr, "delayline: %s: device error\n", dev);
+			goto out_pkt;
+		}
+	}
+	ret = 0;
+	fprintf(stderr,
+		"delayline %s: delay %ld us; %s %llu frames %llu bytes "
+		"%llu dropped %llu held; %s %llu frames %llu bytes %llu "
+		"dropped %llu held\n",
+		dev, delay_us, to_tap.name, (unsigned long long)to_tap.frames,
+		(unsigned long long)to_tap.bytes,
+		(unsigned long long)to_tap.dropped,
+		(unsigned long long)to_tap.held, to_dev.name,
+		(unsigned long long)to_dev.frames,
+		(unsigned long long)to_dev.bytes,
+		(unsigned long long)to_dev.dropped,
+		(unsigned long long)to_dev.held);
+out_pkt:
+	close(pfd);
+out_tap:
+	close(tfd);
+out_free:
+	free(buf);
+	return ret;
+}

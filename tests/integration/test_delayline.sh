@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# The delay line (tests/helpers/delayline, bench/ns-lib.sh ns_delay) that
+# gives the namespace benches a round-trip time without netem.  Two
+# nodes on a bridge, node 1's link through the line:
+#  - TCP round trips (1 byte each way) take 2 x the delay more than
+#    without the line, and not much more (the line is on time);
+#  - 48 MiB over a 1 Gbit/s tbf link through the line arrive intact
+#    (sha256 on both ends: GSO frames pass whole through the virtio-net
+#    headers) at a rate near the link's, and the line dropped nothing;
+#  - bad arguments and a missing device are refused with a message;
+#  - the tap goes away with the line.
+# Needs root, ip, tc; exits 77 without them.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
+[ -x "$DELAYLINE" ] || { echo "FAIL: $DELAYLINE missing (make tests)"; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
+for t in ip tc python3; do
+	command -v "$t" >/dev/null || { echo "needs $t"; exit 77; }
+done
+
+ID=pdl$$
+SW=$ID-sw
+NODES=()
+RUN_PIDS=()
+MTU=9000
+TMP=$(mktemp -d /tmp/psched-delayline.XXXXXX)
+. bench/ns-lib.sh
+trap ns_cleanup EXIT
+die() {
+	echo "FAIL: $*"
+	for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
+	exit 1
+}
+
+# bad input first (no namespaces needed)
+out=$("$DELAYLINE" --dev lo --tap x --delay-us -5 2>&1); rc=$?
+[ $rc = 2 ] && [[ $out == *"--delay-us '-5'"* ]] || die "negative delay: rc $rc, '$out'"
+out=$("$DELAYLINE" --dev lo 2>&1); rc=$?
+[ $rc = 2 ] && [[ $out == *usage* ]] || die "missing --tap: rc $rc, '$out'"
+
+if ! ns_topology 2 10.79.0 2>"$TMP/topology.err"; then
+	echo "cannot build namespaces: $(cat "$TMP/topology.err")"
+	exit 77
+fi
+out=$(ip netns exec "$SW" "$DELAYLINE" --dev nosuchdev --tap dz --delay-us 10 2>&1); rc=$?
+[ $rc = 1 ] && [[ $out == *nosuchdev* ]] || die "missing device: rc $rc, '$out'"
+ip -n "$SW" link show dz >/dev/null 2>&1 && die "tap dz left behind after a failed start"
+
+# rtt PORT -> median of 21 one-byte round trips from node 0 to node 1, ms
+rtt() {
+	ip netns exec "${NODES[1]}" python3 -c '
+import socket, sys
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.79.0.2", int(sys.argv[1]))); s.listen(1); s.settimeout(20)
+c, _ = s.accept(); c.settimeout(20)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+while True:
+    d = c.recv(16)
+    if not d:
+        break
+    c.sendall(d)
+' "$1" 2>"$TMP/echo.err" &
+	local srv=$!
+	ip netns exec "${NODES[0]}" python3 -c '
+import socket, sys, time
+for _ in range(100):
+    try:
+        c = socket.create_connection(("10.79.0.2", int(sys.argv[1])), timeout=20); break
+    except OSError:
+        time.sleep(0.05)
+c.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+t = []
+for _ in range(21):
+    a = time.perf_counter(); c.sendall(b"x")
+    if c.recv(16) != b"x":
+        sys.exit("echo lost")
+    t.append((time.perf_counter() - a) * 1e3)
+t.sort(); print("%.3f" % t[10])
+' "$1" 2>"$TMP/ping.err"
+	wait "$srv" 2>/dev/null
+}
+
+base=$(rtt 7101) || die "round trips without the line"
+DELAY_US=5000
+ns_delay 1 "$DELAY_US" || die "ns_delay"
+lined=$(rtt 7102) || die "round trips through the line"
+echo "round trip: ${base} ms direct, ${lined} ms through a ${DELAY_US} us line"
+awk -v b="$base" -v l="$lined" -v d="$DELAY_US" 'BEGIN {
+	add = l - b; want = 2 * d / 1000
+	exit !(add >= want - 0.2 && add <= want + 3) }' ||
+	die "the line added $(awk -v b="$base" -v l="$lined" 'BEGIN { print l - b }') ms, want ~$((2 * DELAY_US / 1000))"
+
+# 48 MiB at 1 Gbit/s through the line, checked end to end
+ns_set_rate 1
+ip netns exec "${NODES[1]}" python3 -c '
+import hashlib, socket
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("10.79.0.2", 7103)); s.listen(1); s.settimeout(30)
+c, _ = s.accept(); c.settimeout(30)
+h = hashlib.sha256(); n = 0
+while True:
+    d = c.recv(1 << 20)
+    if not d:
+        break
+    h.update(d); n += len(d)
+print(n, h.hexdigest())
+' >"$TMP/sink.out" 2>"$TMP/sink.err" &
+sink=$!
+sent=$(ip netns exec "${NODES[0]}" python3 -c '
+import hashlib, os, socket, time
+for _ in range(100):
+    try:
+        c = socket.create_connection(("10.79.0.2", 7103), timeout=30); break
+    except OSError:
+        time.sleep(0.05)
+h = hashlib.sha256(); n = 0; t = time.perf_counter()
+for i in range(48):
+    b = os.urandom(1 << 20); h.update(b); c.sendall(b); n += len(b)
+c.shutdown(socket.SHUT_WR); c.recv(1)
+dt = time.perf_counter() - t
+print(n, h.hexdigest(), "%.3f" % (n * 8 / dt / 1e9))
+' 2>"$TMP/source.err") || die "sending through the line"
+wait "$sink" || die "the sink failed"
+got=$(cat "$TMP/sink.out")
+set -- $sent
+[ "$got" = "$1 $2" ] || die "sent '$1 $2', received '$got'"
+echo "48 MiB intact through the line at $3 Gbit/s (link 1 Gbit/s)"
+awk -v g="$3" 'BEGIN { exit !(g >= 0.5 && g <= 1.1) }' || die "rate $3 Gbit/s over a 1 Gbit/s link"
+
+dl=${DL_PIDS[0]}
+kill "$dl" && wait "$dl"
+rc=$?
+[ $rc = 0 ] || die "the line exited $rc on SIGTERM"
+DL_PIDS=()
+cat "$TMP/delayline1.err"
+# A frame or two the node sends before the tap is up (IPv6 neighbour
+# discovery as eth0 comes up) is refused by the down tap and counted.
+awk '{ for (i = 1; i <= NF; i++) if ($(i) == "dropped") d += $(i - 1) } END { exit !(d <= 2) }' \
+	"$TMP/delayline1.err" || die "the line dropped frames"
+grep -q 'bridge->node [1-9][0-9]* frames' "$TMP/delayline1.err" || die "no frames counted toward the node"
+ip -n "$SW" link show d1 >/dev/null 2>&1 && die "tap d1 still there after the line exited"
+exit 0
