@@ -80,6 +80,21 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 		return -EINVAL;
 	if (!t->o.conditions)
 		return 0;
+	/*
+	 * Held during a search: what a worker measures depends on the config
+	 * it runs (a credit below the bandwidth-delay product leaves the
+	 * link idle, and the busy-time rate falls with it), so the configs a
+	 * search tries would move the "link rate" themselves.  Behind a 2 ms
+	 * delay line a retune read 4 KiB x 1's starved rate as a slow link,
+	 * the sheared region moved to small partitions, and the next
+	 * proposals starved more (docs/autotune-bench.md).  So the
+	 * conditions are those measured under the lock-in (or the first
+	 * config), which a search's samples are tagged with; a change of the
+	 * link during a search shows once the lock-in runs again.
+	 */
+	if (t->raw.workers && (t->phase == PSD_TUNER_EXPLORE ||
+			       t->phase == PSD_TUNER_RETUNE))
+		return 0;
 	u[0] = cond_unit(log2(c->link_bytes_per_s), COND_BW_LO, COND_BW_HI);
 	u[1] = cond_unit(log2(c->compute_s), COND_COMP_LO, COND_COMP_HI);
 	u[2] = cond_unit(log2((double)c->workers), 0.0, COND_W_HI);

@@ -467,7 +467,54 @@ static void test_tuner_retune_keeps_equal_incumbent(void)
 	CHECK_INT(same, >=, 9);
 }
 
+/*
+ * What a worker measures during a search depends on the config it runs (a
+ * credit below the bandwidth-delay product starves the link, and the
+ * busy-time rate falls with it), so the conditions are held at the
+ * lock-in's during a search: a starved config's rate neither tags the
+ * search's samples nor moves the model's context.  Behind a delay line a
+ * retune that took it for a slow link went on to 4 KiB x 1.
+ */
+static void test_tuner_conditions_held_during_search(void)
+{
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_cond starved;
+	struct psd_tuner_opts o;
+	struct sim s;
+	unsigned int i, n = 0;
+	double at_open;
+
+	sim_opts(&o, 9);
+	o.conditions = true;
+	o.steps_per_sample = 1;
+	sim_init(&s, &o, 9);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	c.link_bytes_per_s /= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_RETUNE);
+	at_open = s.t->cond[0];
+	starved = c;
+	starved.link_bytes_per_s /= 100.0;
+	while (n < 4 && psd_tuner_phase(s.t) == PSD_TUNER_RETUNE) {
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &starved), 0);
+		sim_samples(&s, 1, 1.0);
+		CHECK_NEAR(s.t->cond[0], at_open, 0.0);
+		n++;
+	}
+	CHECK_INT(n, >=, 2);
+	for (i = 0; i < s.t->nobs; i++)
+		CHECK(s.t->obs[i].cond[0] >= at_open - 1e-12);
+	/* locked again, the lock-in's measurements count */
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &starved), 0);
+	CHECK(s.t->cond[0] < at_open);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
+	{ "tuner_conditions_held_during_search",
+	  test_tuner_conditions_held_during_search },
 	{ "tuner_retune_keeps_equal_incumbent",
 	  test_tuner_retune_keeps_equal_incumbent },
 	{ "tuner_cuts_poor_samples_short", test_tuner_cuts_poor_samples_short },
