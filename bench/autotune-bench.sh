@@ -325,6 +325,9 @@ for model in $MODELS; do
 			esac
 			run "$model" "$TOTAL" "$RATES" "$BG" "$part" "$credit" "${args[@]}"
 			echo "  round $round $arm: $STEPS steps" >&2
+			# the tuners' logs of every run (KEEP_TMP=1 keeps them)
+			mkdir -p "$TMP/runs"
+			cp "$TMP/sched.err" "$TMP/runs/$model-$arm-$round.sched.err" 2>/dev/null || true
 			echo "$model,$arm,$round,$STEPS,$part,$credit" >>"$CSV"
 			if [ "$round" = 1 ] && [ "$STEPS" != nan ]; then
 				rate_series "$model" "$arm"
