@@ -131,7 +131,16 @@ static void run_sample(struct run *u)
 			.compute_s = 0.1,
 			.workers = 2,
 		};
+		/* SYNTH_STARVE_RTT=S: the rate is measured as a worker does
+		 * behind a round trip of S seconds, credit-bound below the
+		 * bandwidth-delay product (an experiment: the surface itself
+		 * does not change) */
+		const char *rtt = getenv("SYNTH_STARVE_RTT");
 
+		if (rtt && atof(rtt) > 0.0)
+			c.link_bytes_per_s =
+				fmin(c.link_bytes_per_s,
+				     (double)u->cfg.credit_bytes / atof(rtt));
 		CHECK_EQ(psd_tuner_set_conditions(u->t, &c), 0);
 	}
 	u->step++;
