@@ -2,11 +2,13 @@
 # slow
 # bench/autotune-bench.sh end to end, shortened: the namespace cluster
 # with a link whose rate follows a schedule (5 -> 1 -> 3 Gbit/s, then
-# background traffic), the 2x2 grid and the four arms in one round.
+# background traffic) and 1 ms of delay each way on the server's link
+# (the delay line), the 2x2 grid and the four arms in one round.
 # Checks that every arm ran (numeric steps, not nan: the bench once failed
 # every run unnoticed, its clusters having no job secret), the CSV has one
 # row per arm, the static arm names its grid best, the online arm
-# switched configs, and the namespaces are gone afterwards.  Figures are
+# switched configs, and the namespaces and the delay line are gone
+# afterwards.  Figures are
 # not judged here (make bench-autotune).  77 without namespaces.
 set -u
 cd "$(dirname "$0")/../.."
@@ -17,7 +19,8 @@ trap 'rm -rf "$TMP"' EXIT
 die() { echo "FAIL: $*"; [ -f "$TMP/log" ] && tail -n 30 "$TMP/log"; exit 1; }
 
 before=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
-bash bench/autotune-bench.sh --smoke --phase 5 --grid-seconds 2 \
+lines_before=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
+bash bench/autotune-bench.sh --smoke --phase 5 --grid-seconds 2 --delay-ms 1 \
 	--out "$TMP/out" >"$TMP/log" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
@@ -40,5 +43,8 @@ grep -q online "$sw" || die "the online arm switched no config: $(cat "$sw")"
 after=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 left=$(comm -13 <(echo "$before") <(echo "$after"))
 [ -z "$left" ] || die "namespaces left behind: $left"
+grep -q "server link delayed 1 ms" "$TMP/log" || die "the delay was not applied"
+lines_after=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
+[ "$lines_after" -le "$lines_before" ] || die "a delay line left running"
 echo "ok four arms ran: $(awk -F, 'NR > 1 { printf "%s %s; ", $2, $4 }' "$csv")"
 exit 0
