@@ -113,11 +113,7 @@ set_rate() { ns_set_rate "$1"; } # every link, both directions
 
 # topology N: the nodes, the server's link (node 1) delayed by $DELAY_MS
 topology() {
-	local us
-	ns_topology "$1" 10.78.0 || return 1
-	us=$(awk -v d="$DELAY_MS" 'BEGIN { printf "%d", d * 1000 }')
-	[ "$us" -gt 0 ] || return 0
-	ns_delay 1 "$us"
+	ns_topology "$1" 10.78.0 && ns_delay 1 "$DELAY_MS"
 }
 
 # Background traffic: a sink on the server's node, one blasting sender on

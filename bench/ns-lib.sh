@@ -76,15 +76,17 @@ ns_set_rate() {
 	done
 }
 
-# ns_delay I US: every frame to and from node I waits US microseconds
-# (this kernel has no netem).  The node's switch port p$I leaves the
+# ns_delay I MS: every frame to and from node I waits MS milliseconds
+# (decimals allowed; 0: no line) (this kernel has no netem).  The node's switch port p$I leaves the
 # bridge; a delay line (a process in the switch namespace, for the
 # topology's life) moves frames between p$I and a tap d$I that takes its
 # place in the bridge.  p$I's tbf (ns_set_rate) still shapes what goes to
 # the node, the node's eth0 tbf what comes from it; the delay is in
 # series with both.  The line's counters go to $TMP/delayline$I.err.
 ns_delay() {
-	local i=$1 us=$2 k
+	local i=$1 us k
+	us=$(awk -v d="$2" 'BEGIN { printf "%d", d * 1000 }')
+	[ "$us" -gt 0 ] || return 0
 	[ -x "${DELAYLINE:-}" ] || {
 		echo "ns_delay: no delay line binary (DELAYLINE='${DELAYLINE:-}'; make tests)" >&2
 		return 1

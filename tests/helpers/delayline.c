@@ -234,6 +234,22 @@ static void dl_flush(int fd, struct dl_dir *d, uint64_t now)
 	}
 }
 
+/* --NAME's value as an integer in [lo, hi]; false (said why) if not. */
+static bool dl_parse_long(const char *name, const char *arg, long lo,
+			  long hi, long *out)
+{
+	char *end;
+	long v = strtol(arg, &end, 10);
+
+	if (end == arg || *end || v < lo || v > hi) {
+		fprintf(stderr, "delayline: --%s '%s': want %ld..%ld\n", name,
+			arg, lo, hi);
+		return false;
+	}
+	*out = v;
+	return true;
+}
+
 static void dl_usage(void)
 {
 	fprintf(stderr, "usage: delayline --dev DEV --tap TAP --delay-us N "
@@ -261,27 +277,18 @@ int main(int argc, char **argv)
 	int c, tfd, pfd, ret = 1;
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
-		char *end;
-
 		switch (c) {
 		case 'd': dev = optarg; break;
 		case 't': tap = optarg; break;
 		case 'r': ready = optarg; break;
 		case 'u':
-			delay_us = strtol(optarg, &end, 10);
-			if (*end || delay_us < 0 || delay_us > 10000000) {
-				fprintf(stderr, "delayline: --delay-us '%s': want "
-						"0..10000000\n", optarg);
+			if (!dl_parse_long("delay-us", optarg, 0, 10000000,
+					   &delay_us))
 				return 2;
-			}
 			break;
 		case 'm':
-			max_mib = strtol(optarg, &end, 10);
-			if (*end || max_mib < 1 || max_mib > 4096) {
-				fprintf(stderr, "delayline: --max-mib '%s': want "
-						"1..4096\n", optarg);
+			if (!dl_parse_long("max-mib", optarg, 1, 4096, &max_mib))
 				return 2;
-			}
 			break;
 		default: dl_usage(); return 2;
 		}

@@ -83,14 +83,14 @@ t.sort(); print("%.3f" % t[10])
 }
 
 base=$(rtt 7101) || die "round trips without the line"
-DELAY_US=5000
-ns_delay 1 "$DELAY_US" || die "ns_delay"
+DELAY_MS=5
+ns_delay 1 "$DELAY_MS" || die "ns_delay"
 lined=$(rtt 7102) || die "round trips through the line"
-echo "round trip: ${base} ms direct, ${lined} ms through a ${DELAY_US} us line"
-awk -v b="$base" -v l="$lined" -v d="$DELAY_US" 'BEGIN {
-	add = l - b; want = 2 * d / 1000
+echo "round trip: ${base} ms direct, ${lined} ms through a ${DELAY_MS} ms line"
+awk -v b="$base" -v l="$lined" -v d="$DELAY_MS" 'BEGIN {
+	add = l - b; want = 2 * d
 	exit !(add >= want - 0.2 && add <= want + 3) }' ||
-	die "the line added $(awk -v b="$base" -v l="$lined" 'BEGIN { print l - b }') ms, want ~$((2 * DELAY_US / 1000))"
+	die "the line added $(awk -v b="$base" -v l="$lined" 'BEGIN { print l - b }') ms, want ~$((2 * DELAY_MS))"
 
 # 48 MiB at 1 Gbit/s through the line, checked end to end
 ns_set_rate 1

@@ -119,6 +119,11 @@ struct run {
 	double g;
 	double noise;
 	bool conditions; /* tell the tuner the link rate */
+	/* SYNTH_STARVE_RTT=S (0: off): the rate is measured as a worker does
+	 * behind a round trip of S seconds, credit-bound below the
+	 * bandwidth-delay product (an experiment: the surface itself does
+	 * not change) */
+	double starve_rtt;
 };
 
 static void run_sample(struct run *u)
@@ -131,16 +136,10 @@ static void run_sample(struct run *u)
 			.compute_s = 0.1,
 			.workers = 2,
 		};
-		/* SYNTH_STARVE_RTT=S: the rate is measured as a worker does
-		 * behind a round trip of S seconds, credit-bound below the
-		 * bandwidth-delay product (an experiment: the surface itself
-		 * does not change) */
-		const char *rtt = getenv("SYNTH_STARVE_RTT");
-
-		if (rtt && atof(rtt) > 0.0)
+		if (u->starve_rtt > 0.0)
 			c.link_bytes_per_s =
 				fmin(c.link_bytes_per_s,
-				     (double)u->cfg.credit_bytes / atof(rtt));
+				     (double)u->cfg.credit_bytes / u->starve_rtt);
 		CHECK_EQ(psd_tuner_set_conditions(u->t, &c), 0);
 	}
 	u->step++;
@@ -221,6 +220,9 @@ static void run_tuner(uint64_t seed, double noise, bool cond, double *q)
 {
 	struct psd_tuner_opts o;
 	struct run u = { .g = G0, .noise = noise, .conditions = cond };
+
+	if (getenv("SYNTH_STARVE_RTT"))
+		u.starve_rtt = atof(getenv("SYNTH_STARVE_RTT"));
 
 	tuner_opts(&o, seed, cond);
 	if (getenv("SYNTH_LOG_NOISE") &&
