@@ -36,6 +36,7 @@ struct bopts {
 	bool csv;
 	bool json;
 	bool baseline;
+	bool hot_baselines; /* TCPmax, RawTCP: one buffer reused (cache-hot) */
 	bool sync; /* worker under a local launcher: wait for its go */
 	enum psched_dtype dtype;
 	char transport[16];

@@ -201,6 +201,9 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'B':
 		o->baseline = false;
 		return 0;
+	case 'h':
+		o->hot_baselines = true;
+		return 0;
 	case 'c':
 		o->csv = true;
 		return 0;
@@ -247,6 +250,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "keys", required_argument, NULL, 'k' },
 		{ "dtype", required_argument, NULL, 'd' },
 		{ "no-baseline", no_argument, NULL, 'B' },
+		{ "hot-baselines", no_argument, NULL, 'h' },
 		{ "csv", no_argument, NULL, 'c' },
 		{ "json", no_argument, NULL, 'j' },
 		{ "keys-per-request", required_argument, NULL, 'K' },
@@ -310,6 +314,9 @@ void bench_usage(void)
 	       "  --dtype T       f32 (servers sum) | raw (servers store) "
 	       "[f32]\n"
 	       "  --no-baseline   skip the TCPmax and RawTCP baselines\n"
+	       "  --hot-baselines TCPmax and RawTCP reuse one buffer (cache-hot)"
+	       "\n                  instead of a place per byte moved, as "
+	       "tensors have\n"
 	       "  --hugepages     the workers' buffers in 2 MiB-aligned "
 	       "transparent huge pages\n"
 	       "  --csv           CSV instead of the table\n"

@@ -11,13 +11,23 @@
 #   PSL_RUN=path/to/run.sh  ps-lite's launcher (default: next to PSL_BENCH,
 #                           or ../shared/peers/ps-lite/run.sh)
 #   BUILD=build             where ps-bench is
+#   PSL_KEEP=path           also a psl_bench whose server keeps what is
+#                           pushed (by reference); rows push1M-keep and
+#                           pushpull1M-keep compare it with the same
+#                           round's psched figures.  psl_bench.cc's server
+#                           drops every push (it only sizes its store), so
+#                           ZeroMQ's next receive reuses the freed, cache-hot
+#                           buffer.  Build the variant with build.sh's g++
+#                           line on psl_bench.cc after
+#     sed 's|if (s.size() != len) s = SArray<Val>(len);.*|s = req.vals.segment(i * len, (i + 1) * len);|'
 #
 # Workloads (1 server + 1 worker, loopback): push 1 MiB x 40 keys,
 # push+pull 1 MiB x 40 (ps-lite: ZPush + ZPull), push 4 KiB x 40, push
 # 64 MiB x 4, serial 4 KiB (1 key, one request at a time: microseconds per
 # request).  CPU cores = task-clock of the whole run (perf stat; both tools'
 # start-up included) / wall time.  ps-bench's push+pull 1 MiB is also run
-# once per round with its baselines, for the ratio to TCPmax.
+# once per round with its baselines, for the ratio to TCPmax, and so is
+# push 1 MiB.
 set -u
 PSL=${1:?usage: peers-compare.sh PSL_BENCH [ROUNDS] [SECONDS]}
 ROUNDS=${2:-3}
@@ -83,22 +93,32 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		bb=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1 * $2 * $3}' "$TMP/out")
 		echo "$r $name ${pg:-0} $pc ${bg:-0} $bc ${pus:-0} ${bus:-0}" \
 			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}")"
+		case "${PSL_KEEP:-}:$name" in
+		:*|*:push4K|*:push64M|*:serial4K) continue ;;
+		esac
+		set -- $(cpu "$RUN" "$PSL_KEEP" 1 1 "$pm" "$size" "$keys" "$SECS" 1)
+		pg=$(awk '/^RUN/{print $7}' "$TMP/out" | head -1)
+		pb=$(awk '/^RUN/{print $5 * $3 * $4}' "$TMP/out" | head -1)
+		echo "$r $name-keep ${pg:-0} $1 ${bg:-0} $bc 0 0" \
+			"$(msgib "$2" "${pb:-0}") $(msgib "$bcs" "${bb:-0}")"
 	done
-	env PS_TRANSPORT=tcp "$BENCH" --mode pushpull --size 1M --keys 40 \
-		--seconds "$SECS" --runs 1 2>/dev/null |
-		awk -v r="$r" '$1 ~ /^[0-9]+$/ && NF >= 9 {print r, "tcpmax1M", $8, $4}'
+	for m in pushpull push; do
+		env PS_TRANSPORT=tcp "$BENCH" --mode $m --size 1M --keys 40 \
+			--seconds "$SECS" --runs 1 2>/dev/null |
+			awk -v r="$r" -v m="$m" '$1 ~ /^[0-9]+$/ && NF >= 9 {print r, "tcpmax1M", m, $8, $4}'
+	done
 done | tee "$TMP/rounds"
 
 python3 - "$TMP/rounds" <<'EOF'
 import statistics as st, sys
 rows = {}
-tmax = []
+tmax = {}
 for line in open(sys.argv[1]):
     f = line.split()
     if not f or f[0].startswith('#'):
         continue
     if f[1] == 'tcpmax1M':
-        tmax.append((float(f[2]), float(f[3])))
+        tmax.setdefault(f[2], []).append((float(f[3]), float(f[4])))
         continue
     rows.setdefault(f[1], []).append([float(x) for x in f[2:]])
 def med(xs):
@@ -118,8 +138,8 @@ for name, rs in rows.items():
     print(f"| {name} ({unit}) | {pl:.2f} | {ps:.2f} | {ratio:.2f} | "
           f"{med([r[1] for r in rs]):.2f} / {med([r[3] for r in rs]):.2f} | "
           f"{med([r[6] for r in rs]):.0f} / {med([r[7] for r in rs]):.0f} |")
-if tmax:
-    print(f"\npush+pull 1 MiB vs TCPmax (same ps-bench run): TCPmax "
-          f"{med([t for t, g in tmax]):.2f} Gbit/s, psched {med([g for t, g in tmax]):.2f}, "
-          f"ratio {med([g / t for t, g in tmax if t > 0]):.2f} (median of {len(tmax)} rounds)")
+for m, ts in tmax.items():
+    print(f"\n{m} 1 MiB vs TCPmax (same ps-bench run): TCPmax "
+          f"{med([t for t, g in ts]):.2f} Gbit/s, psched {med([g for t, g in ts]):.2f}, "
+          f"ratio {med([g / t for t, g in ts if t > 0]):.2f} (median of {len(ts)} rounds)")
 EOF

@@ -53,15 +53,23 @@ static void raw_sockopts(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
-/* The echo side: like a server that stores but does not sum. */
-static void raw_server(int lfd, uint64_t size)
+/* The echo side: like a server that stores but does not sum, each of the
+ * @nk keys in its own place (messages take the keys in turn; @nk 1: one
+ * place reused, --hot-baselines). */
+static void raw_server(int lfd, uint64_t size, unsigned nk)
 {
 	int fd = accept(lfd, NULL, NULL);
-	char *buf = malloc(size);
+	char *store = calloc(nk, size);
 	struct raw_msg m, ack = { 0, 0 };
+	unsigned k = 0;
+	char *buf;
 
+	if (fd < 0 || !store)
+		_exit(1);
 	raw_sockopts(fd);
 	while (!full_io(fd, &m, sizeof(m), false)) {
+		buf = store + (uint64_t)k * size;
+		k = (k + 1) % nk;
 		if (m.op != MODE_PULL && full_io(fd, buf, size, false))
 			break;
 		if (m.op == MODE_PUSH) {
@@ -81,7 +89,8 @@ struct raw_writer {
 	enum bmode mode;
 	uint64_t size;
 	unsigned nk;
-	char *buf;
+	char *buf; /* places of size bytes, key i pushed from i % places */
+	unsigned places;
 	pthread_mutex_t lock;
 	pthread_cond_t cond;
 	unsigned go; /* iterations requested */
@@ -104,13 +113,16 @@ static void *raw_writer_main(void *arg)
 		for (i = 0; i < w->nk; i++)
 			if (full_io(w->fd, &m, sizeof(m), true) ||
 			    (w->mode != MODE_PULL &&
-			     full_io(w->fd, w->buf, w->size, true)))
+			     full_io(w->fd,
+				     w->buf + (uint64_t)(i % w->places) *
+						      w->size,
+				     w->size, true)))
 				return NULL;
 		done++;
 	}
 }
 
-static int raw_connect(uint64_t size, pid_t *child)
+static int raw_connect(uint64_t size, unsigned nk, pid_t *child)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
@@ -123,7 +135,7 @@ static int raw_connect(uint64_t size, pid_t *child)
 		return -1;
 	*child = fork();
 	if (*child == 0)
-		raw_server(lfd, size);
+		raw_server(lfd, size, nk);
 	close(lfd);
 	fd = socket(AF_INET, SOCK_STREAM, 0);
 	raw_sockopts(fd);
@@ -138,20 +150,31 @@ static int raw_connect(uint64_t size, pid_t *child)
  * of o->seconds, after 2 warm-up iterations). */
 double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk)
 {
-	struct raw_writer w = { .mode = o->mode, .size = size, .nk = nk };
+	/* Each key its own place on both sides, unless --hot-baselines. */
+	unsigned places = o->hot_baselines ? 1 : nk;
+	struct raw_writer w = { .mode = o->mode, .size = size, .nk = nk,
+				.places = places };
 	struct raw_msg m;
 	double gb[1] = { 0 }, t0;
 	pthread_t th;
 	pid_t child;
-	char *rbuf = malloc(size);
+	char *rbuf = calloc(places, size); /* pull answers */
 	unsigned r, i, it;
 	int ok = 1;
 
-	w.buf = malloc(size);
-	memset(w.buf, 1, size);
-	w.fd = raw_connect(size, &child);
-	if (w.fd < 0)
+	w.buf = malloc((size_t)places * size);
+	if (!rbuf || !w.buf) {
+		free(rbuf);
+		free(w.buf);
 		return 0;
+	}
+	memset(w.buf, 1, (size_t)places * size);
+	w.fd = raw_connect(size, places, &child);
+	if (w.fd < 0) {
+		free(rbuf);
+		free(w.buf);
+		return 0;
+	}
 	pthread_mutex_init(&w.lock, NULL);
 	pthread_cond_init(&w.cond, NULL);
 	pthread_create(&th, NULL, raw_writer_main, &w);
@@ -166,7 +189,10 @@ double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk)
 			for (i = 0; i < nk && ok; i++)
 				ok = !full_io(w.fd, &m, sizeof(m), false) &&
 				     (o->mode == MODE_PUSH ||
-				      !full_io(w.fd, rbuf, size, false));
+				      !full_io(w.fd,
+					       rbuf + (uint64_t)(i % places) *
+							      size,
+					       size, false));
 			if (r == 0 && it == 1)
 				break; /* first round = warm-up */
 		}

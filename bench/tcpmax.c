@@ -33,6 +33,7 @@
 struct tm_hdr {
 	uint64_t mode;	/* enum bmode */
 	uint64_t bytes; /* this stream's share of an iteration */
+	uint64_t cap;	/* bytes of the server's buffer (tm_buf_len()) */
 };
 
 /* The client's iterations: the main thread starts one (gen++), every
@@ -49,7 +50,9 @@ struct tm_stream {
 	int fd;
 	enum bmode mode;
 	uint64_t bytes;
-	char *buf; /* TM_WRITE bytes, sent from and received into */
+	char *src; /* the stream's share: sent from */
+	char *dst; /* the stream's share: received into */
+	uint64_t cap; /* bytes of each (tm_buf_len()) */
 	struct tm_sync *sync;
 	int err;
 };
@@ -63,8 +66,8 @@ static void tm_sockopts(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
-/* Blocking send or receive of exactly @len bytes, in pieces of at most
- * TM_WRITE from/into @buf (received bytes are dropped). */
+/* Blocking send or receive of exactly @len bytes from/into @buf, in
+ * pieces of at most TM_WRITE. */
 static int tm_io(int fd, char *buf, uint64_t len, bool wr)
 {
 	ssize_t n;
@@ -79,48 +82,90 @@ static int tm_io(int fd, char *buf, uint64_t len, bool wr)
 		if (n <= 0)
 			return -EIO;
 		len -= (uint64_t)n;
+		buf += n;
 	}
 	return 0;
 }
 
-/* Server side of one stream, in a child process. */
+/* tm_io() of @len bytes through a buffer of @cap bytes, from its start,
+ * wrapping round when @len is larger. */
+static int tm_xfer_buf(int fd, char *buf, uint64_t cap, uint64_t len, bool wr)
+{
+	uint64_t at = 0, k;
+	int ret = 0;
+
+	while (len && !ret) {
+		k = len < cap - at ? len : cap - at;
+		ret = tm_io(fd, buf + at, k, wr);
+		len -= k;
+		at = (at + k) % cap;
+	}
+	return ret;
+}
+
+/* Bytes a stream's buffers hold for a share of @bytes: the share itself
+ * (every byte of the workload has its own place on both sides, as every
+ * tensor byte has in psched), or with @hot one TM_WRITE buffer reused
+ * (--hot-baselines: the bytes stay in cache, which no program that keeps
+ * them does). */
+static uint64_t tm_buf_len(uint64_t bytes, bool hot)
+{
+	if (hot && bytes > TM_WRITE)
+		return TM_WRITE;
+	return bytes ? bytes : 1;
+}
+
+/* Server side of one stream, in a child process: receives into its
+ * share and answers from it. */
 static void tm_serve(int lfd)
 {
 	int fd = accept(lfd, NULL, NULL);
-	char *buf = malloc(TM_WRITE);
 	struct tm_hdr h;
+	uint64_t cap, at = 0;
+	char *buf;
 	ssize_t n;
 	char c = 0;
 
-	if (fd < 0 || !buf)
+	if (fd < 0)
 		_exit(1);
 	tm_sockopts(fd);
 	if (recv(fd, &h, sizeof(h), MSG_WAITALL) != sizeof(h))
 		_exit(1);
+	cap = h.cap;
+	buf = cap ? malloc(cap) : NULL;
+	if (!buf)
+		_exit(1);
+	memset(buf, 0, cap);
 	for (;;) {
 		if (h.mode == MODE_PUSH) {
-			if (tm_io(fd, buf, h.bytes, false) ||
+			if (tm_xfer_buf(fd, buf, cap, h.bytes, false) ||
 			    tm_io(fd, &c, 1, true))
 				break;
 		} else if (h.mode == MODE_PULL) {
 			if (tm_io(fd, &c, 1, false) ||
-			    tm_io(fd, buf, h.bytes, true))
+			    tm_xfer_buf(fd, buf, cap, h.bytes, true))
 				break;
 		} else {
 			/* Echo as it arrives: the client reads while it
 			 * writes. */
-			n = recv(fd, buf, TM_WRITE, 0);
-			if (n <= 0 || tm_io(fd, buf, (uint64_t)n, true))
+			size_t want = cap - at < TM_WRITE ? cap - at : TM_WRITE;
+
+			n = recv(fd, buf + at, want, 0);
+			if (n <= 0 || tm_io(fd, buf + at, (uint64_t)n, true))
 				break;
+			at = (at + (uint64_t)n) % cap;
 		}
 	}
 	_exit(0);
 }
 
-/* One iteration of one stream: send @out bytes while receiving @in. */
-static int tm_xfer(int fd, char *buf, uint64_t out, uint64_t in)
+/* One iteration of one stream: send @out bytes from @src while receiving
+ * @in into @dst, both buffers of @cap bytes walked from their start. */
+static int tm_xfer(int fd, char *src, char *dst, uint64_t cap, uint64_t out,
+		   uint64_t in)
 {
 	struct pollfd p = { .fd = fd };
+	uint64_t so = 0, ro = 0, k;
 	ssize_t n;
 
 	while (out || in) {
@@ -133,19 +178,25 @@ static int tm_xfer(int fd, char *buf, uint64_t out, uint64_t in)
 		if (p.revents & (POLLERR | POLLHUP | POLLNVAL))
 			return -EIO;
 		if (out && (p.revents & POLLOUT)) {
-			n = send(fd, buf, out < TM_WRITE ? out : TM_WRITE,
+			k = out < cap - so ? out : cap - so;
+			n = send(fd, src + so, k < TM_WRITE ? k : TM_WRITE,
 				 MSG_NOSIGNAL | MSG_DONTWAIT);
 			if (n < 0 && errno != EAGAIN && errno != EINTR)
 				return -errno;
-			out -= n > 0 ? (uint64_t)n : 0;
+			k = n > 0 ? (uint64_t)n : 0;
+			out -= k;
+			so = (so + k) % cap;
 		}
 		if (in && (p.revents & POLLIN)) {
-			n = recv(fd, buf, in < TM_WRITE ? in : TM_WRITE,
+			k = in < cap - ro ? in : cap - ro;
+			n = recv(fd, dst + ro, k < TM_WRITE ? k : TM_WRITE,
 				 MSG_DONTWAIT);
 			if (n == 0 ||
 			    (n < 0 && errno != EAGAIN && errno != EINTR))
 				return -EIO;
-			in -= n > 0 ? (uint64_t)n : 0;
+			k = n > 0 ? (uint64_t)n : 0;
+			in -= k;
+			ro = (ro + k) % cap;
 		}
 	}
 	return 0;
@@ -170,10 +221,12 @@ static void *tm_stream_main(void *arg)
 		/* Blocking calls where one direction suffices: fewer
 		 * system calls than polling. */
 		if (!s->err && s->mode != MODE_PUSHPULL)
-			s->err = tm_io(s->fd, s->buf, out, true)
-					 ?: tm_io(s->fd, s->buf, in, false);
+			s->err = tm_xfer_buf(s->fd, s->src, s->cap, out, true)
+				 ?: tm_xfer_buf(s->fd, s->dst, s->cap, in,
+						false);
 		else if (!s->err)
-			s->err = tm_xfer(s->fd, s->buf, out, in);
+			s->err = tm_xfer(s->fd, s->src, s->dst, s->cap, out,
+					 in);
 		pthread_mutex_lock(&y->lock);
 		if (--y->pending == 0)
 			pthread_cond_broadcast(&y->cond);
@@ -182,8 +235,8 @@ static void *tm_stream_main(void *arg)
 }
 
 /* Connect @n streams to @n server children; 0 or -errno. */
-static int tm_connect(struct tm_stream *s, unsigned n, uint64_t bytes,
-		      enum bmode mode, pid_t *kids)
+static int tm_connect(struct tm_stream *s, unsigned n, enum bmode mode,
+		      pid_t *kids)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET };
 	socklen_t al = sizeof(a);
@@ -210,8 +263,8 @@ static int tm_connect(struct tm_stream *s, unsigned n, uint64_t bytes,
 		if (s[i].fd < 0)
 			goto err_close;
 		tm_sockopts(s[i].fd);
-		h.bytes = bytes / n + (i == 0 ? bytes % n : 0);
-		s[i].bytes = h.bytes;
+		h.bytes = s[i].bytes;
+		h.cap = s[i].cap;
 		if (connect(s[i].fd, (struct sockaddr *)&a, sizeof(a)) ||
 		    send(s[i].fd, &h, sizeof(h), MSG_NOSIGNAL) != sizeof(h))
 			goto err_close;
@@ -288,13 +341,20 @@ double bench_tcp_max(const struct bopts *o, uint64_t bytes, unsigned n)
 		s[i].fd = -1;
 		s[i].mode = o->mode;
 		s[i].sync = &y;
-		s[i].buf = malloc(TM_WRITE);
+		s[i].bytes = bytes / n + (i == 0 ? bytes % n : 0);
+		s[i].cap = tm_buf_len(s[i].bytes, o->hot_baselines);
+		s[i].src = malloc(s[i].cap);
+		s[i].dst = malloc(s[i].cap);
 		kids[i] = -1;
 	}
-	for (i = 0; i < n; i++)
-		if (!s[i].buf)
+	for (i = 0; i < n; i++) {
+		if (!s[i].src || !s[i].dst)
 			goto out;
-	if (tm_connect(s, n, bytes, o->mode, kids))
+		/* Pages in, as a tensor's are before it is pushed. */
+		memset(s[i].src, 1, s[i].cap);
+		memset(s[i].dst, 0, s[i].cap);
+	}
+	if (tm_connect(s, n, o->mode, kids))
 		goto out;
 	for (nth = 0; nth < n; nth++)
 		if (pthread_create(&th[nth], NULL, tm_stream_main, &s[nth]))
@@ -309,7 +369,8 @@ out:
 	for (i = 0; i < n; i++) {
 		if (s[i].fd >= 0)
 			close(s[i].fd);
-		free(s[i].buf);
+		free(s[i].src);
+		free(s[i].dst);
 	}
 	for (i = 0; i < n; i++) {
 		if (kids[i] > 0 && !iters) /* may still wait in accept() */
