@@ -11,6 +11,12 @@
  * run skips with the reason; run it under ../shared/rdma-vm/run-in-rxe-vm
  * (tests/integration/test_rdma_vm.sh).
  */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include "tt_util.h"
 
 static void test_transport_refused_connect(void)
@@ -572,10 +578,112 @@ static void test_transport_pieces(void)
 	free(whole);
 }
 
+/* ---- tcp: a payload that comes in trickles ---------------------------- */
+
+/* A plain socket to @port (the peer of a trusted van, which takes data
+ * messages without a handshake). */
+static int trickle_dial(unsigned port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET,
+				 .sin_port = htons((uint16_t)port) };
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+
+	CHECK(fd >= 0);
+	inet_pton(AF_INET, tt_host(), &a.sin_addr);
+	CHECK_EQ(connect(fd, (struct sockaddr *)&a, sizeof(a)), 0);
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	return fd;
+}
+
+static void trickle_write(int fd, const uint8_t *p, size_t len)
+{
+	ssize_t n;
+
+	while (len) {
+		n = send(fd, p, len, MSG_NOSIGNAL);
+		if (n < 0 && errno == EINTR)
+			continue;
+		CHECK(n > 0);
+		p += n;
+		len -= (size_t)n;
+	}
+}
+
+/*
+ * The receive low-water mark (common/transport/tcp.c) must never keep a
+ * message waiting for bytes its sender does not send: large payloads are
+ * written in pieces with pauses between them, the last piece a few bytes
+ * or just under the mark's floor, and each message must be delivered
+ * whole while its sender waits for it; a small message after a large one
+ * must come at once (the mark back at 1, which the socket then says).
+ */
+static void test_transport_tcp_trickle(void)
+{
+	/* Payload length, then the pieces it is written in (the rest last). */
+	static const size_t plan[][4] = {
+		{ 300000, 200000, 99990, 0 },
+		{ (2 << 20) + 7, 1 << 20, 917506, 131070 },
+		{ 1 << 20, 500000, 500000, 48000 },
+		{ 700001, 1, 700000, 0 },
+	};
+	struct psd_hdr h = { .type = PSD_MSG_PULL_RESP,
+			     .dtype = PSCHED_RAW,
+			     .key = 5 };
+	struct tt_node b;
+	struct psd_conn *bc;
+	uint8_t *buf, hdr[PSD_HDR_SIZE];
+	size_t i, k, off, len, piece;
+	uint64_t step = 0, want;
+	socklen_t sl;
+	int fd, lowat;
+
+	if (strcmp(tt_transport(), "tcp"))
+		test_skip("the receive low-water mark is TCP's");
+	buf = malloc(3 << 20);
+	CHECK(buf != NULL);
+	tt_node_init(&b, true);
+	fd = trickle_dial(b.port);
+	bc = tt_wait_accepted(&b, 1);
+	for (i = 0; i <= PSD_ARRAY_SIZE(plan); i++, step++) {
+		/* After the large ones: one small message. */
+		len = i < PSD_ARRAY_SIZE(plan) ? plan[i][0] : 100;
+		h.total = h.span = h.length = len;
+		h.step = step;
+		tt_fill(buf, len, tt_seed(5, step, len));
+		psd_hdr_encode(&h, hdr);
+		pthread_mutex_lock(&b.lock);
+		want = b.msgs + 1;
+		pthread_mutex_unlock(&b.lock);
+		trickle_write(fd, hdr, sizeof(hdr));
+		for (k = 1, off = 0; off < len; k++) {
+			piece = k < 4 && i < PSD_ARRAY_SIZE(plan) && plan[i][k]
+					? plan[i][k]
+					: len - off;
+			trickle_write(fd, buf + off, piece);
+			off += piece;
+			usleep(30000); /* the reader runs dry meanwhile */
+		}
+		tt_wait(&b, want, 0, 10000, "a message sent in trickles");
+		tt_check_clean(&b);
+		/* Read on the van thread already: the mark is back at 1. */
+		sl = sizeof(lowat);
+		CHECK_EQ(getsockopt(bc->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat,
+				    &sl),
+			 0);
+		CHECK_EQ(lowat, 1);
+	}
+	CHECK_U64(b.next_step[5], ==, step);
+	close(fd);
+	tt_node_fini(&b);
+	free(buf);
+}
+
 const struct test_case test_list[] = {
 	{ "transport_refused_connect", test_transport_refused_connect },
 	{ "transport_exchange", test_transport_exchange },
 	{ "transport_pieces", test_transport_pieces },
+	{ "transport_tcp_trickle", test_transport_tcp_trickle },
 	{ "transport_send_more", test_transport_send_more },
 	{ "transport_many_outstanding", test_transport_many_outstanding },
 	{ "transport_credit_stall", test_transport_credit_stall },
