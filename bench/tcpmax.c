@@ -29,6 +29,9 @@
 #define TM_WRITE   (4u << 20) /* bytes per send()/recv() at most */
 #define TM_SOCKBUF (4 << 20)
 #define TM_STREAMS 64
+/* Receivers wake when this much (or all that is still due) has come, as
+ * psched's TCP transport does (SO_RCVLOWAT, common/transport/tcp.c). */
+#define TM_LOWAT (512 << 10)
 
 struct tm_hdr {
 	uint64_t mode;	/* enum bmode */
@@ -66,18 +69,36 @@ static void tm_sockopts(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
-/* Blocking send or receive of exactly @len bytes from/into @buf, in
- * pieces of at most TM_WRITE. */
+/* The receive low-water mark of @fd for @due more bytes. */
+static void tm_lowat(int fd, uint64_t due)
+{
+	int v = due < TM_LOWAT ? (int)due : TM_LOWAT;
+
+	setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v));
+}
+
+/*
+ * Send or receive exactly @len bytes from/into @buf, in pieces of at most
+ * TM_WRITE.  Reads wait in poll() under the low-water mark, then take
+ * what is there without blocking: a blocking recv() that has copied part
+ * of its bytes waits for a whole mark more, which may never come.
+ */
 static int tm_io(int fd, char *buf, uint64_t len, bool wr)
 {
+	struct pollfd p = { .fd = fd, .events = POLLIN };
 	ssize_t n;
 
 	while (len) {
 		size_t want = len < TM_WRITE ? (size_t)len : TM_WRITE;
 
+		if (!wr) {
+			tm_lowat(fd, len);
+			if (poll(&p, 1, -1) < 0 && errno != EINTR)
+				return -EIO;
+		}
 		n = wr ? send(fd, buf, want, MSG_NOSIGNAL)
-		       : recv(fd, buf, want, 0);
-		if (n < 0 && errno == EINTR)
+		       : recv(fd, buf, want, MSG_DONTWAIT);
+		if (n < 0 && (errno == EINTR || errno == EAGAIN))
 			continue;
 		if (n <= 0)
 			return -EIO;
@@ -168,6 +189,8 @@ static int tm_xfer(int fd, char *src, char *dst, uint64_t cap, uint64_t out,
 	uint64_t so = 0, ro = 0, k;
 	ssize_t n;
 
+	if (in)
+		tm_lowat(fd, in);
 	while (out || in) {
 		p.events = (short)((out ? POLLOUT : 0) | (in ? POLLIN : 0));
 		if (poll(&p, 1, -1) < 0) {
@@ -197,6 +220,8 @@ static int tm_xfer(int fd, char *src, char *dst, uint64_t cap, uint64_t out,
 			k = n > 0 ? (uint64_t)n : 0;
 			in -= k;
 			ro = (ro + k) % cap;
+			if (k && in)
+				tm_lowat(fd, in);
 		}
 	}
 	return 0;

@@ -61,7 +61,9 @@
  * full, whatever the mark (tcp_epollin_ready()).
  */
 #define TCP_LOWAT_MIN (128u * 1024u) /* below: not worth a syscall */
+#ifndef TCP_LOWAT_MAX
 #define TCP_LOWAT_MAX (512u * 1024u)
+#endif
 
 struct tcp_conn {
 	struct psd_conn base;
