@@ -243,8 +243,9 @@ static void *tm_stream_main(void *arg)
 		pthread_mutex_unlock(&y->lock);
 		if (y->stop)
 			return NULL;
-		/* Blocking calls where one direction suffices: fewer
-		 * system calls than polling. */
+		/* One direction at a time where one suffices (blocking
+		 * writes, reads woken under the mark): fewer system
+		 * calls than polling both. */
 		if (!s->err && s->mode != MODE_PUSHPULL)
 			s->err = tm_xfer_buf(s->fd, s->src, s->cap, out, true)
 				 ?: tm_xfer_buf(s->fd, s->dst, s->cap, in,
