@@ -67,6 +67,16 @@ msgib() {
 	awk -v c="$1" -v b="$2" 'BEGIN{printf "%.0f", (b > 0 ? c*1000/(b/1073741824) : 0)}'
 }
 
+# psl BIN MODE SIZE KEYS: one ps-lite run (1+1); sets pc pcs (cores, CPU
+# seconds), pg (Gbit/s), pus (us per request), pb (bytes moved).
+psl() {
+	set -- $(cpu "$RUN" "$1" 1 1 "$2" "$3" "$4" "$SECS" 1)
+	pc=$1 pcs=$2
+	pg=$(awk '/^RUN/{print $7}' "$TMP/out" | head -1)
+	pus=$(awk '/^RUN/{print $8}' "$TMP/out" | head -1)
+	pb=$(awk '/^RUN/{print $5 * $3 * $4}' "$TMP/out" | head -1)
+}
+
 # workload name, ps-lite mode, ps-bench mode, size in bytes, keys
 WL=("push1M push push 1048576 40"
     "pushpull1M pushpull pushpull 1048576 40"
@@ -79,11 +89,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 	for w in "${WL[@]}"; do
 		set -- $w
 		name=$1 pm=$2 bm=$3 size=$4 keys=$5
-		set -- $(cpu "$RUN" "$PSL" 1 1 "$pm" "$size" "$keys" "$SECS" 1)
-		pc=$1 pcs=$2
-		pg=$(awk '/^RUN/{print $7}' "$TMP/out" | head -1)
-		pus=$(awk '/^RUN/{print $8}' "$TMP/out" | head -1)
-		pb=$(awk '/^RUN/{print $5 * $3 * $4}' "$TMP/out" | head -1)
+		psl "$PSL" "$pm" "$size" "$keys"
 		set -- $(cpu env PS_TRANSPORT=tcp "$BENCH" --mode "$bm" \
 			--size "$size" --keys "$keys" --seconds "$SECS" --runs 1 \
 			--no-baseline)
@@ -96,11 +102,9 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		case "${PSL_KEEP:-}:$name" in
 		:*|*:push4K|*:push64M|*:serial4K) continue ;;
 		esac
-		set -- $(cpu "$RUN" "$PSL_KEEP" 1 1 "$pm" "$size" "$keys" "$SECS" 1)
-		pg=$(awk '/^RUN/{print $7}' "$TMP/out" | head -1)
-		pb=$(awk '/^RUN/{print $5 * $3 * $4}' "$TMP/out" | head -1)
-		echo "$r $name-keep ${pg:-0} $1 ${bg:-0} $bc 0 0" \
-			"$(msgib "$2" "${pb:-0}") $(msgib "$bcs" "${bb:-0}")"
+		psl "$PSL_KEEP" "$pm" "$size" "$keys"
+		echo "$r $name-keep ${pg:-0} $pc ${bg:-0} $bc 0 0" \
+			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}")"
 	done
 	for m in pushpull push; do
 		env PS_TRANSPORT=tcp "$BENCH" --mode $m --size 1M --keys 40 \

@@ -69,12 +69,15 @@ static void tm_sockopts(int fd)
 	setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof(buf));
 }
 
-/* The receive low-water mark of @fd for @due more bytes. */
-static void tm_lowat(int fd, uint64_t due)
+/* The receive low-water mark of @fd for @due more bytes; *@cur is the
+ * mark set now (0: not known), so an unchanged one costs no call. */
+static void tm_lowat(int fd, uint64_t due, int *cur)
 {
 	int v = due < TM_LOWAT ? (int)due : TM_LOWAT;
 
-	setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v));
+	if (v != *cur && !setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v,
+				     sizeof(v)))
+		*cur = v;
 }
 
 /*
@@ -86,13 +89,14 @@ static void tm_lowat(int fd, uint64_t due)
 static int tm_io(int fd, char *buf, uint64_t len, bool wr)
 {
 	struct pollfd p = { .fd = fd, .events = POLLIN };
+	int mark = 0;
 	ssize_t n;
 
 	while (len) {
 		size_t want = len < TM_WRITE ? (size_t)len : TM_WRITE;
 
 		if (!wr) {
-			tm_lowat(fd, len);
+			tm_lowat(fd, len, &mark);
 			if (poll(&p, 1, -1) < 0 && errno != EINTR)
 				return -EIO;
 		}
@@ -187,10 +191,11 @@ static int tm_xfer(int fd, char *src, char *dst, uint64_t cap, uint64_t out,
 {
 	struct pollfd p = { .fd = fd };
 	uint64_t so = 0, ro = 0, k;
+	int mark = 0;
 	ssize_t n;
 
 	if (in)
-		tm_lowat(fd, in);
+		tm_lowat(fd, in, &mark);
 	while (out || in) {
 		p.events = (short)((out ? POLLOUT : 0) | (in ? POLLIN : 0));
 		if (poll(&p, 1, -1) < 0) {
@@ -221,7 +226,7 @@ static int tm_xfer(int fd, char *src, char *dst, uint64_t cap, uint64_t out,
 			in -= k;
 			ro = (ro + k) % cap;
 			if (k && in)
-				tm_lowat(fd, in);
+				tm_lowat(fd, in, &mark);
 		}
 	}
 	return 0;
