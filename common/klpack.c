@@ -98,10 +98,12 @@ static int klpack_reserve(struct psd_klpack *p, uint64_t len, uint64_t keep)
 }
 
 /* Pass 1: each block's first key, step and width into the table; the
- * excess bytes they need. */
-static uint64_t klpack_table(uint8_t *buf, const uint64_t *keys, uint64_t n)
+ * excess bytes they need.  *@sorted: the keys are strictly ascending
+ * (found on the way, so a caller needs no pass of its own for it). */
+static uint64_t klpack_table(uint8_t *buf, const uint64_t *keys, uint64_t n,
+			     bool *sorted)
 {
-	uint64_t nblk = klpack_nblk(n), b, i, e = 0;
+	uint64_t nblk = klpack_nblk(n), b, i, e = 0, down = 0;
 
 	for (b = 0; b < nblk; b++) {
 		const uint64_t *k = keys + b * PSD_KLPACK_BLK;
@@ -109,6 +111,8 @@ static uint64_t klpack_table(uint8_t *buf, const uint64_t *keys, uint64_t n)
 		uint64_t lo = UINT64_MAX, hi = 0, d0, odd = 0;
 		unsigned w;
 
+		if (b)
+			down |= k[0] <= k[-1];
 		/* strided blocks first: a branch-free, vectorised test */
 		d0 = len > 1 ? k[1] - k[0] : 0;
 		for (i = 1; i < len; i++)
@@ -118,15 +122,22 @@ static uint64_t klpack_table(uint8_t *buf, const uint64_t *keys, uint64_t n)
 
 			lo = d < lo ? d : lo;
 			hi = d > hi ? d : hi;
+			down |= k[i] <= k[i - 1];
 		}
-		if (!odd)
+		if (!odd) {
+			/* every gap d0 (mod 2^64): ascending when it is
+			 * not 0 and the block does not wrap */
 			lo = hi = d0;
+			down |= len > 1 &&
+				(!d0 || d0 > (UINT64_MAX - k[0]) / (len - 1));
+		}
 		w = klpack_width(hi - lo);
 		klpack_put64(buf + 16 * b, k[0]);
 		klpack_put64(buf + 16 * b + 8, lo);
 		buf[16 * nblk + b] = (uint8_t)w;
 		e += (len - 1) * w;
 	}
+	*sorted = !down;
 	return e;
 }
 
@@ -138,16 +149,21 @@ int psd_klpack_set(struct psd_klpack *p, const uint64_t *keys, uint64_t n,
 
 	p->n = 0;
 	p->len = 0;
+	p->sorted = true;
 	if (!n)
 		return 0;
-	if (klpack_reserve(p, tbl + 8, 0))
+	if (klpack_reserve(p, tbl + 8, 0)) {
+		p->sorted = false;
 		return -ENOMEM;
-	e = klpack_table(p->buf, keys, n);
+	}
+	e = klpack_table(p->buf, keys, n, &p->sorted);
 	plen = klpack_len(nblk, e);
 	if (plen > max_len)
 		return 1;
-	if (klpack_reserve(p, plen, tbl))
+	if (klpack_reserve(p, plen, tbl)) {
+		p->sorted = false;
 		return -ENOMEM;
+	}
 	/* pass 2: the excesses (none for a strided block); each store
 	 * writes 8 bytes, within plen by the length rule */
 	o = p->buf + tbl;

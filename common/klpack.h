@@ -39,6 +39,9 @@ struct psd_klpack {
 	uint64_t len; /* its bytes (P) */
 	uint64_t cap; /* bytes allocated */
 	bool huge;    /* buf in huge pages (PS_KEYLIST_HUGEPAGES) */
+	/* The keys given to the last set() were strictly ascending (set
+	 * even when it returned 1; false after -ENOMEM). */
+	bool sorted;
 };
 
 /* The smallest packed length of @n keys (every width 0); 0 for n = 0. */

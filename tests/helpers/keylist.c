@@ -133,6 +133,44 @@ static uint64_t *ks;
 static uint32_t *ls;
 static float *pv, *qv;
 
+/*
+ * A list of 600 keys spread over every server, out of order at one
+ * place -- two neighbours swapped or repeated, inside a server's slice,
+ * at block edges of the packed form, and around the border between the
+ * first two servers' slices -- is refused before anything is sent, with
+ * the packed form (which finds the order on its way) and without.
+ */
+static void refuse_out_of_order(struct psched_node *nd)
+{
+	enum { N = 600 };
+	static uint64_t k[N];
+	static float v[N];
+	size_t at[] = { 0, 1, 150, 254, 255, 256, 296, 297, 298, 299,
+			300, 301, 302, 303, 450, 598 };
+	size_t i, j, t;
+	uint64_t req;
+	int ret;
+
+	for (t = 0; t < 2 * sizeof(at) / sizeof(at[0]); t++) {
+		j = at[t / 2];
+		for (i = 0; i < N; i++)
+			k[i] = (UINT64_MAX / N) * i + 1;
+		if (t % 2) {
+			k[j + 1] = k[j];
+		} else {
+			k[j] = k[j + 1];
+			k[j + 1] = (UINT64_MAX / N) * j + 1;
+		}
+		ret = psched_push_keys(nd, N, k, NULL, 1, v, PSCHED_F32, 0,
+				       NULL, NULL, &req);
+		CHECK(ret == -EINVAL && strstr(psched_errmsg(), "sorted") &&
+			      strstr(psched_errmsg(), "without duplicates"),
+		      "keys %s at %zu of %d: %d %s",
+		      t % 2 ? "repeated" : "swapped", j, N, ret,
+		      psched_errmsg());
+	}
+}
+
 /* Pull every known key (or those with u % @mod == @rem) and compare. */
 static void check_pull(const char *what, size_t mod, size_t rem)
 {
@@ -253,6 +291,7 @@ int main(int argc, char **argv)
 			       NULL, &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "duplicates"),
 	      "duplicate: %d %s", ret, psched_errmsg());
+	refuse_out_of_order(node);
 	k2[0] = 1, k2[1] = 2, k2[2] = 3;
 	l2[0] = 1, l2[1] = 0, l2[2] = 1;
 	ret = psched_push_keys(node, 3, k2, l2, 0, pv, PSCHED_F32, 0, NULL,

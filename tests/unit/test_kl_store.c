@@ -545,7 +545,7 @@ static void test_kl_store_bigmem_fallback(void)
  * added) -- the shared key holds both workers' values.  Then the same with
  * the shared key where a probe finds it.
  */
-static void kst_guess_wrong(uint64_t shared_at)
+static void kst_guess_wrong(uint64_t shared_at, bool own)
 {
 	const uint64_t m = 1000;
 	uint64_t i, n = 0, nkeys = 2 * m;
@@ -581,10 +581,10 @@ static void kst_guess_wrong(uint64_t shared_at)
 		stored[2 * i + 1] = true;
 	}
 	/* a list of arbitrary keys: built by hand, keys from bk */
-	l = kst_list(&t, n, 1, 0, 1, NULL, 4, (uint8_t *)b, false, &buf);
+	l = kst_list(&t, n, 1, 0, 1, NULL, 4, (uint8_t *)b, own, &buf);
 	memcpy(buf, bk, n * 8);
 	kst_push(&t, &l, PSCHED_F32);
-	kst_list_free(buf, false);
+	kst_list_free(buf, own);
 	CHECK_INT(t.fused, ==, 0);
 	CHECK(t.kl->partial); /* the long way: stamps */
 	psd_kl_commit(&t.s, t.kl);
@@ -599,8 +599,69 @@ static void kst_guess_wrong(uint64_t shared_at)
 
 static void test_kl_store_new_keys_guess_wrong(void)
 {
-	kst_guess_wrong(997); /* at index 998 of 1001: no probe there */
-	kst_guess_wrong(0);   /* the first key: probed */
+	/* at index 998 of 1001: no probe there */
+	kst_guess_wrong(997, false);
+	kst_guess_wrong(0, false); /* the first key: probed */
+	/* in a receive buffer of its own: the second run's merge of the
+	 * sums is what finds the stored key */
+	kst_guess_wrong(997, true);
+	kst_guess_wrong(0, true);
+}
+
+/*
+ * The first step's second list kept as a second run, where the runs do
+ * not interleave to the end: worker 0 pushes @na even keys from @a0,
+ * worker 1 @nb odd keys from @b0 (both in receive buffers of their own);
+ * whichever run outlasts the other, at either end, every sum lands on its
+ * key.
+ */
+static void kst_run2(uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb)
+{
+	uint64_t nkeys = (a0 + 2 * na > b0 + 2 * nb ? a0 + 2 * na
+						    : b0 + 2 * nb),
+		 i;
+	float *model = calloc(nkeys, sizeof(float));
+	bool *stored = calloc(nkeys, 1);
+	float *v = malloc((na > nb ? na : nb) * sizeof(float));
+	struct psd_kl_list l;
+	struct kst t;
+	void *buf;
+
+	CHECK(model && stored && v);
+	kst_start(&t, 2, false);
+	for (i = 0; i < na; i++) {
+		v[i] = (float)(i % 101 + 1);
+		model[a0 + 2 * i] = v[i];
+		stored[a0 + 2 * i] = true;
+	}
+	l = kst_list(&t, na, 2, a0, 1, NULL, 4, (uint8_t *)v, true, &buf);
+	kst_push(&t, &l, PSCHED_F32);
+	kst_list_free(buf, true);
+	for (i = 0; i < nb; i++) {
+		v[i] = (float)(1000 + i % 103);
+		model[b0 + 2 * i] = v[i];
+		stored[b0 + 2 * i] = true;
+	}
+	l = kst_list(&t, nb, 2, b0, 1, NULL, 4, (uint8_t *)v, true, &buf);
+	kst_push(&t, &l, PSCHED_F32);
+	kst_list_free(buf, true);
+	CHECK_INT(t.fused, ==, 1);
+	CHECK(t.kl->keys2 != NULL);
+	psd_kl_commit(&t.s, t.kl);
+	kst_check_f32(t.kl, model, stored, nkeys);
+	kst_stop(&t);
+	free(model);
+	free(stored);
+	free(v);
+}
+
+static void test_kl_store_second_run_ends(void)
+{
+	kst_run2(0, 1000, 1, 1300);   /* the list runs on past the store */
+	kst_run2(0, 1300, 1, 1000);   /* the store runs on past the list */
+	kst_run2(600, 1000, 1, 1000); /* the list starts below the store */
+	kst_run2(0, 1000, 601, 1000); /* the store starts below the list */
+	kst_run2(0, 1, 1, 1);
 }
 
 const struct test_case test_list[] = {
@@ -611,6 +672,7 @@ const struct test_case test_list[] = {
 	{ "kl_store_merge_paths", test_kl_store_merge_paths },
 	{ "kl_store_two_runs", test_kl_store_two_runs },
 	{ "kl_store_new_keys_guess_wrong", test_kl_store_new_keys_guess_wrong },
+	{ "kl_store_second_run_ends", test_kl_store_second_run_ends },
 	{ "kl_store_bigmem_fallback", test_kl_store_bigmem_fallback },
 	{ NULL, NULL },
 };

@@ -31,6 +31,8 @@ static void kp_wire(const struct psd_klpack *p, const uint64_t *k, size_t n)
 	CHECK(u != NULL);
 	for (size_t i = 1; i < n; i++)
 		asc = asc && k[i] > k[i - 1];
+	/* the first pass tells the same */
+	CHECK_EQ(p->sorted, n == 0 || asc);
 	if (n) {
 		CHECK_U64(p->len % 8, ==, 0);
 		CHECK_U64(p->len, >=, psd_klpack_min_len(n));
@@ -57,12 +59,27 @@ static void kp_agree(struct psd_klpack *p, const uint64_t *a, size_t na,
 	kp_wire(p, a, na);
 }
 
+/* set() of @k (n keys) says sorted exactly when they are strictly
+ * ascending (the worker skips its own pass over the keys on it), whether
+ * or not the packed form fits a small limit. */
+static void kp_sorted_flag(struct psd_klpack *p, const uint64_t *k, size_t n)
+{
+	bool asc = true;
+
+	for (size_t i = 1; i < n; i++)
+		asc = asc && k[i] > k[i - 1];
+	CHECK(psd_klpack_set(p, k, n, UINT64_MAX) == 0);
+	CHECK_EQ(p->sorted, asc);
+	CHECK(psd_klpack_set(p, k, n, 8) >= 0);
+	CHECK_EQ(p->sorted, asc);
+}
+
 /* Every single-key change of @k (n keys) at the positions that matter
  * (block edges, ends, some random) is told apart, by +-1 and by a far
  * value. */
 static void kp_mutations(const uint64_t *k, size_t n)
 {
-	struct psd_klpack p = { 0 };
+	struct psd_klpack p = { 0 }, q = { 0 };
 	uint64_t *m = malloc((n ? n : 1) * 8);
 	size_t pos[] = { 0,   1,   2,	254,   255,   256,
 			 257, 511, 512, n / 2, n - 2, n - 1 };
@@ -84,6 +101,8 @@ static void kp_mutations(const uint64_t *k, size_t n)
 			memcpy(m, k, n * 8);
 			m[i] += d[j];
 			CHECK(!psd_klpack_equal(&p, m, n));
+			if (t < sizeof(pos) / sizeof(pos[0]))
+				kp_sorted_flag(&q, m, n);
 		}
 	}
 	/* a prefix, one key more, two neighbours swapped */
@@ -93,8 +112,10 @@ static void kp_mutations(const uint64_t *k, size_t n)
 		m[n / 2] = k[n / 2 - 1];
 		m[n / 2 - 1] = k[n / 2];
 		CHECK(memcmp(m, k, n * 8) == 0 || !psd_klpack_equal(&p, m, n));
+		kp_sorted_flag(&q, m, n);
 	}
 	psd_klpack_free(&p);
+	psd_klpack_free(&q);
 	free(m);
 }
 
@@ -187,6 +208,24 @@ static void test_klpack_any_order_and_reuse(void)
 	kp_agree(&p, one, 1, other, 1);
 	kp_agree(&p, one, 0, one, 0);
 	kp_agree(&p, one, 0, one, 1);
+	/* one gap all along (a strided block) that wraps past 2^64, goes
+	 * down (a gap over 2^63), repeats (gap 0), or ends exactly at the
+	 * top: sorted only in the last case */
+	{
+		uint64_t wrap[] = { UINT64_MAX - 2, 0, 3 },
+			 fall[] = { 30, 20, 10, 0 }, rep[] = { 5, 5, 5 },
+			 top[] = { UINT64_MAX - 20, UINT64_MAX - 10,
+				   UINT64_MAX };
+
+		kp_agree(&p, wrap, 3, wrap, 3);
+		CHECK(!p.sorted);
+		kp_agree(&p, fall, 4, fall, 4);
+		CHECK(!p.sorted);
+		kp_agree(&p, rep, 3, rep, 3);
+		CHECK(!p.sorted);
+		kp_agree(&p, top, 3, top, 3);
+		CHECK(p.sorted);
+	}
 	test_rng_seed(3);
 	for (unsigned t = 0; t < 200; t++) {
 		/* sizes around block edges, random and strided keys, and a
