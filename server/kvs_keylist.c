@@ -190,15 +190,16 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 	struct psd_kl_list l = *lp;
 	struct psd_hdr a;
 	struct iovec iov;
-	uint64_t nnew = 0, bad = 0, i, off = 0;
+	uint64_t nnew = 0, bad = 0, i, off = 0, base = 0;
 	const uint32_t *idx;
 	uint8_t *out;
 	int ret;
 
-	if (psd_kl_is_whole(kl, &l)) {
+	if (psd_kl_is_whole(kl, &l) || psd_kl_run_of(kl, &l, &base)) {
+		/* the values are in one piece: the whole store, or a run */
 		a = kl_answer(n, h, PSD_MSG_PULL_RESP, l.bytes);
 		a.step = kl->version;
-		iov.iov_base = kl->val;
+		iov.iov_base = kl->val + base * kl->ulen * kl->esize;
 		iov.iov_len = (size_t)l.bytes;
 		psd_conn_send(c, &a, &iov, 1);
 		return;
@@ -314,12 +315,12 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = s->kl;
-	uint64_t nnew = 0, bad = 0;
+	uint64_t nnew = 0, bad = 0, base = 0;
 	const char *why = "";
 	const uint32_t *idx = NULL;
 	struct psd_kl_list l;
 	struct psd_hdr raw;
-	bool whole, refused = true, added = false;
+	bool whole, refused = true, added = false, run = false;
 	int ret = 0;
 
 	if (kl->has_dtype && h->dtype != kl->dtype) {
@@ -359,6 +360,8 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	whole = psd_kl_is_whole(kl, &l);
 	if (!kl->n) {
 		nnew = l.n; /* all new: no lookup, psd_kl_insert() appends */
+	} else if (!whole && psd_kl_run_of(kl, &l, &base)) {
+		run = true; /* one of the runs: slots base, base + 1, ... */
 	} else if (!whole) {
 		ret = psd_kl_insert_new(s, kl, &l);
 		added = ret == 1;
@@ -393,7 +396,8 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 			whole = psd_kl_is_whole(kl, &l);
 	}
 	if (!ret && !added)
-		ret = psd_kl_add(kl, &l, whole, idx);
+		ret = run ? psd_kl_add_run(kl, &l, base)
+			  : psd_kl_add(kl, &l, whole, idx);
 	if (ret) {
 		psd_kvs_rejectf(n, c, h, ret,
 				"key list of %llu keys: %s (nothing stored)",

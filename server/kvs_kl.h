@@ -34,8 +34,8 @@ struct psd_kvs_kl {
 	uint64_t n;	/* keys stored */
 	uint64_t *keys; /* sorted */
 	/* A second sorted run (a key block), NULL: keys holds every key.
-	 * Slots, values and sums follow the merged order of the two runs
-	 * (keys has n - n2 keys).  See psd_kl_insert(). */
+	 * Slots, values and sums are run after run: keys' n - n2 first,
+	 * then keys2's.  See psd_kl_insert(). */
 	uint64_t *keys2;
 	uint64_t n2;
 	uint32_t ulen;	/* elements of every key, 0: lens/offs */
@@ -150,6 +150,13 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
  * nothing done (kvs_klstore.c); -ENOMEM. */
 int psd_kl_insert_new(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		      const struct psd_kl_list *l);
+/* Is @l one of the two runs of the store, key for key (tagged lists share
+ * the run's array: a pointer compare)?  Its slots are then *@base + i. */
+bool psd_kl_run_of(const struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		   uint64_t *base);
+/* Add @l, the run at slot @base (psd_kl_run_of()), to the open step. */
+int psd_kl_add_run(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		   uint64_t base);
 /* Add @l (every key stored, slots @idx unless @whole) to the open step. */
 int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 	       const uint32_t *idx);

@@ -277,7 +277,8 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 }
 
 /* kl_lookup() of a store in two runs (kl->keys2; one length): a key's
- * slot is its rank in each run, summed.  Every idx[i] is written. */
+ * slot is its rank in the first run, or the first run's length plus its
+ * rank in the second.  Every idx[i] is written. */
 static int kl_lookup2(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		      uint64_t *nnew, uint64_t *bad)
 {
@@ -299,8 +300,12 @@ static int kl_lookup2(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 			while (jb < nb && kb[jb] < k)
 				jb++;
 		}
-		found = (ja < na && ka[ja] == k) | (jb < nb && kb[jb] == k);
-		idx[i] = found ? (uint32_t)(ja + jb) : KL_NONE;
+		bool in_a = ja < na && ka[ja] == k;
+
+		found = in_a | (jb < nb && kb[jb] == k);
+		idx[i] = !found ? KL_NONE
+			 : in_a ? (uint32_t)ja
+				: (uint32_t)(na + jb);
 		miss += !found;
 		if (found && psd_kl_len_of(l, i) != kl->ulen) {
 			*bad = i;
@@ -353,23 +358,13 @@ bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 {
 	uint64_t i;
 
-	if (l->n != kl->n || !l->n)
+	/* Two runs hold their values run after run, and the second run
+	 * starts below the first's end (else it was appended): no sorted
+	 * list is the store in value order. */
+	if (l->n != kl->n || !l->n || kl->keys2)
 		return false;
-	if (kl->keys2) {
-		/* the two runs' merged order, key for key */
-		uint64_t ja = 0, jb = 0, na = kl->n - kl->n2;
-
-		for (i = 0; i < l->n; i++) {
-			bool a = jb >= kl->n2 ||
-				 (ja < na && kl->keys[ja] < kl->keys2[jb]);
-
-			if (l->keys[i] !=
-			    (a ? kl->keys[ja++] : kl->keys2[jb++]))
-				return false;
-		}
-	} else if (memcmp(l->keys, kl->keys, (size_t)l->n * 8)) {
+	if (memcmp(l->keys, kl->keys, (size_t)l->n * 8))
 		return false;
-	}
 	if (!l->lens && l->ulen == kl->ulen)
 		return true;
 	for (i = 0; i < l->n; i++)
@@ -391,68 +386,136 @@ bool psd_kl_is_whole(const struct psd_kvs_kl *kl, const struct psd_kl_list *l)
 	return whole;
 }
 
-/* One key array again: merge the two runs (slots do not move). */
+/*
+ * One key array again: merge the two runs, and move the values, sums and
+ * stamps, kept run after run, into the merged order.  Slots move, so the
+ * tagged lists' kept slots go stale (gen).  0 or -ENOMEM (nothing
+ * changed).
+ */
 static int kl_flatten(struct psd_kvs_kl *kl)
 {
 	uint64_t na = kl->n - kl->n2, i = 0, j = 0, o = 0, *k;
+	size_t kb = (size_t)kl->ulen * kl->esize;
+	uint32_t *st = NULL;
+	uint8_t *val, *acc;
 
 	if (!kl->keys2)
 		return 0;
 	k = kl_keys_alloc(kl, kl->n);
-	if (!k)
+	val = kl_alloc(kl, (size_t)kl->n * kb, false);
+	acc = kl_alloc(kl, (size_t)kl->n * kb, false);
+	if (kl->stamp)
+		st = kl_alloc(kl, (size_t)kl->n * 4, false);
+	if (!k || !val || !acc || (kl->stamp && !st)) {
+		kl_keys_put(k);
+		kl_free(val);
+		kl_free(acc);
+		kl_free(st);
 		return -ENOMEM;
-	while (i < na && j < kl->n2)
-		k[o++] = kl->keys[i] < kl->keys2[j] ? kl->keys[i++]
-						     : kl->keys2[j++];
-	while (i < na)
-		k[o++] = kl->keys[i++];
-	while (j < kl->n2)
-		k[o++] = kl->keys2[j++];
+	}
+	while (i < na || j < kl->n2) {
+		bool a = j >= kl->n2 || (i < na && kl->keys[i] < kl->keys2[j]);
+		uint64_t from = a ? i : na + j;
+
+		k[o] = a ? kl->keys[i] : kl->keys2[j];
+		memcpy(val + o * kb, kl->val + from * kb, kb);
+		memcpy(acc + o * kb, kl->acc + from * kb, kb);
+		if (st)
+			st[o] = kl->stamp[from];
+		i += a;
+		j += !a;
+		o++;
+	}
 	kl_keys_put(kl->keys);
 	kl_keys_put(kl->keys2);
+	kl_vals_free(kl->val, kl->val_blk);
+	kl_vals_free(kl->acc, kl->acc_blk);
+	kl_free(kl->stamp);
 	kl->keys = k;
 	kl->keys2 = NULL;
 	kl->n2 = 0;
+	kl->val = val;
+	kl->acc = acc;
+	kl->val_blk = kl->acc_blk = NULL;
+	kl->stamp = st;
+	kl->gen++;
 	return 0;
 }
 
 /*
- * The sums of a second run in the runs' merged order, one 4-byte element
- * a key (dmlc's benchmark shape): the store's sums and @l's values into
- * @acc.  The arrays are read through local pointers: stores through a
- * byte pointer made the compiler reload every one of them per key.  A
- * branch, not a select: two workers' keys alternate sides at every key,
- * which the branch predictor follows, while a select chains each load to
- * the compare before it (5 M + 5 M keys, alone on this machine: 13 ms
- * against 15 ms for the loop before and 31 ms for a select; keys
- * interleaved at random 37 ms against 44 and 37).  The keys merged, or
- * UINT64_MAX when a key of @l is stored already.
+ * The sums of a second run, run after run: the store's (@kl, one run,
+ * sums kl->acc) then @l's values, into @acc (kb bytes a key), checking
+ * on the way that the runs share no key (@l's keys were guessed new).
+ * One walk through both runs' keys that copies as it goes: a walk that
+ * only compares plus two copies after it cost the 2+2 cold push of 10 M
+ * keys about 10 ms more.  A branch per key, not a select: two workers'
+ * keys alternate at every key, which the branch predictor follows, while
+ * a select chains each load to the compare before it (5 M + 5 M
+ * alternating keys alone: 13 ms with branches, 31 ms with selects).
+ * false: a key of @l is stored, @acc partly written.
  */
-static uint64_t kl_merge_sums4(const struct psd_kvs_kl *kl,
-			       const struct psd_kl_list *l, uint8_t *acc)
+static bool kl_run2_sums(const struct psd_kvs_kl *kl,
+			 const struct psd_kl_list *l, uint8_t *acc, size_t kb)
 {
-	const uint64_t *sk = kl->keys, *lk = l->keys;
-	const uint32_t *sa = (const uint32_t *)(const void *)kl->acc;
-	const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
-	uint32_t *na = (uint32_t *)(void *)acc;
-	uint64_t sn = kl->n, ln = l->n, i = 0, j = 0, k = 0, same = 0;
+	const uint64_t *a = kl->keys, *b = l->keys;
+	uint64_t na = kl->n, nb = l->n, i = 0, j = 0;
 
-	while (i < ln && j < sn) {
-		uint64_t a = sk[j], b = lk[i];
+	if (kb == 4) {
+		const uint32_t *sa = (const uint32_t *)(const void *)kl->acc;
+		const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
+		uint32_t *oa = (uint32_t *)(void *)acc, *ob = oa + na;
 
-		if (a < b) {
-			na[k++] = sa[j++];
-		} else {
-			same |= a == b;
-			na[k++] = lv[i++];
+		while (i < na && j < nb) {
+			uint64_t x = a[i], y = b[j];
+
+			if (x < y) {
+				oa[i] = sa[i];
+				i++;
+			} else if (y < x) {
+				ob[j] = lv[j];
+				j++;
+			} else {
+				return false;
+			}
+		}
+	} else {
+		while (i < na && j < nb) {
+			if (a[i] < b[j]) {
+				memcpy(acc + i * kb, kl->acc + i * kb, kb);
+				i++;
+			} else if (b[j] < a[i]) {
+				memcpy(acc + (na + j) * kb, l->vals + j * kb,
+				       kb);
+				j++;
+			} else {
+				return false;
+			}
 		}
 	}
-	if (same)
-		return UINT64_MAX;
-	memcpy(na + k, sa + j, (size_t)(sn - j) * 4);
-	k += sn - j;
-	memcpy(na + k, lv + i, (size_t)(ln - i) * 4);
-	return k + ln - i;
+	memcpy(acc + i * kb, kl->acc + i * kb, (size_t)((na - i) * kb));
+	memcpy(acc + (na + j) * kb, l->vals + j * kb, (size_t)((nb - j) * kb));
+	return true;
+}
+
+bool psd_kl_run_of(const struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		   uint64_t *base)
+{
+	uint64_t na = kl->n - kl->n2;
+
+	if (!kl->keys2 || !l->n || l->lens || l->ulen != kl->ulen)
+		return false;
+	if (l->n == na &&
+	    (l->keys == kl->keys || !memcmp(l->keys, kl->keys, na * 8))) {
+		*base = 0;
+		return true;
+	}
+	if (l->n == kl->n2 &&
+	    (l->keys == kl->keys2 ||
+	     !memcmp(l->keys, kl->keys2, kl->n2 * 8))) {
+		*base = na;
+		return true;
+	}
+	return false;
 }
 
 /*
@@ -468,10 +531,12 @@ static uint64_t kl_merge_sums4(const struct psd_kvs_kl *kl,
  * In the first step, such a list in a receive buffer of its own (one
  * length, no stamps) is not merged key by key: its keys become the
  * store's second run (kl->keys2, the buffer shared with the worker's
- * tagged list) and only the sums are merged.  That saves writing the
- * merged key array -- 8 bytes a key of fresh pages, 80 MB per server in
- * the 2+2 cold push of 10 M keys.  The runs are merged into one array
- * when keys are added next (kl_flatten()).
+ * tagged list), whose values and sums follow the first run's.  That saves
+ * writing a merged key array -- 8 bytes a key of fresh pages, 80 MB per
+ * server in the 2+2 cold push of 10 M keys -- and merging the sums, and a
+ * list that is one of the runs (each worker's own list, every step) finds
+ * its values in one piece (psd_kl_run_of()).  The runs are merged into
+ * one array when keys are added next (kl_flatten()).
  */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		     const struct psd_kl_list *l, uint64_t nnew)
@@ -577,37 +642,13 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		goto done;
 	}
 	if (run2) {
-		/* only the sums, in the runs' merged order (every key new,
-		 * one length: kb bytes a key) */
-		size_t kb = (size_t)ulen * es;
-
-		if (kb == 4) {
-			k = kl_merge_sums4(kl, l, acc);
-			if (k == UINT64_MAX)
-				goto err_stored;
-			e = k * ulen;
-			goto done;
-		}
-		i = 0;
-		while (i < l->n || j < kl->n) {
-			bool old = j < kl->n &&
-				   (i >= l->n || kl->keys[j] <= l->keys[i]);
-
-			if (old && i < l->n && kl->keys[j] == l->keys[i])
-				goto err_stored;
-			if (kb == 4)
-				memcpy(acc + k * 4,
-				       old ? kl->acc + j * 4 : l->vals + i * 4,
-				       4);
-			else
-				memcpy(acc + k * kb,
-				       old ? kl->acc + j * kb : l->vals + i * kb,
-				       kb);
-			j += old;
-			i += !old;
-			k++;
-		}
-		e = k * ulen;
+		/* the sums stay run after run, the list's after the store's;
+		 * a key of the list stored already (@nnew was a guess) is
+		 * found by one walk through both runs' keys */
+		if (!kl_run2_sums(kl, l, acc, (size_t)ulen * es))
+			goto err_stored;
+		k = tot;
+		e = kl->nelem + addel;
 		goto done;
 	}
 	/* One 4-byte element per key, before and after: merge without a
@@ -780,6 +821,42 @@ static int kl_go_partial(struct psd_kvs_kl *kl, uint32_t cur)
 
 /* Add list @l (checked, all keys stored, kl->idx filled unless @whole) to
  * the open step. */
+int psd_kl_add_run(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
+		   uint64_t base)
+{
+	uint32_t cur = (uint32_t)(kl->version + 1);
+	size_t kb = (size_t)kl->ulen * kl->esize;
+	uint32_t *st;
+	uint64_t i;
+	int ret = kl_go_partial(kl, cur);
+
+	if (ret)
+		return ret;
+	st = kl->stamp + base;
+	if (kl->dtype == PSCHED_F32 && kl->ulen == 1) {
+		/* one pass with selects: vectorised */
+		const float *v = (const float *)(const void *)l->vals;
+		float *a = (float *)(void *)kl->acc + base;
+
+		for (i = 0; i < l->n; i++) {
+			a[i] = st[i] == cur ? a[i] + v[i] : v[i];
+			st[i] = cur;
+		}
+		return 0;
+	}
+	for (i = 0; i < l->n; i++) {
+		uint8_t *dst = kl->acc + (base + i) * kb;
+
+		if (st[i] == cur) {
+			psd_kvs_sum(kl->dtype, dst, l->vals + i * kb, kb);
+		} else {
+			memcpy(dst, l->vals + i * kb, kb);
+			st[i] = cur;
+		}
+	}
+	return 0;
+}
+
 int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 		  const uint32_t *idx)
 {

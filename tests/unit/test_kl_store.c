@@ -26,6 +26,7 @@ struct kst {
 	struct psd_kvs s;
 	struct psd_kvs_kl *kl;
 	unsigned fused; /* psd_kl_insert() calls that added the list too */
+	unsigned runs;	/* lists added as one of the store's runs */
 };
 
 static void kst_start(struct kst *t, unsigned nworker, bool huge)
@@ -90,9 +91,9 @@ static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
 {
 	struct psd_kvs_kl *kl = t->kl;
 	struct psd_kl_list l = *lp;
-	uint64_t nnew = 0, bad = 0;
+	uint64_t nnew = 0, bad = 0, base = 0;
 	const uint32_t *idx = NULL;
-	bool whole, added = false;
+	bool whole, added = false, run = false;
 	int ret = 0;
 
 	if (!kl->has_dtype && l.n) {
@@ -103,6 +104,9 @@ static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
 	whole = psd_kl_is_whole(kl, &l);
 	if (!kl->n) {
 		nnew = l.n;
+	} else if (!whole && psd_kl_run_of(kl, &l, &base)) {
+		run = true;
+		t->runs++;
 	} else if (!whole) {
 		ret = psd_kl_insert_new(&t->s, kl, &l);
 		CHECK(ret == 0 || ret == 1);
@@ -124,7 +128,9 @@ static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
 			whole = psd_kl_is_whole(kl, &l);
 		}
 	}
-	if (!added)
+	if (run)
+		CHECK_EQ(psd_kl_add_run(kl, &l, base), 0);
+	else if (!added)
 		CHECK_EQ(psd_kl_add(kl, &l, whole, idx), 0);
 	kl->got++;
 }
@@ -146,7 +152,8 @@ static uint64_t kst_rank(const uint64_t *keys, uint64_t n, uint64_t key)
 }
 
 /* The stored value bytes of @key (NULL: not stored); its slot is its
- * rank in the store's run(s). */
+ * rank in the first run, or the first run's length plus its rank in the
+ * second. */
 static const uint8_t *kst_val(const struct psd_kvs_kl *kl, uint64_t key,
 			      uint32_t *len)
 {
@@ -158,8 +165,10 @@ static const uint8_t *kst_val(const struct psd_kvs_kl *kl, uint64_t key,
 
 	if (!in)
 		return NULL;
-	*len = psd_kl_slen(kl, ja + jb);
-	return kl->val + psd_kl_soff(kl, ja + jb) * kl->esize;
+	uint64_t j = ja < na && kl->keys[ja] == key ? ja : na + jb;
+
+	*len = psd_kl_slen(kl, j);
+	return kl->val + psd_kl_soff(kl, j) * kl->esize;
 }
 
 /* Every key in [0, @nkeys) holds model[key] (float32, one element). */
@@ -293,30 +302,57 @@ static void test_kl_store_two_runs(void)
 	CHECK_INT(t.fused, ==, 1);
 	psd_kl_commit(&t.s, t.kl);
 	kst_check_f32(t.kl, model, stored, nkeys);
-	/* slots: key 1 (second run) is slot 1, key 2 slot 2, 2*per+7 new */
+	/* slots run after run: key 1 (the second run's first) is slot per,
+	 * key 2 (the first run's second) slot 1, 2*per+7 new */
 	q[0] = 1, q[1] = 2, q[2] = 2 * per + 7;
 	l = (struct psd_kl_list){ .n = 3, .keys = q, .ulen = 1 };
 	CHECK_EQ(psd_kl_slots(t.kl, &l, &idx, &nnew, &bad), 0);
 	CHECK_U64(nnew, ==, 1);
-	CHECK_U64(idx[0], ==, 1);
-	CHECK_U64(idx[1], ==, 2);
+	CHECK_U64(idx[0], ==, per);
+	CHECK_U64(idx[1], ==, 1);
 	CHECK_U64(idx[2], ==, KL_NONE);
 	/* a key of the second run with another length */
 	q[0] = 3;
 	l = (struct psd_kl_list){ .n = 1, .keys = q, .ulen = 2 };
 	CHECK_EQ(psd_kl_slots(t.kl, &l, &idx, &nnew, &bad), PSCHED_ESIZE);
 	CHECK_U64(bad, ==, 0);
-	/* step 2: worker 0 the whole store (both runs), worker 1 new keys
-	 * after it */
+	/* step 2: each worker its own run again -- worker 0's keys in a
+	 * copy of their own (compared), worker 1's its tagged list (the
+	 * run's own array) -- found as runs, values exact */
+	for (w = 0; w < 2; w++) {
+		uint64_t base = 7;
+
+		for (i = 0; i < per; i++) {
+			v[i] = (float)(w * 7 + i % 13) + 0.25f;
+			model[2 * i + w] = v[i];
+		}
+		l = kst_list(&t, per, 2, w, 1, NULL, 4, (uint8_t *)v, false,
+			     &buf);
+		if (w)
+			l.keys = t.kl->wc[1].keys;
+		CHECK(l.keys != t.kl->keys || !w);
+		CHECK(psd_kl_run_of(t.kl, &l, &base));
+		CHECK_U64(base, ==, w ? per : 0);
+		kst_push(&t, &l, PSCHED_F32);
+		kst_list_free(buf, false);
+	}
+	CHECK_INT(t.runs, ==, 2);
+	/* a pull of a run is answered from the values in one piece */
+	psd_kl_commit(&t.s, t.kl);
+	kst_check_f32(t.kl, model, stored, nkeys);
+	CHECK(!memcmp(t.kl->val + per * 4, v, per * 4));
+	/* step 3: worker 0 every key (both runs: not a run, not the store
+	 * in value order), worker 1 new keys after it */
 	for (i = 0; i < 2 * per; i++) {
 		v[i] = (float)(i % 31) + 0.5f;
 		model[i] = v[i];
 	}
 	l = kst_list(&t, 2 * per, 1, 0, 1, NULL, 4, (uint8_t *)v, false, &buf);
-	CHECK(psd_kl_is_whole_cmp(t.kl, &l));
+	CHECK(!psd_kl_is_whole_cmp(t.kl, &l));
+	CHECK(!psd_kl_run_of(t.kl, &l, &bad));
 	kst_push(&t, &l, PSCHED_F32);
 	l.tag = 7;
-	psd_kl_remember(t.kl, 0, &l, true);
+	psd_kl_remember(t.kl, 0, &l, false);
 	CHECK(t.kl->wc[0].keys != t.kl->keys); /* a copy: two runs */
 	CHECK(!memcmp(t.kl->wc[0].keys, l.keys, (size_t)l.n * 8));
 	kst_list_free(buf, false);
@@ -611,44 +647,62 @@ static void test_kl_store_new_keys_guess_wrong(void)
 /*
  * The first step's second list kept as a second run, where the runs do
  * not interleave to the end: worker 0 pushes @na even keys from @a0,
- * worker 1 @nb odd keys from @b0 (both in receive buffers of their own);
- * whichever run outlasts the other, at either end, every sum lands on its
- * key.
+ * worker 1 @nb odd keys from @b0 (both in receive buffers of their own),
+ * @ul float32 elements a key; whichever run outlasts the other, at either
+ * end, every sum lands on its key.
  */
-static void kst_run2(uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb)
+static void kst_run2(uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb,
+		     uint32_t ul)
 {
 	uint64_t nkeys = (a0 + 2 * na > b0 + 2 * nb ? a0 + 2 * na
 						    : b0 + 2 * nb),
-		 i;
-	float *model = calloc(nkeys, sizeof(float));
+		 i, k, wrong = 0;
+	float *model = calloc(nkeys * ul, sizeof(float));
 	bool *stored = calloc(nkeys, 1);
-	float *v = malloc((na > nb ? na : nb) * sizeof(float));
+	float *v = malloc((na > nb ? na : nb) * ul * sizeof(float));
 	struct psd_kl_list l;
 	struct kst t;
 	void *buf;
+	uint32_t e, len;
 
 	CHECK(model && stored && v);
 	kst_start(&t, 2, false);
-	for (i = 0; i < na; i++) {
+	for (i = 0; i < na * ul; i++)
 		v[i] = (float)(i % 101 + 1);
-		model[a0 + 2 * i] = v[i];
+	for (i = 0; i < na; i++) {
+		memcpy(model + (a0 + 2 * i) * ul, v + i * ul, ul * 4);
 		stored[a0 + 2 * i] = true;
 	}
-	l = kst_list(&t, na, 2, a0, 1, NULL, 4, (uint8_t *)v, true, &buf);
+	l = kst_list(&t, na, 2, a0, ul, NULL, 4, (uint8_t *)v, true, &buf);
 	kst_push(&t, &l, PSCHED_F32);
 	kst_list_free(buf, true);
-	for (i = 0; i < nb; i++) {
+	for (i = 0; i < nb * ul; i++)
 		v[i] = (float)(1000 + i % 103);
-		model[b0 + 2 * i] = v[i];
+	for (i = 0; i < nb; i++) {
+		memcpy(model + (b0 + 2 * i) * ul, v + i * ul, ul * 4);
 		stored[b0 + 2 * i] = true;
 	}
-	l = kst_list(&t, nb, 2, b0, 1, NULL, 4, (uint8_t *)v, true, &buf);
+	l = kst_list(&t, nb, 2, b0, ul, NULL, 4, (uint8_t *)v, true, &buf);
 	kst_push(&t, &l, PSCHED_F32);
 	kst_list_free(buf, true);
 	CHECK_INT(t.fused, ==, 1);
 	CHECK(t.kl->keys2 != NULL);
 	psd_kl_commit(&t.s, t.kl);
-	kst_check_f32(t.kl, model, stored, nkeys);
+	for (k = 0; k < nkeys; k++) {
+		const uint8_t *p = kst_val(t.kl, k, &len);
+
+		if (!stored[k] || !p || len != ul) {
+			wrong += stored[k] != (p != NULL);
+			continue;
+		}
+		for (e = 0; e < ul; e++) {
+			float f;
+
+			memcpy(&f, p + e * 4, 4);
+			wrong += f != model[k * ul + e];
+		}
+	}
+	CHECK_U64(wrong, ==, 0);
 	kst_stop(&t);
 	free(model);
 	free(stored);
@@ -657,11 +711,15 @@ static void kst_run2(uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb)
 
 static void test_kl_store_second_run_ends(void)
 {
-	kst_run2(0, 1000, 1, 1300);   /* the list runs on past the store */
-	kst_run2(0, 1300, 1, 1000);   /* the store runs on past the list */
-	kst_run2(600, 1000, 1, 1000); /* the list starts below the store */
-	kst_run2(0, 1000, 601, 1000); /* the store starts below the list */
-	kst_run2(0, 1, 1, 1);
+	for (uint32_t ul = 1; ul <= 3; ul += 2) { /* 4 bytes a key, 12 */
+		/* the list runs on past the store, the store past the list */
+		kst_run2(0, 1000, 1, 1300, ul);
+		kst_run2(0, 1300, 1, 1000, ul);
+		/* the list starts below the store, the store below the list */
+		kst_run2(600, 1000, 1, 1000, ul);
+		kst_run2(0, 1000, 601, 1000, ul);
+		kst_run2(0, 1, 1, 1, ul);
+	}
 }
 
 const struct test_case test_list[] = {
