@@ -235,13 +235,12 @@ static uint64_t klpack_excess(const uint8_t *src, uint64_t n, uint64_t nblk)
 	return big ? UINT64_MAX : e;
 }
 
-int psd_klpack_unpack(const uint8_t *src, uint64_t len, uint64_t n,
-		      uint64_t *keys, const char **why)
+int psd_klpack_rd_init(struct psd_klpack_rd *rd, const uint8_t *src,
+		       uint64_t len, uint64_t n, const char **why)
 {
-	uint64_t nblk = klpack_nblk(n), b, i, e;
-	uint64_t gap = 0, same = 0, wrap = 0;
-	const uint8_t *r;
+	uint64_t nblk = klpack_nblk(n), e;
 
+	memset(rd, 0, sizeof(*rd));
 	if (!n || len % 8 || len < psd_klpack_min_len(n)) {
 		*why = "packed keys: section length breaks the rule for its "
 		       "key count";
@@ -257,27 +256,37 @@ int psd_klpack_unpack(const uint8_t *src, uint64_t len, uint64_t n,
 		       "widths and key count take";
 		return -EPROTO;
 	}
-	r = src + 17 * nblk;
-	for (b = 0; b < nblk; b++) {
-		uint64_t *k = keys + b * PSD_KLPACK_BLK;
-		uint64_t blen = klpack_blen(n, b);
-		uint64_t x = klpack_le64(src + 16 * b);
-		uint64_t step = klpack_le64(src + 16 * b + 8);
-		unsigned w = src[16 * nblk + b];
-		uint64_t m = klpack_mask(w);
+	rd->src = src;
+	rd->n = n;
+	rd->nblk = nblk;
+	rd->r = src + 17 * nblk;
+	return 0;
+}
 
-		if (b)
-			same |= x <= k[-1];
-		k[0] = x;
-		if (!w) {
-			/* a strided block: no per-key checks */
-			same |= blen > 1 && !step;
-			wrap |= blen > 1 &&
-				step > (UINT64_MAX - x) / (blen - 1);
-			for (i = 1; i < blen; i++)
-				k[i] = x + i * step;
-			continue;
-		}
+uint64_t psd_klpack_rd_next(struct psd_klpack_rd *rd, uint64_t *k)
+{
+	const uint8_t *src = rd->src, *r = rd->r;
+	uint64_t b = rd->b, blen, x, step, m, i;
+	uint64_t gap = 0, same = 0, wrap = 0;
+	unsigned w;
+
+	if (b >= rd->nblk)
+		return 0;
+	blen = klpack_blen(rd->n, b);
+	x = klpack_le64(src + 16 * b);
+	step = klpack_le64(src + 16 * b + 8);
+	w = src[16 * rd->nblk + b];
+	m = klpack_mask(w);
+	if (b)
+		same |= x <= rd->last;
+	k[0] = x;
+	if (!w) {
+		/* a strided block: no per-key checks */
+		same |= blen > 1 && !step;
+		wrap |= blen > 1 && step > (UINT64_MAX - x) / (blen - 1);
+		for (i = 1; i < blen; i++)
+			k[i] = x + i * step;
+	} else {
 		for (i = 1; i < blen; i++, r += w) {
 			uint64_t d = step + (klpack_le64(r) & m);
 			uint64_t nx = x + d;
@@ -289,17 +298,73 @@ int psd_klpack_unpack(const uint8_t *src, uint64_t len, uint64_t n,
 			x = nx;
 		}
 	}
-	if (gap) {
+	rd->last = k[blen - 1];
+	rd->r = r;
+	rd->b = b + 1;
+	rd->gap |= gap;
+	rd->same |= same;
+	rd->wrap |= wrap;
+	return blen;
+}
+
+void psd_klpack_rd_seek(struct psd_klpack_rd *rd, uint64_t b)
+{
+	const uint8_t *wd = rd->src + 16 * rd->nblk;
+	uint64_t c;
+
+	rd->r = rd->src + 17 * rd->nblk;
+	for (c = 0; c < b && c < rd->nblk; c++)
+		rd->r += (klpack_blen(rd->n, c) - 1) * wd[c];
+	rd->b = c;
+	rd->last = 0; /* the key before block b: not known, not checked */
+}
+
+uint64_t psd_klpack_first(const uint8_t *src, uint64_t b)
+{
+	return klpack_le64(src + 16 * b);
+}
+
+int psd_klpack_rd_done(const struct psd_klpack_rd *rd, const char **why)
+{
+	if (rd->gap) {
 		*why = "packed keys: a gap overflows 2^64";
 		return -EPROTO;
 	}
-	if (wrap) {
+	if (rd->wrap) {
 		*why = "packed keys: keys run past 2^64";
 		return -EPROTO;
 	}
-	if (same) {
+	if (rd->same) {
 		*why = "packed keys: keys not strictly ascending";
 		return -EPROTO;
 	}
 	return 0;
+}
+
+int psd_klpack_unpack(const uint8_t *src, uint64_t len, uint64_t n,
+		      uint64_t *keys, const char **why)
+{
+	struct psd_klpack_rd rd;
+	uint64_t got;
+	int ret = psd_klpack_rd_init(&rd, src, len, n, why);
+
+	if (ret)
+		return ret;
+	while ((got = psd_klpack_rd_next(&rd, keys)))
+		keys += got;
+	return psd_klpack_rd_done(&rd, why);
+}
+
+int psd_klpack_check(const uint8_t *src, uint64_t len, uint64_t n,
+		     const char **why)
+{
+	uint64_t buf[PSD_KLPACK_BLK];
+	struct psd_klpack_rd rd;
+	int ret = psd_klpack_rd_init(&rd, src, len, n, why);
+
+	if (ret)
+		return ret;
+	while (psd_klpack_rd_next(&rd, buf))
+		;
+	return psd_klpack_rd_done(&rd, why);
 }

@@ -60,6 +60,33 @@ bool psd_klpack_equal(const struct psd_klpack *p, const uint64_t *keys,
 		      uint64_t n);
 void psd_klpack_free(struct psd_klpack *p);
 /*
+ * Reading a packed section block by block (psd_klpack_unpack() is one
+ * such read into an array): init checks the length rule and the widths;
+ * each next() writes the following block's keys (at most PSD_KLPACK_BLK)
+ * and returns how many, 0 at the end; once every block was read, done()
+ * says whether the keys were strictly ascending without running past
+ * 2^64.  0 or -EPROTO with the reason in *@why.
+ */
+struct psd_klpack_rd {
+	const uint8_t *src;
+	uint64_t n, nblk, b; /* keys, blocks, the next block */
+	const uint8_t *r;    /* its excesses */
+	uint64_t last;	     /* the last key read */
+	uint64_t gap, same, wrap;
+};
+int psd_klpack_rd_init(struct psd_klpack_rd *rd, const uint8_t *src,
+		       uint64_t len, uint64_t n, const char **why);
+uint64_t psd_klpack_rd_next(struct psd_klpack_rd *rd, uint64_t *k);
+int psd_klpack_rd_done(const struct psd_klpack_rd *rd, const char **why);
+/* Make block @b the next one (a section checked before: the order across
+ * the jump is not checked). */
+void psd_klpack_rd_seek(struct psd_klpack_rd *rd, uint64_t b);
+/* The first key of block @b of a section. */
+uint64_t psd_klpack_first(const uint8_t *src, uint64_t b);
+/* psd_klpack_unpack()'s checks without keeping the keys. */
+int psd_klpack_check(const uint8_t *src, uint64_t len, uint64_t n,
+		     const char **why);
+/*
  * Unpack @n keys (n >= 1) from the @len bytes at @src into @keys,
  * checking everything: the length rule, widths, gaps that overflow 2^64,
  * keys strictly ascending (so a list that unpacks is sorted and

@@ -107,6 +107,7 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 	l->wc = NULL;
 	l->tag = 0;
 	l->own = false; /* the caller says when it is */
+	l->blk = false;
 	if (h->flags & PSD_F_KLCACHED) {
 		/* checked when its keys came */
 		if (!wc || wc->tag != h->epoch || wc->n != h->part ||
@@ -116,6 +117,7 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 		}
 		l->n = wc->n;
 		l->keys = wc->keys;
+		l->blk = true;
 		l->ulen = wc->ulen;
 		l->lens = wc->ulen ? NULL : wc->lens;
 		l->vals = payload;
@@ -292,6 +294,7 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 	}
 	if (!l->n)
 		return;
+	psd_kl_list_ready(l);
 	memcpy(buf, l->keys, (size_t)l->n * 8);
 	if (l->lens)
 		memcpy(buf + l->n * 8, l->lens, (size_t)l->n * 4);
@@ -332,8 +335,13 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		goto count;
 	}
 	if (own && (h->flags & PSD_F_KLPACKED)) {
-		ret = psd_kl_unpack_own(kl, h, (void *)(uintptr_t)payload, &raw,
-					&why);
+		/* one length: the keys may stay packed until read */
+		ret = h->offset ? psd_kl_own_lazy(kl, h,
+						  (void *)(uintptr_t)payload,
+						  &raw, &why)
+				: psd_kl_unpack_own(kl, h,
+						    (void *)(uintptr_t)payload,
+						    &raw, &why);
 		if (ret == -ENOMEM)
 			why = "no memory to unpack the keys";
 		if (ret) {
@@ -500,6 +508,7 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		psd_kvs_hold_free(s, buf, h->length);
 		return NULL;
 	}
+	psd_kl_list_ready(&l);
 	memcpy(nb, l.keys, (size_t)l.n * 8);
 	if (l.lens)
 		memcpy(nb + l.n * 8, l.lens, (size_t)l.n * 4);
@@ -570,7 +579,11 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 		 * buffer the store can adopt or keep as the worker's tagged
 		 * list (psd_kl_remember()); packed keys land at the end of
 		 * their place and are unpacked in front of them */
-		kc->kl_own = psd_kl_rxbuf(kl, raw);
+		kc->kl_own = psd_kl_rxbuf(
+			kl, raw,
+			(h->flags & PSD_F_KLPACKED) && h->offset
+				? raw - h->length /* keys stay packed */
+				: 0);
 		if (kc->kl_own)
 			*dst = (uint8_t *)kc->kl_own + (raw - h->length);
 	}

@@ -84,6 +84,9 @@ struct psd_kl_list {
 	/* The payload is a key block from psd_kl_rxbuf() starting with
 	 * the keys: an empty store adopts it rather than copying. */
 	bool own;
+	/* keys is a key block (a tagged list's); own or blk: its keys may
+	 * still be packed (kvs_klstore.c, struct kl_keyhdr) */
+	bool blk;
 };
 
 static inline uint32_t psd_kl_len_of(const struct psd_kl_list *l, uint64_t i)
@@ -102,6 +105,10 @@ static inline uint64_t psd_kl_soff(const struct psd_kvs_kl *kl, uint64_t j)
 }
 
 /* kvs_klstore.c */
+/* The keys of list @l written out (a key block's may still be packed). */
+void psd_kl_list_ready(const struct psd_kl_list *l);
+/* Are key block @k's keys still packed (tests)? */
+bool psd_kl_keys_packed(const uint64_t *k);
 /* The key-list state, made on first use (NULL: no memory). */
 struct psd_kvs_kl *psd_kl_get(struct psched_node *n);
 /* Parse and check request @h's payload (keys, lengths, values) into @l,
@@ -138,9 +145,16 @@ bool psd_kl_is_whole(const struct psd_kvs_kl *kl, const struct psd_kl_list *l);
 bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 			 const struct psd_kl_list *l);
 /* A buffer of @len bytes for a message's payload that the store can
- * adopt as its key array (psd_kl_list.own), or NULL; psd_kl_rxbuf_put()
- * drops the message's hold on it. */
-void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len);
+ * adopt as its key array (psd_kl_list.own), or NULL; its bytes from
+ * @from on are faulted in at once (what the receive writes).
+ * psd_kl_rxbuf_put() drops the message's hold on it. */
+void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len, uint64_t from);
+/* Request @h with packed keys of one length, received into @own from
+ * psd_kl_rxbuf() as psd_kl_unpack_own() says, but its keys left packed
+ * until read (struct kl_keyhdr): the section is checked and kept aside,
+ * *@raw describes the plain request.  0, -EPROTO with *@why, -ENOMEM. */
+int psd_kl_own_lazy(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		    void *own, struct psd_hdr *raw, const char **why);
 void psd_kl_rxbuf_put(void *buf);
 /* Store @l's @nnew new keys (value 0): all or nothing (-ENOMEM); 1:
  * @l's values added to the open step too (see kvs_klstore.c). */

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "bigmem.h"
+#include "klpack.h"
 #include "kvs_kl.h"
 
 /* Big arrays: fresh zero pages from the kernel without a memset, in
@@ -26,13 +27,46 @@ static void kl_free(void *p)
 	psd_big_free(p);
 }
 
+/* Lower bound of @key in keys[lo, n). */
+static uint64_t kl_lower(const uint64_t *keys, uint64_t lo, uint64_t n,
+			 uint64_t key)
+{
+	uint64_t hi = n;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* Key arrays are shared between the store and the workers' tagged lists
  * (a list that is the whole store needs no copy): refcounted, the count
- * in a 64-byte header before the keys. */
+ * in a 64-byte header before the keys.
+ *
+ * A first-step list that came packed into a buffer of its own keeps its
+ * keys packed (pk: the section, checked when it came) until something
+ * reads them: the 2+2 cold push of 10 M keys then writes no key array at
+ * all on the servers (40 MB of fresh pages per list, which cost about as
+ * much as the rest of the push), and a worker's own list, pushed and
+ * pulled by its tag every step after, never needs them.  Everything that
+ * reads a block's keys calls kl_keys_ready() first, or reads the packed
+ * form (kl_key_at(), kl_has(), the second run's walk). */
 struct kl_keyhdr {
 	size_t refs;
-	char pad[56];
+	uint8_t *pk; /* packed keys not yet written out (malloc'd) */
+	uint64_t pklen, pkn;
+	char pad[32];
 };
+
+static struct kl_keyhdr *kl_hdr(const uint64_t *k)
+{
+	return (struct kl_keyhdr *)(void *)(uintptr_t)k - 1;
+}
 
 static uint64_t *kl_keys_alloc(const struct psd_kvs_kl *kl, uint64_t n)
 {
@@ -41,12 +75,13 @@ static uint64_t *kl_keys_alloc(const struct psd_kvs_kl *kl, uint64_t n)
 	if (!h)
 		return NULL;
 	h->refs = 1;
+	h->pk = NULL;
 	return (uint64_t *)(void *)(h + 1);
 }
 
 static uint64_t *kl_keys_get(uint64_t *k)
 {
-	((struct kl_keyhdr *)(void *)k - 1)->refs++;
+	kl_hdr(k)->refs++;
 	return k;
 }
 
@@ -56,19 +91,153 @@ static void kl_keys_put(uint64_t *k)
 
 	if (!k)
 		return;
-	h = (struct kl_keyhdr *)(void *)k - 1;
-	if (!--h->refs)
+	h = kl_hdr(k);
+	if (!--h->refs) {
+		free(h->pk);
 		kl_free(h);
+	}
 }
 
-void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len)
+/* Are the keys of block @k (NULL: none) still packed? */
+static bool kl_keys_lazy(const uint64_t *k)
+{
+	return k && kl_hdr(k)->pk;
+}
+
+bool psd_kl_keys_packed(const uint64_t *k)
+{
+	return kl_keys_lazy(k);
+}
+
+/* Write block @k's keys out if they are still packed. */
+static void kl_keys_ready(const uint64_t *k)
+{
+	struct kl_keyhdr *h;
+	const char *why = "";
+
+	if (!kl_keys_lazy(k))
+		return;
+	h = kl_hdr(k);
+	/* checked when it came (psd_kl_own_lazy()): cannot fail */
+	if (psd_klpack_unpack(h->pk, h->pklen, h->pkn, (uint64_t *)(uintptr_t)k,
+			      &why))
+		psd_err("key lists: packed keys checked on arrival no longer "
+			"unpack: %s",
+			why);
+	free(h->pk);
+	h->pk = NULL;
+}
+
+void psd_kl_list_ready(const struct psd_kl_list *l)
+{
+	if (l->own || l->blk)
+		kl_keys_ready(l->keys);
+}
+
+/* The store's keys written out. */
+static void kl_store_ready(const struct psd_kvs_kl *kl)
+{
+	kl_keys_ready(kl->keys);
+	kl_keys_ready(kl->keys2);
+}
+
+/* Key @i of block @k, packed or not. */
+static uint64_t kl_key_at(const uint64_t *k, uint64_t i)
+{
+	uint64_t blk[PSD_KLPACK_BLK];
+	struct psd_klpack_rd rd;
+	struct kl_keyhdr *h;
+	const char *why;
+
+	if (!kl_keys_lazy(k))
+		return k[i];
+	h = kl_hdr(k);
+	if (psd_klpack_rd_init(&rd, h->pk, h->pklen, h->pkn, &why))
+		return 0; /* checked on arrival: not reached */
+	psd_klpack_rd_seek(&rd, i / PSD_KLPACK_BLK);
+	psd_klpack_rd_next(&rd, blk);
+	return blk[i % PSD_KLPACK_BLK];
+}
+
+/* Key @i of list @l, packed or not (only a key block may be packed). */
+static uint64_t kl_lkey_at(const struct psd_kl_list *l, uint64_t i)
+{
+	return l->own || l->blk ? kl_key_at(l->keys, i) : l->keys[i];
+}
+
+/* Is @key among the @n keys of block @k, packed or not? */
+static bool kl_has(const uint64_t *k, uint64_t n, uint64_t key)
+{
+	uint64_t blk[PSD_KLPACK_BLK], lo = 0, hi, got, j;
+	struct psd_klpack_rd rd;
+	struct kl_keyhdr *h;
+	const char *why;
+
+	if (!n)
+		return false;
+	if (!kl_keys_lazy(k)) {
+		j = kl_lower(k, 0, n, key);
+		return j < n && k[j] == key;
+	}
+	h = kl_hdr(k);
+	if (psd_klpack_rd_init(&rd, h->pk, h->pklen, h->pkn, &why))
+		return false; /* checked on arrival: not reached */
+	/* the last block whose first key is at most @key */
+	hi = rd.nblk;
+	while (hi - lo > 1) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (psd_klpack_first(h->pk, mid) <= key)
+			lo = mid;
+		else
+			hi = mid;
+	}
+	psd_klpack_rd_seek(&rd, lo);
+	got = psd_klpack_rd_next(&rd, blk);
+	for (j = 0; j < got; j++)
+		if (blk[j] == key)
+			return true;
+	return false;
+}
+
+void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len, uint64_t from)
 {
 	uint64_t *k = kl_keys_alloc(kl, (len + 7) / 8);
 
-	/* all of it is written next (received, keys unpacked) */
-	if (k)
-		psd_big_populate(k, len);
+	/* what is written next (received, keys unpacked), at once */
+	if (k && from < len)
+		psd_big_populate((uint8_t *)k + from, len - from);
 	return k;
+}
+
+int psd_kl_own_lazy(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		    void *own, struct psd_hdr *raw, const char **why)
+{
+	uint64_t sec = psd_kl_packed_len(h);
+	struct kl_keyhdr *kh = kl_hdr(own);
+	uint8_t *pk;
+	int ret;
+
+	(void)kl;
+	/* the section sits where the keys' tail goes: kept aside */
+	pk = malloc(sec ? (size_t)sec : 1);
+	if (!pk)
+		return -ENOMEM;
+	memcpy(pk, (uint8_t *)own + (h->part * 8 - sec), (size_t)sec);
+	ret = psd_klpack_check(pk, sec, h->part, why);
+	if (ret) {
+		free(pk);
+		return ret;
+	}
+	free(kh->pk);
+	kh->pk = pk;
+	kh->pklen = sec;
+	kh->pkn = h->part;
+	*raw = *h;
+	raw->flags &= (uint8_t)~PSD_F_KLPACKED;
+	raw->flags |= KL_F_SORTED;
+	raw->length = h->length - sec + h->part * 8;
+	return 0;
 }
 
 void psd_kl_rxbuf_put(void *buf)
@@ -206,23 +375,6 @@ static int kl_idx_reserve(struct psd_kvs_kl *kl, uint64_t n)
 	return 0;
 }
 
-/* Lower bound of @key in keys[lo, n). */
-static uint64_t kl_lower(const uint64_t *keys, uint64_t lo, uint64_t n,
-			 uint64_t key)
-{
-	uint64_t hi = n;
-
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (keys[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * Slots of @l in the store into kl->idx (KL_NONE: not stored); *@nnew
  * counts those.  A stored key of another length: PSCHED_ESIZE with the key
@@ -244,6 +396,8 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 	*nnew = 0;
 	if (kl_idx_reserve(kl, l->n))
 		return -ENOMEM;
+	kl_store_ready(kl);
+	psd_kl_list_ready(l);
 	if (kl->keys2)
 		return kl_lookup2(kl, l, nnew, bad);
 	for (i = 0; i < l->n; i++) {
@@ -363,8 +517,16 @@ bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 	 * list is the store in value order. */
 	if (l->n != kl->n || !l->n || kl->keys2)
 		return false;
-	if (memcmp(l->keys, kl->keys, (size_t)l->n * 8))
+	/* told apart by the first key without writing out packed keys
+	 * (two workers' lists of the same length, say) */
+	if (kl_lkey_at(l, 0) != kl_key_at(kl->keys, 0))
 		return false;
+	if (l->keys != kl->keys) {
+		kl_store_ready(kl);
+		psd_kl_list_ready(l);
+		if (memcmp(l->keys, kl->keys, (size_t)l->n * 8))
+			return false;
+	}
 	if (!l->lens && l->ulen == kl->ulen)
 		return true;
 	for (i = 0; i < l->n; i++)
@@ -401,6 +563,7 @@ static int kl_flatten(struct psd_kvs_kl *kl)
 
 	if (!kl->keys2)
 		return 0;
+	kl_store_ready(kl);
 	k = kl_keys_alloc(kl, kl->n);
 	val = kl_alloc(kl, (size_t)kl->n * kb, false);
 	acc = kl_alloc(kl, (size_t)kl->n * kb, false);
@@ -442,56 +605,116 @@ static int kl_flatten(struct psd_kvs_kl *kl)
 	return 0;
 }
 
+/* Sorted keys read a piece at a time: a key array as it is, or a still
+ * packed block's keys decoded block by block into buf. */
+struct kl_src {
+	const uint64_t *k; /* the piece */
+	uint64_t len;	   /* its keys */
+	const uint64_t *arr;
+	uint64_t n, next; /* array: keys, where the next piece starts */
+	bool packed;
+	struct psd_klpack_rd rd;
+	uint64_t buf[PSD_KLPACK_BLK];
+};
+
+static void kl_src_init(struct kl_src *src, const uint64_t *k, uint64_t n,
+			bool blk)
+{
+	const char *why;
+
+	memset(src, 0, sizeof(*src));
+	src->packed = blk && kl_keys_lazy(k);
+	if (src->packed) {
+		struct kl_keyhdr *h = kl_hdr(k);
+
+		/* checked on arrival: cannot fail */
+		if (psd_klpack_rd_init(&src->rd, h->pk, h->pklen, h->pkn, &why))
+			src->packed = false, n = 0;
+	}
+	src->arr = k;
+	src->n = src->packed ? 0 : n;
+}
+
+/* The next piece into src->k / src->len; false at the end. */
+static bool kl_src_next(struct kl_src *src)
+{
+	if (src->packed) {
+		src->len = psd_klpack_rd_next(&src->rd, src->buf);
+		src->k = src->buf;
+	} else {
+		src->k = src->arr + src->next;
+		src->len = src->n - src->next;
+		src->next = src->n;
+	}
+	return src->len != 0;
+}
+
 /*
  * The sums of a second run, run after run: the store's (@kl, one run,
  * sums kl->acc) then @l's values, into @acc (kb bytes a key), checking
  * on the way that the runs share no key (@l's keys were guessed new).
- * One walk through both runs' keys that copies as it goes: a walk that
- * only compares plus two copies after it cost the 2+2 cold push of 10 M
- * keys about 10 ms more.  A branch per key, not a select: two workers'
- * keys alternate at every key, which the branch predictor follows, while
- * a select chains each load to the compare before it (5 M + 5 M
+ * One walk through both runs' keys (packed ones decoded a block at a
+ * time, never written out) that copies as it goes: a walk that only
+ * compares plus two copies after it cost the 2+2 cold push of 10 M keys
+ * about 10 ms more.  A branch per key, not a select: two workers' keys
+ * alternate at every key, which the branch predictor follows, while a
+ * select chains each load to the compare before it (5 M + 5 M
  * alternating keys alone: 13 ms with branches, 31 ms with selects).
  * false: a key of @l is stored, @acc partly written.
  */
 static bool kl_run2_sums(const struct psd_kvs_kl *kl,
 			 const struct psd_kl_list *l, uint8_t *acc, size_t kb)
 {
-	const uint64_t *a = kl->keys, *b = l->keys;
-	uint64_t na = kl->n, nb = l->n, i = 0, j = 0;
+	struct kl_src *a = malloc(2 * sizeof(*a)), *b = a + 1;
+	uint64_t na = kl->n, nb = l->n, i = 0, j = 0, ia = 0, ib = 0;
+	const uint32_t *sa = (const uint32_t *)(const void *)kl->acc;
+	const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
+	uint32_t *oa = (uint32_t *)(void *)acc, *ob = oa + na;
+	bool more, ok = true;
 
-	if (kb == 4) {
-		const uint32_t *sa = (const uint32_t *)(const void *)kl->acc;
-		const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
-		uint32_t *oa = (uint32_t *)(void *)acc, *ob = oa + na;
+	if (!a)
+		return false; /* the long way: slots, then a merge */
+	kl_src_init(a, kl->keys, na, true);
+	kl_src_init(b, l->keys, nb, l->own || l->blk);
+	more = kl_src_next(a) && kl_src_next(b);
+	while (more && ok) {
+		const uint64_t *x = a->k, *y = b->k;
+		uint64_t xa = a->len, yb = b->len;
 
-		while (i < na && j < nb) {
-			uint64_t x = a[i], y = b[j];
-
-			if (x < y) {
-				oa[i] = sa[i];
+		while (ia < xa && ib < yb) {
+			if (x[ia] < y[ib]) {
+				if (kb == 4)
+					oa[i] = sa[i];
+				else
+					memcpy(acc + i * kb, kl->acc + i * kb,
+					       kb);
 				i++;
-			} else if (y < x) {
-				ob[j] = lv[j];
+				ia++;
+			} else if (y[ib] < x[ia]) {
+				if (kb == 4)
+					ob[j] = lv[j];
+				else
+					memcpy(acc + (na + j) * kb,
+					       l->vals + j * kb, kb);
 				j++;
+				ib++;
 			} else {
-				return false;
+				ok = false;
+				break;
 			}
 		}
-	} else {
-		while (i < na && j < nb) {
-			if (a[i] < b[j]) {
-				memcpy(acc + i * kb, kl->acc + i * kb, kb);
-				i++;
-			} else if (b[j] < a[i]) {
-				memcpy(acc + (na + j) * kb, l->vals + j * kb,
-				       kb);
-				j++;
-			} else {
-				return false;
-			}
+		if (ia == xa) {
+			more = kl_src_next(a);
+			ia = 0;
+		}
+		if (ib == yb && more) {
+			more = kl_src_next(b);
+			ib = 0;
 		}
 	}
+	free(a);
+	if (!ok)
+		return false;
 	memcpy(acc + i * kb, kl->acc + i * kb, (size_t)((na - i) * kb));
 	memcpy(acc + (na + j) * kb, l->vals + j * kb, (size_t)((nb - j) * kb));
 	return true;
@@ -504,14 +727,19 @@ bool psd_kl_run_of(const struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 
 	if (!kl->keys2 || !l->n || l->lens || l->ulen != kl->ulen)
 		return false;
-	if (l->n == na &&
-	    (l->keys == kl->keys || !memcmp(l->keys, kl->keys, na * 8))) {
+	if (l->keys == kl->keys || l->keys == kl->keys2) {
+		*base = l->keys == kl->keys ? 0 : na;
+		return l->n == (l->keys == kl->keys ? na : kl->n2);
+	}
+	if (l->n != na && l->n != kl->n2)
+		return false;
+	kl_store_ready(kl);
+	psd_kl_list_ready(l);
+	if (l->n == na && !memcmp(l->keys, kl->keys, na * 8)) {
 		*base = 0;
 		return true;
 	}
-	if (l->n == kl->n2 &&
-	    (l->keys == kl->keys2 ||
-	     !memcmp(l->keys, kl->keys2, kl->n2 * 8))) {
+	if (l->n == kl->n2 && !memcmp(l->keys, kl->keys2, kl->n2 * 8)) {
 		*base = na;
 		return true;
 	}
@@ -568,6 +796,11 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		ret = kl_flatten(kl);
 		if (ret)
 			return ret;
+		/* merged key by key below (an adopted list's keys are not
+		 * read; the second run's walk reads packed keys as they are) */
+		kl_store_ready(kl);
+		if (!adopt)
+			psd_kl_list_ready(l);
 	}
 
 	if (!l->lens && nnew == l->n) { /* no pass over millions of keys */
@@ -609,7 +842,8 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	}
 	/* Every key new and after the stored ones (an empty store, say):
 	 * append, no merge. */
-	if (nnew == l->n && (!kl->n || l->keys[0] > kl->keys[kl->n - 1])) {
+	if (nnew == l->n &&
+	    (!kl->n || kl_lkey_at(l, 0) > kl_key_at(kl->keys, kl->n - 1))) {
 		if (kl->n) {
 			if (keys)
 				memcpy(keys, kl->keys, (size_t)kl->n * 8);
@@ -778,21 +1012,18 @@ err_free:
 int psd_kl_insert_new(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		      const struct psd_kl_list *l)
 {
-	uint64_t i, j;
+	uint64_t i;
 	int ret;
 
 	if (!kl->n || !l->n || !kl->full || kl->partial || !kl->ulen ||
 	    l->lens || l->ulen != kl->ulen)
 		return 0;
 	for (i = 0; i < 16; i++) {
-		uint64_t key = l->keys[(l->n - 1) * i / 15];
-		uint64_t na = kl->n - kl->n2;
+		/* on the packed form when the keys are still packed */
+		uint64_t key = kl_lkey_at(l, (l->n - 1) * i / 15);
 
-		j = kl_lower(kl->keys, 0, na, key);
-		if (j < na && kl->keys[j] == key)
-			return 0;
-		j = kl_lower(kl->keys2, 0, kl->n2, key);
-		if (j < kl->n2 && kl->keys2[j] == key)
+		if (kl_has(kl->keys, kl->n - kl->n2, key) ||
+		    (kl->keys2 && kl_has(kl->keys2, kl->n2, key)))
 			return 0;
 	}
 	ret = psd_kl_insert(s, kl, l, l->n);

@@ -10,12 +10,14 @@
  * huge pages and not, and with huge-page mappings failing
  * (common/bigmem.c falls back to malloc).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
 
 #include "../harness.h"
 #include "bigmem.h"
+#include "klpack.h"
 #include "node.h"
 #include "../../server/kvs_kl.h"
 
@@ -60,7 +62,7 @@ static struct psd_kl_list kst_list(struct kst *t, uint64_t n, uint64_t stride,
 	for (i = 0; i < n; i++)
 		bytes += (lens ? lens[i] : ulen) * (uint64_t)es;
 	len = n * (lens ? 12 : 8) + bytes;
-	p = own ? psd_kl_rxbuf(t->kl, len) : malloc(len ? len : 1);
+	p = own ? psd_kl_rxbuf(t->kl, len, 0) : malloc(len ? len : 1);
 	CHECK(p != NULL);
 	for (i = 0; i < n; i++)
 		((uint64_t *)(void *)p)[i] = i * stride + first;
@@ -709,6 +711,160 @@ static void kst_run2(uint64_t a0, uint64_t na, uint64_t b0, uint64_t nb,
 	free(v);
 }
 
+/* A list of @n keys first + stride * i, one float each (@v), as it
+ * arrives packed into a receive buffer of the store's own and is kept
+ * packed (psd_kl_own_lazy()). */
+static struct psd_kl_list kst_lazy(struct kst *t, uint64_t n, uint64_t stride,
+				   uint64_t first, const float *v, void **buf)
+{
+	struct psd_klpack pk = { 0 };
+	struct psd_kl_list l = { 0 };
+	uint64_t *k = malloc(n * 8), i;
+	struct psd_hdr h = { 0 }, raw;
+	const char *why = "";
+	uint8_t *p;
+
+	CHECK(k != NULL);
+	for (i = 0; i < n; i++)
+		k[i] = first + stride * i;
+	CHECK_EQ(psd_klpack_set(&pk, k, n, UINT64_MAX), 0);
+	CHECK(pk.len < n * 8);
+	h.type = PSD_MSG_PUSH;
+	h.flags = PSD_F_KEYLIST | PSD_F_KLPACKED;
+	h.part = n;
+	h.offset = 1;
+	h.span = n * 4;
+	h.length = pk.len + n * 4;
+	p = psd_kl_rxbuf(t->kl, n * 12, n * 8 - pk.len);
+	CHECK(p != NULL);
+	/* what the receive writes: the section, then the values */
+	memcpy(p + n * 8 - pk.len, pk.buf, pk.len);
+	memcpy(p + n * 8, v, n * 4);
+	CHECK_EQ(psd_kl_own_lazy(t->kl, &h, p, &raw, &why), 0);
+	CHECK_U64(raw.length, ==, n * 12);
+	CHECK(psd_kl_keys_packed((uint64_t *)(void *)p));
+	l.n = n;
+	l.keys = (const uint64_t *)(void *)p;
+	l.ulen = 1;
+	l.vals = p + n * 8;
+	l.bytes = n * 4;
+	l.own = true;
+	*buf = p;
+	psd_klpack_free(&pk);
+	free(k);
+	return l;
+}
+
+/*
+ * Two workers' first lists arrive packed into buffers of their own and
+ * stay packed through the first step (the store adopts one, the other
+ * becomes the second run: the walk that checks them apart reads the packed
+ * form) and through pushes and pulls of each worker's own list; a lookup
+ * of other keys writes them out -- and then finds the right slots, values
+ * exact.  A packed section that lies is refused and nothing kept.
+ */
+static void test_kl_store_lazy_keys(void)
+{
+	const uint64_t per = 3000;
+	uint64_t nkeys = 2 * per, i, nnew = 0, bad = 0, base = 9;
+	float *model = calloc(nkeys, sizeof(float));
+	bool *stored = calloc(nkeys, 1);
+	float *v = malloc(per * sizeof(float));
+	const uint64_t *runk[2];
+	struct psd_kl_list l;
+	const uint32_t *idx;
+	struct psd_hdr h, raw;
+	const char *why = "";
+	uint64_t q[3];
+	void *buf;
+	struct kst t;
+	unsigned w;
+
+	CHECK(model && stored && v);
+	kst_start(&t, 2, false);
+	for (w = 0; w < 2; w++) {
+		for (i = 0; i < per; i++) {
+			v[i] = (float)(w * 100 + i % 37);
+			model[2 * i + w] = v[i];
+			stored[2 * i + w] = true;
+		}
+		l = kst_lazy(&t, per, 2, w, v, &buf);
+		runk[w] = l.keys;
+		kst_push(&t, &l, PSCHED_F32);
+		psd_kl_rxbuf_put(buf);
+	}
+	CHECK_INT(t.fused, ==, 1);
+	CHECK(t.kl->keys == runk[0] && t.kl->keys2 == runk[1]);
+	psd_kl_commit(&t.s, t.kl);
+	CHECK(psd_kl_keys_packed(t.kl->keys));
+	CHECK(psd_kl_keys_packed(t.kl->keys2));
+	/* step 2: each worker its own list by its tag (the run's array) */
+	for (w = 0; w < 2; w++) {
+		for (i = 0; i < per; i++) {
+			v[i] = (float)(w * 10 + i % 7) + 0.5f;
+			model[2 * i + w] = v[i];
+		}
+		l = (struct psd_kl_list){ .n = per, .keys = runk[w],
+					  .ulen = 1, .vals = (uint8_t *)v,
+					  .bytes = per * 4, .blk = true };
+		CHECK(!psd_kl_is_whole_cmp(t.kl, &l));
+		CHECK(psd_kl_run_of(t.kl, &l, &base));
+		CHECK_U64(base, ==, w ? per : 0);
+		kst_push(&t, &l, PSCHED_F32);
+	}
+	CHECK_INT(t.runs, ==, 2);
+	psd_kl_commit(&t.s, t.kl);
+	CHECK(psd_kl_keys_packed(t.kl->keys));
+	CHECK(psd_kl_keys_packed(t.kl->keys2));
+	CHECK(!memcmp(t.kl->val + per * 4, v, per * 4));
+	/* a lookup of other keys writes both runs out, slots right */
+	q[0] = 1, q[1] = 2 * per - 2, q[2] = 2 * per + 7;
+	l = (struct psd_kl_list){ .n = 3, .keys = q, .ulen = 1 };
+	CHECK_EQ(psd_kl_slots(t.kl, &l, &idx, &nnew, &bad), 0);
+	CHECK_U64(nnew, ==, 1);
+	CHECK_U64(idx[0], ==, per);
+	CHECK_U64(idx[1], ==, per - 1);
+	CHECK_U64(idx[2], ==, KL_NONE);
+	CHECK(!psd_kl_keys_packed(t.kl->keys));
+	CHECK(!psd_kl_keys_packed(t.kl->keys2));
+	kst_check_f32(t.kl, model, stored, nkeys);
+	kst_stop(&t);
+
+	/* one worker: its packed list adopted, then a plain copy of it is
+	 * the whole store (the first keys agree: written out, compared) */
+	kst_start(&t, 1, false);
+	for (i = 0; i < per; i++)
+		v[i] = (float)(i % 11);
+	l = kst_lazy(&t, per, 3, 5, v, &buf);
+	kst_push(&t, &l, PSCHED_F32);
+	psd_kl_rxbuf_put(buf);
+	psd_kl_commit(&t.s, t.kl);
+	CHECK(psd_kl_keys_packed(t.kl->keys));
+	l = kst_list(&t, per, 3, 5, 1, NULL, 4, (uint8_t *)v, false, &buf);
+	CHECK(psd_kl_is_whole_cmp(t.kl, &l));
+	CHECK(!psd_kl_keys_packed(t.kl->keys));
+	kst_list_free(buf, false);
+	kst_stop(&t);
+
+	/* a section whose key count lies: refused, nothing kept */
+	kst_start(&t, 1, false);
+	for (i = 0; i < per; i++)
+		v[i] = 1.0f;
+	l = kst_lazy(&t, per, 2, 0, v, &buf);
+	h = (struct psd_hdr){ .flags = PSD_F_KEYLIST | PSD_F_KLPACKED,
+			      .part = per + 1,
+			      .offset = 1,
+			      .span = (per + 1) * 4 };
+	h.length = psd_klpack_min_len(per) + h.span;
+	CHECK_EQ(psd_kl_own_lazy(t.kl, &h, buf, &raw, &why), -EPROTO);
+	CHECK(strstr(why, "packed keys") != NULL);
+	psd_kl_rxbuf_put(buf);
+	kst_stop(&t);
+	free(model);
+	free(stored);
+	free(v);
+}
+
 static void test_kl_store_second_run_ends(void)
 {
 	for (uint32_t ul = 1; ul <= 3; ul += 2) { /* 4 bytes a key, 12 */
@@ -731,6 +887,7 @@ const struct test_case test_list[] = {
 	{ "kl_store_two_runs", test_kl_store_two_runs },
 	{ "kl_store_new_keys_guess_wrong", test_kl_store_new_keys_guess_wrong },
 	{ "kl_store_second_run_ends", test_kl_store_second_run_ends },
+	{ "kl_store_lazy_keys", test_kl_store_lazy_keys },
 	{ "kl_store_bigmem_fallback", test_kl_store_bigmem_fallback },
 	{ NULL, NULL },
 };

@@ -247,17 +247,40 @@ static void test_klpack_any_order_and_reuse(void)
 }
 
 /* Unpack @n keys from @len bytes of @src (a copy exactly that long, so
- * ASan sees any read past it): the return value, keys in @out. */
+ * ASan sees any read past it): the return value, keys in @out.  The
+ * check without keys (what a server does before it unpacks lazily) and a
+ * read block by block from every block on (the lazy lookups) agree. */
 static int kp_unpack(const uint8_t *src, uint64_t len, uint64_t n,
 		     uint64_t *out, const char **why)
 {
 	uint8_t *cp = malloc(len ? len : 1);
+	uint64_t blk[PSD_KLPACK_BLK];
+	struct psd_klpack_rd rd;
+	const char *why2 = "";
 	int ret;
 
 	CHECK(cp != NULL);
 	memcpy(cp, src, len);
 	*why = "";
 	ret = psd_klpack_unpack(cp, len, n, out, why);
+	CHECK_EQ(psd_klpack_check(cp, len, n, &why2), ret);
+	CHECK(!strcmp(why2, ret ? *why : ""));
+	if (!ret) {
+		CHECK_EQ(psd_klpack_rd_init(&rd, cp, len, n, &why2), 0);
+		for (uint64_t b = 0; b * PSD_KLPACK_BLK < n; b++) {
+			uint64_t got;
+
+			psd_klpack_rd_seek(&rd, b);
+			got = psd_klpack_rd_next(&rd, blk);
+			CHECK_U64(got, ==,
+				  n - b * PSD_KLPACK_BLK < PSD_KLPACK_BLK
+					  ? n - b * PSD_KLPACK_BLK
+					  : PSD_KLPACK_BLK);
+			CHECK(!memcmp(blk, out + b * PSD_KLPACK_BLK, got * 8));
+			CHECK_U64(psd_klpack_first(cp, b), ==,
+				  out[b * PSD_KLPACK_BLK]);
+		}
+	}
 	free(cp);
 	return ret;
 }
