@@ -14,7 +14,12 @@
  * a linear merge of two sorted runs (sequential memory, no hashing), and a
  * list equal to the whole store -- the same keys every step -- is found
  * with one memcmp and summed as one contiguous vector.  New keys are
- * merged in, which rebuilds the arrays (O(stored + new)).
+ * merged in, which rebuilds the arrays (O(stored + new)) -- except in
+ * the first step, where a second worker's list of new keys stays a run
+ * of its own whose values follow the first run's, so each worker's own
+ * list is one piece of the values (kvs_klstore.c, psd_kl_insert()), and
+ * keys that came packed stay packed until something reads them
+ * (struct kl_keyhdr).
  *
  * Steps.  Each worker's key-list pushes are its steps 1, 2, ...; every
  * push reaches every server (slices may be empty).  The open step is
