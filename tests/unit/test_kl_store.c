@@ -719,7 +719,7 @@ static struct psd_kl_list kst_lazy(struct kst *t, uint64_t n, uint64_t stride,
 {
 	struct psd_klpack pk = { 0 };
 	struct psd_kl_list l = { 0 };
-	uint64_t *k = malloc(n * 8), i;
+	uint64_t *k = calloc(n, 8), i;
 	struct psd_hdr h = { 0 }, raw;
 	const char *why = "";
 	uint8_t *p;
