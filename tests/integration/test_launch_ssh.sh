@@ -195,6 +195,11 @@ wait_pid "$lpid" 60
 rc=$?
 [ $rc = 130 ] || { cat "$TMP/job3.err"; die "launcher exited $rc on SIGINT, want 130"; }
 for t in $(seq 1 $((100 * MULT))); do [ -z "$(remote_pids)" ] && break; sleep 0.1; done
-[ -z "$(remote_pids)" ] || die "left running after Ctrl-C: $(remote_pids)"
+if [ -n "$(remote_pids)" ]; then
+	# what was left and how it stands, for the next look at this
+	ps -o pid,ppid,pgid,sid,etimes,stat,args -p "$(remote_pids | paste -sd,)" >&2
+	tail -n 20 "$TMP/job3.err" >&2
+	die "left running after Ctrl-C: $(remote_pids)"
+fi
 echo "ok Ctrl-C stopped every remote process"
 exit 0
