@@ -44,6 +44,24 @@ struct psd_klpack {
 	bool sorted;
 };
 
+/* The first index of sorted keys[@lo, @n) at or above @key (@n if none):
+ * the worker cuts a list per server with it, the server looks keys up. */
+static inline uint64_t psd_kl_lower(const uint64_t *keys, uint64_t lo,
+				    uint64_t n, uint64_t key)
+{
+	uint64_t hi = n;
+
+	while (lo < hi) {
+		uint64_t mid = lo + (hi - lo) / 2;
+
+		if (keys[mid] < key)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
 /* The smallest packed length of @n keys (every width 0); 0 for n = 0. */
 uint64_t psd_klpack_min_len(uint64_t n);
 /*

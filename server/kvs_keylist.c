@@ -341,8 +341,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 	}
 	if (own && (h->flags & PSD_F_KLPACKED)) {
 		/* one length: the keys may stay packed until read */
-		ret = h->offset ? psd_kl_own_lazy(kl, h,
-						  (void *)(uintptr_t)payload,
+		ret = h->offset ? psd_kl_own_lazy(h, (void *)(uintptr_t)payload,
 						  &raw, &why)
 				: psd_kl_unpack_own(kl, h,
 						    (void *)(uintptr_t)payload,

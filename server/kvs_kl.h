@@ -153,8 +153,8 @@ void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len, uint64_t from);
  * psd_kl_rxbuf() as psd_kl_unpack_own() says, but its keys left packed
  * until read (struct kl_keyhdr): the section is checked and kept aside,
  * *@raw describes the plain request.  0, -EPROTO with *@why, -ENOMEM. */
-int psd_kl_own_lazy(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		    void *own, struct psd_hdr *raw, const char **why);
+int psd_kl_own_lazy(const struct psd_hdr *h, void *own, struct psd_hdr *raw,
+		    const char **why);
 void psd_kl_rxbuf_put(void *buf);
 /* Store @l's @nnew new keys (value 0): all or nothing (-ENOMEM); 1:
  * @l's values added to the open step too (see kvs_klstore.c). */

@@ -27,23 +27,6 @@ static void kl_free(void *p)
 	psd_big_free(p);
 }
 
-/* Lower bound of @key in keys[lo, n). */
-static uint64_t kl_lower(const uint64_t *keys, uint64_t lo, uint64_t n,
-			 uint64_t key)
-{
-	uint64_t hi = n;
-
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (keys[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* Key arrays are shared between the store and the workers' tagged lists
  * (a list that is the whole store needs no copy): refcounted, the count
  * in a 64-byte header before the keys.
@@ -176,7 +159,7 @@ static bool kl_has(const uint64_t *k, uint64_t n, uint64_t key)
 	if (!n)
 		return false;
 	if (!kl_keys_lazy(k)) {
-		j = kl_lower(k, 0, n, key);
+		j = psd_kl_lower(k, 0, n, key);
 		return j < n && k[j] == key;
 	}
 	h = kl_hdr(k);
@@ -210,15 +193,14 @@ void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len, uint64_t from)
 	return k;
 }
 
-int psd_kl_own_lazy(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		    void *own, struct psd_hdr *raw, const char **why)
+int psd_kl_own_lazy(const struct psd_hdr *h, void *own, struct psd_hdr *raw,
+		    const char **why)
 {
 	uint64_t sec = psd_kl_packed_len(h);
 	struct kl_keyhdr *kh = kl_hdr(own);
 	uint8_t *pk;
 	int ret;
 
-	(void)kl;
 	/* the section sits where the keys' tail goes: kept aside */
 	pk = malloc(sec ? (size_t)sec : 1);
 	if (!pk)
@@ -404,7 +386,7 @@ static int kl_lookup(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		uint64_t k = l->keys[i];
 
 		if (search)
-			j = kl_lower(kl->keys, j, kl->n, k);
+			j = psd_kl_lower(kl->keys, j, kl->n, k);
 		else
 			while (j < kl->n && kl->keys[j] < k)
 				j++;
@@ -446,8 +428,8 @@ static int kl_lookup2(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		bool found;
 
 		if (search) {
-			ja = kl_lower(ka, ja, na, k);
-			jb = kl_lower(kb, jb, nb, k);
+			ja = psd_kl_lower(ka, ja, na, k);
+			jb = psd_kl_lower(kb, jb, nb, k);
 		} else {
 			while (ja < na && ka[ja] < k)
 				ja++;
@@ -665,15 +647,13 @@ static bool kl_src_next(struct kl_src *src)
 static bool kl_run2_sums(const struct psd_kvs_kl *kl,
 			 const struct psd_kl_list *l, uint8_t *acc, size_t kb)
 {
-	struct kl_src *a = malloc(2 * sizeof(*a)), *b = a + 1;
+	struct kl_src src[2], *a = &src[0], *b = &src[1];
 	uint64_t na = kl->n, nb = l->n, i = 0, j = 0, ia = 0, ib = 0;
 	const uint32_t *sa = (const uint32_t *)(const void *)kl->acc;
 	const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
 	uint32_t *oa = (uint32_t *)(void *)acc, *ob = oa + na;
 	bool more, ok = true;
 
-	if (!a)
-		return false; /* the long way: slots, then a merge */
 	kl_src_init(a, kl->keys, na, true);
 	kl_src_init(b, l->keys, nb, l->own || l->blk);
 	more = kl_src_next(a) && kl_src_next(b);
@@ -712,7 +692,6 @@ static bool kl_run2_sums(const struct psd_kvs_kl *kl,
 			ib = 0;
 		}
 	}
-	free(a);
 	if (!ok)
 		return false;
 	memcpy(acc + i * kb, kl->acc + i * kb, (size_t)((na - i) * kb));
@@ -1050,8 +1029,21 @@ static int kl_go_partial(struct psd_kvs_kl *kl, uint32_t cur)
 	return 0;
 }
 
-/* Add list @l (checked, all keys stored, kl->idx filled unless @whole) to
- * the open step. */
+/* Add @len bytes at @src to slot @j's sum of step @cur (the first push
+ * of the key in the step is copied, later ones summed). */
+static void kl_add_at(struct psd_kvs_kl *kl, uint32_t cur, uint64_t j,
+		      const uint8_t *src, uint64_t len)
+{
+	uint8_t *dst = kl->acc + psd_kl_soff(kl, j) * kl->esize;
+
+	if (kl->stamp[j] == cur) {
+		psd_kvs_sum(kl->dtype, dst, src, len);
+	} else {
+		memcpy(dst, src, (size_t)len);
+		kl->stamp[j] = cur;
+	}
+}
+
 int psd_kl_add_run(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		   uint64_t base)
 {
@@ -1075,19 +1067,13 @@ int psd_kl_add_run(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 		}
 		return 0;
 	}
-	for (i = 0; i < l->n; i++) {
-		uint8_t *dst = kl->acc + (base + i) * kb;
-
-		if (st[i] == cur) {
-			psd_kvs_sum(kl->dtype, dst, l->vals + i * kb, kb);
-		} else {
-			memcpy(dst, l->vals + i * kb, kb);
-			st[i] = cur;
-		}
-	}
+	for (i = 0; i < l->n; i++)
+		kl_add_at(kl, cur, base + i, l->vals + i * kb, kb);
 	return 0;
 }
 
+/* Add list @l (checked, all keys stored, kl->idx filled unless @whole) to
+ * the open step. */
 int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 		  const uint32_t *idx)
 {
@@ -1127,16 +1113,9 @@ int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 		return 0;
 	}
 	for (i = 0; i < l->n; i++) {
-		uint64_t j = whole ? i : idx[i];
 		uint64_t len = (uint64_t)psd_kl_len_of(l, i) * es;
-		uint8_t *dst = kl->acc + psd_kl_soff(kl, j) * es;
 
-		if (kl->stamp[j] == cur) {
-			psd_kvs_sum(kl->dtype, dst, l->vals + off, len);
-		} else {
-			memcpy(dst, l->vals + off, (size_t)len);
-			kl->stamp[j] = cur;
-		}
+		kl_add_at(kl, cur, whole ? i : idx[i], l->vals + off, len);
 		off += len;
 	}
 	return 0;

@@ -275,22 +275,6 @@ static void kvw_kl_copy(struct kvw_klcache *c, size_t nkeys,
 	c->valid = true;
 }
 
-/* First index of keys[0, n) at or above @key. */
-static size_t kvw_kl_lower(const uint64_t *keys, size_t n, uint64_t key)
-{
-	size_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (keys[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /*
  * Unlocked.  Are the keys strictly ascending?  One pass over 8 bytes a
  * key, which for 10 M keys took about as long as packing them, so it is
@@ -340,10 +324,10 @@ static int kvw_kl_cut(size_t nkeys, const uint64_t *keys, const uint32_t *lens,
 
 	*ulen = lens ? (nkeys ? lens[0] : 1) : len;
 	for (s = 0; s < nserver; s++) {
-		cut[s].first = s ? kvw_kl_lower(keys, nkeys,
-						 (uint64_t)(((unsigned __int128)s
-							     << 64) /
-							    nserver))
+		cut[s].first = s ? psd_kl_lower(keys, 0, nkeys,
+						(uint64_t)(((unsigned __int128)s
+							    << 64) /
+							   nserver))
 				 : 0;
 		if (s)
 			cut[s - 1].n = cut[s].first - cut[s - 1].first;

@@ -740,7 +740,7 @@ static struct psd_kl_list kst_lazy(struct kst *t, uint64_t n, uint64_t stride,
 	/* what the receive writes: the section, then the values */
 	memcpy(p + n * 8 - pk.len, pk.buf, pk.len);
 	memcpy(p + n * 8, v, n * 4);
-	CHECK_EQ(psd_kl_own_lazy(t->kl, &h, p, &raw, &why), 0);
+	CHECK_EQ(psd_kl_own_lazy(&h, p, &raw, &why), 0);
 	CHECK_U64(raw.length, ==, n * 12);
 	CHECK(psd_kl_keys_packed((uint64_t *)(void *)p));
 	l.n = n;
@@ -804,9 +804,12 @@ static void test_kl_store_lazy_keys(void)
 			v[i] = (float)(w * 10 + i % 7) + 0.5f;
 			model[2 * i + w] = v[i];
 		}
-		l = (struct psd_kl_list){ .n = per, .keys = runk[w],
-					  .ulen = 1, .vals = (uint8_t *)v,
-					  .bytes = per * 4, .blk = true };
+		l = (struct psd_kl_list){ .n = per,
+					  .keys = runk[w],
+					  .ulen = 1,
+					  .vals = (uint8_t *)v,
+					  .bytes = per * 4,
+					  .blk = true };
 		CHECK(!psd_kl_is_whole_cmp(t.kl, &l));
 		CHECK(psd_kl_run_of(t.kl, &l, &base));
 		CHECK_U64(base, ==, w ? per : 0);
@@ -856,7 +859,7 @@ static void test_kl_store_lazy_keys(void)
 			      .offset = 1,
 			      .span = (per + 1) * 4 };
 	h.length = psd_klpack_min_len(per) + h.span;
-	CHECK_EQ(psd_kl_own_lazy(t.kl, &h, buf, &raw, &why), -EPROTO);
+	CHECK_EQ(psd_kl_own_lazy(&h, buf, &raw, &why), -EPROTO);
 	CHECK(strstr(why, "packed keys") != NULL);
 	psd_kl_rxbuf_put(buf);
 	kst_stop(&t);
