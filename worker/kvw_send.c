@@ -183,11 +183,27 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	else if (stg.n)
 		psd_kvw_gpu_unstage(w, &stg);
 	if (ret && ch->state != KVW_CH_DONE) {
-		psd_kvw_req_error(
-			r, ret, "%s of key %llu (step %llu) to %s failed: %s",
-			psd_msg_type_name(r->type), (unsigned long long)h.key,
-			(unsigned long long)h.step, p->desc,
-			why[0] ? why : psched_strerror(ret));
+		/* A reset or a broken pipe while sending: the server closed
+		 * its end (it died, or left with the job), usually before the
+		 * van has seen the connection go; say so. */
+		if (ret == -ECONNRESET || ret == -EPIPE)
+			psd_kvw_req_error(
+				r, ret,
+				"%s of key %llu (step %llu) failed: %s died or "
+				"left the job: the connection broke while "
+				"sending (%s)",
+				psd_msg_type_name(r->type),
+				(unsigned long long)h.key,
+				(unsigned long long)h.step, p->desc,
+				why[0] ? why : psched_strerror(ret));
+		else
+			psd_kvw_req_error(
+				r, ret,
+				"%s of key %llu (step %llu) to %s failed: %s",
+				psd_msg_type_name(r->type),
+				(unsigned long long)h.key,
+				(unsigned long long)h.step, p->desc,
+				why[0] ? why : psched_strerror(ret));
 		fire = psd_kvw_chunk_settle(w, ch, true);
 	}
 	if (psd_kvw_req_settle(w, r))
