@@ -20,6 +20,13 @@
  * (one could be a measuring blip); one is enough when the score moved
  * beyond retune_threshold too */
 #define TUNER_COND_SAMPLES 2
+/* A probe (a locked sample with more credit, docs/tuner.md) has this
+ * times the lock-in's credit multiple.  After a probe the next one waits
+ * TUNER_PROBE_GAP locked samples, twice as many after each probe that
+ * found nothing new, up to TUNER_PROBE_GAP_MAX. */
+#define TUNER_PROBE_MULT    4
+#define TUNER_PROBE_GAP	    8
+#define TUNER_PROBE_GAP_MAX 8
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -346,6 +353,10 @@ static void tuner_watch_anew(struct psd_tuner *t)
 	memcpy(t->lock_cond, t->cond, sizeof(t->cond));
 	t->cond_moved = false;
 	t->cond_moves = 0;
+	t->probing = false;
+	t->probed = false;
+	t->since_probe = 0;
+	t->probe_gap = TUNER_PROBE_GAP;
 }
 
 /*
@@ -555,10 +566,103 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
  */
 static int tuner_keep(struct psd_tuner *t, uint64_t step, double score)
 {
+	bool probe = t->cur.partition_bytes != t->best.partition_bytes ||
+		     t->cur.credit_bytes != t->best.credit_bytes;
+	int ret;
+
+	/* a probe's sample is of its own config; the lock-in runs again */
+	ret = tuner_observe(t, score);
+	if (probe)
+		tuner_apply(t, step, t->best.partition_bytes,
+			    t->best.credit_bytes, NAN, NAN);
 	tuner_watch_anew(t);
-	t->ref = score; /* until the next samples rebuild the reference */
-	t->ref_n = 1;
-	psd_tuner_log_row(t, step, &t->best, score, NAN, NAN, "kept");
+	/* until the next samples rebuild the reference */
+	if (!probe) {
+		t->ref = score;
+		t->ref_n = 1;
+	}
+	psd_tuner_log_row(t, step, &t->best, t->ref, NAN, NAN, "kept");
+	return ret;
+}
+
+/*
+ * The conditions moved (a condition the model takes as input): keep the
+ * lock if the model says it is still about the best there, else search
+ * from the model's view of them, @score (of the config running now) the
+ * search's first sample.
+ */
+static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
+{
+	bool keep = false;
+	int ret;
+
+	t->cond_moves = 0;
+	t->explored = !psd_tuner_cond_is_novel(t);
+	ret = t->explored ? psd_tuner_model_keeps(t, &keep) : 0;
+	if (ret)
+		return ret;
+	if (keep)
+		return tuner_keep(t, step, score);
+	ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
+	if (!ret)
+		ret = tuner_observe(t, score);
+	return ret ? ret : tuner_next(t, step);
+}
+
+/*
+ * Locked, the link reads as a floor (the lock-in's credit set the rate):
+ * start a probe, one sample of the lock-in's partition with
+ * TUNER_PROBE_MULT times its credit, whose reading says how fast the link
+ * is, unless the credit cannot grow or the last probe is less than
+ * probe_gap samples back.  A lock-in that stays credit-bound is probed
+ * again and again (less and less often while nothing changes): its
+ * readings and its score stay the same when the link gets faster, so
+ * nothing else would show it.  True if it started.
+ */
+static bool tuner_probe(struct psd_tuner *t, uint64_t step, bool drift)
+{
+	uint64_t part = t->best.partition_bytes;
+	uint64_t mult = t->best.credit_bytes / part;
+	uint64_t more;
+	double behind;
+
+	t->since_probe++;
+	if (!t->o.conditions || !t->tune_credit || !t->raw.link_floor ||
+	    (t->probed &&
+	     t->since_probe < (drift ? t->probe_gap / 4 : t->probe_gap)))
+		return false;
+	/* The floor is about credit / round trip; the estimate may be
+	 * higher (an earlier reading): the probe's credit covers
+	 * TUNER_PROBE_MULT times the estimate. */
+	behind = t->raw_floor > 0.0 ? t->raw.link_bytes_per_s / t->raw_floor
+				    : 1.0;
+	more = tuner_clamp_mult(t, (double)mult * TUNER_PROBE_MULT *
+					   fmax(behind, 1.0));
+	if (more <= mult)
+		return false;
+	t->probing = true;
+	t->probed = true;
+	t->since_probe = 0;
+	tuner_apply(t, step, part, part * more, NAN, NAN);
+	return true;
+}
+
+/*
+ * The probe's sample: its reading is in the conditions now.  If they
+ * moved off the lock-in's, that is the change (search or keep, as for
+ * any move); else the lock-in runs again.
+ */
+static int tuner_probed(struct psd_tuner *t, uint64_t step, double score)
+{
+	t->probing = false;
+	if (t->cond_moved)
+		return tuner_cond_search(t, step, score);
+	t->probe_gap = t->probe_gap * 2 < TUNER_PROBE_GAP_MAX
+			       ? t->probe_gap * 2
+			       : TUNER_PROBE_GAP_MAX;
+	tuner_apply(t, step, t->best.partition_bytes, t->best.credit_bytes,
+		    NAN, NAN);
+	/* a sample of another config under the lock-in's conditions */
 	return tuner_observe(t, score);
 }
 
@@ -571,25 +675,17 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	bool fresh = t->fresh_n < t->o.retune_windows;
 	double band = t->o.retune_threshold * (fresh ? 2.0 : 1.0);
 	bool drift = fabs(score - t->ref) > band * t->ref;
-	bool keep = false;
 	unsigned int i;
 	int ret;
 
+	if (t->probing)
+		return tuner_probed(t, step, score);
 	t->cond_moves = t->cond_moved ? t->cond_moves + 1 : 0;
-	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift)) {
+	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift))
 		/* the model knows the new conditions: search from there */
-		t->cond_moves = 0;
-		t->explored = !psd_tuner_cond_is_novel(t);
-		ret = t->explored ? psd_tuner_model_keeps(t, &keep) : 0;
-		if (ret)
-			return ret;
-		if (keep)
-			return tuner_keep(t, step, score);
-		ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
-		if (!ret)
-			ret = tuner_observe(t, score);
-		return ret ? ret : tuner_next(t, step);
-	}
+		return tuner_cond_search(t, step, score);
+	if (!t->cond_moved && tuner_probe(t, step, drift))
+		return 0;
 	if (!drift && !t->cond_moved && t->locked_obs < TUNER_REF_MAX) {
 		/* the model learns the chosen config's level too (not yet
 		 * under moved conditions: they would count as sampled) */
@@ -651,7 +747,8 @@ static double tuner_median(struct psd_tuner *t)
 
 static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
 {
-	const char *phase = psd_tuner_phase_name(t->phase);
+	const char *phase = t->probing ? "probe"
+				       : psd_tuner_phase_name(t->phase);
 	int ret;
 
 	t->samples++;

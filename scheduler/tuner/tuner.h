@@ -48,6 +48,12 @@ struct psd_tuner_cond {
 	double link_bytes_per_s; /* link bandwidth per worker, > 0 */
 	double compute_s;	 /* compute time per step, > 0 */
 	unsigned int workers;	 /* live workers, >= 1 */
+	/* link_bytes_per_s is only a floor: the config's credit, not the
+	 * link, set the rate (the link idled while sends waited for
+	 * credit), so the link may be faster.  A floor can raise the
+	 * tuner's link estimate, never lower it, and a locked tuner that
+	 * reads one runs a probe with more credit (docs/tuner.md). */
+	bool link_floor;
 };
 
 /* Defaults (psd_tuner_opts_default) in parentheses. */

@@ -72,6 +72,7 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 			     const struct psd_tuner_cond *c)
 {
 	double u[TUNER_NCOND];
+	double link;
 	unsigned int j;
 
 	if (!c || !isfinite(c->link_bytes_per_s) ||
@@ -95,7 +96,18 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	if (t->raw.workers && (t->phase == PSD_TUNER_EXPLORE ||
 			       t->phase == PSD_TUNER_RETUNE))
 		return 0;
-	u[0] = cond_unit(log2(c->link_bytes_per_s), COND_BW_LO, COND_BW_HI);
+	/*
+	 * A floor (the credit, not the link, set the rate) says only that
+	 * the link is at least this fast: it raises the estimate, never
+	 * lowers it.  Without the rule a lock-in whose credit falls short
+	 * of a faster link's bandwidth-delay product reads its own credit
+	 * as the link, and a retune from there walks to smaller configs.
+	 */
+	link = c->link_bytes_per_s;
+	t->raw_floor = c->link_floor ? link : 0.0;
+	if (c->link_floor && t->raw.workers && t->raw.link_bytes_per_s > link)
+		link = t->raw.link_bytes_per_s;
+	u[0] = cond_unit(log2(link), COND_BW_LO, COND_BW_HI);
 	u[1] = cond_unit(log2(c->compute_s), COND_COMP_LO, COND_COMP_HI);
 	u[2] = cond_unit(log2((double)c->workers), 0.0, COND_W_HI);
 	t->cond_moved = false;
@@ -105,6 +117,7 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 			t->cond_moved = true;
 	memcpy(t->cond, u, sizeof(u));
 	t->raw = *c;
+	t->raw.link_bytes_per_s = link;
 	return psd_bo_set_context(t->bo, t->cond, TUNER_NCOND);
 }
 

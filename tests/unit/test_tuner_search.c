@@ -238,7 +238,7 @@ static void test_tuner_replicate_noise_estimate(void)
  */
 static void test_tuner_condition_move_reopens_without_ageing(void)
 {
-	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false };
 	struct psd_tuner_cond bad = c;
 	struct psd_tuner_opts o;
 	struct sim s;
@@ -284,7 +284,7 @@ static void test_tuner_condition_move_reopens_without_ageing(void)
  */
 static unsigned int sim_back_to_known(double lp1, double lm1)
 {
-	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false };
 	struct psd_tuner_opts o;
 	struct sim s;
 	unsigned int searching = 0;
@@ -477,7 +477,7 @@ static void test_tuner_retune_keeps_equal_incumbent(void)
  */
 static void test_tuner_conditions_held_during_search(void)
 {
-	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2 };
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false };
 	struct psd_tuner_cond starved;
 	struct psd_tuner_opts o;
 	struct sim s;
@@ -512,7 +512,79 @@ static void test_tuner_conditions_held_during_search(void)
 	sim_fini(&s);
 }
 
+/*
+ * Floors (credit-bound readings): they never lower the link estimate; a
+ * locked tuner reading one runs a probe (the lock-in's partition, more
+ * credit: 4x, times how far the floor is below the estimate), goes back
+ * to the lock-in when the probe reads nothing new, and reopens when it
+ * reads a faster link.
+ */
+static void test_tuner_floor_probes_faster_link(void)
+{
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond f;
+	struct psd_tuner_config lock;
+	struct psd_tuner_opts o;
+	struct sim s;
+	double est;
+	unsigned int i;
+
+	sim_opts(&o, 5);
+	o.conditions = true;
+	o.steps_per_sample = 1;
+	o.apply_delay = 1;
+	sim_init(&s, &o, 5);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	sim_samples(&s, 3, 1.0);
+	CHECK_EQ(psd_tuner_best(s.t, &lock, NULL), 0);
+	est = s.t->cond[0];
+	/* a floor below the estimate leaves it */
+	f = c;
+	f.link_bytes_per_s = c.link_bytes_per_s / 4.0;
+	f.link_floor = true;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &f), 0);
+	CHECK_NEAR(s.t->cond[0], est, 0.0);
+	CHECK_NEAR(s.t->raw.link_bytes_per_s, c.link_bytes_per_s, 0.0);
+	/* the next sample starts a probe: 4 x 4 times the credit (capped) */
+	sim_samples(&s, 1, 1.0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	CHECK(s.t->probing);
+	CHECK_U64(s.pending.partition_bytes, ==, lock.partition_bytes);
+	CHECK_U64(s.pending.credit_bytes, ==,
+		  lock.partition_bytes *
+			  (lock.credit_bytes / lock.partition_bytes * 16 <
+					   o.credit_mult_max
+				   ? lock.credit_bytes / lock.partition_bytes * 16
+				   : o.credit_mult_max));
+	/* the probe reads the same link (not a floor): back to the lock */
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_samples(&s, 2, 1.0);
+	CHECK(!s.t->probing);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	CHECK_U64(s.pending.credit_bytes, ==, lock.credit_bytes);
+	/* floors again: the next probe 8 locked samples after the last
+	 * (TUNER_PROBE_GAP; one went by above) */
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &f), 0);
+	for (i = 0; i < 6; i++) {
+		sim_samples(&s, 1, 1.0);
+		CHECK(!s.t->probing);
+	}
+	sim_samples(&s, 1, 1.0);
+	CHECK(s.t->probing);
+	/* this probe reads a link 5x faster: a search opens */
+	c.link_bytes_per_s *= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_samples(&s, 2, 1.0);
+	CHECK(!s.t->probing);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	CHECK(s.t->cond[0] > est);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
+	{ "tuner_floor_probes_faster_link",
+	  test_tuner_floor_probes_faster_link },
 	{ "tuner_conditions_held_during_search",
 	  test_tuner_conditions_held_during_search },
 	{ "tuner_retune_keeps_equal_incumbent",
