@@ -77,6 +77,14 @@ int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
 	return conn_send(c, h, iov, niov, CONN_SEND_MORE);
 }
 
+int psd_conn_tx_room(struct psd_conn *c)
+{
+	c = conn_tx(c);
+	if (!c->ops->tx_room || atomic_load(&c->closed))
+		return -EOPNOTSUPP;
+	return c->ops->tx_room(c);
+}
+
 int psd_conn_flush(struct psd_conn *c)
 {
 	int ret;

@@ -23,6 +23,7 @@ struct at_worker {
 	uint64_t step;	  /* last step of its latest window */
 	double step_time; /* mean step time of that window, seconds */
 	double link_bps;  /* its measured link bandwidth, 0 = unknown */
+	bool link_floor;  /* ...which is only a floor (credit-bound) */
 	double compute_s; /* its compute time per step, 0 = unknown */
 };
 
@@ -173,9 +174,12 @@ static void at_try_report(struct psd_autotune *at)
 			step = w->step;
 		if (w->step_time > slowest)
 			slowest = w->step_time;
-		/* conditions: the slowest link, the longest compute */
-		cond.link_bytes_per_s =
-			fmin(cond.link_bytes_per_s, w->link_bps);
+		/* conditions: the slowest link (a floor if that reading
+		 * is one), the longest compute */
+		if (w->link_bps < cond.link_bytes_per_s) {
+			cond.link_bytes_per_s = w->link_bps;
+			cond.link_floor = w->link_floor;
+		}
 		cond.compute_s = fmax(cond.compute_s, w->compute_s);
 		n++;
 	}
@@ -250,7 +254,8 @@ void psd_autotune_tick(struct psd_autotune *at, uint64_t now_ms)
 }
 
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
-			  double step_time_s, double link_bps, double compute_s)
+			  double step_time_s, double link_bps, bool link_floor,
+			  double compute_s)
 {
 	struct at_worker *w;
 
@@ -271,6 +276,7 @@ void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 	w->step = step;
 	w->step_time = step_time_s;
 	w->link_bps = isfinite(link_bps) && link_bps > 0.0 ? link_bps : 0.0;
+	w->link_floor = link_floor;
 	w->compute_s = isfinite(compute_s) && compute_s > 0.0 ? compute_s : 0.0;
 	w->seen = true;
 	at_note_running(at);

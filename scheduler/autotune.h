@@ -34,7 +34,7 @@ void psd_autotune_destroy(struct psd_autotune *at);
  * new config (psd_autotune_wanted()).
  */
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
-			  double step_time_s, double link_bps,
+			  double step_time_s, double link_bps, bool link_floor,
 			  double compute_s);
 
 /*

@@ -25,6 +25,9 @@
  * Unlocked (the issuing thread).
  */
 #define KVW_METRICS_MIN_US 20000
+/* Looks at the path (kvw_send.c) a report needs to call its link
+ * reading a floor. */
+#define KVW_FLOOR_MIN_LOOKS 16
 
 /* Locked: link bandwidth and compute time per step since the last
  * report (0 when not measurable: nothing in flight, or all waiting). */
@@ -41,6 +44,18 @@ static void kvw_metrics_conditions(struct kvw_metrics *km, uint64_t now,
 				       (double)(busy - km->last_busy);
 	if (span > waited && steps)
 		mt->compute_s = (double)(span - waited) / 1e6 / (double)steps;
+	/* Most looks while sends waited for credit found the link with
+	 * room to spare: the credit set the rate (kvw_floor_look()).  A
+	 * report of few looks says nothing (a busy period's first round
+	 * trips find no queue yet, whatever the credit). */
+	mt->link_floor = km->lim_n >= KVW_FLOOR_MIN_LOOKS &&
+			 2 * km->floor_n > km->lim_n;
+	psd_debug("metrics: link %.4g B/s, %u of %u looks while sends waited "
+		  "for credit found the path with room%s",
+		  mt->link_bytes_per_s, km->floor_n, km->lim_n,
+		  mt->link_floor ? ": a floor" : "");
+	km->lim_n = 0;
+	km->floor_n = 0;
 	km->last_bytes = bytes;
 	km->last_busy = busy;
 	km->last_wait = km->wait_us;

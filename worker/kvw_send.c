@@ -222,6 +222,45 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	kvw_chunk_send(n, ch, NULL);
 }
 
+/* At most one look at the kernel's mark per this many microseconds. */
+#define KVW_FLOOR_GAP_US 1000
+
+/*
+ * Locked.  The head chunk waits for credit: did the credit or the path
+ * set the rate?  The kernel marks bytes sent while nothing else was
+ * queued to go (socket, qdisc and device queues empty, room in the
+ * congestion window) as application-limited: if the newest acknowledged
+ * bytes were, the link had room the credit did not let us use, and the
+ * worker's link reading is a floor (docs/tuner.md).  If bytes were
+ * queued, the path was full.  TCP only; other transports cannot tell
+ * and never report a floor.
+ */
+static void kvw_floor_look(struct psched_node *n, struct psd_kvw *w)
+{
+	struct psd_chunk_node *node = psd_chunkq_peek(&w->q);
+	struct kvw_metrics *km = &w->met;
+	struct psd_peer *p;
+	uint64_t now;
+	int ret;
+
+	if (!node || !w->credit.in_flight)
+		return;
+	now = psd_now_us();
+	if (now - km->lim_us < KVW_FLOOR_GAP_US)
+		return;
+	km->lim_us = now;
+	p = psd_node_peer(n, psd_server_id(psd_container_of(
+					  node, struct kvw_chunk, node)
+						   ->srank));
+	if (!p || !p->conn || p->dead)
+		return;
+	ret = psd_conn_tx_room(p->conn);
+	if (ret < 0)
+		return;
+	km->lim_n++;
+	km->floor_n += (unsigned)ret;
+}
+
 /* Locked on entry and return, dropped around every send and the flush.
  * Start every chunk the queue and the credit allow. */
 static void kvw_pump_unlocks(struct psched_node *n)
@@ -236,8 +275,10 @@ static void kvw_pump_unlocks(struct psched_node *n)
 				n,
 				psd_container_of(node, struct kvw_chunk, node),
 				&held);
-		if (!held.n)
+		if (!held.n) {
+			kvw_floor_look(n, w);
 			return;
+		}
 		pthread_mutex_unlock(&w->lock);
 		kvw_held_flush(&held);
 		pthread_mutex_lock(&w->lock);

@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "tcp_info.h"
 #include "transport.h"
 
 #define TCP_STAGE_SIZE (64u * 1024u)
@@ -560,6 +561,11 @@ static void tcp_fini(struct psd_conn *c)
 	tc->held_len = 0;
 }
 
+static int tcp_tx_room(struct psd_conn *c)
+{
+	return psd_tcp_path_room(c->fd);
+}
+
 const struct psd_transport_ops psd_tcp_ops = {
 	.name = "tcp",
 	.conn_size = sizeof(struct tcp_conn),
@@ -574,4 +580,5 @@ const struct psd_transport_ops psd_tcp_ops = {
 	.progress = tcp_progress,
 	.close = tcp_close,
 	.fini = tcp_fini,
+	.tx_room = tcp_tx_room,
 };

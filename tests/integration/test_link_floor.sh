@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# A worker's link reading says when it is only a floor (the autotuner's
+# conditions, docs/tuner.md "Floors and probes").  Four namespaces
+# (scheduler, server, two workers) on a bridge, tbf on every link, the
+# server's link through a 2 ms delay line (round trips 4 ms longer);
+# two workers replay ResNet-50 for 6 s with a fixed config:
+#  - 5 Gbit/s, 64 KiB partitions, 128 KiB of credit (far below the
+#    bandwidth-delay product, ~2.5 MB): the workers read about their
+#    credit per round trip, a fraction of the link, and must say the
+#    reading is a floor in most reports;
+#  - 1 Gbit/s, 256 KiB x 32 = 8 MiB of credit (far above it): the link
+#    is full, the reading near the link's rate, and no report may say
+#    floor.
+# Needs root, ip, tc; exits 77 without them.
+set -u
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+BIN=$(pwd)/$BUILD/bin
+DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
+[ -x "$DELAYLINE" ] || { echo "FAIL: $DELAYLINE missing (make tests)"; exit 1; }
+[ "$(id -u)" = 0 ] || { echo "needs root (network namespaces)"; exit 77; }
+for t in ip tc; do
+	command -v "$t" >/dev/null || { echo "needs $t"; exit 77; }
+done
+
+ID=plf$$
+SW=$ID-sw
+NODES=()
+RUN_PIDS=()
+MTU=9000
+TMP=$(mktemp -d /tmp/psched-link-floor.XXXXXX)
+. bench/ns-lib.sh
+trap ns_cleanup EXIT
+die() {
+	echo "FAIL: $*"
+	for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
+	exit 1
+}
+
+if ! ns_topology 4 10.81.0 2>"$TMP/topology.err"; then
+	echo "cannot build namespaces: $(cat "$TMP/topology.err")"
+	exit 77
+fi
+ns_delay 1 2 || die "ns_delay"
+
+# job GBIT PART CREDIT: one 6 s job; leaves the workers' logs in $TMP
+job() {
+	local env port="" i p w=()
+	ns_set_rate "$1"
+	env=(DMLC_PS_ROOT_URI=10.81.0.1 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=2
+	     PS_CONNECT_TIMEOUT=30 PS_REQUEST_TIMEOUT=120 PS_HEARTBEAT_TIMEOUT=60
+	     PS_TRANSPORT=tcp PS_PARTITION_BYTES="$2" PS_CREDIT_BYTES="$3")
+	rm -f "$TMP"/*.out "$TMP"/*.err
+	ip netns exec "${NODES[0]}" env "${env[@]}" DMLC_NODE_HOST=10.81.0.1 \
+		"$BIN/ps-scheduler" --root-port 0 >"$TMP/sched.out" 2>"$TMP/sched.err" &
+	RUN_PIDS+=($!)
+	for i in $(seq 1 200); do
+		port=$(sed -n 's/^PS_ROOT_PORT=//p' "$TMP/sched.out" 2>/dev/null || true)
+		[ -n "$port" ] && break
+		sleep 0.05
+	done
+	[ -n "$port" ] || die "the scheduler printed no port"
+	env+=(DMLC_PS_ROOT_PORT="$port")
+	ip netns exec "${NODES[1]}" env "${env[@]}" DMLC_NODE_HOST=10.81.0.2 \
+		"$BIN/ps-server" >"$TMP/server.out" 2>"$TMP/server.err" &
+	RUN_PIDS+=($!)
+	for i in 1 2; do
+		ip netns exec "${NODES[$((1 + i))]}" env "${env[@]}" PS_VERBOSE=2 \
+			DMLC_NODE_HOST="10.81.0.$((2 + i))" "$BIN/ps-worker" \
+			--model resnet50 --gpu-tflops 1.25 --batch 32 --steps 0 \
+			--seconds 6 --warmup 1 >"$TMP/worker$i.out" 2>"$TMP/worker$i.err" &
+		w+=($!)
+		RUN_PIDS+=($!)
+	done
+	for p in "${w[@]}"; do
+		wait "$p" || die "a worker failed ($1 Gbit/s, $2 B x $3 B)"
+	done
+	ns_kill_nodes
+}
+
+# reports FILE: "N F RATE": metrics reports, how many said floor, and
+# the median link reading (B/s)
+reports() {
+	sed -n 's/.*metrics: link \([0-9.e+]*\) B\/s.*/\1/p' "$1" | sort -g |
+		awk -v f="$(grep -c 'metrics: link .*: a floor' "$1")" \
+			'{ v[NR] = $1 } END { printf "%d %d %g\n", NR, f, NR ? v[int((NR + 1) / 2)] : 0 }'
+}
+
+job 5 65536 131072
+for i in 1 2; do
+	set -- $(reports "$TMP/worker$i.err")
+	echo "5 Gbit/s, 64 KiB x 2: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
+	[ "$1" -ge 3 ] || die "worker $i sent $1 metrics reports"
+	awk -v r="$3" 'BEGIN { exit !(r < 0.5 * 625e6) }' ||
+		die "worker $i read $3 B/s on a 625 MB/s link with 128 KiB of credit (not credit-bound?)"
+	[ $(($2 * 3)) -ge $(($1 * 2)) ] || die "worker $i: only $2 of $1 credit-bound reports said floor"
+done
+
+job 1 262144 8388608
+for i in 1 2; do
+	set -- $(reports "$TMP/worker$i.err")
+	echo "1 Gbit/s, 256 KiB x 32: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
+	[ "$1" -ge 3 ] || die "worker $i sent $1 metrics reports"
+	awk -v r="$3" 'BEGIN { exit !(r > 0.6 * 125e6) }' ||
+		die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
+	[ "$2" = 0 ] || die "worker $i: $2 of $1 reports of a full link said floor"
+done
+echo "ok: credit-bound readings are floors, a full link's are not"
