@@ -680,6 +680,10 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 
 	if (t->probing)
 		return tuner_probed(t, step, score);
+	/* a floor that moved the estimate says the link got faster, not
+	 * how much: a probe first, so that one search does */
+	if (t->cond_moved && t->raw.link_floor && tuner_probe(t, step, true))
+		return 0;
 	t->cond_moves = t->cond_moved ? t->cond_moves + 1 : 0;
 	if (t->cond_moves >= TUNER_COND_SAMPLES || (t->cond_moves && drift))
 		/* the model knows the new conditions: search from there */

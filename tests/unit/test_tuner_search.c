@@ -582,9 +582,53 @@ static void test_tuner_floor_probes_faster_link(void)
 	sim_fini(&s);
 }
 
+/*
+ * A floor above the estimate (a link-bound lock-in whose link got faster
+ * than its credit covers) moves the conditions, but only to what the
+ * credit lets through: the tuner probes before it searches, and the
+ * search opens under what the probe read.
+ */
+static void test_tuner_floor_move_probes_first(void)
+{
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond f;
+	struct psd_tuner_opts o;
+	struct psd_tuner_cond fast;
+	struct sim s;
+	double at_fast;
+
+	sim_opts(&o, 6);
+	o.conditions = true;
+	o.steps_per_sample = 1;
+	o.apply_delay = 1;
+	sim_init(&s, &o, 6);
+	/* where 5x the rate maps, for the check below */
+	fast = c;
+	fast.link_bytes_per_s *= 5.0;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+	at_fast = s.t->cond[0];
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	sim_samples(&s, 3, 1.0);
+	f = c;
+	f.link_bytes_per_s *= 2.0;
+	f.link_floor = true;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &f), 0);
+	CHECK(s.t->cond_moved);
+	sim_samples(&s, 1, 1.0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	CHECK(s.t->probing);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+	sim_samples(&s, 2, 1.0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	CHECK_NEAR(s.t->cond[0], at_fast, 1e-12);
+	sim_fini(&s);
+}
+
 const struct test_case test_list[] = {
 	{ "tuner_floor_probes_faster_link",
 	  test_tuner_floor_probes_faster_link },
+	{ "tuner_floor_move_probes_first", test_tuner_floor_move_probes_first },
 	{ "tuner_conditions_held_during_search",
 	  test_tuner_conditions_held_during_search },
 	{ "tuner_retune_keeps_equal_incumbent",
