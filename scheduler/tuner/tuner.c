@@ -556,6 +556,7 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 	t->search_samples = 0;
 	t->phase = PSD_TUNER_RETUNE;
 	t->ndev = 0;
+	t->probing = false; /* a probe cut short by a worker change */
 	return 0;
 }
 
