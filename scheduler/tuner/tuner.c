@@ -21,12 +21,12 @@
  * beyond retune_threshold too */
 #define TUNER_COND_SAMPLES 2
 /* A probe (a locked sample with more credit, docs/tuner.md) has this
- * times the lock-in's credit multiple.  After a probe the next one waits
- * TUNER_PROBE_GAP locked samples, twice as many after each probe that
- * found nothing new, up to TUNER_PROBE_GAP_MAX. */
-#define TUNER_PROBE_MULT    4
-#define TUNER_PROBE_GAP	    8
-#define TUNER_PROBE_GAP_MAX 8
+ * times the lock-in's credit multiple, and the next one waits this many
+ * locked samples (a quarter of it when the score drifts).  Backing off
+ * after probes that found nothing measured worse on the synthetic
+ * surfaces: the probe then came too late after a change. */
+#define TUNER_PROBE_MULT 4
+#define TUNER_PROBE_GAP	 8
 
 #define KIB (UINT64_C(1) << 10)
 #define MIB (UINT64_C(1) << 20)
@@ -356,7 +356,6 @@ static void tuner_watch_anew(struct psd_tuner *t)
 	t->probing = false;
 	t->probed = false;
 	t->since_probe = 0;
-	t->probe_gap = TUNER_PROBE_GAP;
 }
 
 /*
@@ -615,10 +614,10 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
  * start a probe, one sample of the lock-in's partition with
  * TUNER_PROBE_MULT times its credit, whose reading says how fast the link
  * is, unless the credit cannot grow or the last probe is less than
- * probe_gap samples back.  A lock-in that stays credit-bound is probed
- * again and again (less and less often while nothing changes): its
- * readings and its score stay the same when the link gets faster, so
- * nothing else would show it.  True if it started.
+ * TUNER_PROBE_GAP samples back.  A lock-in that stays credit-bound is
+ * probed again and again: its readings and its score stay the same when
+ * the link gets faster, so nothing else would show it.  True if it
+ * started.
  */
 static bool tuner_probe(struct psd_tuner *t, uint64_t step, bool drift)
 {
@@ -630,7 +629,7 @@ static bool tuner_probe(struct psd_tuner *t, uint64_t step, bool drift)
 	t->since_probe++;
 	if (!t->o.conditions || !t->tune_credit || !t->raw.link_floor ||
 	    (t->probed &&
-	     t->since_probe < (drift ? t->probe_gap / 4 : t->probe_gap)))
+	     t->since_probe < (drift ? TUNER_PROBE_GAP / 4 : TUNER_PROBE_GAP)))
 		return false;
 	/* The floor is about credit / round trip; the estimate may be
 	 * higher (an earlier reading): the probe's credit covers
@@ -658,9 +657,6 @@ static int tuner_probed(struct psd_tuner *t, uint64_t step, double score)
 	t->probing = false;
 	if (t->cond_moved)
 		return tuner_cond_search(t, step, score);
-	t->probe_gap = t->probe_gap * 2 < TUNER_PROBE_GAP_MAX
-			       ? t->probe_gap * 2
-			       : TUNER_PROBE_GAP_MAX;
 	tuner_apply(t, step, t->best.partition_bytes, t->best.credit_bytes,
 		    NAN, NAN);
 	/* a sample of another config under the lock-in's conditions */

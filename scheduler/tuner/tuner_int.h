@@ -37,13 +37,11 @@ struct psd_tuner {
 	/* The link estimate (raw.link_bytes_per_s) and its floors: a floor
 	 * reading raises it only.  A locked tuner reading a floor runs one
 	 * sample of the lock-in with more credit (probing) to learn how fast
-	 * the link is; probed: done in this episode of floors (ends with a
-	 * reading that is not one, TUNER_PROBE_GAP samples after the probe,
-	 * or a lock-in). */
+	 * the link is; probed: one ran since the lock-in, so the next waits
+	 * TUNER_PROBE_GAP locked samples (tuner.c). */
 	bool probing;
 	bool probed;
 	unsigned int since_probe; /* locked samples since the probe */
-	unsigned int probe_gap;	  /* ...before the next one may run */
 	double raw_floor; /* the last reading, if a floor (else 0) */
 	bool tune_part;
 	bool tune_credit;
