@@ -3,7 +3,7 @@
 # conditions, docs/tuner.md "Floors and probes").  Four namespaces
 # (scheduler, server, two workers) on a bridge, tbf on every link, the
 # server's link through a 2 ms delay line (round trips 4 ms longer);
-# two workers replay ResNet-50 for 6 s (15 s in a sanitizer build)
+# two workers replay ResNet-50 for 8 s (15 s in a sanitizer build)
 # with a fixed config:
 #  - 5 Gbit/s, 64 KiB partitions, 128 KiB of credit (far below the
 #    bandwidth-delay product, ~2.5 MB): the workers read about their
@@ -45,7 +45,7 @@ fi
 ns_delay 1 2 || die "ns_delay"
 # A sanitizer build's workers step more slowly (TSan: 2 reports in 6 s
 # of the credit-bound job): longer jobs there.
-SECS=6
+SECS=8
 ldd "$BIN/ps-worker" 2>/dev/null | grep -q 'libtsan\|libasan' && SECS=15
 
 # job GBIT PART CREDIT: one job of $SECS s; leaves the workers' logs in $TMP
@@ -95,7 +95,7 @@ job 5 65536 131072
 for i in 1 2; do
 	set -- $(reports "$TMP/worker$i.err")
 	echo "5 Gbit/s, 64 KiB x 2: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
-	[ "$1" -ge 3 ] || die "worker $i sent $1 metrics reports"
+	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports"
 	awk -v r="$3" 'BEGIN { exit !(r < 0.5 * 625e6) }' ||
 		die "worker $i read $3 B/s on a 625 MB/s link with 128 KiB of credit (not credit-bound?)"
 	[ $(($2 * 3)) -ge $(($1 * 2)) ] || die "worker $i: only $2 of $1 credit-bound reports said floor"
@@ -105,7 +105,7 @@ job 1 262144 8388608
 for i in 1 2; do
 	set -- $(reports "$TMP/worker$i.err")
 	echo "1 Gbit/s, 256 KiB x 32: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
-	[ "$1" -ge 3 ] || die "worker $i sent $1 metrics reports"
+	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports"
 	awk -v r="$3" 'BEGIN { exit !(r > 0.6 * 125e6) }' ||
 		die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
 	[ "$2" = 0 ] || die "worker $i: $2 of $1 reports of a full link said floor"
