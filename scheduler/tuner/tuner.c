@@ -354,8 +354,7 @@ static void tuner_watch_anew(struct psd_tuner *t)
 	t->cond_moved = false;
 	t->cond_moves = 0;
 	t->probing = false;
-	t->probed = false;
-	t->since_probe = 0;
+	t->since_probe = TUNER_PROBE_GAP; /* no probe yet: one may run */
 }
 
 /*
@@ -628,8 +627,7 @@ static bool tuner_probe(struct psd_tuner *t, uint64_t step, bool drift)
 
 	t->since_probe++;
 	if (!t->o.conditions || !t->tune_credit || !t->raw.link_floor ||
-	    (t->probed &&
-	     t->since_probe < (drift ? TUNER_PROBE_GAP / 4 : TUNER_PROBE_GAP)))
+	    t->since_probe < (drift ? TUNER_PROBE_GAP / 4 : TUNER_PROBE_GAP))
 		return false;
 	/* The floor is about credit / round trip; the estimate may be
 	 * higher (an earlier reading): the probe's credit covers
@@ -641,7 +639,6 @@ static bool tuner_probe(struct psd_tuner *t, uint64_t step, bool drift)
 	if (more <= mult)
 		return false;
 	t->probing = true;
-	t->probed = true;
 	t->since_probe = 0;
 	tuner_apply(t, step, part, part * more, NAN, NAN);
 	return true;

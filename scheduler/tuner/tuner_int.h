@@ -37,11 +37,11 @@ struct psd_tuner {
 	/* The link estimate (raw.link_bytes_per_s) and its floors: a floor
 	 * reading raises it only.  A locked tuner reading a floor runs one
 	 * sample of the lock-in with more credit (probing) to learn how fast
-	 * the link is; probed: one ran since the lock-in, so the next waits
-	 * TUNER_PROBE_GAP locked samples (tuner.c). */
+	 * the link is; the next one waits TUNER_PROBE_GAP locked samples
+	 * (tuner.c). */
 	bool probing;
-	bool probed;
-	unsigned int since_probe; /* locked samples since the probe */
+	unsigned int since_probe; /* locked samples since the last probe
+				   * (TUNER_PROBE_GAP from the lock-in) */
 	double raw_floor; /* the last reading, if a floor (else 0) */
 	bool tune_part;
 	bool tune_credit;
