@@ -131,9 +131,8 @@ int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
 		       const struct iovec *iov, int niov);
 int psd_conn_flush(struct psd_conn *c);
-/* The transport's ->tx_room() for what @c sends: 1 if the path had
- * room the sender left unused, 0 if it was full, -EOPNOTSUPP when the
- * transport cannot tell. */
+/* The transport's ->tx_room() for what @c sends: 1 if the path has
+ * room, 0 if it is full, -EOPNOTSUPP when the transport cannot tell. */
 int psd_conn_tx_room(struct psd_conn *c);
 /* An answer: on the van thread, kept aside like psd_conn_send_more()
  * and flushed by the van after the ->progress() call it came from (the

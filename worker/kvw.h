@@ -196,9 +196,9 @@ struct kvw_metrics {
 	uint64_t last_wait;  /* wait_us */
 	uint64_t caller_rx;  /* waits answered on the waiting thread */
 	/* Credit-bound or not (kvw_send.c, kvw_floor_look()): while sends
-	 * wait for credit, how often the kernel said the connection sent
-	 * too little to fill the path (floor_n) out of lim_n looks, at most
-	 * one per KVW_FLOOR_GAP_US (lim_us: the last). */
+	 * wait for credit, how often the transport found the path with room
+	 * (floor_n) out of lim_n looks, at most one per KVW_FLOOR_GAP_US
+	 * (lim_us: the last). */
 	unsigned lim_n;
 	unsigned floor_n;
 	uint64_t lim_us;

@@ -222,18 +222,17 @@ void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 	kvw_chunk_send(n, ch, NULL);
 }
 
-/* At most one look at the kernel's mark per this many microseconds. */
+/* At most one look at the path per this many microseconds. */
 #define KVW_FLOOR_GAP_US 1000
 
 /*
  * Locked.  The head chunk waits for credit: did the credit or the path
- * set the rate?  The kernel marks bytes sent while nothing else was
- * queued to go (socket, qdisc and device queues empty, room in the
- * congestion window) as application-limited: if the newest acknowledged
- * bytes were, the link had room the credit did not let us use, and the
- * worker's link reading is a floor (docs/tuner.md).  If bytes were
- * queued, the path was full.  TCP only; other transports cannot tell
- * and never report a floor.
+ * set the rate?  The transport says whether the path of the chunk's
+ * connection has room (tcp: its round trip is near the minimum, no
+ * standing queue holds what is in flight, common/transport/tcp_info.c):
+ * then the credit kept the link from being used, and the worker's link
+ * reading is a floor (docs/tuner.md).  Other transports cannot tell and
+ * never report a floor.
  */
 static void kvw_floor_look(struct psched_node *n, struct psd_kvw *w)
 {

@@ -199,10 +199,9 @@ struct psd_transport_ops {
 	void (*close)(struct psd_conn *c);
 	/* Release resources; safe after a failed connect. */
 	void (*fini)(struct psd_conn *c);
-	/* Optional (NULL: unknown; tcp only): 1 if the path had room the
-	 * sender left unused when its newest acknowledged bytes went out
-	 * (nothing else queued to send, no standing queue on the way), 0 if
-	 * not, or -errno.  Any thread, cheap (one getsockopt). */
+	/* Optional (NULL: unknown; tcp only): 1 if the path has room (no
+	 * standing queue holds what the sender keeps in flight), 0 if not,
+	 * or -errno.  Any thread, cheap (one getsockopt). */
 	int (*tx_room)(struct psd_conn *c);
 };
 
