@@ -137,22 +137,6 @@ static void kst_push(struct kst *t, const struct psd_kl_list *lp, uint8_t dtype)
 	kl->got++;
 }
 
-/* Rank of @key in keys[0, @n). */
-static uint64_t kst_rank(const uint64_t *keys, uint64_t n, uint64_t key)
-{
-	uint64_t lo = 0, hi = n;
-
-	while (lo < hi) {
-		uint64_t mid = lo + (hi - lo) / 2;
-
-		if (keys[mid] < key)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
 /* The stored value bytes of @key (NULL: not stored); its slot is its
  * rank in the first run, or the first run's length plus its rank in the
  * second. */
@@ -160,8 +144,8 @@ static const uint8_t *kst_val(const struct psd_kvs_kl *kl, uint64_t key,
 			      uint32_t *len)
 {
 	uint64_t na = kl->n - kl->n2;
-	uint64_t ja = kst_rank(kl->keys, na, key);
-	uint64_t jb = kst_rank(kl->keys2, kl->n2, key);
+	uint64_t ja = psd_kl_lower(kl->keys, 0, na, key);
+	uint64_t jb = psd_kl_lower(kl->keys2, 0, kl->n2, key);
 	bool in = (ja < na && kl->keys[ja] == key) ||
 		  (jb < kl->n2 && kl->keys2[jb] == key);
 
