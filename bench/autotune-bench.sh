@@ -185,11 +185,7 @@ run() {
 	ip netns exec "${NODES[0]}" env "${env[@]}" DMLC_NODE_HOST=10.78.0.1 \
 		PS_VERBOSE=1 "$BIN/ps-scheduler" --root-port 0 "$@" >"$TMP/sched.out" 2>"$TMP/sched.err" &
 	RUN_PIDS+=($!)
-	for i in $(seq 1 200); do
-		port=$(sed -n 's/^PS_ROOT_PORT=//p' "$TMP/sched.out" 2>/dev/null || true)
-		[ -n "$port" ] && break
-		sleep 0.05
-	done
+	port=$(ns_sched_port "$TMP/sched.out" 200)
 	[ -n "$port" ] || { kill_nodes; STEPS=nan; return; }
 	env+=(DMLC_PS_ROOT_PORT="$port")
 	ip netns exec "${NODES[1]}" env "${env[@]}" DMLC_NODE_HOST=10.78.0.2 \

@@ -37,6 +37,19 @@ ns_cleanup() {
 	if [ "${KEEP_TMP:-0}" = 1 ]; then echo "logs kept in $TMP"; else rm -rf "$TMP"; fi
 }
 
+# ns_sched_port FILE TRIES: the port a scheduler started with
+# --root-port 0 prints to FILE (its stdout, PS_ROOT_PORT=...), polled
+# TRIES times 50 ms apart; empty if it never came.
+ns_sched_port() {
+	local i port=""
+	for ((i = 0; i < $2; i++)); do
+		port=$(sed -n 's/^PS_ROOT_PORT=//p' "$1" 2>/dev/null || true)
+		[ -n "$port" ] && break
+		sleep 0.05
+	done
+	echo "$port"
+}
+
 # ns_shape NS DEV GBIT: tbf at GBIT Gbit/s, a burst of 1 ms of traffic (at
 # least 64 KiB, so a GSO packet passes whole), up to 20 ms queued.
 ns_shape() {

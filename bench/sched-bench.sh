@@ -147,11 +147,7 @@ run_point() {
 	ip netns exec "${NODES[0]}" env "${env[@]}" DMLC_NODE_HOST=10.77.0.1 \
 		"$BIN/ps-scheduler" --root-port 0 >"$TMP/sched.out" 2>"$TMP/sched.err" &
 	RUN_PIDS+=($!)
-	for i in $(seq 1 100); do
-		port=$(sed -n 's/^PS_ROOT_PORT=//p' "$TMP/sched.out" 2>/dev/null || true)
-		[ -n "$port" ] && break
-		sleep 0.05
-	done
+	port=$(ns_sched_port "$TMP/sched.out" 100)
 	if [ -z "$port" ]; then
 		kill_nodes
 		RESULT="nan nan nan nan no-scheduler"
