@@ -348,9 +348,9 @@ static int kvstore_dist_issue(struct psched_kvstore *kv, enum kvstore_call call,
 	if (!op)
 		return psd_set_errmsg(-ENOMEM, "no memory for a request");
 	if (device >= 0)
-		ret = psd_kvstore_issue_device(kv->node, call, keys, nkeys, vals,
-					       outs, sizes, dtype, device, prio,
-					       &op->req);
+		ret = psd_kvstore_issue_device(kv->node, call, keys, nkeys,
+					       vals, outs, sizes, dtype, device,
+					       prio, &op->req);
 	else if (call == CALL_PUSH)
 		ret = psched_push(kv->node, keys, nkeys, vals, sizes, dtype,
 				  prio, NULL, NULL, &op->req);
@@ -399,8 +399,9 @@ int psd_kvstore_call(struct psched_kvstore *kv, enum kvstore_call call,
 	ret = kvstore_check_call(kv, call, keys, nkeys, vals, outs, lens, dtype,
 				 sizes);
 	if (!ret && kv->kind == KVSTORE_LOCAL && device >= 0)
-		ret = psd_set_errmsg(-EINVAL, "%s: the local store takes host "
-					      "buffers only",
+		ret = psd_set_errmsg(-EINVAL,
+				     "%s: the local store takes host "
+				     "buffers only",
 				     kvstore_call_names[call]);
 	else if (!ret && kv->kind == KVSTORE_LOCAL)
 		kvstore_local_run(kv, call, keys, nkeys, vals, outs);

@@ -49,8 +49,6 @@ int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
 	return psd_kvstore_configure(kv, NULL, opt);
 }
 
-
-
 int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
 			       void *arg)
 {

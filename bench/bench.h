@@ -37,7 +37,7 @@ struct bopts {
 	bool json;
 	bool baseline;
 	bool hot_baselines; /* TCPmax, RawTCP: one buffer reused (cache-hot) */
-	bool sync; /* worker under a local launcher: wait for its go */
+	bool sync;	    /* worker under a local launcher: wait for its go */
 	enum psched_dtype dtype;
 	char transport[16];
 	char root_uri[256]; /* local cluster: address the nodes dial */

@@ -152,8 +152,9 @@ double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk)
 {
 	/* Each key its own place on both sides, unless --hot-baselines. */
 	unsigned places = o->hot_baselines ? 1 : nk;
-	struct raw_writer w = { .mode = o->mode, .size = size, .nk = nk,
-				.places = places };
+	struct raw_writer w = {
+		.mode = o->mode, .size = size, .nk = nk, .places = places
+	};
 	struct raw_msg m;
 	double gb[1] = { 0 }, t0;
 	pthread_t th;
@@ -191,7 +192,7 @@ double bench_raw_tcp(const struct bopts *o, uint64_t size, unsigned nk)
 				     (o->mode == MODE_PUSH ||
 				      !full_io(w.fd,
 					       rbuf + (uint64_t)(i % places) *
-							      size,
+							       size,
 					       size, false));
 			if (r == 0 && it == 1)
 				break; /* first round = warm-up */

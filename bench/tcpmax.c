@@ -53,8 +53,8 @@ struct tm_stream {
 	int fd;
 	enum bmode mode;
 	uint64_t bytes;
-	char *src; /* the stream's share: sent from */
-	char *dst; /* the stream's share: received into */
+	char *src;    /* the stream's share: sent from */
+	char *dst;    /* the stream's share: received into */
 	uint64_t cap; /* bytes of each (tm_buf_len()) */
 	struct tm_sync *sync;
 	int err;
@@ -75,8 +75,8 @@ static void tm_lowat(int fd, uint64_t due, int *cur)
 {
 	int v = due < TM_LOWAT ? (int)due : TM_LOWAT;
 
-	if (v != *cur && !setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v,
-				     sizeof(v)))
+	if (v != *cur &&
+	    !setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &v, sizeof(v)))
 		*cur = v;
 }
 
@@ -253,11 +253,11 @@ static void *tm_stream_main(void *arg)
 		 * calls than polling both. */
 		if (!s->err && s->mode != MODE_PUSHPULL)
 			s->err = tm_xfer_buf(s->fd, s->src, s->cap, out, true)
-				 ?: tm_xfer_buf(s->fd, s->dst, s->cap, in,
-						false);
+					 ?: tm_xfer_buf(s->fd, s->dst, s->cap,
+							in, false);
 		else if (!s->err)
-			s->err = tm_xfer(s->fd, s->src, s->dst, s->cap, out,
-					 in);
+			s->err =
+				tm_xfer(s->fd, s->src, s->dst, s->cap, out, in);
 		pthread_mutex_lock(&y->lock);
 		if (--y->pending == 0)
 			pthread_cond_broadcast(&y->cond);

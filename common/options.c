@@ -393,9 +393,10 @@ static void cfg_usage(FILE *out, unsigned roles)
 		snprintf(env, sizeof(env), "%s%s%s", psd_opts[i].env[0],
 			 psd_opts[i].env[1] ? ", " : "",
 			 psd_opts[i].env[1] ? psd_opts[i].env[1] : "");
-		fprintf(out, "  --%-20s %-26s [%s]\n      %s\n", psd_opts[i].flag,
-			env,
-			psd_opts[i].type == OPT_RANGE_UNSET ? "unset" : psd_opts[i].def,
+		fprintf(out, "  --%-20s %-26s [%s]\n      %s\n",
+			psd_opts[i].flag, env,
+			psd_opts[i].type == OPT_RANGE_UNSET ? "unset"
+							    : psd_opts[i].def,
 			psd_opts[i].help);
 	}
 	fprintf(out, "  Flags win over the environment.\n");

@@ -717,12 +717,12 @@ static void *van_thread(void *arg)
 			van_handle(van, &evs[i]);
 			psd_van_flush_held(van);
 		}
-		van->active = van->poll.max_us &&
-			      atomic_load(&van->rx_msgs) - msgs == 1 &&
-			      atomic_load(&van->rx_bytes) - bytes <=
-				      VAN_POLL_MSG_MAX &&
-			      (!van->cb.may_poll ||
-			       van->cb.may_poll(van->cb.arg));
+		van->active =
+			van->poll.max_us &&
+			atomic_load(&van->rx_msgs) - msgs == 1 &&
+			atomic_load(&van->rx_bytes) - bytes <=
+				VAN_POLL_MSG_MAX &&
+			(!van->cb.may_poll || van->cb.may_poll(van->cb.arg));
 		now = psd_now_ms();
 		if (now >= next_check) {
 			next_check = now + 100;

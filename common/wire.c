@@ -207,9 +207,9 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 	/* requests: n keys, maybe n lengths, maybe the values */
 	if (per && h->part > (UINT64_MAX - h->span) / per)
 		return -EPROTO;
-	if (h->offset && (h->offset > UINT32_MAX ||
-			  (unsigned __int128)h->part * h->offset * esize !=
-				  h->span))
+	if (h->offset &&
+	    (h->offset > UINT32_MAX ||
+	     (unsigned __int128)h->part * h->offset * esize != h->span))
 		return -EPROTO;
 	if (packed)
 		return hdr_check_klpacked(h, push, why);

@@ -70,7 +70,7 @@ enum psd_msg_type {
  * carries span value bytes in the order of the request's keys; PUSH_ACK
  * nothing.  psd_hdr_decode() checks that length, span and n agree.
  */
-#define PSD_F_KEYLIST	 0x04u
+#define PSD_F_KEYLIST 0x04u
 /*
  * With PSD_F_KEYLIST on a request: epoch is a list tag (0: none).  A
  * request with a tag and without PSD_F_KLCACHED carries its keys and the
@@ -80,7 +80,7 @@ enum psd_msg_type {
  * the slice the sender sent before with that tag: a worker pushing the
  * same list every step sends its keys once.
  */
-#define PSD_F_KLCACHED	 0x10u
+#define PSD_F_KLCACHED 0x10u
 /*
  * With PSD_F_KEYLIST on a PUSH, PULL or PUSHPULL that carries its keys
  * (not PSD_F_KLCACHED; part >= 1): the keys are packed (common/klpack.h)
@@ -91,7 +91,7 @@ enum psd_msg_type {
  * unpacks (widths, P exact, gaps, keys strictly ascending) and refuses
  * the request whole, storing nothing, if any rule is broken.
  */
-#define PSD_F_KLPACKED	 0x20u
+#define PSD_F_KLPACKED 0x20u
 /*
  * PUSH, PULL, INIT, PULL_RESP of a row-sparse key (common/rows.h): a
  * table of total / part rows of part bytes (the row width times the

@@ -107,7 +107,7 @@ struct psched_cfg {
 	unsigned auth_timeout_ms;   /* PS_AUTH_TIMEOUT (s) to authenticate */
 	unsigned preauth_max_frame; /* PS_PREAUTH_MAX_FRAME: bytes until then */
 	unsigned max_pending_auth;  /* PS_MAX_PENDING_AUTH per listener */
-	uint64_t socket_buf_bytes; /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
+	uint64_t socket_buf_bytes;  /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
 	/* RDMA transport knobs (README "RDMA"). */
 	char rdma_device[64];	  /* PS_RDMA_DEVICE, "" = any */
 	unsigned rdma_port;	  /* PS_RDMA_PORT 1..255 */
@@ -321,14 +321,13 @@ int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
 int psched_row_sparse_init(struct psched_node *node, uint64_t key,
 			   uint64_t rows, uint64_t width,
 			   enum psched_dtype dtype, unsigned timeout_ms);
-int psched_row_sparse_push(struct psched_node *node, uint64_t key,
-			   size_t nrows, const uint64_t *row_ids,
-			   const void *rows, int priority, psched_done_fn *cb,
-			   void *arg, uint64_t *req);
-int psched_row_sparse_pull(struct psched_node *node, uint64_t key,
-			   size_t nrows, const uint64_t *row_ids, void *out,
+int psched_row_sparse_push(struct psched_node *node, uint64_t key, size_t nrows,
+			   const uint64_t *row_ids, const void *rows,
 			   int priority, psched_done_fn *cb, void *arg,
 			   uint64_t *req);
+int psched_row_sparse_pull(struct psched_node *node, uint64_t key, size_t nrows,
+			   const uint64_t *row_ids, void *out, int priority,
+			   psched_done_fn *cb, void *arg, uint64_t *req);
 int psched_row_sparse_pushpull(struct psched_node *node, uint64_t key,
 			       size_t nrows, const uint64_t *row_ids,
 			       const void *rows, void *out, int priority,

@@ -188,8 +188,8 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 		  m->link_floor ? " (a floor: credit-bound)" : "",
 		  m->compute_s);
 	psd_autotune_metrics(s->at, (unsigned)(sn - s->nodes), m->step,
-			     m->step_time_s, m->link_bytes_per_s,
-			     m->link_floor, m->compute_s);
+			     m->step_time_s, m->link_bytes_per_s, m->link_floor,
+			     m->compute_s);
 	psd_sched_autotune_kick(n);
 }
 

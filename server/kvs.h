@@ -85,8 +85,8 @@ struct psd_kvs_conn {
 struct psd_kvs {
 	struct psd_map entries; /* key -> struct psd_kvs_entry */
 	bool async;
-	bool hugepages; /* PS_SERVER_HUGEPAGES: kvs_pair_alloc() */
-	bool kl_hugepages; /* PS_KEYLIST_HUGEPAGES (kvs_klstore.c) */
+	bool hugepages;		/* PS_SERVER_HUGEPAGES: kvs_pair_alloc() */
+	bool kl_hugepages;	/* PS_KEYLIST_HUGEPAGES (kvs_klstore.c) */
 	struct psd_updater upd; /* common/updater.c; none = default rule */
 	/* The application's controller (kvstore.h); under n->lock. */
 	psched_server_controller_fn *ctl;
@@ -113,7 +113,7 @@ struct psd_kvs {
 	atomic_uint_fast64_t stored_bytes; /* tensor bytes held */
 	atomic_uint_fast64_t alloc_bytes;  /* bytes allocated for them */
 	bool gpu_sum; /* PS_SERVER_GPU_SUM: float sums on CUDA device 0 */
-	struct psd_kvs_kl *kl; /* key lists (kvs_keylist.c), made on use */
+	struct psd_kvs_kl *kl;	   /* key lists (kvs_keylist.c), made on use */
 	struct psd_kvs_rows *rows; /* row-sparse keys, made on first use */
 };
 

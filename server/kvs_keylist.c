@@ -98,8 +98,8 @@ static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 /* Parse and check the payload of request @h; for pushes the values too.
  * 0 or -EPROTO with *@why. */
 int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		    const void *payload, unsigned esize, int wrank,
-		    struct psd_kl_list *l, const char **why)
+		 const void *payload, unsigned esize, int wrank,
+		 struct psd_kl_list *l, const char **why)
 {
 	static const uint64_t none; /* an empty message has no payload */
 	const uint8_t *p = payload ? payload : (const void *)&none;
@@ -191,7 +191,8 @@ static struct psd_hdr kl_answer(struct psched_node *n, const struct psd_hdr *h,
 
 /* Answer pull (or pushpull) @h of the keys @keys/@lens now. */
 static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
-			   const struct psd_hdr *h, const struct psd_kl_list *lp)
+			   const struct psd_hdr *h,
+			   const struct psd_kl_list *lp)
 {
 	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
 	struct psd_kl_list l = *lp;
@@ -222,13 +223,12 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 				bad = i;
 				break;
 			}
-		psd_kvs_rejectf(
-			n, c, h, ret ? ret : PSCHED_EUNKNOWNKEY,
-			"key-list pull of %llu keys: key %llu %s",
-			(unsigned long long)l.n,
-			(unsigned long long)l.keys[bad],
-			ret ? "has another length on this server"
-			    : "was never pushed to this server");
+		psd_kvs_rejectf(n, c, h, ret ? ret : PSCHED_EUNKNOWNKEY,
+				"key-list pull of %llu keys: key %llu %s",
+				(unsigned long long)l.n,
+				(unsigned long long)l.keys[bad],
+				ret ? "has another length on this server"
+				    : "was never pushed to this server");
 		return;
 	}
 	out = psd_kl_grow(kl, kl->out, &kl->out_cap, l.bytes, 1);
@@ -246,7 +246,8 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 			o[i] = v[idx[i]];
 	} else {
 		for (i = 0; i < l.n; i++) {
-			uint64_t len = (uint64_t)psd_kl_len_of(&l, i) * kl->esize;
+			uint64_t len =
+				(uint64_t)psd_kl_len_of(&l, i) * kl->esize;
 
 			memcpy(kl->out + off,
 			       kl->val + psd_kl_soff(kl, idx[i]) * kl->esize,
@@ -271,7 +272,7 @@ static void kl_answer_pull(struct psched_node *n, struct psd_conn *c,
 	struct psd_kl_list l;
 
 	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
-		     &why)) {
+			 &why)) {
 		psd_kvs_reject(n, c, h, -EPROTO, why);
 		return;
 	}
@@ -290,7 +291,7 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 
 	/* the wait's header describes the copy: a pull of these keys */
 	wh.length = len;
-	wh.flags &= (uint8_t)~(PSD_F_KLCACHED | PSD_F_KLPACKED);
+	wh.flags &= (uint8_t) ~(PSD_F_KLCACHED | PSD_F_KLPACKED);
 	wh.epoch = 0;
 	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf)) {
 		free(buf);
@@ -358,7 +359,7 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 		h = &raw;
 	}
 	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
-		     &why)) {
+			 &why)) {
 		psd_kvs_rejectf(n, c, h, -EPROTO,
 				"malformed key list: %s (nothing stored)", why);
 		goto count;
@@ -389,8 +390,8 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 				(unsigned long long)l.keys[bad],
 				psd_kl_len_of(&l, bad),
 				psd_kl_slen(kl, kl->idx[bad] == KL_NONE
-						    ? 0
-						    : kl->idx[bad]));
+							? 0
+							: kl->idx[bad]));
 		goto refused_parsed;
 	}
 	if (!ret && nnew) {
@@ -502,7 +503,7 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	uint8_t *nb;
 
 	if (psd_kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank, &l,
-		     &why)) {
+			 &why)) {
 		psd_kvs_hold_free(s, buf, h->length);
 		return NULL;
 	}
@@ -520,7 +521,7 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	psd_kvs_hold_free(s, buf, h->length);
 	s->parked_bytes += len;
 	h->length = len;
-	h->flags &= (uint8_t)~(PSD_F_KLCACHED | PSD_F_KLPACKED);
+	h->flags &= (uint8_t) ~(PSD_F_KLCACHED | PSD_F_KLPACKED);
 	h->epoch = 0;
 	return nb;
 }
@@ -619,13 +620,14 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 	}
 	if (h->type == PSD_MSG_PULL) {
 		if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype),
-			     kc->wrank, &l, &why)) {
+				 kc->wrank, &l, &why)) {
 			psd_kvs_reject(n, c, h, -EPROTO, why);
 			return;
 		}
 		if (l.tag) {
 			psd_kl_remember(kl, kc->wrank, &l,
-				    kl->n == l.n && psd_kl_is_whole_cmp(kl, &l));
+					kl->n == l.n &&
+						psd_kl_is_whole_cmp(kl, &l));
 			if (kl->wc[kc->wrank].tag == l.tag)
 				l.wc = &kl->wc[kc->wrank];
 		}
@@ -646,8 +648,9 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 		/* Its tag is known from now on (later pushes may name it
 		 * before this one applies); held, it goes without one. */
 		if (h->epoch && !(h->flags & PSD_F_KLCACHED)) {
-			if (!psd_kl_parse(kl, h, buf, psched_dtype_size(h->dtype),
-				      kc->wrank, &l, &why))
+			if (!psd_kl_parse(kl, h, buf,
+					  psched_dtype_size(h->dtype),
+					  kc->wrank, &l, &why))
 				psd_kl_remember(kl, kc->wrank, &l, false);
 			hh.epoch = 0;
 		}

@@ -38,25 +38,25 @@ struct psd_kvs_kl {
 	 * then keys2's.  See psd_kl_insert(). */
 	uint64_t *keys2;
 	uint64_t n2;
-	uint32_t ulen;	/* elements of every key, 0: lens/offs */
+	uint32_t ulen; /* elements of every key, 0: lens/offs */
 	uint32_t *lens;
-	uint64_t *offs;	   /* element offset of each key */
-	uint64_t nelem;	   /* elements stored */
+	uint64_t *offs;	    /* element offset of each key */
+	uint64_t nelem;	    /* elements stored */
 	uint8_t *val, *acc; /* nelem elements each */
 	/* The key blocks val and acc lie in when adopted from a message
 	 * (psd_kl_rxbuf()), NULL when they are their own allocation. */
 	uint64_t *val_blk, *acc_blk;
-	uint32_t *stamp;   /* per key: step whose push acc holds */
-	uint64_t version;  /* steps applied */
-	unsigned got;	   /* workers whose push of the open step is in */
-	bool *have;	   /* [nworker] */
-	unsigned full;	   /* pushes of the whole store this step */
-	bool partial;	   /* stamps in use this step */
+	uint32_t *stamp;       /* per key: step whose push acc holds */
+	uint64_t version;      /* steps applied */
+	unsigned got;	       /* workers whose push of the open step is in */
+	bool *have;	       /* [nworker] */
+	unsigned full;	       /* pushes of the whole store this step */
+	bool partial;	       /* stamps in use this step */
 	struct psd_list held;  /* early pushes, struct psd_kvs_wait */
 	struct psd_list pulls; /* pulls for a later version */
-	struct psd_kl_wcache *wc;  /* [nworker]: each worker's tagged list */
-	uint64_t gen;	       /* bumped when keys are added */
-	uint32_t *idx;	       /* slots of the list being handled */
+	struct psd_kl_wcache *wc; /* [nworker]: each worker's tagged list */
+	uint64_t gen;		  /* bumped when keys are added */
+	uint32_t *idx;		  /* slots of the list being handled */
 	uint64_t idx_cap;
 	uint8_t *out; /* a pull answer gathered (psd_big_alloc) */
 	uint64_t out_cap;
@@ -68,7 +68,7 @@ struct psd_kvs_kl {
 	uint8_t *pk;
 	uint64_t pk_cap;
 	uint64_t max_ukeys; /* PS_MAX_TENSOR_BYTES / 8 (0: no limit) */
-	bool huge; /* PS_KEYLIST_HUGEPAGES: big arrays in huge pages */
+	bool huge;	    /* PS_KEYLIST_HUGEPAGES: big arrays in huge pages */
 };
 
 /* A list as it arrived (payload pointers into the message). */
@@ -80,7 +80,7 @@ struct psd_kl_list {
 	const uint8_t *vals; /* push only */
 	uint64_t bytes;
 	struct psd_kl_wcache *wc; /* the tagged copy, if any */
-	uint32_t tag;	      /* came with its keys and this tag */
+	uint32_t tag;		  /* came with its keys and this tag */
 	/* The payload is a key block from psd_kl_rxbuf() starting with
 	 * the keys: an empty store adopts it rather than copying. */
 	bool own;

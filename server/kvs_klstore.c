@@ -245,8 +245,8 @@ struct psd_kvs_kl *psd_kl_get(struct psched_node *n)
 		if (!s->kl)
 			return NULL;
 		s->kl->have = calloc(s->nworker ? s->nworker : 1, 1);
-		s->kl->wc = calloc(s->nworker ? s->nworker : 1,
-				   sizeof(*s->kl->wc));
+		s->kl->wc =
+			calloc(s->nworker ? s->nworker : 1, sizeof(*s->kl->wc));
 		if (!s->kl->have || !s->kl->wc) {
 			free(s->kl->have);
 			free(s->kl->wc);
@@ -295,7 +295,7 @@ void psd_kvs_kl_free(struct psd_kvs *s)
  * later request naming the tag is then refused).
  */
 void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
-			const struct psd_kl_list *l, bool whole)
+		     const struct psd_kl_list *l, bool whole)
 {
 	struct psd_kl_wcache *wc;
 	bool share = whole && !kl->keys2; /* the store's keys are the list */
@@ -459,7 +459,7 @@ static int kl_lookup2(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
  * 0, PSCHED_ESIZE (key index in *@bad) or -ENOMEM; *@nnew as kl_lookup.
  */
 int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
-		    const uint32_t **idx, uint64_t *nnew, uint64_t *bad)
+		 const uint32_t **idx, uint64_t *nnew, uint64_t *bad)
 {
 	struct psd_kl_wcache *wc = l->wc;
 	int ret;
@@ -490,7 +490,7 @@ int psd_kl_slots(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 
 /* The whole store, key for key and length for length? */
 bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
-			    const struct psd_kl_list *l)
+			 const struct psd_kl_list *l)
 {
 	uint64_t i;
 
@@ -746,7 +746,7 @@ bool psd_kl_run_of(const struct psd_kvs_kl *kl, const struct psd_kl_list *l,
  * one array when keys are added next (kl_flatten()).
  */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
-		     const struct psd_kl_list *l, uint64_t nnew)
+		  const struct psd_kl_list *l, uint64_t nnew)
 {
 	uint64_t tot = kl->n + nnew, addel = 0, i, j = 0, k = 0, e = 0;
 	bool uni = kl->ulen || !kl->n;
@@ -902,8 +902,8 @@ int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	/* merge: i over the list, j over the store, k out, e elements */
 	i = 0;
 	while (i < l->n || j < kl->n) {
-		bool old = j < kl->n &&
-			   (i >= l->n || kl->keys[j] <= l->keys[i]);
+		bool old =
+			j < kl->n && (i >= l->n || kl->keys[j] <= l->keys[i]);
 		uint32_t len;
 
 		if (old) {
@@ -1075,7 +1075,7 @@ int psd_kl_add_run(struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 /* Add list @l (checked, all keys stored, kl->idx filled unless @whole) to
  * the open step. */
 int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
-		  const uint32_t *idx)
+	       const uint32_t *idx)
 {
 	uint32_t cur = (uint32_t)(kl->version + 1);
 	uint64_t i, off = 0;
@@ -1086,8 +1086,7 @@ int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 		if (!kl->full++) {
 			if (kl->acc != l->vals) /* else adopted: in place */
 				memcpy(kl->acc, l->vals, (size_t)l->bytes);
-		}
-		else
+		} else
 			psd_kvs_sum(kl->dtype, kl->acc, l->vals, l->bytes);
 		return 0;
 	}
@@ -1156,4 +1155,3 @@ void psd_kl_commit(struct psd_kvs *s, struct psd_kvs_kl *kl)
 	kl->partial = false;
 	memset(kl->have, 0, s->nworker);
 }
-

@@ -49,7 +49,8 @@ static int kvs_pair_alloc(const struct psd_kvs *s, struct psd_kvs_entry *e)
 	uint8_t *a = NULL;
 
 	if (s->hugepages && 2 * e->len >= KVS_HUGE_MIN)
-		a = psd_huge_map(2 * e->len); /* zeroed: the value starts at 0 */
+		a = psd_huge_map(2 *
+				 e->len); /* zeroed: the value starts at 0 */
 	if (!a) {
 		e->value = calloc(2, e->len);
 		e->merge = e->value ? e->value + e->len : NULL;

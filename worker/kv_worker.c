@@ -48,8 +48,8 @@ static void kvw_metrics_conditions(struct kvw_metrics *km, uint64_t now,
 	 * room to spare: the credit set the rate (kvw_floor_look()).  A
 	 * report of few looks says nothing (a busy period's first round
 	 * trips find no queue yet, whatever the credit). */
-	mt->link_floor = km->lim_n >= KVW_FLOOR_MIN_LOOKS &&
-			 2 * km->floor_n > km->lim_n;
+	mt->link_floor =
+		km->lim_n >= KVW_FLOOR_MIN_LOOKS && 2 * km->floor_n > km->lim_n;
 	psd_debug("metrics: link %.4g B/s, %u of %u looks while sends waited "
 		  "for credit found the path with room%s",
 		  mt->link_bytes_per_s, km->floor_n, km->lim_n,
@@ -158,8 +158,7 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		return psd_set_errmsg(-EINVAL, "need a request id or callback");
 	/* Device values (kvw_gpu.c): -1 is host memory. */
 	if (device != -1 && keys && nkeys &&
-	    (ret = psd_kvw_gpu_prepare(n, device, nkeys, push_vals,
-				       pull_vals)))
+	    (ret = psd_kvw_gpu_prepare(n, device, nkeys, push_vals, pull_vals)))
 		return ret;
 	pthread_mutex_lock(&w->lock);
 	if (n->fatal) {
@@ -169,11 +168,12 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	/* Compression quantises the caller's values on this thread, which
 	 * cannot read device memory. */
 	if (device != -1 && push_vals && w->cmp_kind && dtype == PSCHED_F32) {
-		ret = psd_set_errmsg(-EOPNOTSUPP,
-				     "gradient compression takes host buffers "
-				     "only: push device %d's values without it, "
-				     "or copy them to the host",
-				     device);
+		ret = psd_set_errmsg(
+			-EOPNOTSUPP,
+			"gradient compression takes host buffers "
+			"only: push device %d's values without it, "
+			"or copy them to the host",
+			device);
 		goto out_unlock;
 	}
 	ret = psd_kvw_req_build(n, type, keys, nkeys, push_vals, pull_vals,
@@ -257,8 +257,10 @@ int psched_push_device(struct psched_node *n, const uint64_t *keys,
 	if (!vals)
 		return psd_set_errmsg(-EINVAL, "push without values");
 	if (device < 0)
-		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
-					       "index", device);
+		return psd_set_errmsg(-EINVAL,
+				      "CUDA device %d: not a device "
+				      "index",
+				      device);
 	return kvw_issue(n, PSD_MSG_PUSH, keys, nkeys, vals, NULL, lens, dtype,
 			 device, priority, 0, cb, arg, req);
 }
@@ -271,8 +273,10 @@ int psched_pull_device(struct psched_node *n, const uint64_t *keys,
 	if (!vals)
 		return psd_set_errmsg(-EINVAL, "pull without buffers");
 	if (device < 0)
-		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
-					       "index", device);
+		return psd_set_errmsg(-EINVAL,
+				      "CUDA device %d: not a device "
+				      "index",
+				      device);
 	return kvw_issue(n, PSD_MSG_PULL, keys, nkeys, NULL, vals, lens, dtype,
 			 device, priority, 0, cb, arg, req);
 }
@@ -286,8 +290,10 @@ int psched_pushpull_device(struct psched_node *n, const uint64_t *keys,
 	if (!push_vals || !pull_vals)
 		return psd_set_errmsg(-EINVAL, "pushpull without buffers");
 	if (device < 0)
-		return psd_set_errmsg(-EINVAL, "CUDA device %d: not a device "
-					       "index", device);
+		return psd_set_errmsg(-EINVAL,
+				      "CUDA device %d: not a device "
+				      "index",
+				      device);
 	return kvw_issue(n, PSD_MSG_PUSHPULL, keys, nkeys, push_vals, pull_vals,
 			 lens, dtype, device, priority, 0, cb, arg, req);
 }
@@ -490,8 +496,8 @@ static bool kvw_may_poll(struct psched_node *n)
 	if (!w)
 		return true;
 	pthread_mutex_lock(&w->lock);
-	ok = w->last_single && w->last_busy_peak == 1 &&
-	     !w->credit.in_flight && !psd_chunkq_len(&w->q);
+	ok = w->last_single && w->last_busy_peak == 1 && !w->credit.in_flight &&
+	     !psd_chunkq_len(&w->q);
 	pthread_mutex_unlock(&w->lock);
 	return ok;
 }

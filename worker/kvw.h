@@ -120,8 +120,8 @@ struct kvw_chunk {
 	uint8_t state;
 	bool credited; /* its bytes count against the credit now */
 	uint64_t t_start;
-	uint64_t t_push; /* credit given back */
-	bool gpu_rx;	 /* a device pull answer is being received */
+	uint64_t t_push;	  /* credit given back */
+	bool gpu_rx;		  /* a device pull answer is being received */
 	struct psd_stage_buf stg; /* pinned slots of that answer (none:
 				     GPUDirect, or the scratch buffer) */
 	struct psd_stage_buf tx_stg; /* pinned slots a staged push went out
@@ -129,7 +129,7 @@ struct kvw_chunk {
 				      * a transport may return from a
 				      * request's send before the peer read
 				      * it (shm, rdma; transport.h) */
-	uint64_t coff;	 /* compressed push: payload at req->cbuf + coff */
+	uint64_t coff; /* compressed push: payload at req->cbuf + coff */
 	uint64_t clen;
 	uint64_t kl_first; /* key list: first key index of the slice */
 	uint64_t kl_n;	   /* and its key count (kvw_keylist.c) */
@@ -145,11 +145,11 @@ struct kvw_req {
 	unsigned busy;	  /* receives in progress into caller memory */
 	unsigned sending; /* chunks being sent by some thread now */
 	bool done;
-	bool inflight;	      /* counted in kvw_metrics.inflight */
-	bool cancelled;	      /* late answers are discarded */
-	bool parked;	      /* waiting for a config commit */
-	bool on_gpu;	      /* values in memory of CUDA device gpu_dev */
-	bool gpu_direct;      /* ... moved by GPUDirect RDMA, not staged */
+	bool inflight;	 /* counted in kvw_metrics.inflight */
+	bool cancelled;	 /* late answers are discarded */
+	bool parked;	 /* waiting for a config commit */
+	bool on_gpu;	 /* values in memory of CUDA device gpu_dev */
+	bool gpu_direct; /* ... moved by GPUDirect RDMA, not staged */
 	int gpu_dev;
 	uint64_t deadline_ms; /* callback requests: fail after this */
 	int err;
@@ -162,7 +162,7 @@ struct kvw_req {
 	size_t nchunks;
 	int cmp; /* compress kind of this push (common/compress.h) */
 	float cmp_threshold;
-	uint8_t *cbuf; /* compressed payloads of every chunk */
+	uint8_t *cbuf;		     /* compressed payloads of every chunk */
 	struct psd_scratch *scratch; /* the worker's: cbuf and codes */
 	/* A key list (kvw_keylist.c): the caller's arrays, one chunk per
 	 * server slice; slots[0] holds the value buffers and the step. */
@@ -235,7 +235,7 @@ struct psd_kvw {
 	bool rx_waiting;
 	pthread_t rx_waiter;
 	int rx_efd;
-	bool last_single; /* the last request done had one chunk */
+	bool last_single;	 /* the last request done had one chunk */
 	unsigned busy_peak;	 /* most requests in flight, this period */
 	unsigned last_busy_peak; /* the same, the last period */
 	/* The request table: an index array, not a hash map.  A request id
@@ -249,8 +249,8 @@ struct psd_kvw {
 	struct psd_map keys; /* key -> struct kvw_key */
 	int cmp_kind;	     /* gradient compression of float32 pushes */
 	float cmp_threshold;
-	uint64_t max_step; /* highest step pushed of any key */
-	uint64_t kl_step;  /* key-list pushes so far (kvw_keylist.c) */
+	uint64_t max_step;	 /* highest step pushed of any key */
+	uint64_t kl_step;	 /* key-list pushes so far (kvw_keylist.c) */
 	struct kvw_klcache *klc; /* the last key list, sent once per server */
 
 	bool fifo;

@@ -412,11 +412,13 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 		iov[k].iov_base = sl->pk.buf;
 		iov[k++].iov_len = (size_t)sl->pk.len;
 	} else if (ch->kl_n && !cached) {
-		iov[k].iov_base = (void *)(uintptr_t)(r->kl_keys + ch->kl_first);
+		iov[k].iov_base =
+			(void *)(uintptr_t)(r->kl_keys + ch->kl_first);
 		iov[k++].iov_len = (size_t)ch->kl_n * 8;
 	}
 	if (ch->kl_n && !r->kl_len && !cached) {
-		iov[k].iov_base = (void *)(uintptr_t)(r->kl_lens + ch->kl_first);
+		iov[k].iov_base =
+			(void *)(uintptr_t)(r->kl_lens + ch->kl_first);
 		iov[k++].iov_len = (size_t)ch->kl_n * 4;
 	}
 	if (kvw_is_push(r->type) && ch->span) {
@@ -494,9 +496,9 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	if ((unsigned)dtype > PSCHED_DTYPE_MAX)
 		return psd_set_errmsg(-EINVAL, "key list: unknown dtype %d",
 				      (int)dtype);
-	if (nkeys && (!keys || (!lens && !len) ||
-		      (kvw_is_push(type) && !push_vals) ||
-		      (type != PSD_MSG_PUSH && !pull_vals)))
+	if (nkeys &&
+	    (!keys || (!lens && !len) || (kvw_is_push(type) && !push_vals) ||
+	     (type != PSD_MSG_PUSH && !pull_vals)))
 		return psd_set_errmsg(-EINVAL,
 				      "key list of %zu keys: keys, values and "
 				      "lens (or len) are needed",
@@ -543,8 +545,8 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	r->dtype = (uint8_t)dtype;
 	r->flags = PSD_F_KEYLIST;
 	r->slots[0].key = nkeys ? keys[0] : 0;
-	r->slots[0].total = cut[n->num_server - 1].off +
-			    cut[n->num_server - 1].bytes;
+	r->slots[0].total =
+		cut[n->num_server - 1].off + cut[n->num_server - 1].bytes;
 	r->slots[0].src = push_vals;
 	r->slots[0].dst = pull_vals;
 	r->slots[0].step = kvw_is_push(type) ? ++w->kl_step : w->kl_step;
@@ -600,8 +602,8 @@ int psched_push_keys(struct psched_node *n, size_t nkeys, const uint64_t *keys,
 		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
 		     void *arg, uint64_t *req)
 {
-	return kvw_kl_issue(n, PSD_MSG_PUSH, nkeys, keys, lens, len, vals,
-			    NULL, dtype, priority, cb, arg, req);
+	return kvw_kl_issue(n, PSD_MSG_PUSH, nkeys, keys, lens, len, vals, NULL,
+			    dtype, priority, cb, arg, req);
 }
 
 int psched_pull_keys(struct psched_node *n, size_t nkeys, const uint64_t *keys,
@@ -609,8 +611,8 @@ int psched_pull_keys(struct psched_node *n, size_t nkeys, const uint64_t *keys,
 		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
 		     void *arg, uint64_t *req)
 {
-	return kvw_kl_issue(n, PSD_MSG_PULL, nkeys, keys, lens, len, NULL,
-			    vals, dtype, priority, cb, arg, req);
+	return kvw_kl_issue(n, PSD_MSG_PULL, nkeys, keys, lens, len, NULL, vals,
+			    dtype, priority, cb, arg, req);
 }
 
 int psched_pushpull_keys(struct psched_node *n, size_t nkeys,

@@ -75,8 +75,8 @@ static int rows_pair_cmp(const void *a, const void *b)
 /* Stable LSD radix sort of @p (@n pairs, ids below @rows) by id, in as
  * few passes of at most ROWS_RADIX_MAX bits as the ids need (ids below
  * 2^24, 16 M rows: two): equal ids keep their order.  0 or -ENOMEM. */
-static int rows_radix(struct psd_scratch *sc, struct kvw_rows_pair *p,
-		      size_t n, uint64_t rows)
+static int rows_radix(struct psd_scratch *sc, struct kvw_rows_pair *p, size_t n,
+		      uint64_t rows)
 {
 	struct kvw_rows_pair *tmp = psd_scratch_get(sc, n * sizeof(*tmp)),
 			     *a = p, *b = tmp, *t;

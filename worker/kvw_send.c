@@ -248,9 +248,10 @@ static void kvw_floor_look(struct psched_node *n, struct psd_kvw *w)
 	if (now - km->lim_us < KVW_FLOOR_GAP_US)
 		return;
 	km->lim_us = now;
-	p = psd_node_peer(n, psd_server_id(psd_container_of(
-					  node, struct kvw_chunk, node)
-						   ->srank));
+	p = psd_node_peer(
+		n,
+		psd_server_id(
+			psd_container_of(node, struct kvw_chunk, node)->srank));
 	if (!p || !p->conn || p->dead)
 		return;
 	ret = psd_conn_tx_room(p->conn);

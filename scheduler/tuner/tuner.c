@@ -654,8 +654,8 @@ static int tuner_probed(struct psd_tuner *t, uint64_t step, double score)
 	t->probing = false;
 	if (t->cond_moved)
 		return tuner_cond_search(t, step, score);
-	tuner_apply(t, step, t->best.partition_bytes, t->best.credit_bytes,
-		    NAN, NAN);
+	tuner_apply(t, step, t->best.partition_bytes, t->best.credit_bytes, NAN,
+		    NAN);
 	/* a sample of another config under the lock-in's conditions */
 	return tuner_observe(t, score);
 }
@@ -745,8 +745,8 @@ static double tuner_median(struct psd_tuner *t)
 
 static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
 {
-	const char *phase = t->probing ? "probe"
-				       : psd_tuner_phase_name(t->phase);
+	const char *phase =
+		t->probing ? "probe" : psd_tuner_phase_name(t->phase);
 	int ret;
 
 	t->samples++;

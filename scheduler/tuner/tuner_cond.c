@@ -93,8 +93,8 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * config), which a search's samples are tagged with; a change of the
 	 * link during a search shows once the lock-in runs again.
 	 */
-	if (t->raw.workers && (t->phase == PSD_TUNER_EXPLORE ||
-			       t->phase == PSD_TUNER_RETUNE))
+	if (t->raw.workers &&
+	    (t->phase == PSD_TUNER_EXPLORE || t->phase == PSD_TUNER_RETUNE))
 		return 0;
 	/*
 	 * A floor (the credit, not the link, set the rate) says only that

@@ -42,7 +42,7 @@ struct psd_tuner {
 	bool probing;
 	unsigned int since_probe; /* locked samples since the last probe
 				   * (TUNER_PROBE_GAP from the lock-in) */
-	double raw_floor; /* the last reading, if a floor (else 0) */
+	double raw_floor;	  /* the last reading, if a floor (else 0) */
 	bool tune_part;
 	bool tune_credit;
 	unsigned int lp_min; /* log2 of the partition range searched */

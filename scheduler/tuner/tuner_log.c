@@ -102,8 +102,9 @@ int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
 			 ", link %.4g MB/s, compute %.4g ms, %u workers%s%s",
 			 t->raw.link_bytes_per_s / 1e6, t->raw.compute_s * 1e3,
 			 t->raw.workers,
-			 t->raw.link_floor ? ", credit-bound (link read as a floor)"
-					   : "",
+			 t->raw.link_floor
+				 ? ", credit-bound (link read as a floor)"
+				 : "",
 			 t->probing ? ", probing the link" : "");
 	return 0;
 }

@@ -53,7 +53,9 @@ static bool fz_keylist_bad(const struct psd_hdr *h, unsigned es, uint64_t max)
 		       h->length - fixed <
 			       ((17 * nblk + 7 + 7) & ~(unsigned __int128)7);
 	}
-	want = (unsigned __int128)h->part * (cached ? 0 : h->offset ? 8 : 12) +
+	want = (unsigned __int128)h->part * (cached	 ? 0
+					     : h->offset ? 8
+							 : 12) +
 	       (push ? h->span : 0);
 	return want != h->length;
 }

@@ -46,7 +46,7 @@
 #include <arpa/inet.h>
 
 #define DL_FRAME_MAX (65536 + 256)
-#define DL_BURST 64 /* frames read per wake-up per side */
+#define DL_BURST     64 /* frames read per wake-up per side */
 
 struct dl_frame {
 	struct dl_frame *next;
@@ -60,8 +60,9 @@ struct dl_dir {
 	const char *name;
 	struct dl_frame *head, *tail;
 	size_t queued;
-	uint64_t frames, bytes, dropped, held; /* held: writes that had to wait */
-	bool blocked;                          /* the output side said EAGAIN */
+	uint64_t frames, bytes, dropped,
+		held; /* held: writes that had to wait */
+	bool blocked; /* the output side said EAGAIN */
 };
 
 static volatile sig_atomic_t dl_stop;
@@ -88,14 +89,16 @@ static int dl_tap_open(const char *name)
 
 	fd = open("/dev/net/tun", O_RDWR | O_NONBLOCK | O_CLOEXEC);
 	if (fd < 0) {
-		fprintf(stderr, "delayline: /dev/net/tun: %s\n", strerror(errno));
+		fprintf(stderr, "delayline: /dev/net/tun: %s\n",
+			strerror(errno));
 		return -1;
 	}
 	memset(&ifr, 0, sizeof(ifr));
 	ifr.ifr_flags = IFF_TAP | IFF_NO_PI | IFF_VNET_HDR;
 	snprintf(ifr.ifr_name, sizeof(ifr.ifr_name), "%s", name);
 	if (ioctl(fd, TUNSETIFF, &ifr) < 0) {
-		fprintf(stderr, "delayline: tap %s: %s\n", name, strerror(errno));
+		fprintf(stderr, "delayline: tap %s: %s\n", name,
+			strerror(errno));
 		goto err_close;
 	}
 	if (ioctl(fd, TUNSETOFFLOAD, off) < 0) {
@@ -117,16 +120,19 @@ static int dl_packet_open(const char *dev)
 	unsigned int idx = if_nametoindex(dev);
 
 	if (!idx) {
-		fprintf(stderr, "delayline: device %s: %s\n", dev, strerror(errno));
+		fprintf(stderr, "delayline: device %s: %s\n", dev,
+			strerror(errno));
 		return -1;
 	}
 	fd = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC,
 		    htons(ETH_P_ALL));
 	if (fd < 0) {
-		fprintf(stderr, "delayline: packet socket: %s\n", strerror(errno));
+		fprintf(stderr, "delayline: packet socket: %s\n",
+			strerror(errno));
 		return -1;
 	}
-	if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) < 0 ||
+	if (setsockopt(fd, SOL_PACKET, PACKET_VNET_HDR, &one, sizeof(one)) <
+		    0 ||
 	    setsockopt(fd, SOL_PACKET, PACKET_IGNORE_OUTGOING, &one,
 		       sizeof(one)) < 0) {
 		fprintf(stderr, "delayline: packet options on %s: %s\n", dev,
@@ -141,7 +147,8 @@ static int dl_packet_open(const char *dev)
 	sll.sll_protocol = htons(ETH_P_ALL);
 	sll.sll_ifindex = (int)idx;
 	if (bind(fd, (struct sockaddr *)&sll, sizeof(sll)) < 0) {
-		fprintf(stderr, "delayline: bind %s: %s\n", dev, strerror(errno));
+		fprintf(stderr, "delayline: bind %s: %s\n", dev,
+			strerror(errno));
 		goto err_close;
 	}
 	return fd;
@@ -235,8 +242,8 @@ static void dl_flush(int fd, struct dl_dir *d, uint64_t now)
 }
 
 /* --NAME's value as an integer in [lo, hi]; false (said why) if not. */
-static bool dl_parse_long(const char *name, const char *arg, long lo,
-			  long hi, long *out)
+static bool dl_parse_long(const char *name, const char *arg, long lo, long hi,
+			  long *out)
 {
 	char *end;
 	long v = strtol(arg, &end, 10);
@@ -278,19 +285,28 @@ int main(int argc, char **argv)
 
 	while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
 		switch (c) {
-		case 'd': dev = optarg; break;
-		case 't': tap = optarg; break;
-		case 'r': ready = optarg; break;
+		case 'd':
+			dev = optarg;
+			break;
+		case 't':
+			tap = optarg;
+			break;
+		case 'r':
+			ready = optarg;
+			break;
 		case 'u':
 			if (!dl_parse_long("delay-us", optarg, 0, 10000000,
 					   &delay_us))
 				return 2;
 			break;
 		case 'm':
-			if (!dl_parse_long("max-mib", optarg, 1, 4096, &max_mib))
+			if (!dl_parse_long("max-mib", optarg, 1, 4096,
+					   &max_mib))
 				return 2;
 			break;
-		default: dl_usage(); return 2;
+		default:
+			dl_usage();
+			return 2;
 		}
 	}
 	if (!dev || !tap || delay_us < 0 || optind != argc) {
@@ -355,7 +371,8 @@ int main(int argc, char **argv)
 		if (ppoll(pfds, 2, tsp, NULL) < 0) {
 			if (errno == EINTR)
 				continue;
-			fprintf(stderr, "delayline: poll: %s\n", strerror(errno));
+			fprintf(stderr, "delayline: poll: %s\n",
+				strerror(errno));
 			goto out_pkt;
 		}
 		if ((pfds[0].revents & POLLIN) &&
@@ -364,7 +381,8 @@ int main(int argc, char **argv)
 		if ((pfds[1].revents & POLLIN) &&
 		    dl_read(tfd, &to_dev, buf, delay_ns, max_queued))
 			goto out_pkt;
-		if ((pfds[0].revents | pfds[1].revents) & (POLLERR | POLLNVAL)) {
+		if ((pfds[0].revents | pfds[1].revents) &
+		    (POLLERR | POLLNVAL)) {
 			fprintf(stderr, "delayline: %s: device error\n", dev);
 			goto out_pkt;
 		}

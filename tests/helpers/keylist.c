@@ -145,8 +145,8 @@ static void refuse_out_of_order(struct psched_node *nd)
 	enum { N = 600 };
 	static uint64_t k[N];
 	static float v[N];
-	size_t at[] = { 0, 1, 150, 254, 255, 256, 296, 297, 298, 299,
-			300, 301, 302, 303, 450, 598 };
+	size_t at[] = { 0,   1,	  150, 254, 255, 256, 296, 297,
+			298, 299, 300, 301, 302, 303, 450, 598 };
 	size_t i, j, t;
 	uint64_t req;
 	int ret;
@@ -357,8 +357,8 @@ int main(int argc, char **argv)
 		n = pick((unsigned)rank, 8, us, ks, ls);
 		for (i = 0; i < n; i++)
 			dv[i] = 99;
-		ret = psched_push_keys(node, n, ks, NULL, 1, dv, PSCHED_F64,
-				       0, NULL, NULL, &req);
+		ret = psched_push_keys(node, n, ks, NULL, 1, dv, PSCHED_F64, 0,
+				       NULL, NULL, &req);
 		CHECK(!ret, "step 8 issue: %s", psched_errmsg());
 		ret = psched_wait(node, req, 0);
 		CHECK(ret == -EINVAL && strstr(psched_errmsg(), "float64"),
@@ -414,7 +414,8 @@ int main(int argc, char **argv)
 			      (unsigned long long)(tx[2] - tx[1]));
 		else
 			CHECK(tx[2] - tx[1] > (tx[1] - tx[0]) / 2,
-			      "no list cache: a pull sent %llu, then %llu bytes",
+			      "no list cache: a pull sent %llu, then %llu "
+			      "bytes",
 			      (unsigned long long)(tx[1] - tx[0]),
 			      (unsigned long long)(tx[2] - tx[1]));
 	}
@@ -439,8 +440,8 @@ int main(int argc, char **argv)
 	      "a list one key off the cached one: %d %s", ret, psched_errmsg());
 	check_pull("the cached list after a near copy", 1, 0);
 
-	printf("keylist rank %d ok (%zu keys, %u workers, %u servers)\n",
-	       rank, M, nw, psched_num_servers(node));
+	printf("keylist rank %d ok (%zu keys, %u workers, %u servers)\n", rank,
+	       M, nw, psched_num_servers(node));
 	fflush(stdout);
 	ret = psched_node_destroy(node);
 	CHECK(!ret, "destroy: %s", psched_errmsg());

@@ -290,8 +290,8 @@ static void run_big(uint64_t key)
 		for (i = 0; i < n; i++) {
 			ids[i] = big_id(rank, s, i);
 			for (j = 0; j < WIDTH; j++)
-				buf[i * WIDTH + j] = (float)push_val(
-					rank, s, ids[i], i, j);
+				buf[i * WIDTH + j] =
+					(float)push_val(rank, s, ids[i], i, j);
 		}
 		memset(out, 0xee, n * WIDTH * sizeof(*out));
 		ret = psched_row_sparse_push(node, key, n, ids, buf, 0, NULL,

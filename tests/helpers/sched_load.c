@@ -186,8 +186,9 @@ static void on_challenge(struct load *L, struct node *s,
 	if (s->authed || ch->nonce.len != PSD_AUTH_NONCE_LEN ||
 	    !psd_auth_check(&L->sec, true, PSD_AUTH_REGISTER, id, s->nonce,
 			    ch->nonce.data, ch->proof.data, ch->proof.len)) {
-		fail(L, "node %d: the scheduler's challenge does not prove "
-			"the job's secret",
+		fail(L,
+		     "node %d: the scheduler's challenge does not prove "
+		     "the job's secret",
 		     s->idx);
 		return;
 	}
@@ -544,7 +545,8 @@ int main(int argc, char **argv)
 			memcpy(L.sec.key, tok, L.sec.len);
 		} else {
 			if (psd_auth_nonce(r)) {
-				fprintf(stderr, "sched_load: no random secret\n");
+				fprintf(stderr,
+					"sched_load: no random secret\n");
 				return 1;
 			}
 			for (k = 0; k < sizeof(r); k++)

@@ -27,10 +27,10 @@
 #define CHECK_WHO "wait_poll"
 #include "check.h"
 
-#define WP_WAITERS 4
-#define WP_ITERS 300
-#define WP_CB_ITERS 300
-#define WP_ELEMS 1024 /* 4 KiB of float32 */
+#define WP_WAITERS    4
+#define WP_ITERS      300
+#define WP_CB_ITERS   300
+#define WP_ELEMS      1024 /* 4 KiB of float32 */
 #define WP_TIMEOUT_MS 20000
 
 static struct psched_node *node;
@@ -56,8 +56,8 @@ static void *waiter_main(void *arg)
 		for (j = 0; j < WP_ELEMS; j++)
 			in[j] = (float)(me->idx * 100000 + i * 10 + j % 7);
 		memset(out, 0xff, len);
-		ret = psched_pushpull(node, &key, 1, &pv, &qv, &len,
-				      PSCHED_F32, 0, NULL, NULL, &req);
+		ret = psched_pushpull(node, &key, 1, &pv, &qv, &len, PSCHED_F32,
+				      0, NULL, NULL, &req);
 		CHECK(!ret, "pushpull of key %llu, iteration %u: %s",
 		      (unsigned long long)key, i, psched_errmsg());
 		ret = psched_wait(node, req, WP_TIMEOUT_MS);
@@ -107,8 +107,8 @@ static void *callback_main(void *arg)
 	(void)arg;
 	for (i = 0; i < WP_CB_ITERS; i++) {
 		in[0] = (float)i;
-		ret = psched_pushpull(node, &key, 1, &pv, &qv, &len,
-				      PSCHED_F32, 0, on_done, NULL, &req);
+		ret = psched_pushpull(node, &key, 1, &pv, &qv, &len, PSCHED_F32,
+				      0, on_done, NULL, &req);
 		CHECK(!ret, "pushpull with callback %u: %s", i,
 		      psched_errmsg());
 		clock_gettime(CLOCK_REALTIME, &ts);
@@ -165,8 +165,8 @@ int main(void)
 	psched_node_stats(node, &s0);
 	waiter_main(&w[0]);
 	psched_node_stats(node, &s1);
-	CHECK(w[0].done == WP_ITERS, "lone waiter finished %u of %u",
-	      w[0].done, WP_ITERS);
+	CHECK(w[0].done == WP_ITERS, "lone waiter finished %u of %u", w[0].done,
+	      WP_ITERS);
 	total += w[0].done;
 	s1.caller_rx_waits -= s0.caller_rx_waits;
 	/* Only over tcp (shm does not let the caller read) and without

@@ -286,13 +286,13 @@ static inline void tt_closed(void *arg, struct psd_conn *c, int err)
 }
 
 /* tt_node_init() with the node's own receive and closed callbacks. */
-static inline void tt_node_init_cb(
-	struct tt_node *n, bool listen,
-	int (*rx_header)(void *, struct psd_conn *, const struct psd_hdr *,
-			 void **),
-	void (*rx_data)(void *, struct psd_conn *, const struct psd_hdr *,
-			void *),
-	void (*closed)(void *, struct psd_conn *, int))
+static inline void
+tt_node_init_cb(struct tt_node *n, bool listen,
+		int (*rx_header)(void *, struct psd_conn *,
+				 const struct psd_hdr *, void **),
+		void (*rx_data)(void *, struct psd_conn *,
+				const struct psd_hdr *, void *),
+		void (*closed)(void *, struct psd_conn *, int))
 {
 	struct psd_van_opts vo = { .ops = tt_ops(),
 				   .max_tensor = 1ull << 30,
@@ -325,12 +325,12 @@ static inline void tt_node_init_cb(
 }
 
 /* tt_node_init() with the node's own receive callbacks. */
-static inline void tt_node_init_rx(
-	struct tt_node *n, bool listen,
-	int (*rx_header)(void *, struct psd_conn *, const struct psd_hdr *,
-			 void **),
-	void (*rx_data)(void *, struct psd_conn *, const struct psd_hdr *,
-			void *))
+static inline void
+tt_node_init_rx(struct tt_node *n, bool listen,
+		int (*rx_header)(void *, struct psd_conn *,
+				 const struct psd_hdr *, void **),
+		void (*rx_data)(void *, struct psd_conn *,
+				const struct psd_hdr *, void *))
 {
 	tt_node_init_cb(n, listen, rx_header, rx_data, tt_closed);
 }

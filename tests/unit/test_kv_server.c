@@ -764,18 +764,19 @@ static void kvt_large_case(uint64_t key, uint64_t total, bool huge)
 			want[i] = in[0][i] + in[1][i];
 		}
 		for (w = 0; w < 2; w++)
-			kvt_push_acked(w, kvt_req(PSD_MSG_PUSH, PSCHED_F32,
-						  key, total, step),
+			kvt_push_acked(w,
+				       kvt_req(PSD_MSG_PUSH, PSCHED_F32, key,
+					       total, step),
 				       256 << 10, in[w]);
 		for (w = 0; w < 2; w++)
 			kvt_pull_check(w, PSCHED_F32, key, total, step, want);
 		e = psd_kvs_entry_find(psd_kvs_of(&kvt.node), key);
 		CHECK(e != NULL);
 		lo = e->value < e->merge ? e->value : e->merge;
-		CHECK_U64((uint64_t)((e->value < e->merge ? e->merge
-							  : e->value) -
-				     lo),
-			  ==, total);
+		CHECK_U64(
+			(uint64_t)((e->value < e->merge ? e->merge : e->value) -
+				   lo),
+			==, total);
 		if (huge)
 			CHECK_U64((uintptr_t)lo % (2u << 20), ==, 0);
 	}

@@ -380,7 +380,8 @@ static void test_gpu_staging_held_until_answer(void)
 			tk_srv_answer(fs, 1);
 		CHECK_EQ(tk_wait(t, id), 0);
 		for (i = 0; i < len / part; i++)
-			CHECK_U64(fs->sum[i], ==, fk_fnv(plain + i * part, part));
+			CHECK_U64(fs->sum[i], ==,
+				  fk_fnv(plain + i * part, part));
 		tk_teardown(t);
 	}
 }
@@ -396,8 +397,8 @@ static struct {
 	const void *ptr[FK_MAX_DEV];
 	size_t len[FK_MAX_DEV];
 	unsigned n;
-	atomic_bool refuse;    /* registration "fails": -EOPNOTSUPP */
-	atomic_bool rx_direct; /* answers come as RDMA writes */
+	atomic_bool refuse;	/* registration "fails": -EOPNOTSUPP */
+	atomic_bool rx_direct;	/* answers come as RDMA writes */
 	atomic_int in_progress; /* van threads inside fk_progress() */
 } fkr;
 
@@ -477,8 +478,8 @@ static struct tk_ctx *fk_setup_direct(uint64_t part, const char *mode,
 static void test_gpu_direct_on(void)
 {
 	const uint64_t part = 16384, len = 128 * 1024;
-	struct tk_ctx *t = fk_setup_direct(part, "auto", "rdma", true,
-					   PSD_GPU_DIRECT);
+	struct tk_ctx *t =
+		fk_setup_direct(part, "auto", "rdma", true, PSD_GPU_DIRECT);
 	struct tk_srv *fs = &t->srv[0];
 	uint64_t key = tk_key_on(0, 1, len / 4, 400), id, i;
 	static uint8_t dev[128 * 1024], out[128 * 1024];
@@ -553,10 +554,9 @@ static void test_gpu_direct_off_stages(void)
 		dev[i] = plain[i] ^ FK_DEV;
 	}
 	for (k = 0; k < PSD_ARRAY_SIZE(tc); k++) {
-		struct tk_ctx *t = fk_setup_direct(part, tc[k].mode,
-						   tc[k].transport,
-						   tc[k].probe_on,
-						   PSD_GPU_STAGE);
+		struct tk_ctx *t =
+			fk_setup_direct(part, tc[k].mode, tc[k].transport,
+					tc[k].probe_on, PSD_GPU_STAGE);
 		struct tk_srv *fs = &t->srv[0];
 		uint64_t key = tk_key_on(0, 1, len / 4, 500 + k);
 		const void *pv = dev;
@@ -580,8 +580,8 @@ static void test_gpu_direct_off_stages(void)
 static void test_gpu_direct_refused_falls_back(void)
 {
 	const uint64_t part = 16384, len = 64 * 1024;
-	struct tk_ctx *t = fk_setup_direct(part, "1", "rdma", true,
-					   PSD_GPU_DIRECT);
+	struct tk_ctx *t =
+		fk_setup_direct(part, "1", "rdma", true, PSD_GPU_DIRECT);
 	struct tk_srv *fs = &t->srv[0];
 	uint64_t key = tk_key_on(0, 1, len / 4, 600), id, i;
 	static uint8_t dev[64 * 1024], plain[64 * 1024];

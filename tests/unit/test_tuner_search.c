@@ -551,12 +551,13 @@ static void test_tuner_floor_probes_faster_link(void)
 	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
 	CHECK(s.t->probing);
 	CHECK_U64(s.pending.partition_bytes, ==, lock.partition_bytes);
-	CHECK_U64(s.pending.credit_bytes, ==,
-		  lock.partition_bytes *
-			  (lock.credit_bytes / lock.partition_bytes * 16 <
-					   o.credit_mult_max
-				   ? lock.credit_bytes / lock.partition_bytes * 16
-				   : o.credit_mult_max));
+	CHECK_U64(
+		s.pending.credit_bytes, ==,
+		lock.partition_bytes *
+			(lock.credit_bytes / lock.partition_bytes * 16 <
+					 o.credit_mult_max
+				 ? lock.credit_bytes / lock.partition_bytes * 16
+				 : o.credit_mult_max));
 	/* the probe reads the same link (not a floor): back to the lock */
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
 	sim_samples(&s, 2, 1.0);

@@ -141,10 +141,10 @@ static void run_sample(struct run *u)
 			.compute_s = 0.1,
 			.workers = 2,
 		};
-		double starved = u->starve_rtt > 0.0
-					 ? (double)u->cfg.credit_bytes /
-						   u->starve_rtt
-					 : HUGE_VAL;
+		double starved =
+			u->starve_rtt > 0.0
+				? (double)u->cfg.credit_bytes / u->starve_rtt
+				: HUGE_VAL;
 
 		/* credit-bound: the worker reads its own credit, and says
 		 * it is only a floor (unless u->no_floor) */

@@ -46,7 +46,8 @@ struct sim {
 };
 
 /* The noiseless score: 20 + 100 at the peak, Gaussian in log space. */
-static inline double sim_truth(const struct sim *s, uint64_t part, uint64_t credit)
+static inline double sim_truth(const struct sim *s, uint64_t part,
+			       uint64_t credit)
 {
 	double dp = log2((double)part) - s->peak_lp;
 	double dm = log2((double)credit / (double)part) - s->peak_lm;
@@ -70,7 +71,7 @@ static inline double sim_grid_best(const struct sim *s)
 }
 
 static inline void sim_check_rounding(const struct sim *s,
-			       const struct psd_tuner_config *c)
+				      const struct psd_tuner_config *c)
 {
 	uint64_t p = c->partition_bytes;
 
@@ -88,7 +89,7 @@ static inline void sim_check_rounding(const struct sim *s,
 }
 
 static inline void sim_init(struct sim *s, const struct psd_tuner_opts *o,
-		     unsigned long seed)
+			    unsigned long seed)
 {
 	memset(s, 0, sizeof(*s));
 	CHECK_EQ(psd_tuner_create(o, &s->t), 0);
@@ -205,7 +206,8 @@ static inline void csv_load(const char *path, struct csv *c)
 }
 
 /* Field @k (0-based) of @row into @out. */
-static inline void csv_field(const char *row, unsigned int k, char *out, size_t len)
+static inline void csv_field(const char *row, unsigned int k, char *out,
+			     size_t len)
 {
 	size_t n;
 
@@ -220,7 +222,8 @@ static inline void csv_field(const char *row, unsigned int k, char *out, size_t 
 	out[n] = '\0';
 }
 
-static inline unsigned int csv_count_phase(const struct csv *c, const char *phase)
+static inline unsigned int csv_count_phase(const struct csv *c,
+					   const char *phase)
 {
 	unsigned int n = 0;
 	unsigned int i;

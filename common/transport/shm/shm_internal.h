@@ -65,8 +65,8 @@
 #define SHM_MAP_SIZE  (2u * SHM_CTL_SIZE + 2u * SHM_RING_SIZE)
 #define SHM_CMA_MIN   (32u << 10) /* payloads from here: process_vm_readv */
 #define SHM_MAX_IOV   64
-#define SHM_RX_BUDGET (8u << 20)   /* bytes one progress() call moves */
-#define SHM_CMA_CHUNK (2u << 20)   /* bytes per psd_shm_cma_read() */
+#define SHM_RX_BUDGET (8u << 20) /* bytes one progress() call moves */
+#define SHM_CMA_CHUNK (2u << 20) /* bytes per psd_shm_cma_read() */
 #ifndef SHM_SPLIT_MIN
 #define SHM_SPLIT_MIN (256u << 10) /* from here split with the helper */
 #endif
