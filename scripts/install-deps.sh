@@ -18,7 +18,8 @@ pkgs=(gcc g++ make pkg-config libc6-dev dpkg-dev
       libibverbs-dev librdmacm-dev
       iproute2 procps python3 python3-numpy python3-yaml gnuplot-nox
       openssh-server openssh-client
-      clang libclang-rt-14-dev)  # make fuzz: libFuzzer (tests/fuzz/)
+      clang libclang-rt-14-dev   # make fuzz: libFuzzer (tests/fuzz/)
+      clang-format)              # tests/static/test_format.sh
 if [ "${1:-}" = --for ]; then
 	case ${2:-} in
 	torch) pkgs=(python3-torch) ;;
