@@ -45,6 +45,7 @@ OUT=docs
 TAG=autotune-bench
 ARMS="default static oneshot online"
 DELAY_MS=0
+BIN_S=""     # plot bins, seconds (default: the phase / 12, at least 2)
 SPS=2        # --autotune-steps-per-sample
 MAXS=12      # --autotune-max-samples
 RETUNE=6     # --autotune-retune-max-samples
@@ -60,6 +61,8 @@ usage: bench/autotune-bench.sh [options]
   --rounds N         interleaved rounds (medians) [$ROUNDS]
   --grid-seconds S   seconds per grid point [$GRID_S]
   --arms "A ..."     arms [$ARMS]
+  --bin S            seconds per bin of the steps/s plot [phase / 12, at
+                     least 2: VGG-16's steps take up to 15 s]
   --delay-ms D       one-way delay on the server's link (a delay line;
                      worker-server round trips take 2D more) [0]
   --tag NAME         file name stem [$TAG]
@@ -80,12 +83,18 @@ while [ $# -gt 0 ]; do
 	--arms) ARMS=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--delay-ms) DELAY_MS=$2; shift ;;
+	--bin) BIN_S=$2; shift ;;
 	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "autotune-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
+
+case ${BIN_S:-auto} in
+auto) BIN_S=$((PHASE_S / 12 > 2 ? PHASE_S / 12 : 2)) ;;
+*[!0-9]* | 0) echo "autotune-bench: --bin takes whole seconds > 0, not '$BIN_S'" >&2; exit 2 ;;
+esac
 
 bytes() { # 4K -> 4096
 	case $1 in
@@ -258,13 +267,13 @@ TOTAL=$((nphases * PHASE_S))
 echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), ${PHASE_S}s per phase (${TOTAL}s per run), $ROUNDS round(s), arms: $ARMS" >&2
 start=$(date +%s)
 
-# steps/s over time from a progress file, 2 s bins, relative to $TMP/t0
+# steps/s over time from a progress file, $BIN_S s bins, relative to $TMP/t0
 rate_series() { # MODEL ARM
 	local t0
 	t0=$(cat "$TMP/t0")
-	awk -F, -v m="$1" -v a="$2" -v t0="$t0" -v first="$(head -n 1 "$TMP/prog1.csv" | cut -d, -f1)" '
-		{ b = int(($1 - first) / 2); n[b]++; if (b > max) max = b }
-		END { for (i = 0; i <= max; i++) printf "%s,%s,%d,%.4f\n", m, a, 2 * i + 1, n[i] / 2 }' \
+	awk -F, -v m="$1" -v a="$2" -v t0="$t0" -v w="$BIN_S" -v first="$(head -n 1 "$TMP/prog1.csv" | cut -d, -f1)" '
+		{ b = int(($1 - first) / w); n[b]++; if (b > max) max = b }
+		END { for (i = 0; i <= max; i++) printf "%s,%s,%g,%.4f\n", m, a, w * (i + 0.5), n[i] / w }' \
 		"$TMP/prog1.csv" >>"$STEPCSV"
 }
 
