@@ -33,11 +33,11 @@ BIN=$(pwd)/$BUILD/bin
 MODELS="vgg16 resnet50"
 RATES="5 1 3"
 BG=1         # one more phase at the last rate with background traffic
-PHASE_S=60   # seconds per phase
+PHASE_S=""   # seconds per phase (default per model: model_phase)
 ROUNDS=3
 GRID_PARTS="256K 1M 4M 16M"
 GRID_CREDITS="1 4 16"
-GRID_S=8
+GRID_S=""    # seconds per grid point (default per model: model_phase)
 TFLOPS=1.25
 BATCH=32
 MTU=9000
@@ -46,6 +46,7 @@ TAG=autotune-bench
 ARMS="default static oneshot online"
 DELAY_MS=0
 BIN_S=""     # plot bins, seconds (default: the phase / 12, at least 2)
+BIN_ARG=""
 SPS=2        # --autotune-steps-per-sample
 MAXS=12      # --autotune-max-samples
 RETUNE=6     # --autotune-retune-max-samples
@@ -57,9 +58,9 @@ usage: bench/autotune-bench.sh [options]
   --models "M ..."   models [$MODELS]
   --rates "R ..."    rate schedule, Gbit/s [$RATES]
   --no-background    no background-traffic phase
-  --phase S          seconds per phase [$PHASE_S]
+  --phase S          seconds per phase [per model: vgg16 240, others 60]
   --rounds N         interleaved rounds (medians) [$ROUNDS]
-  --grid-seconds S   seconds per grid point [$GRID_S]
+  --grid-seconds S   seconds per grid point [vgg16 24, others 8]
   --arms "A ..."     arms [$ARMS]
   --bin S            seconds per bin of the steps/s plot [phase / 12, at
                      least 2: VGG-16's steps take up to 15 s]
@@ -92,9 +93,23 @@ while [ $# -gt 0 ]; do
 done
 
 case ${BIN_S:-auto} in
-auto) BIN_S=$((PHASE_S / 12 > 2 ? PHASE_S / 12 : 2)) ;;
+auto) ;;
 *[!0-9]* | 0) echo "autotune-bench: --bin takes whole seconds > 0, not '$BIN_S'" >&2; exit 2 ;;
 esac
+BIN_ARG=$BIN_S PHASE_ARG=$PHASE_S GRID_ARG=$GRID_S
+
+# model_phase MODEL: the phase and grid-point seconds that give the tuners
+# enough samples.  VGG-16 moves 553 MB of gradients per worker each way a
+# step (9-15 s a step at 1 Gbit/s): a 12-sample search of 2 steps a
+# sample takes 3-6 minutes there, so 60 s phases end before it does.
+model_phase() {
+	case $1 in
+	vgg16) PHASE_S=${PHASE_ARG:-240} GRID_S=${GRID_ARG:-24} ;;
+	*) PHASE_S=${PHASE_ARG:-60} GRID_S=${GRID_ARG:-8} ;;
+	esac
+	BIN_S=${BIN_ARG:-$((PHASE_S / 12 > 2 ? PHASE_S / 12 : 2))}
+	TOTAL=$((nphases * PHASE_S))
+}
 
 bytes() { # 4K -> 4096
 	case $1 in
@@ -263,8 +278,8 @@ echo "model,arm,t_s,steps_per_s" >"$STEPCSV"
 : >"$TMP/switches.csv"
 nphases=$(echo $RATES | wc -w)
 [ "$BG" = 1 ] && nphases=$((nphases + 1))
-TOTAL=$((nphases * PHASE_S))
-echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), ${PHASE_S}s per phase (${TOTAL}s per run), $ROUNDS round(s), arms: $ARMS" >&2
+echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), $nphases phases, $ROUNDS round(s), arms: $ARMS" >&2
+PHASES=""    # MODEL=SECONDS,... for the plot
 start=$(date +%s)
 
 # steps/s over time from a progress file, $BIN_S s bins, relative to $TMP/t0
@@ -289,7 +304,9 @@ switches() { # MODEL ARM
 }
 
 for model in $MODELS; do
-	echo "== $model" >&2
+	model_phase "$model"
+	PHASES=${PHASES:+$PHASES,}$model=$PHASE_S
+	echo "== $model: ${PHASE_S}s per phase (${TOTAL}s per run), grid points ${GRID_S}s" >&2
 	# the static arm's config: the best of a small grid at the first rate
 	best="" bestv=0
 	if [[ " $ARMS " == *" static "* ]]; then
@@ -342,7 +359,7 @@ echo "autotune-bench: measured in $(($(date +%s) - start)) s" >&2
 python3 bench/autotune-report.py --table "$CSV" | tee "$OUT/$TAG.md.table"
 if command -v gnuplot >/dev/null; then
 	python3 bench/autotune-report.py --plot "$STEPCSV" "$OUT/$TAG-switches.csv" \
-		"$OUT/$TAG.png" "$PHASE_S" "$RATES" "$BG" "$TMP"
+		"$OUT/$TAG.png" "$PHASES" "$RATES" "$BG" "$TMP"
 	echo "plot: $OUT/$TAG.png"
 fi
 echo "csv: $CSV"

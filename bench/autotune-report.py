@@ -48,7 +48,11 @@ def plot(steps_csv, sw_csv, png, phase_s, rates, bg, tmp):
     rows = list(csv.DictReader(open(steps_csv)))
     models = list(dict.fromkeys(r["model"] for r in rows))
     arms = list(dict.fromkeys(r["arm"] for r in rows))
-    phase_s = float(phase_s)
+    # seconds per phase: one figure for every model, or MODEL=S,...
+    if "=" in phase_s:
+        per = {k: float(v) for k, v in (x.split("=") for x in phase_s.split(","))}
+    else:
+        per = {m: float(phase_s) for m in models}
     rl = rates.split()
     phases = [f"{r} Gbit/s" for r in rl] + ([f"{rl[-1]} Gbit/s + traffic"] if bg == "1" else [])
     sw = []
@@ -69,6 +73,7 @@ def plot(steps_csv, sw_csv, png, phase_s, rates, bg, tmp):
                         fh.write(f'{r["t_s"]},{r["steps_per_s"]}\n')
             files.append((a, f))
         script.append("unset arrow; unset label; unset object")
+        phase_s = per[m]
         for i, name in enumerate(phases):
             x0 = i * phase_s
             script.append(f'set object {i + 1} rect from {x0},graph 0 to {x0 + phase_s},graph 1 '

@@ -7,7 +7,8 @@
 # Checks that every arm ran (numeric steps, not nan: the bench once failed
 # every run unnoticed, its clusters having no job secret), the CSV has one
 # row per arm, the static arm names its grid best, the online arm
-# switched configs, and the namespaces and the delay line are gone
+# switched configs, the steps/s series has every arm in its bins, a bad
+# --bin is refused, and the namespaces and the delay line are gone
 # afterwards.  Figures are
 # not judged here (make bench-autotune).  77 without namespaces.
 set -u
@@ -18,6 +19,10 @@ TMP=$(mktemp -d /tmp/psched-atbench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 die() { echo "FAIL: $*"; [ -f "$TMP/log" ] && tail -n 30 "$TMP/log"; exit 1; }
 
+# a bad plot bin is refused before any namespace is made
+bash bench/autotune-bench.sh --bin 0 >"$TMP/bin.log" 2>&1
+[ $? = 2 ] && grep -q -- "--bin takes whole seconds" "$TMP/bin.log" ||
+	die "--bin 0 not refused: $(cat "$TMP/bin.log")"
 before=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 lines_before=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
 bash bench/autotune-bench.sh --smoke --phase 5 --grid-seconds 2 --delay-ms 1 \
@@ -37,6 +42,14 @@ for arm in default static oneshot online; do
 done
 awk -F, 'NR > 1 && $2 == "static" { exit !($5 > 0 && $6 > 0) }' "$csv" ||
 	die "the static arm names no grid config: $(cat "$csv")"
+# the steps/s series: every arm, in bins of phase / 12 seconds, at least
+# 2 (5 s phases: 2 s, centred at 1, 3, 5, ...)
+st=$TMP/out/autotune-bench-steps.csv
+for arm in default static oneshot online; do
+	awk -F, -v a=$arm 'NR > 1 && $2 == a { n++; if ($3 != 2 * n - 1) bad = 1 }
+		END { exit !(n > 0 && !bad) }' "$st" ||
+		die "arm $arm: no steps/s series in 2 s bins: $(grep ",$arm," "$st" | head -5)"
+done
 sw=$TMP/out/autotune-bench-switches.csv
 [ -s "$sw" ] || die "no switches CSV"
 grep -q online "$sw" || die "the online arm switched no config: $(cat "$sw")"
