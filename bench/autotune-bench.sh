@@ -33,11 +33,11 @@ BIN=$(pwd)/$BUILD/bin
 MODELS="vgg16 resnet50"
 RATES="5 1 3"
 BG=1         # one more phase at the last rate with background traffic
-PHASE_S=""   # seconds per phase (default per model: model_phase)
+PHASE_ARG="" # --phase, seconds per phase (default per model: model_phase)
 ROUNDS=3
 GRID_PARTS="256K 1M 4M 16M"
 GRID_CREDITS="1 4 16"
-GRID_S=""    # seconds per grid point (default per model: model_phase)
+GRID_ARG=""  # --grid-seconds, per grid point (default per model: model_phase)
 TFLOPS=1.25
 BATCH=32
 MTU=9000
@@ -45,8 +45,7 @@ OUT=docs
 TAG=autotune-bench
 ARMS="default static oneshot online"
 DELAY_MS=0
-BIN_S=""     # plot bins, seconds (default: the phase / 12, at least 2)
-BIN_ARG=""
+BIN_ARG=""   # --bin, plot bins, seconds (default: the phase / 12, at least 2)
 SPS=2        # --autotune-steps-per-sample
 MAXS=12      # --autotune-max-samples
 RETUNE=6     # --autotune-retune-max-samples
@@ -73,18 +72,18 @@ EOF
 
 while [ $# -gt 0 ]; do
 	case $1 in
-	--smoke) MODELS=resnet50; PHASE_S=12; ROUNDS=1; GRID_PARTS="1M 4M"
-		 GRID_CREDITS="1 4"; GRID_S=3 ;;
+	--smoke) MODELS=resnet50; PHASE_ARG=12; ROUNDS=1; GRID_PARTS="1M 4M"
+		 GRID_CREDITS="1 4"; GRID_ARG=3 ;;
 	--models) MODELS=$2; shift ;;
 	--rates) RATES=$2; shift ;;
 	--no-background) BG=0 ;;
-	--phase) PHASE_S=$2; shift ;;
+	--phase) PHASE_ARG=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
-	--grid-seconds) GRID_S=$2; shift ;;
+	--grid-seconds) GRID_ARG=$2; shift ;;
 	--arms) ARMS=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--delay-ms) DELAY_MS=$2; shift ;;
-	--bin) BIN_S=$2; shift ;;
+	--bin) BIN_ARG=$2; shift ;;
 	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "autotune-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
@@ -92,14 +91,13 @@ while [ $# -gt 0 ]; do
 	shift
 done
 
-case ${BIN_S:-auto} in
+case ${BIN_ARG:-auto} in
 auto) ;;
-*[!0-9]* | 0) echo "autotune-bench: --bin takes whole seconds > 0, not '$BIN_S'" >&2; exit 2 ;;
+*[!0-9]* | 0) echo "autotune-bench: --bin takes whole seconds > 0, not '$BIN_ARG'" >&2; exit 2 ;;
 esac
-BIN_ARG=$BIN_S PHASE_ARG=$PHASE_S GRID_ARG=$GRID_S
 
-# model_phase MODEL: the phase and grid-point seconds that give the tuners
-# enough samples.  VGG-16 moves 553 MB of gradients per worker each way a
+# model_phase MODEL: PHASE_S, GRID_S, BIN_S and TOTAL for MODEL: the
+# options' values, else seconds that give the tuners enough samples.  VGG-16 moves 553 MB of gradients per worker each way a
 # step (9-15 s a step at 1 Gbit/s): a 12-sample search of 2 steps a
 # sample takes 3-6 minutes there, so 60 s phases end before it does.
 model_phase() {
@@ -232,7 +230,6 @@ run() {
 		kill -0 "${wpids[0]}" 2>/dev/null || break
 		sleep 0.05
 	done
-	date +%s.%N >"$TMP/t0"
 	local rest=""
 	[[ "$rates" == *" "* ]] && rest=${rates#* }
 	for r in $rest; do
@@ -282,11 +279,9 @@ echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAY_MS} ms ea
 PHASES=""    # MODEL=SECONDS,... for the plot
 start=$(date +%s)
 
-# steps/s over time from a progress file, $BIN_S s bins, relative to $TMP/t0
+# steps/s over time from a progress file, $BIN_S s bins from its first step
 rate_series() { # MODEL ARM
-	local t0
-	t0=$(cat "$TMP/t0")
-	awk -F, -v m="$1" -v a="$2" -v t0="$t0" -v w="$BIN_S" -v first="$(head -n 1 "$TMP/prog1.csv" | cut -d, -f1)" '
+	awk -F, -v m="$1" -v a="$2" -v w="$BIN_S" -v first="$(head -n 1 "$TMP/prog1.csv" | cut -d, -f1)" '
 		{ b = int(($1 - first) / w); n[b]++; if (b > max) max = b }
 		END { for (i = 0; i <= max; i++) printf "%s,%s,%g,%.4f\n", m, a, w * (i + 0.5), n[i] / w }' \
 		"$TMP/prog1.csv" >>"$STEPCSV"

@@ -73,10 +73,10 @@ def plot(steps_csv, sw_csv, png, phase_s, rates, bg, tmp):
                         fh.write(f'{r["t_s"]},{r["steps_per_s"]}\n')
             files.append((a, f))
         script.append("unset arrow; unset label; unset object")
-        phase_s = per[m]
+        ps = per[m]
         for i, name in enumerate(phases):
-            x0 = i * phase_s
-            script.append(f'set object {i + 1} rect from {x0},graph 0 to {x0 + phase_s},graph 1 '
+            x0 = i * ps
+            script.append(f'set object {i + 1} rect from {x0},graph 0 to {x0 + ps},graph 1 '
                           f'behind fc rgb "{"#e8e8e8" if i % 2 else "#ffffff"}" fs solid noborder')
             script.append(f'set label "{name}" at {x0 + 1},graph 0.95 font ",8"')
         k = 1
