@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every C source and header git knows is laid out as .clang-format says
-# (what `make format` writes): clang-format --dry-run --Werror over them,
-# so a change that drifts from the style fails here, not only in
-# `make check`.  Skips (77) without clang-format 14 or outside a git tree.
+# (what `make format` writes): `make format-check` (the Makefile keeps
+# the file list and the flags), so a change that drifts from the style
+# fails here, not only in `make check`.  Skips (77) without clang-format 14 or outside a git tree.
 set -u
 cd "$(dirname "$0")/../.."
 if ! command -v clang-format >/dev/null; then
@@ -16,12 +16,13 @@ if [ "$ver" != 14 ]; then
 	echo "clang-format $ver, not 14 (Debian 12's, the tree's layout): not checked"
 	exit 77
 fi
+# Outside a git tree the Makefile's list is empty (and clang-format would
+# read standard input).
 if ! files=$(git ls-files '*.c' '*.h' 2>/dev/null) || [ -z "$files" ]; then
 	echo "not a git work tree: no list of sources to check"
 	exit 77
 fi
-# shellcheck disable=SC2086
-out=$(clang-format --dry-run --Werror $files 2>&1)
+out=$(make --no-print-directory format-check </dev/null 2>&1)
 rc=$?
 if [ "$rc" != 0 ]; then
 	echo "$out" | grep 'error:' | cut -d: -f1 | sort | uniq -c |
