@@ -125,6 +125,12 @@ int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
  * other errors drop @c as psd_conn_send() does. */
 int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 		      const struct iovec *iov, int niov);
+/* Send header + a payload of h->length bytes that @fill writes: into
+ * the transport's own memory when it can place it (->send_fill(), shm),
+ * else into @buf (h->length bytes, the caller's), which then goes out as
+ * psd_conn_send() sends it. */
+int psd_conn_send_fill(struct psd_conn *c, const struct psd_hdr *h,
+		       psd_fill_fn fill, void *arg, void *buf);
 /* psd_conn_send(), but the transport may keep a small message aside
  * (->send_more()) until the next send on @c or psd_conn_flush(), which
  * the caller owes before it waits for anything the message causes. */

@@ -65,6 +65,36 @@ int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
 	return conn_send(c, h, iov, niov, CONN_SEND);
 }
 
+int psd_conn_send_fill(struct psd_conn *c, const struct psd_hdr *h,
+		       psd_fill_fn fill, void *arg, void *buf)
+{
+	struct psd_conn *t = conn_tx(c);
+	struct iovec iov = { .iov_base = buf, .iov_len = (size_t)h->length };
+	int ret = -EMSGSIZE;
+
+	if (t->ops->send_fill && !atomic_load(&t->closed)) {
+		pthread_mutex_lock(&t->send_lock);
+		ret = t->ops->send_fill(t, h, fill, arg,
+					t->van->send_timeout_ms);
+		pthread_mutex_unlock(&t->send_lock);
+		if (!ret) {
+			atomic_fetch_add(&t->van->tx_bytes, h->length);
+			atomic_fetch_add(&t->van->tx_msgs, 1);
+			return 0;
+		}
+		if (ret != -EMSGSIZE) {
+			psd_warn("send of %s to %s failed: %s; dropping the "
+				 "connection",
+				 psd_msg_type_name(h->type), t->peer,
+				 psched_strerror(ret));
+			psd_conn_close(t);
+			return ret;
+		}
+	}
+	fill(arg, buf, (size_t)h->length);
+	return conn_send(c, h, &iov, 1, CONN_SEND);
+}
+
 int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 		      const struct iovec *iov, int niov)
 {

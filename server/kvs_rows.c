@@ -53,7 +53,18 @@ struct psd_kvs_rows {
 	struct psd_map keys; /* key -> struct kvs_rows */
 	uint8_t *rbuf;	     /* pull answers are built here */
 	uint64_t rcap;
+	uint8_t *hbuf; /* prefix and ids of a push read in place */
+	uint64_t hcap;
 };
+
+/* The rows of a push payload whose prefix and ids are at @head. */
+static const uint8_t *rows_after(const uint8_t *head)
+{
+	struct psd_rows_prefix p;
+
+	psd_rows_prefix_get(head, &p);
+	return head + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+}
 
 static struct psd_kvs_rows *rows_all(struct psd_kvs *s)
 {
@@ -135,6 +146,7 @@ void psd_kvs_rows_fini(struct psched_node *n)
 	psd_map_clear(&s->rows->keys, rows_entry_free, n);
 	psd_map_fini(&s->rows->keys);
 	free(s->rows->rbuf);
+	free(s->rows->hbuf);
 	free(s->rows);
 	s->rows = NULL;
 }
@@ -241,10 +253,46 @@ int psd_kvs_rows_rx_header(struct psched_node *n, struct psd_conn *c,
 	kc->rows = rows_check_entry(n, c, h);
 	if (!kc->rows)
 		return h->length ? PSD_RX_DISCARD : 0;
+	/* A push's rows are only summed or copied: read them where the
+	 * transport has them (its prefix and ids are copied before they
+	 * are checked, psd_kvs_rows_rx_data()). */
+	if (psd_msg_is_push(h->type) && c->rx_inplace &&
+	    h->length >= PSD_ROWS_PREFIX)
+		*dst = c->rx_inplace;
 	return 0;
 }
 
-/* Rows of @e asked by pull @h (@ids) into the reply buffer, then send. */
+/* What rows_fill() writes: the rows of @e that @ids ask, in order. */
+struct rows_ask {
+	const struct kvs_rows *e;
+	const uint8_t *ids;
+	uint64_t nrows;
+};
+
+/* psd_fill_fn: the asked rows into a pull answer (zeros for rows never
+ * pushed). */
+static void rows_fill(void *arg, uint8_t *dst, size_t len)
+{
+	const struct rows_ask *a = arg;
+	const struct kvs_rows *e = a->e;
+	uint64_t i, id;
+	uint32_t slot;
+
+	(void)len;
+	for (i = 0; i < a->nrows; i++) {
+		psd_rows_tab_prefetch_at(&e->tab, a->ids, i, a->nrows);
+		memcpy(&id, a->ids + i * 8, 8);
+		if (psd_rows_tab_get(&e->tab, id, &slot))
+			memcpy(dst + i * e->rowbytes,
+			       psd_rows_at(&e->val, slot), (size_t)e->rowbytes);
+		else
+			memset(dst + i * e->rowbytes, 0, (size_t)e->rowbytes);
+	}
+}
+
+/* Answer pull @req (its payload @payload: prefix and ids, checked) with
+ * the rows of @e it asks, written straight into the transport's buffer
+ * where it has one (shm), else into the reply buffer first. */
 static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
 			    struct kvs_rows *e, const struct psd_hdr *req,
 			    const uint8_t *payload)
@@ -252,13 +300,15 @@ static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
 	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
 	struct psd_rows_prefix p;
 	struct psd_hdr h = *req;
-	struct iovec iov;
-	uint64_t i, id, len;
-	uint32_t slot;
+	struct rows_ask a = { .e = e, .ids = payload + PSD_ROWS_PREFIX };
+	uint64_t len;
 
 	psd_rows_prefix_get(payload, &p);
+	a.nrows = p.nrows;
 	len = (uint64_t)p.nrows * e->rowbytes;
 	if (len > all->rcap) {
+		/* Pages are touched only if the transport cannot place the
+		 * answer itself. */
 		uint8_t *nb = realloc(all->rbuf, (size_t)len);
 
 		if (!nb) {
@@ -269,25 +319,12 @@ static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
 		all->rbuf = nb;
 		all->rcap = len;
 	}
-	for (i = 0; i < p.nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, payload + PSD_ROWS_PREFIX, i,
-					 p.nrows);
-		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
-		if (psd_rows_tab_get(&e->tab, id, &slot))
-			memcpy(all->rbuf + i * e->rowbytes,
-			       psd_rows_at(&e->val, slot), (size_t)e->rowbytes);
-		else
-			memset(all->rbuf + i * e->rowbytes, 0,
-			       (size_t)e->rowbytes);
-	}
 	h.type = PSD_MSG_PULL_RESP;
 	h.sender = n->id;
 	h.flags = PSD_F_ROWS;
 	h.step = e->version;
 	h.length = len;
-	iov.iov_base = all->rbuf;
-	iov.iov_len = (size_t)len;
-	psd_conn_send(c, &h, &iov, 1);
+	psd_conn_send_fill(c, &h, rows_fill, &a, all->rbuf);
 }
 
 /* Stored row @id of @e (created zero when new), or NULL (no memory). */
@@ -373,20 +410,20 @@ static void rows_fold_failed(const struct kvs_rows *e, uint64_t id)
  * piece completes the step, so a row no earlier piece of the step had is
  * its own sum: folded into the stored row straight from the payload
  * (no merge copy; with one worker every row goes this way), the others
- * summed into their merge rows, which rows_step_finish() folds.  0, or
- * -ENOMEM (only when !@last: a last piece always completes the step).
+ * summed into their merge rows, which rows_step_finish() folds.  @head:
+ * the prefix and ids (checked, in our memory), @rows: the rows (may be
+ * read in place).  0, or -ENOMEM (only when !@last: a last piece always
+ * completes the step).
  */
 static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
-		      const uint8_t *payload, bool last)
+		      const uint8_t *head, const uint8_t *rows, bool last)
 {
-	const uint8_t *ids = payload + PSD_ROWS_PREFIX;
+	const uint8_t *ids = head + PSD_ROWS_PREFIX;
 	struct psd_rows_prefix p;
-	const uint8_t *rows;
 	uint64_t i, id, slot;
 	uint32_t m;
 
-	psd_rows_prefix_get(payload, &p);
-	rows = ids + (uint64_t)p.nrows * 8;
+	psd_rows_prefix_get(head, &p);
 	for (i = 0; i < p.nrows; i++) {
 		memcpy(&id, ids + i * 8, 8);
 		if (e->mtab.count) {
@@ -449,13 +486,13 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
  * refused and answered (an error). */
 static int rows_piece(struct psched_node *n, struct psd_conn *c,
 		      struct kvs_rows *e, const struct psd_hdr *h,
-		      const uint8_t *payload, int wrank)
+		      const uint8_t *head, const uint8_t *rows, int wrank)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_rows_prefix p;
 	bool last;
 
-	psd_rows_prefix_get(payload, &p);
+	psd_rows_prefix_get(head, &p);
 	if ((e->want[wrank] && e->want[wrank] != p.pieces) ||
 	    e->got[wrank] >= p.pieces) {
 		psd_kvs_rejectf(n, c, h, -EPROTO,
@@ -466,7 +503,7 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 		return -EPROTO;
 	}
 	last = e->got[wrank] + 1 == p.pieces && e->wdone + 1 == s->nworker;
-	if (rows_merge(s, e, payload, last))
+	if (rows_merge(s, e, head, rows, last))
 		return psd_kvs_reject(n, c, h, -ENOMEM,
 				      "no memory to sum a row-sparse push");
 	e->want[wrank] = p.pieces;
@@ -496,7 +533,7 @@ static void rows_replay_held(struct psched_node *n, struct kvs_rows *e)
 			p = psd_node_peer(n, w->h.sender);
 			if (p && p->role == PSCHED_ROLE_WORKER)
 				rows_piece(n, w->conn, e, &w->h, w->buf,
-					   p->rank);
+					   rows_after(w->buf), p->rank);
 			rows_wait_free(s, w);
 			again = true; /* the list changed under us */
 			break;
@@ -512,11 +549,12 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
  * rows once its step is applied instead of with an ack. */
 static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 			 struct kvs_rows *e, const struct psd_hdr *h,
-			 const uint8_t *payload, int wrank)
+			 const uint8_t *head, const uint8_t *rows, int wrank)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
+	uint64_t hlen = (uint64_t)(rows - head);
 	char what[48];
-	void *buf;
+	uint8_t *buf;
 
 	if (h->step <= e->version) {
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
@@ -525,9 +563,9 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 	if (h->step == e->version + 1) {
 		/* The answer only for a piece summed: a refusal answers
 		 * it. */
-		if (!rows_piece(n, c, e, h, payload, wrank)) {
+		if (!rows_piece(n, c, e, h, head, rows, wrank)) {
 			if (h->type == PSD_MSG_PUSHPULL)
-				rows_on_pull(n, c, e, h, payload);
+				rows_on_pull(n, c, e, h, head);
 			else
 				psd_kvs_send_ack(n, c, h);
 		}
@@ -545,10 +583,11 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 			       "no memory to hold an early row push");
 		return;
 	}
-	memcpy(buf, payload, (size_t)h->length);
+	memcpy(buf, head, (size_t)hlen);
+	memcpy(buf + hlen, rows, (size_t)(h->length - hlen));
 	s->parked_bytes += h->length;
 	if (h->type == PSD_MSG_PUSHPULL)
-		rows_on_pull(n, c, e, h, payload); /* waits for its step */
+		rows_on_pull(n, c, e, h, head); /* waits for its step */
 	else
 		psd_kvs_send_ack(n, c, h);
 }
@@ -556,18 +595,16 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 /* Async: fold each row at once (default rule: add). */
 static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 			       struct kvs_rows *e, const struct psd_hdr *h,
-			       const uint8_t *payload)
+			       const uint8_t *head, const uint8_t *rows)
 {
 	struct psd_rows_prefix p;
-	const uint8_t *rows;
 	uint64_t i, id;
 
-	psd_rows_prefix_get(payload, &p);
-	rows = payload + PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	psd_rows_prefix_get(head, &p);
 	for (i = 0; i < p.nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, payload + PSD_ROWS_PREFIX, i,
+		psd_rows_tab_prefetch_at(&e->tab, head + PSD_ROWS_PREFIX, i,
 					 p.nrows);
-		memcpy(&id, payload + PSD_ROWS_PREFIX + i * 8, 8);
+		memcpy(&id, head + PSD_ROWS_PREFIX + i * 8, 8);
 		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
 			      true)) {
 			psd_kvs_reject(n, c, h, -ENOMEM,
@@ -577,7 +614,7 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 	}
 	e->version++;
 	if (h->type == PSD_MSG_PUSHPULL)
-		rows_reply_pull(n, c, e, h, payload);
+		rows_reply_pull(n, c, e, h, head);
 	else
 		psd_kvs_reply_status(n, c, h, 0);
 }
@@ -618,11 +655,51 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_send_ack(n, c, h);
 }
 
+/*
+ * A push read in place (psd_conn.rx_inplace): its peer can still write
+ * there, so its prefix and ids are copied once into our memory, the row
+ * count bounded by the length, and only the copy is checked and used; the
+ * rows stay where they are.  The copy, or NULL when refused.
+ */
+static const uint8_t *rows_head_copy(struct psched_node *n, struct psd_conn *c,
+				     const struct psd_hdr *h,
+				     const uint8_t *payload)
+{
+	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
+	struct psd_rows_prefix p;
+	uint64_t len;
+
+	psd_rows_prefix_get(payload, &p);
+	len = PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	if (len > h->length) {
+		psd_kvs_rejectf(n, c, h, -EPROTO,
+				"row count %u does not match the payload of "
+				"%llu bytes",
+				p.nrows, (unsigned long long)h->length);
+		return NULL;
+	}
+	if (len > all->hcap) {
+		uint8_t *nb = realloc(all->hbuf, (size_t)len);
+
+		if (!nb) {
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory for a row-sparse push");
+			return NULL;
+		}
+		all->hbuf = nb;
+		all->hcap = len;
+	}
+	memcpy(all->hbuf, payload, (size_t)len);
+	psd_rows_prefix_put(all->hbuf, &p); /* the count bounded above */
+	return all->hbuf;
+}
+
 void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
 			  const struct psd_hdr *h, void *payload)
 {
 	struct psd_kvs_conn *kc = c->ctx;
 	struct kvs_rows *e = kc ? kc->rows : NULL;
+	const uint8_t *head = payload;
 	char why[256];
 
 	if (!e)
@@ -632,16 +709,26 @@ void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reply_status(n, c, h, 0);
 		return;
 	}
-	if (psd_rows_check(h, payload, e->lo, e->n, why, sizeof(why))) {
+	if (payload && payload == c->rx_inplace) {
+		head = rows_head_copy(n, c, h, payload);
+		if (!head)
+			return;
+	}
+	if (psd_rows_check(h, head, e->lo, e->n, why, sizeof(why))) {
 		psd_kvs_reject(n, c, h, -EPROTO, why);
 		return;
 	}
 	if (h->type == PSD_MSG_PULL)
-		rows_on_pull(n, c, e, h, payload);
+		rows_on_pull(n, c, e, h, head);
 	else if (psd_kvs_of(n)->async)
-		rows_on_async_push(n, c, e, h, payload);
+		rows_on_async_push(n, c, e, h, head,
+				   (const uint8_t *)payload +
+					   (rows_after(head) - head));
 	else if (kc->wrank >= 0 && (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
-		rows_on_push(n, c, e, h, payload, kc->wrank);
+		rows_on_push(n, c, e, h, head,
+			     (const uint8_t *)payload +
+				     (rows_after(head) - head),
+			     kc->wrank);
 }
 
 bool psd_kvs_rows_has(const struct psd_kvs *s, uint64_t key)

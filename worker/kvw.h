@@ -416,8 +416,15 @@ void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 void psd_kvw_rows_free(struct kvw_rows *x);
 /* Locked.  psd_kvw_req_layout() of a row-sparse request. */
 int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r);
+/* psd_fill_fn of a row-sparse push piece that is not direct (its ids
+ * and rows packed where the transport wants them: psd_conn_send_fill()).
+ * Unlocked, while the chunk is being sent; @arg is the chunk. */
+void psd_kvw_rows_fill(void *arg, uint8_t *dst, size_t len);
+/* Locked.  True when chunk @ch goes out with psd_kvw_rows_fill(). */
+bool psd_kvw_rows_filled(const struct kvw_chunk *ch);
 /* Locked.  Header fields and payload of a row-sparse chunk: @iov has
- * room for 3 entries, *@niov says how many are used. */
+ * room for 3 entries, *@niov says how many are used (a filled chunk:
+ * one, the buffer its fill writes when the transport cannot place it). */
 void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
 		      struct iovec *iov, int *niov);
 /* Unlocked (van thread): answers with PSD_F_ROWS. */

@@ -183,18 +183,16 @@ rows_prefetch(const struct kvw_rows *x, const uint8_t *base, size_t k, bool wr)
 	}
 }
 
-/* Locked.  Pack distinct rows [u0, u0 + cnt) of a push into @buf (direct:
- * only the prefix; the ids and rows go from the caller's arrays). */
+/* Pack distinct rows [u0, u0 + cnt) of a push after the prefix at @buf:
+ * their ids, then the rows (duplicates summed).  Reads only what the
+ * request's layout made, so it runs unlocked at send time
+ * (psd_kvw_rows_fill()). */
 static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
-			   uint32_t pieces, uint8_t dtype, uint8_t *buf)
+			   uint8_t dtype, uint8_t *buf)
 {
-	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt, .pieces = pieces };
 	uint8_t *rows = buf + PSD_ROWS_PREFIX + cnt * 8;
 	size_t u, j, end;
 
-	psd_rows_prefix_put(buf, &p);
-	if (x->direct)
-		return;
 	end = x->ustart[u0 + cnt];
 	for (u = 0; u < cnt; u++) {
 		const struct kvw_rows_pair *pr = &x->pairs[x->ustart[u0 + u]];
@@ -214,6 +212,27 @@ static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
 				     x->rowbytes);
 		}
 	}
+}
+
+void psd_kvw_rows_fill(void *arg, uint8_t *dst, size_t len)
+{
+	const struct kvw_chunk *ch = arg;
+	const struct kvw_req *r = ch->req;
+	size_t k = (size_t)(ch - r->chunks);
+
+	(void)len;
+	if (dst != r->cbuf + ch->coff)
+		memcpy(dst, r->cbuf + ch->coff, PSD_ROWS_PREFIX);
+	rows_pack_push(r->rows, r->rows->cu[k], r->rows->cn[k], r->dtype, dst);
+}
+
+/* The prefix of a push piece of @cnt rows; the rest is packed when it is
+ * sent (psd_kvw_rows_fill()) unless the ids are direct. */
+static void rows_pack_prefix(size_t cnt, uint32_t pieces, uint8_t *buf)
+{
+	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt, .pieces = pieces };
+
+	psd_rows_prefix_put(buf, &p);
 }
 
 static void rows_pack_pull(const struct kvw_rows *x, size_t u0, size_t cnt,
@@ -327,9 +346,8 @@ static int rows_cut(struct psched_node *n, struct kvw_req *r, uint64_t per,
 			else
 				boff += rows_room(r, take);
 			if (fill && psd_msg_is_push(r->type))
-				rows_pack_push(x, u0 + j * per, take,
-					       (uint32_t)pcs, r->dtype,
-					       r->cbuf + r->chunks[k].coff);
+				rows_pack_prefix(take, (uint32_t)pcs,
+						 r->cbuf + r->chunks[k].coff);
 			else if (fill && r->type == PSD_MSG_PULL)
 				rows_pack_pull(x, u0 + j * per, take,
 					       r->cbuf + r->chunks[k].coff);
@@ -381,6 +399,14 @@ int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
 	return 0;
 }
 
+bool psd_kvw_rows_filled(const struct kvw_chunk *ch)
+{
+	const struct kvw_req *r = ch->req;
+
+	return r->rows && psd_msg_is_push(r->type) && !r->rows->direct &&
+	       ch->clen > PSD_ROWS_PREFIX;
+}
+
 /* Locked.  The header and payload (up to 3 iovecs) of row-sparse chunk
  * @ch. */
 void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
@@ -430,16 +456,23 @@ int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
 		    h->length == r->rows->cn[h->slot] * r->rows->rowbytes) {
 			r->busy++;
 			r->srv[p->rank].busy++;
-			*dst = r->rows->land +
-			       r->rows->cu[h->slot] * r->rows->rowbytes;
+			/* Rows copied out to their positions anyway are
+			 * read where the transport has them (values only:
+			 * nothing of them is checked). */
+			*dst = !r->rows->direct && c->rx_inplace
+				       ? c->rx_inplace
+				       : r->rows->land +
+						 r->rows->cu[h->slot] *
+							 r->rows->rowbytes;
 		}
 	}
 	pthread_mutex_unlock(&w->lock);
 	return 0;
 }
 
-/* Locked.  Copy answered distinct rows to every position asking them. */
-static void rows_scatter(const struct kvw_rows *x, size_t k)
+/* Locked.  Copy answered distinct rows (of chunk @k, at @src) to every
+ * position asking them. */
+static void rows_scatter(const struct kvw_rows *x, size_t k, const uint8_t *src)
 {
 	size_t u, j, end = x->ustart[x->cu[k] + x->cn[k]];
 
@@ -448,7 +481,7 @@ static void rows_scatter(const struct kvw_rows *x, size_t k)
 			if (j + ROWS_AHEAD < end)
 				rows_prefetch(x, x->out, j + ROWS_AHEAD, true);
 			memcpy(x->out + x->pairs[j].pos * x->rowbytes,
-			       x->land + u * x->rowbytes, x->rowbytes);
+			       src + (u - x->cu[k]) * x->rowbytes, x->rowbytes);
 		}
 }
 
@@ -470,11 +503,12 @@ void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
 		return;
 	}
 	landed = h->length && r->srv[p->rank].busy &&
-		 payload == r->rows->land +
-				    r->rows->cu[h->slot] * r->rows->rowbytes;
+		 (payload == r->rows->land +
+				     r->rows->cu[h->slot] * r->rows->rowbytes ||
+		  (payload && payload == c->rx_inplace));
 	if (landed) {
 		if (!r->rows->direct && !r->cancelled)
-			rows_scatter(r->rows, h->slot);
+			rows_scatter(r->rows, h->slot, payload);
 		r->busy--;
 		r->srv[p->rank].busy--;
 	} else if (h->length != r->rows->cn[h->slot] * r->rows->rowbytes)

@@ -117,7 +117,7 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	struct psd_hdr h;
 	struct iovec iov = { 0 }, kiov[3], *v;
 	int niov = 1;
-	bool fire = false, sent = false, more;
+	bool fire = false, sent = false, more, filled;
 	struct psd_conn *conn;
 	char why[256] = "";
 	int ret = 0;
@@ -140,7 +140,8 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	r->sending++;
 	r->pending++;
 	conn = p->conn;
-	more = !job.on && !job.direct && kvw_may_hold(w, held, conn);
+	filled = r->rows && psd_kvw_rows_filled(ch);
+	more = !job.on && !job.direct && !filled && kvw_may_hold(w, held, conn);
 	pthread_mutex_unlock(&w->lock);
 	/* GPUDirect: the device pointer itself goes to the transport (iov
 	 * is s->src + off already); staged if it cannot take it. */
@@ -162,6 +163,9 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	v = r->kl || r->rows ? kiov : &iov;
 	if (!sent && !ret && (p->dead || !conn))
 		ret = PSCHED_ENODEDEAD;
+	else if (!sent && !ret && filled)
+		ret = psd_conn_send_fill(conn, &h, psd_kvw_rows_fill, ch,
+					 v[0].iov_base);
 	else if (!sent && !ret && more)
 		ret = psd_conn_send_more(conn, &h, v, niov);
 	else if (!sent && !ret)

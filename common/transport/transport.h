@@ -35,6 +35,9 @@ struct psd_addr {
 struct sockaddr_in;
 struct psched_cfg;
 
+/* Writes a message's @len payload bytes at @dst (psd_conn_send_fill()). */
+typedef void (*psd_fill_fn)(void *arg, uint8_t *dst, size_t len);
+
 /*
  * Transport knobs, taken from the node's struct psched_cfg (options.c:
  * defaults, PS_* variables, flags); transports never read the
@@ -95,6 +98,16 @@ struct psd_conn {
 	 * payload pointer. */
 	bool rx_direct;
 	bool rx_dev;
+	/* In-place receive (van thread, per message): set by the transport
+	 * before psd_van_rx_header() when the whole payload is already
+	 * readable in the transport's own memory (shm: posted in the ring,
+	 * contiguous), else NULL.  A consumer may choose it as the
+	 * destination: nothing is copied and psd_van_rx_msg() gets this
+	 * pointer.  The peer can still write that memory, so such a
+	 * consumer must copy whatever it checks (lengths, indices) before
+	 * checking it; values it only sums or copies may be read in place.
+	 * Valid until psd_van_rx_msg() returns. */
+	void *rx_inplace;
 	struct psd_list link; /* van->conns, guarded by van->lock */
 	bool in_list;
 	/* Authentication (common/auth.h).  Until its owner calls
@@ -188,6 +201,14 @@ struct psd_transport_ops {
 	int (*send_more)(struct psd_conn *c, const struct psd_hdr *h,
 			 const struct iovec *iov, int niov,
 			 unsigned timeout_ms);
+	/* Optional (NULL: not supported; shm): ->send() of a payload that
+	 * @fill writes straight into the transport's own memory (the shm
+	 * ring), so it is written once on its way to the peer.
+	 * -EMSGSIZE, nothing sent, when the transport cannot place
+	 * h->length bytes (the caller fills a buffer and ->send()s it);
+	 * other errors as ->send().  Called with c->send_lock held. */
+	int (*send_fill)(struct psd_conn *c, const struct psd_hdr *h,
+			 psd_fill_fn fill, void *arg, unsigned timeout_ms);
 	/* Optional with ->send_more(): send what it kept aside.  0, or as
 	 * ->send().  Called with c->send_lock held. */
 	int (*flush)(struct psd_conn *c, unsigned timeout_ms);

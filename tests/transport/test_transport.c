@@ -679,12 +679,92 @@ static void test_transport_tcp_trickle(void)
 	free(buf);
 }
 
+struct tt_fill_arg {
+	uint64_t seed;
+	unsigned calls;
+};
+
+static void tt_fill_cb(void *arg, uint8_t *dst, size_t len)
+{
+	struct tt_fill_arg *a = arg;
+
+	a->calls++;
+	tt_fill(dst, len, a->seed);
+}
+
+/*
+ * psd_conn_send_fill() on every transport: the payload a fill writes
+ * arrives whole and in order with plain sends between, whether the
+ * transport places it (shm: in the ring, padded so that it never wraps,
+ * and the receiver may read it there) or the caller's buffer carries it
+ * (every other transport, and shm above its placing limit).  The
+ * receiver takes rx_inplace whenever it is offered; only shm offers it,
+ * and only for placed payloads.
+ */
+static void test_transport_send_fill(void)
+{
+	/* Sizes so that placed payloads land at many ring offsets, some
+	 * needing padding, one above the 1 MiB - 4 KiB placing limit. */
+	static const size_t sizes[] = { 700001, 5000,	       300000, 1,
+					2,	(1 << 20) + 3, 65536,  999999 };
+	struct tt_fill_arg a = { 0 };
+	struct tt_node x, b;
+	struct psd_conn *ab;
+	uint64_t step = 0, want = 0, placed = 0;
+	struct psd_hdr h = { .type = PSD_MSG_PULL_RESP,
+			     .dtype = PSCHED_RAW,
+			     .key = 7 };
+	uint8_t *buf = malloc(2 << 20);
+	unsigned round, i;
+	bool shm = !strcmp(tt_transport(), "shm");
+
+	CHECK(buf != NULL);
+	tt_node_init(&x, false);
+	tt_node_init(&b, true);
+	b.inplace = true;
+	ab = tt_connect(&x, b.port);
+	for (round = 0; round < 12; round++) {
+		for (i = 0; i < PSD_ARRAY_SIZE(sizes); i++, step++) {
+			h.total = h.span = h.length = sizes[i];
+			h.step = step;
+			if ((i + round) % 3 == 2) {
+				/* A plain send in between (ring or CMA). */
+				CHECK_EQ(tt_send(ab, 7, step, buf, sizes[i]),
+					 0);
+			} else {
+				a.seed = tt_seed(7, step, sizes[i]);
+				/* The fallback buffer holds garbage: only
+				 * the fill's bytes may arrive. */
+				memset(buf, 0xa5, sizes[i]);
+				CHECK_EQ(psd_conn_send_fill(ab, &h, tt_fill_cb,
+							    &a, buf),
+					 0);
+				if (sizes[i] && sizes[i] < (1 << 20) - 4096)
+					placed++;
+			}
+			want++;
+		}
+	}
+	tt_wait(&b, want, 0, 60000, "filled messages");
+	tt_check_clean(&b);
+	CHECK_U64(b.next_step[7], ==, step);
+	CHECK_U64(a.calls, ==, want - 4 * PSD_ARRAY_SIZE(sizes));
+	if (shm)
+		CHECK_U64(b.inplace_msgs, ==, placed);
+	else
+		CHECK_U64(b.inplace_msgs, ==, 0);
+	tt_node_fini(&x);
+	tt_node_fini(&b);
+	free(buf);
+}
+
 const struct test_case test_list[] = {
 	{ "transport_refused_connect", test_transport_refused_connect },
 	{ "transport_exchange", test_transport_exchange },
 	{ "transport_pieces", test_transport_pieces },
 	{ "transport_tcp_trickle", test_transport_tcp_trickle },
 	{ "transport_send_more", test_transport_send_more },
+	{ "transport_send_fill", test_transport_send_fill },
 	{ "transport_many_outstanding", test_transport_many_outstanding },
 	{ "transport_credit_stall", test_transport_credit_stall },
 	{ "transport_requests", test_transport_requests },

@@ -48,6 +48,8 @@ struct tt_node {
 	void (*kill_fn)(pid_t pid);
 	uint64_t kill_min_len;
 	bool die_on_header; /* child: die when a big header comes */
+	bool inplace;	    /* take psd_conn.rx_inplace when offered */
+	uint64_t inplace_msgs;
 };
 
 static const char *tt_transport(void)
@@ -238,6 +240,14 @@ static inline int tt_rx_header(void *arg, struct psd_conn *c,
 	}
 	if (h->key == TT_DISCARD)
 		return PSD_RX_DISCARD;
+	if (n->inplace && c->rx_inplace) {
+		/* Checked in tt_rx_data() before it returns: read once. */
+		*dst = c->rx_inplace;
+		pthread_mutex_lock(&n->lock);
+		n->inplace_msgs++;
+		pthread_mutex_unlock(&n->lock);
+		return 0;
+	}
 	*dst = tt_rxbuf(n, c, (size_t)h->length);
 	return *dst ? 0 : -ENOMEM;
 }

@@ -208,6 +208,47 @@ static int shm_send(struct psd_conn *c, const struct psd_hdr *h,
 	return shm_tx_stream(sc, iov, niov, from, timeout_ms);
 }
 
+/* ->send_fill(): the frame, padding so that the payload does not wrap,
+ * and the payload, which @fill writes in the ring; posted in one go. */
+static int shm_send_fill(struct psd_conn *c, const struct psd_hdr *h,
+			 psd_fill_fn fill, void *arg, unsigned timeout_ms)
+{
+	struct shm_conn *sc = to_shm(c);
+	struct shm_frame fr = { .mode = SHM_PLACED };
+	uint64_t deadline_ms = psd_now_ms() + timeout_ms;
+	size_t len = (size_t)h->length, off, pad, need;
+	int64_t room;
+	int ret;
+
+	if (h->length > SHM_PLACE_MAX)
+		return -EMSGSIZE;
+	off = (size_t)((sc->tx_head + sizeof(fr)) & (SHM_RING_SIZE - 1));
+	pad = off + len > SHM_RING_SIZE ? SHM_RING_SIZE - off : 0;
+	need = sizeof(fr) + pad + len;
+	for (;;) {
+		room = shm_tx_room(sc);
+		if (room < 0)
+			return (int)room;
+		if ((size_t)room >= need)
+			break;
+		ret = shm_tx_wait(sc, deadline_ms);
+		if (ret)
+			return ret;
+	}
+	fr.niov = (uint32_t)pad;
+	psd_hdr_encode(h, fr.hdr);
+	shm_ring_put(sc->tx.data, sc->tx_head, &fr, sizeof(fr));
+	if (len)
+		fill(arg, sc->tx.data + ((off + pad) & (SHM_RING_SIZE - 1)),
+		     len);
+	sc->tx_head += need;
+	shm_local_release(sc);
+	atomic_store_explicit(&sc->tx.ctl->head, sc->tx_head,
+			      memory_order_release);
+	shm_evfd_signal(sc->tx.data_fd);
+	return 0;
+}
+
 /* ---- receive ---------------------------------------------------------- */
 
 /* Bytes posted in our rx ring, or -EPROTO for a corrupt producer head. */
@@ -247,6 +288,22 @@ static int shm_rx_check_table(struct shm_conn *sc)
 	return sum == sc->hdr.length && sum >= SHM_CMA_MIN ? 0 : -EPROTO;
 }
 
+/* A placed payload (SHM_PLACED) must be posted whole at the tail and
+ * not wrap; then it may be read in place. */
+static int shm_rx_check_placed(struct shm_conn *sc)
+{
+	int64_t avail = shm_rx_avail(sc);
+	uint64_t off = sc->rx_tail & (SHM_RING_SIZE - 1);
+
+	if (sc->hdr.length > SHM_PLACE_MAX || avail < 0 ||
+	    (uint64_t)avail < sc->hdr.length ||
+	    off + sc->hdr.length > SHM_RING_SIZE)
+		return -EPROTO;
+	if (sc->hdr.length)
+		sc->base.rx_inplace = sc->rx.data + off;
+	return 0;
+}
+
 /* Parse a frame at the ring's tail; 1 when one was taken, 0 when none is
  * complete yet. */
 static int shm_rx_frame(struct shm_conn *sc, struct shm_frame *fr)
@@ -258,12 +315,23 @@ static int shm_rx_frame(struct shm_conn *sc, struct shm_frame *fr)
 		return avail < 0 ? (int)avail : 0;
 	shm_ring_get(sc->rx.data, sc->rx_tail, fr, sizeof(*fr));
 	if ((fr->mode != SHM_INLINE && fr->mode != SHM_CMA &&
-	     fr->mode != SHM_CMA_ASYNC) ||
-	    (fr->mode == SHM_INLINE && fr->niov) || fr->niov > SHM_MAX_IOV) {
+	     fr->mode != SHM_CMA_ASYNC && fr->mode != SHM_PLACED) ||
+	    (fr->mode == SHM_INLINE && fr->niov) ||
+	    (fr->mode == SHM_PLACED ? fr->niov >= SHM_PLACE_MAX
+				    : fr->niov > SHM_MAX_IOV)) {
 		psd_err("dropping connection from %s: bad frame (mode %u, "
-			"%u iovecs)",
+			"%u iovecs or padding)",
 			sc->base.peer, fr->mode, fr->niov);
 		return -EPROTO;
+	}
+	if (fr->mode == SHM_PLACED) {
+		/* Frame, padding and payload are posted together. */
+		if ((uint64_t)avail < sizeof(*fr) + fr->niov)
+			return 0;
+		shm_rx_consume(sc, sizeof(*fr) + fr->niov);
+		sc->mode = fr->mode;
+		sc->niov = fr->niov;
+		return 1;
 	}
 	tlen = fr->niov * sizeof(struct shm_riov);
 	if ((uint64_t)avail < sizeof(*fr) + tlen)
@@ -283,12 +351,17 @@ static int shm_rx_header(struct shm_conn *sc)
 	void *dst = NULL;
 	int ret;
 
+	sc->base.rx_inplace = NULL;
 	ret = shm_rx_frame(sc, &fr);
 	if (ret <= 0)
 		return ret;
 	ret = psd_hdr_decode(fr.hdr, psd_van_max_tensor(&sc->base), &sc->hdr,
 			     &why);
-	if (!ret && sc->mode != SHM_INLINE && shm_rx_check_table(sc)) {
+	if (!ret && sc->mode == SHM_PLACED && shm_rx_check_placed(sc)) {
+		why = "placed payload not posted whole and contiguous";
+		ret = -EPROTO;
+	} else if (!ret && sc->mode != SHM_INLINE && sc->mode != SHM_PLACED &&
+		   shm_rx_check_table(sc)) {
 		why = "iovec table does not match the length";
 		ret = -EPROTO;
 	}
@@ -402,10 +475,28 @@ static int shm_rx_cma(struct shm_conn *sc, size_t *budget)
 	return 1;
 }
 
+/* A placed payload: copied out unless the consumer reads it in place,
+ * delivered, then its ring space is freed. */
+static int shm_rx_placed(struct shm_conn *sc, size_t *budget)
+{
+	size_t len = (size_t)sc->hdr.length;
+
+	if (sc->dst && sc->dst != sc->base.rx_inplace)
+		memcpy(sc->dst, sc->base.rx_inplace, len);
+	sc->got = len;
+	*budget = len < *budget ? *budget - len : 0;
+	shm_rx_deliver(sc);
+	sc->base.rx_inplace = NULL;
+	shm_rx_consume(sc, len);
+	return 1;
+}
+
 static int shm_rx_step(struct shm_conn *sc, size_t *budget)
 {
 	if (!sc->in_payload)
 		return shm_rx_header(sc);
+	if (sc->mode == SHM_PLACED)
+		return shm_rx_placed(sc, budget);
 	if (sc->mode != SHM_INLINE)
 		return shm_rx_cma(sc, budget);
 	return shm_rx_inline(sc, budget);
@@ -482,6 +573,7 @@ const struct psd_transport_ops psd_shm_ops = {
 	.listen_close = psd_shm_listen_close,
 	.connect = psd_shm_connect,
 	.send = shm_send,
+	.send_fill = shm_send_fill,
 	.progress = shm_progress,
 	.close = shm_close,
 	.fini = shm_fini,

@@ -20,10 +20,13 @@
  *
  * Data: each message is a frame in the ring (wire header, mode, iovec
  * table).  Payloads below SHM_CMA_MIN follow the frame through the ring
- * (two copies, no syscall but the wake-up).  Larger ones stay where they
- * are: the frame carries the sender's iovec addresses and the receiver,
- * once psd_van_rx_header() chose the destination, copies straight from
- * the sender's memory with process_vm_readv() (one copy), then
+ * (two copies, no syscall but the wake-up).  A payload sent with
+ * ->send_fill() (up to SHM_PLACE_MAX) is written by its producer straight
+ * into the ring, in one contiguous piece, and a consumer may read it
+ * there (psd_conn.rx_inplace): once, no copy at either end.  Larger ones stay
+ * where they are: the frame carries the sender's iovec addresses and the
+ * receiver, once psd_van_rx_header() chose the destination, copies straight
+ * from the sender's memory with process_vm_readv() (one copy), then
  * acknowledges; the sender's send() returns on that acknowledgement,
  * except for requests (push, pushpull, init: transport.h lets them
  * return once the payload is on its way), which return once the frame is
@@ -87,7 +90,15 @@ enum shm_mode {
 	 * until the answer, transport.h), so it cannot stream the payload
 	 * if the read is refused: the receiver drops the connection. */
 	SHM_CMA_ASYNC = 3,
+	/* The payload follows in the ring, written there by the sender's
+	 * fill (->send_fill()) and posted with its frame, in one piece:
+	 * niov is the padding skipped after the frame so that the payload
+	 * does not wrap.  The receiver may read it in place. */
+	SHM_PLACED = 4,
 };
+/* Largest payload ->send_fill() places: frame, padding (less than the
+ * payload) and payload always fit in the ring. */
+#define SHM_PLACE_MAX (SHM_RING_SIZE / 2 - 4096u)
 
 /*
  * Control block of one ring (one direction), in shared memory.  The
@@ -149,7 +160,7 @@ struct shm_conn {
 	bool in_payload;
 	bool hup;
 	uint32_t mode;
-	uint32_t niov;
+	uint32_t niov; /* SHM_PLACED: padding */
 	struct psd_hdr hdr;
 	uint8_t *dst; /* payload destination, NULL = discard */
 	uint64_t got;
