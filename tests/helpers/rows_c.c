@@ -15,6 +15,10 @@
  *  - lazy sgd, adagrad and adam on the servers against a reference
  *    written here from the textbook rules (rows not pushed keep their
  *    weights; each row counts its own updates).
+ * With the argument "async" (a dist_async job) instead: every worker's
+ * pushes of unsorted ids with duplicates (packed, and over shm read by
+ * the servers in place) are each added at once; after a barrier every
+ * row holds the sum of all of them.
  */
 #include <errno.h>
 #include <math.h>
@@ -483,12 +487,87 @@ static void run_optimizer(uint64_t key, const char *opt)
 	}
 }
 
-int main(void)
+#define AS_R	 20000u
+#define AS_N	 6000u
+#define AS_STEPS 5
+
+/* Async: row id of entry @i of worker @r's push @s (duplicates: about a
+ * quarter of each push repeats an id). */
+static uint64_t as_id(int r, int s, size_t i)
+{
+	return ((uint64_t)i * 7919u + (uint64_t)r * 31u + (uint64_t)s * 977u) %
+	       (AS_N * 3 / 4) * 3 % AS_R;
+}
+
+static void run_async(struct psched_kvstore *kv, uint64_t key)
+{
+	static double want[AS_R * WIDTH];
+	uint64_t *ids = malloc((size_t)AS_STEPS * AS_N * sizeof(*ids)), id;
+	uint64_t req[AS_STEPS];
+	float *buf = malloc((size_t)AS_STEPS * AS_N * WIDTH * sizeof(*buf));
+	float *out = malloc(AS_R * WIDTH * sizeof(*out));
+	uint64_t *all = malloc(AS_R * sizeof(*all));
+	unsigned j;
+	size_t i;
+	int s, r, ret;
+
+	CHECK(ids && buf && out && all, "no memory");
+	ret = psched_row_sparse_init(node, key, AS_R, WIDTH, PSCHED_F32, tmo);
+	CHECK(!ret, "init async key: %s", psched_errmsg());
+	ret = psched_kvstore_barrier(kv);
+	CHECK(!ret, "barrier after init: %s", psched_errmsg());
+	for (s = 0; s < AS_STEPS; s++) {
+		float *b = buf + (size_t)s * AS_N * WIDTH;
+		uint64_t *d = ids + (size_t)s * AS_N;
+
+		for (i = 0; i < AS_N; i++) {
+			d[i] = as_id(rank, s, i);
+			for (j = 0; j < WIDTH; j++)
+				b[i * WIDTH + j] = (float)((i + j + s) % 9) + 1;
+		}
+		ret = psched_row_sparse_push(node, key, AS_N, d, b, 0, NULL,
+					     NULL, &req[s]);
+		CHECK(!ret, "async push %d: %s", s, psched_errmsg());
+	}
+	for (s = 0; s < AS_STEPS; s++)
+		wait_req(req[s], "async push");
+	ret = psched_kvstore_barrier(kv);
+	CHECK(!ret, "barrier after the pushes: %s", psched_errmsg());
+	memset(want, 0, sizeof(want));
+	for (r = 0; r < nw; r++)
+		for (s = 0; s < AS_STEPS; s++)
+			for (i = 0; i < AS_N; i++) {
+				id = as_id(r, s, i);
+				for (j = 0; j < WIDTH; j++)
+					want[id * WIDTH + j] +=
+						(double)((i + j + s) % 9) + 1;
+			}
+	for (i = 0; i < AS_R; i++)
+		all[i] = i;
+	memset(out, 0xee, AS_R * WIDTH * sizeof(*out));
+	ret = psched_row_sparse_pull(node, key, AS_R, all, out, 0, NULL, NULL,
+				     &req[0]);
+	CHECK(!ret, "async pull: %s", psched_errmsg());
+	wait_req(req[0], "async pull");
+	for (i = 0; i < AS_R; i++)
+		for (j = 0; j < WIDTH; j++)
+			CHECK(out[i * WIDTH + j] == want[i * WIDTH + j],
+			      "async row %zu elem %u: got %g want %g", i, j,
+			      out[i * WIDTH + j], want[i * WIDTH + j]);
+	free(ids);
+	free(buf);
+	free(out);
+	free(all);
+}
+
+int main(int argc, char **argv)
 {
 	struct psched_kvstore *kv;
+	bool async = argc > 1 && !strcmp(argv[1], "async");
 	int ret;
 
-	ret = psched_kvstore_create("dist_sync", NULL, &kv);
+	ret = psched_kvstore_create(async ? "dist_async" : "dist_sync", NULL,
+				    &kv);
 	if (ret) {
 		fprintf(stderr, "rows_c: create: %s\n", psched_errmsg());
 		return 1;
@@ -498,6 +577,10 @@ int main(void)
 	node = psched_kvstore_node(kv);
 	if (getenv("PS_TEST_TIMEOUT_MULT"))
 		tmo *= (unsigned)atoi(getenv("PS_TEST_TIMEOUT_MULT"));
+	if (async) {
+		run_async(kv, 30);
+		goto out;
+	}
 	run_sums(7, PSCHED_F32);
 	run_sums(8, PSCHED_F64);
 	run_sums(9, PSCHED_BF16);
@@ -506,6 +589,7 @@ int main(void)
 	run_optimizer(20, "sgd");
 	run_optimizer(21, "adagrad");
 	run_optimizer(22, "adam");
+out:
 	ret = psched_kvstore_destroy(kv);
 	CHECK(!ret, "destroy: %s", psched_errmsg());
 	printf("rows_c rank %d: ok\n", rank);

@@ -6,8 +6,9 @@
 # sgd, adagrad and adam against a reference.  Small partitions cut each
 # server's rows into many pieces.  A second job runs the same with 256 bytes
 # of credit, so a pushpull's pieces must give their credit back while
-# their answers wait for the other workers (or the job hangs).  Runs
-# under ASan and TSan too.
+# their answers wait for the other workers (or the job hangs).  Then a
+# dist_async job: unsorted pushes with duplicates from 3 workers, exact
+# totals.  Runs under ASan and TSan too.
 . "$(dirname "$0")/lib.sh"
 export PS_PARTITION_BYTES=256
 for credit in 0 256; do
@@ -23,4 +24,17 @@ for credit in 0 256; do
 	[ "$(cat "$TMP"/r*.out | grep -c ': ok')" = 3 ] || die "credit $credit: not every worker passed"
 	echo "credit $credit:"; cat "$TMP"/r*.out
 done
+# dist_async: each push applied at once (over shm the servers read the
+# packed rows in place); exact totals after a barrier.
+export PS_CREDIT_BYTES=0 PS_PARTITION_BYTES=0
+start_scheduler 2 3
+start_servers 2
+for i in 1 2 3; do
+	"$BUILD/tests/helpers/rows_c" async >"$TMP/a$i.out" 2>"$TMP/a$i.err" &
+	K[$i]=$!; PIDS+=(${K[$i]})
+done
+for i in 1 2 3; do wait_pid "${K[$i]}" $((120 * MULT)) || die "async: rows_c worker $i exited $?: $(tail -5 "$TMP/a$i.err")"; done
+for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do wait_pid "$p" 30 || die "async: node $p exited $?"; done
+[ "$(cat "$TMP"/a*.out | grep -c ': ok')" = 3 ] || die "async: not every worker passed"
+echo "async:"; cat "$TMP"/a*.out
 exit 0
