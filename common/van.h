@@ -128,7 +128,8 @@ int psd_conn_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 /* Send header + a payload of h->length bytes that @fill writes: into
  * the transport's own memory when it can place it (->send_fill(), shm),
  * else into @buf (h->length bytes, the caller's), which then goes out as
- * psd_conn_send() sends it. */
+ * psd_conn_send() sends it.  @fill runs exactly once, also when the send
+ * fails (then into @buf), so it may do work that must happen anyway. */
 int psd_conn_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 		       psd_fill_fn fill, void *arg, void *buf);
 /* psd_conn_send(), but the transport may keep a small message aside

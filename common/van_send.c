@@ -72,7 +72,11 @@ int psd_conn_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 	struct iovec iov = { .iov_base = buf, .iov_len = (size_t)h->length };
 	int ret = -EMSGSIZE;
 
-	if (t->ops->send_fill && !atomic_load(&t->closed)) {
+	if (atomic_load(&t->closed)) {
+		fill(arg, buf, (size_t)h->length); /* runs once */
+		return -ECONNRESET;
+	}
+	if (t->ops->send_fill) {
 		pthread_mutex_lock(&t->send_lock);
 		ret = t->ops->send_fill(t, h, fill, arg,
 					t->van->send_timeout_ms);
@@ -88,6 +92,7 @@ int psd_conn_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 				 psd_msg_type_name(h->type), t->peer,
 				 psched_strerror(ret));
 			psd_conn_close(t);
+			fill(arg, buf, (size_t)h->length); /* runs once */
 			return ret;
 		}
 	}

@@ -405,6 +405,83 @@ static void rows_fold_failed(const struct kvs_rows *e, uint64_t id)
 		(unsigned long long)(e->version + 1), (unsigned long long)id);
 }
 
+/* What rows_fold_fill() folds and answers: a pushpull piece's rows. */
+struct rows_fold_ask {
+	struct psd_kvs *s;
+	struct kvs_rows *e;
+	const uint8_t *head; /* prefix and ids, checked */
+	const uint8_t *rows;
+	bool add;
+};
+
+/* psd_fill_fn: fold each row of the piece into its stored row (as
+ * rows_fold()) and write the result into the answer. */
+static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
+{
+	const struct rows_fold_ask *a = arg;
+	struct kvs_rows *e = a->e;
+	const uint8_t *ids = a->head + PSD_ROWS_PREFIX;
+	struct psd_rows_prefix p;
+	uint64_t i, id;
+	uint32_t slot;
+
+	(void)len;
+	psd_rows_prefix_get(a->head, &p);
+	for (i = 0; i < p.nrows; i++) {
+		psd_rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
+		memcpy(&id, ids + i * 8, 8);
+		if (rows_fold(a->s, e, id, a->rows + i * e->rowbytes, a->add))
+			rows_fold_failed(e, id);
+		if (psd_rows_tab_get(&e->tab, id, &slot))
+			memcpy(dst + i * e->rowbytes,
+			       psd_rows_at(&e->val, slot), (size_t)e->rowbytes);
+		else
+			memset(dst + i * e->rowbytes, 0, (size_t)e->rowbytes);
+	}
+}
+
+/*
+ * A pushpull piece whose rows are final once folded (its step completes
+ * with it and no other piece summed any of its rows; async: always):
+ * fold them and answer in one pass, each row written into the answer
+ * (in the transport's buffer where it has one) right after its fold, so
+ * it is not looked up and read again.  0, or -ENOMEM with nothing done
+ * (the caller folds and answers separately).
+ */
+static int rows_fold_answer(struct psched_node *n, struct psd_conn *c,
+			    struct kvs_rows *e, const struct psd_hdr *req,
+			    const uint8_t *head, const uint8_t *rows, bool add)
+{
+	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
+	struct rows_fold_ask a = { .s = psd_kvs_of(n),
+				   .e = e,
+				   .head = head,
+				   .rows = rows,
+				   .add = add };
+	struct psd_rows_prefix p;
+	struct psd_hdr h = *req;
+	uint64_t len;
+
+	psd_rows_prefix_get(head, &p);
+	len = (uint64_t)p.nrows * e->rowbytes;
+	if (len > all->rcap) {
+		uint8_t *nb = realloc(all->rbuf, (size_t)len);
+
+		if (!nb)
+			return -ENOMEM;
+		all->rbuf = nb;
+		all->rcap = len;
+	}
+	h.type = PSD_MSG_PULL_RESP;
+	h.sender = n->id;
+	h.flags = PSD_F_ROWS;
+	h.step = e->version + 1; /* the step this piece completes */
+	h.length = len;
+	/* The fill runs whatever becomes of the send. */
+	psd_conn_send_fill(c, &h, rows_fold_fill, &a, all->rbuf);
+	return 0;
+}
+
 /*
  * Sum a checked push payload into the open step's merge rows.  @last: the
  * piece completes the step, so a row no earlier piece of the step had is
@@ -483,10 +560,14 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 }
 
 /* A checked piece of the open step from worker @wrank: summed (0), or
- * refused and answered (an error). */
+ * refused and answered (an error).  With @answer (a pushpull's piece):
+ * when the piece completes the step and no other piece of the step summed
+ * rows (mtab empty), each row is folded and written into the answer in
+ * one pass (rows_fold_answer()), and 1 says it was answered. */
 static int rows_piece(struct psched_node *n, struct psd_conn *c,
 		      struct kvs_rows *e, const struct psd_hdr *h,
-		      const uint8_t *head, const uint8_t *rows, int wrank)
+		      const uint8_t *head, const uint8_t *rows, int wrank,
+		      bool answer)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_rows_prefix p;
@@ -503,13 +584,15 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 		return -EPROTO;
 	}
 	last = e->got[wrank] + 1 == p.pieces && e->wdone + 1 == s->nworker;
-	if (rows_merge(s, e, head, rows, last))
+	answer = answer && last && !e->mtab.count &&
+		 !rows_fold_answer(n, c, e, h, head, rows, false);
+	if (!answer && rows_merge(s, e, head, rows, last))
 		return psd_kvs_reject(n, c, h, -ENOMEM,
 				      "no memory to sum a row-sparse push");
 	e->want[wrank] = p.pieces;
 	if (++e->got[wrank] == p.pieces && ++e->wdone == s->nworker)
 		rows_step_finish(n, e);
-	return 0;
+	return answer;
 }
 
 /* Pushes held for the step now open, in arrival order. */
@@ -533,7 +616,7 @@ static void rows_replay_held(struct psched_node *n, struct kvs_rows *e)
 			p = psd_node_peer(n, w->h.sender);
 			if (p && p->role == PSCHED_ROLE_WORKER)
 				rows_piece(n, w->conn, e, &w->h, w->buf,
-					   rows_after(w->buf), p->rank);
+					   rows_after(w->buf), p->rank, false);
 			rows_wait_free(s, w);
 			again = true; /* the list changed under us */
 			break;
@@ -555,6 +638,7 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 	uint64_t hlen = (uint64_t)(rows - head);
 	char what[48];
 	uint8_t *buf;
+	int ret;
 
 	if (h->step <= e->version) {
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
@@ -563,12 +647,12 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 	if (h->step == e->version + 1) {
 		/* The answer only for a piece summed: a refusal answers
 		 * it. */
-		if (!rows_piece(n, c, e, h, head, rows, wrank)) {
-			if (h->type == PSD_MSG_PUSHPULL)
-				rows_on_pull(n, c, e, h, head);
-			else
-				psd_kvs_send_ack(n, c, h);
-		}
+		ret = rows_piece(n, c, e, h, head, rows, wrank,
+				 h->type == PSD_MSG_PUSHPULL);
+		if (!ret && h->type == PSD_MSG_PUSHPULL)
+			rows_on_pull(n, c, e, h, head);
+		else if (!ret)
+			psd_kvs_send_ack(n, c, h);
 		rows_replay_held(n, e);
 		return;
 	}
@@ -600,6 +684,11 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 	struct psd_rows_prefix p;
 	uint64_t i, id;
 
+	if (h->type == PSD_MSG_PUSHPULL &&
+	    !rows_fold_answer(n, c, e, h, head, rows, true)) {
+		e->version++;
+		return;
+	}
 	psd_rows_prefix_get(head, &p);
 	for (i = 0; i < p.nrows; i++) {
 		psd_rows_tab_prefetch_at(&e->tab, head + PSD_ROWS_PREFIX, i,
