@@ -17,8 +17,9 @@
  *    weights; each row counts its own updates).
  * With the argument "async" (a dist_async job) instead: every worker's
  * pushes of unsorted ids with duplicates (packed, and over shm read by
- * the servers in place) are each added at once; after a barrier every
- * row holds the sum of all of them.
+ * the servers in place) are each added at once; each pushpull of rows
+ * only its worker touches answers their running totals; after a barrier
+ * every row holds the sum of all of them.
  */
 #include <errno.h>
 #include <math.h>
@@ -499,6 +500,48 @@ static uint64_t as_id(int r, int s, size_t i)
 	       (AS_N * 3 / 4) * 3 % AS_R;
 }
 
+/* Async pushpulls of rows only this worker touches (above every as_id()
+ * row): each answer is the row's total of this worker's pushes so far,
+ * this one included. */
+#define AP_N 1500u
+static void run_async_pushpull(uint64_t key)
+{
+	static double tot[AS_R * WIDTH];
+	uint64_t ids[AP_N], req;
+	static float vals[AP_N * WIDTH], out[AP_N * WIDTH];
+	uint64_t base = AS_R - 2000u * (uint64_t)(rank + 1);
+	unsigned j;
+	size_t i;
+	int t, ret;
+
+	CHECK(base >= AS_N * 3 / 4 * 3,
+	      "too many workers for the async pushpulls");
+	for (t = 0; t < 4; t++) {
+		for (i = 0; i < AP_N; i++) {
+			ids[i] = base + (i * 37u + (unsigned)t) % 1200u;
+			for (j = 0; j < WIDTH; j++) {
+				vals[i * WIDTH + j] =
+					(float)((i + j + t) % 5) + 1;
+				tot[ids[i] * WIDTH + j] += vals[i * WIDTH + j];
+			}
+		}
+		memset(out, 0xee, sizeof(out));
+		ret = psched_row_sparse_pushpull(node, key, AP_N, ids, vals,
+						 out, 0, NULL, NULL, &req);
+		CHECK(!ret, "async pushpull %d: %s", t, psched_errmsg());
+		wait_req(req, "async pushpull");
+		for (i = 0; i < AP_N; i++)
+			for (j = 0; j < WIDTH; j++)
+				CHECK(out[i * WIDTH + j] ==
+					      tot[ids[i] * WIDTH + j],
+				      "async pushpull %d row %llu elem %u: got "
+				      "%g want %g",
+				      t, (unsigned long long)ids[i], j,
+				      out[i * WIDTH + j],
+				      tot[ids[i] * WIDTH + j]);
+	}
+}
+
 static void run_async(struct psched_kvstore *kv, uint64_t key)
 {
 	static double want[AS_R * WIDTH];
@@ -531,6 +574,7 @@ static void run_async(struct psched_kvstore *kv, uint64_t key)
 	}
 	for (s = 0; s < AS_STEPS; s++)
 		wait_req(req[s], "async push");
+	run_async_pushpull(key);
 	ret = psched_kvstore_barrier(kv);
 	CHECK(!ret, "barrier after the pushes: %s", psched_errmsg());
 	memset(want, 0, sizeof(want));
@@ -549,6 +593,15 @@ static void run_async(struct psched_kvstore *kv, uint64_t key)
 				     &req[0]);
 	CHECK(!ret, "async pull: %s", psched_errmsg());
 	wait_req(req[0], "async pull");
+	for (r = 0; r < nw; r++) /* every worker's pushpulls */
+		for (s = 0; s < 4; s++)
+			for (i = 0; i < AP_N; i++) {
+				id = AS_R - 2000u * (uint64_t)(r + 1) +
+				     (i * 37u + (unsigned)s) % 1200u;
+				for (j = 0; j < WIDTH; j++)
+					want[id * WIDTH + j] +=
+						(double)((i + j + s) % 5) + 1;
+			}
 	for (i = 0; i < AS_R; i++)
 		for (j = 0; j < WIDTH; j++)
 			CHECK(out[i * WIDTH + j] == want[i * WIDTH + j],
