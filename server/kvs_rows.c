@@ -281,6 +281,8 @@ static void rows_fill(void *arg, uint8_t *dst, size_t len)
 	(void)len;
 	for (i = 0; i < a->nrows; i++) {
 		psd_rows_tab_prefetch_at(&e->tab, a->ids, i, a->nrows);
+		psd_rows_val_prefetch_at(&e->tab, &e->val, a->ids, i, a->nrows,
+					 false);
 		memcpy(&id, a->ids + i * 8, 8);
 		if (psd_rows_tab_get(&e->tab, id, &slot))
 			memcpy(dst + i * e->rowbytes,
@@ -420,21 +422,32 @@ static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
 {
 	const struct rows_fold_ask *a = arg;
 	struct kvs_rows *e = a->e;
-	const uint8_t *ids = a->head + PSD_ROWS_PREFIX;
+	const uint8_t *ids = a->head + PSD_ROWS_PREFIX, *g;
 	struct psd_rows_prefix p;
 	uint64_t i, id;
 	uint32_t slot;
+	uint8_t *w;
+	int ret;
 
 	(void)len;
 	psd_rows_prefix_get(a->head, &p);
 	for (i = 0; i < p.nrows; i++) {
 		psd_rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
+		psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i, p.nrows,
+					 true);
 		memcpy(&id, ids + i * 8, 8);
-		if (rows_fold(a->s, e, id, a->rows + i * e->rowbytes, a->add))
+		g = a->rows + i * e->rowbytes;
+		w = rows_stored(a->s, e, id, &slot);
+		ret = w ? rows_optimize(a->s, e, id, slot, w, g) : -ENOMEM;
+		if (ret > 0 && a->add)
+			psd_rows_add(e->dtype, w, g, e->rowbytes);
+		else if (ret > 0)
+			memcpy(w, g, (size_t)e->rowbytes);
+		else if (ret < 0)
 			rows_fold_failed(e, id);
-		if (psd_rows_tab_get(&e->tab, id, &slot))
-			memcpy(dst + i * e->rowbytes,
-			       psd_rows_at(&e->val, slot), (size_t)e->rowbytes);
+		/* A row that could not be stored reads as zeros. */
+		if (w)
+			memcpy(dst + i * e->rowbytes, w, (size_t)e->rowbytes);
 		else
 			memset(dst + i * e->rowbytes, 0, (size_t)e->rowbytes);
 	}
@@ -514,6 +527,8 @@ static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
 		}
 		if (last) {
 			psd_rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
+			psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i,
+						 p.nrows, true);
 			if (rows_fold(s, e, id, rows + i * e->rowbytes, false))
 				rows_fold_failed(e, id);
 			continue;
@@ -693,6 +708,9 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 	for (i = 0; i < p.nrows; i++) {
 		psd_rows_tab_prefetch_at(&e->tab, head + PSD_ROWS_PREFIX, i,
 					 p.nrows);
+		psd_rows_val_prefetch_at(&e->tab, &e->val,
+					 head + PSD_ROWS_PREFIX, i, p.nrows,
+					 true);
 		memcpy(&id, head + PSD_ROWS_PREFIX + i * 8, 8);
 		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
 			      true)) {

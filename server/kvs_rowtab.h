@@ -106,6 +106,35 @@ static inline uint8_t *psd_rows_at(const struct psd_rows_arena *a, uint64_t i)
 	       (i & (PSD_ROWS_SLAB - 1)) * a->rowbytes;
 }
 
+/* Prefetch (for a write when @wr) the stored row in @a of the id
+ * PSD_ROWS_AHEAD / 2 places after @i in @ids (@nrows ids): its probe's
+ * lines were prefetched PSD_ROWS_AHEAD places before
+ * (psd_rows_tab_prefetch_at()), so the lookup is cheap by now, and the
+ * row, anywhere in the slabs, arrives while the rows before it are
+ * folded or copied. */
+PSD_ROWS_INLINE void psd_rows_val_prefetch_at(const struct psd_rows_tab *t,
+					      const struct psd_rows_arena *a,
+					      const uint8_t *ids, uint64_t i,
+					      uint64_t nrows, bool wr)
+{
+	const uint8_t *p;
+	uint64_t id, off;
+	uint32_t slot;
+
+	if (i + PSD_ROWS_AHEAD / 2 >= nrows)
+		return;
+	memcpy(&id, ids + (i + PSD_ROWS_AHEAD / 2) * 8, 8);
+	if (!psd_rows_tab_get(t, id, &slot))
+		return;
+	p = psd_rows_at(a, slot);
+	for (off = 0; off < a->rowbytes && off < 512; off += 64) {
+		if (wr)
+			__builtin_prefetch(p + off, 1);
+		else
+			__builtin_prefetch(p + off, 0);
+	}
+}
+
 /* A new row (zeroed unless the arena was reset to reuse its slabs); its
  * slot in *@out.  0 or -ENOMEM. */
 int psd_rows_arena_new(struct psd_kvs *s, struct psd_rows_arena *a,
