@@ -16,8 +16,11 @@
  * its ids and rows straight from the caller's arrays (only each piece's
  * 8-byte prefix is built) and a pull's answers land straight in the
  * caller's rows; otherwise a push packs its distinct rows (summing
- * duplicates) and a pull's answers land in a buffer of distinct rows
- * copied out to every position asking them (a pushpull does both).
+ * duplicates) when each piece is sent, where the transport wants them
+ * (psd_kvw_rows_fill(): the shm ring, else r->cbuf), and a pull's
+ * answers, read where the transport has them (the shm ring) or landed
+ * in a buffer of distinct rows, are copied out to every position asking
+ * them (a pushpull does both).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -593,6 +596,38 @@ static int rows_req_make(struct psched_node *n, uint8_t type, uint64_t key,
 }
 
 /* Unlocked.  Issue a row-sparse request. */
+/*
+ * Locked.  Whether the caller sends (and packs) @r itself: its pieces,
+ * one per server at most, are all that is queued and nothing is in
+ * flight (a lone request, as a training step's embedding pushpull is),
+ * so handing them to the sender thread would only add its wake-up to the
+ * request's time.  Other requests queued or in flight keep the sender
+ * thread's order and batching.
+ */
+static bool rows_send_inline(const struct psched_node *n,
+			     const struct psd_kvw *w, const struct kvw_req *r)
+{
+	return r->nchunks && r->nchunks <= n->num_server &&
+	       psd_chunkq_len(&w->q) == r->nchunks && !w->credit.in_flight;
+}
+
+/* Locked on entry and return, dropped around each send: send what the
+ * queue gives next, as many chunks as @r has. */
+static void rows_send_now_unlocks(struct psched_node *n, struct psd_kvw *w,
+				  const struct kvw_req *r)
+{
+	struct psd_chunk_node *node;
+	size_t k, nch = r->nchunks;
+
+	for (k = 0; k < nch; k++) {
+		node = psd_sched_next(&w->q, &w->credit);
+		if (!node)
+			break;
+		psd_kvw_chunk_send_unlocks(
+			n, psd_container_of(node, struct kvw_chunk, node));
+	}
+}
+
 static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 		      size_t nids, const uint64_t *ids, const void *src,
 		      void *out, int priority, psched_done_fn *cb, void *arg,
@@ -641,6 +676,8 @@ static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 	} else if ((ret = psd_kvw_req_layout(n, r))) {
 		psd_kvw_req_error(r, ret, "%s", psched_errmsg());
 		r->pending = 1;
+	} else if (rows_send_inline(n, w, r)) {
+		rows_send_now_unlocks(n, w, r);
 	}
 	psd_kvw_kick(w);
 	fire = psd_kvw_req_settle(w, r);
