@@ -454,8 +454,9 @@ static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
 }
 
 /*
- * A pushpull piece whose rows are final once folded (its step completes
- * with it and no other piece summed any of its rows; async: always):
+ * A pushpull piece whose rows are final once folded (every other
+ * worker's pieces of its step are in and no piece summed rows; async:
+ * always):
  * fold them and answer in one pass, each row written into the answer
  * (in the transport's buffer where it has one) right after its fold, so
  * it is not looked up and read again.  0, or -ENOMEM with nothing done
@@ -488,7 +489,7 @@ static int rows_fold_answer(struct psched_node *n, struct psd_conn *c,
 	h.type = PSD_MSG_PULL_RESP;
 	h.sender = n->id;
 	h.flags = PSD_F_ROWS;
-	h.step = e->version + 1; /* the step this piece completes */
+	h.step = e->version + 1; /* the step its rows now include */
 	h.length = len;
 	/* The fill runs whatever becomes of the send. */
 	psd_conn_send_fill(c, &h, rows_fold_fill, &a, all->rbuf);
@@ -496,14 +497,15 @@ static int rows_fold_answer(struct psched_node *n, struct psd_conn *c,
 }
 
 /*
- * Sum a checked push payload into the open step's merge rows.  @last: the
- * piece completes the step, so a row no earlier piece of the step had is
- * its own sum: folded into the stored row straight from the payload
- * (no merge copy; with one worker every row goes this way), the others
+ * Sum a checked push payload into the open step's merge rows.  @last:
+ * every other worker's pieces of the step are in, so a row no earlier
+ * piece of the step had is its own sum (this worker's pieces are
+ * disjoint): folded into the stored row straight from the payload (no
+ * merge copy; with one worker every row goes this way), the others
  * summed into their merge rows, which rows_step_finish() folds.  @head:
  * the prefix and ids (checked, in our memory), @rows: the rows (may be
- * read in place).  0, or -ENOMEM (only when !@last: a last piece always
- * completes the step).
+ * read in place).  0, or -ENOMEM (only when !@last: with @last no merge
+ * row is made).
  */
 static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
 		      const uint8_t *head, const uint8_t *rows, bool last)
@@ -576,9 +578,11 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 
 /* A checked piece of the open step from worker @wrank: summed (0), or
  * refused and answered (an error).  With @answer (a pushpull's piece):
- * when the piece completes the step and no other piece of the step summed
- * rows (mtab empty), each row is folded and written into the answer in
- * one pass (rows_fold_answer()), and 1 says it was answered. */
+ * when every other worker's pieces of the step are in and none of the
+ * step's pieces summed rows (mtab empty: one worker, or the others pushed
+ * no rows here), its rows are final once folded, so each is folded and
+ * written into the answer in one pass (rows_fold_answer()), without
+ * waiting for the step's other pieces, and 1 says it was answered. */
 static int rows_piece(struct psched_node *n, struct psd_conn *c,
 		      struct kvs_rows *e, const struct psd_hdr *h,
 		      const uint8_t *head, const uint8_t *rows, int wrank,
@@ -598,7 +602,10 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 				e->want[wrank], e->got[wrank]);
 		return -EPROTO;
 	}
-	last = e->got[wrank] + 1 == p.pieces && e->wdone + 1 == s->nworker;
+	/* Every other worker's pieces of the step are in: rows of this
+	 * worker's pieces (disjoint) that no other piece summed are final
+	 * once folded, whether or not this piece completes the step. */
+	last = e->wdone + 1 == s->nworker;
 	answer = answer && last && !e->mtab.count &&
 		 !rows_fold_answer(n, c, e, h, head, rows, false);
 	if (!answer && rows_merge(s, e, head, rows, last))
