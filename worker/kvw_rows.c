@@ -608,7 +608,6 @@ static int rows_req_make(struct psched_node *n, uint8_t type, uint64_t key,
 	return 0;
 }
 
-/* Unlocked.  Issue a row-sparse request. */
 /*
  * Locked.  Whether the caller sends (and packs) @r itself: its pieces,
  * one per server at most, are all that is queued and nothing is in
@@ -641,6 +640,7 @@ static void rows_send_now_unlocks(struct psched_node *n, struct psd_kvw *w,
 	}
 }
 
+/* Unlocked.  Issue a row-sparse request. */
 static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 		      size_t nids, const uint64_t *ids, const void *src,
 		      void *out, int priority, psched_done_fn *cb, void *arg,
