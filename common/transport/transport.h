@@ -101,12 +101,12 @@ struct psd_conn {
 	/* In-place receive (van thread, per message): set by the transport
 	 * before psd_van_rx_header() when the whole payload is already
 	 * readable in the transport's own memory (shm: posted in the ring,
-	 * contiguous), else NULL.  A consumer may choose it as the
-	 * destination: nothing is copied and psd_van_rx_msg() gets this
-	 * pointer.  The peer can still write that memory, so such a
-	 * consumer must copy whatever it checks (lengths, indices) before
-	 * checking it; values it only sums or copies may be read in place.
-	 * Valid until psd_van_rx_msg() returns. */
+	 * contiguous, 64-byte aligned), else NULL.  A consumer may choose
+	 * it as the destination: nothing is copied and psd_van_rx_msg()
+	 * gets this pointer.  The peer can still write that memory, so
+	 * such a consumer must copy whatever it checks (lengths, indices)
+	 * before checking it; values it only sums or copies may be read in
+	 * place.  Valid until psd_van_rx_msg() returns. */
 	void *rx_inplace;
 	struct psd_list link; /* van->conns, guarded by van->lock */
 	bool in_list;

@@ -753,6 +753,7 @@ static void test_transport_send_fill(void)
 		CHECK_U64(b.inplace_msgs, ==, placed);
 	else
 		CHECK_U64(b.inplace_msgs, ==, 0);
+	psd_conn_put(ab);
 	tt_node_fini(&x);
 	tt_node_fini(&b);
 	free(buf);

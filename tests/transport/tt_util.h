@@ -245,6 +245,8 @@ static inline int tt_rx_header(void *arg, struct psd_conn *c,
 		*dst = c->rx_inplace;
 		pthread_mutex_lock(&n->lock);
 		n->inplace_msgs++;
+		if ((uintptr_t)c->rx_inplace % 64)
+			tt_bad(n, "in-place payload not 64-byte aligned", h);
 		pthread_mutex_unlock(&n->lock);
 		return 0;
 	}

@@ -222,8 +222,13 @@ static int shm_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 
 	if (h->length > SHM_PLACE_MAX)
 		return -EMSGSIZE;
+	/* The payload starts SHM_PLACE_ALIGN-aligned (rows are read in
+	 * place as their type: bfloat16, float...), at the ring's start if
+	 * it would wrap. */
 	off = (size_t)((sc->tx_head + sizeof(fr)) & (SHM_RING_SIZE - 1));
-	pad = off + len > SHM_RING_SIZE ? SHM_RING_SIZE - off : 0;
+	pad = (SHM_PLACE_ALIGN - off % SHM_PLACE_ALIGN) % SHM_PLACE_ALIGN;
+	if (off + pad + len > SHM_RING_SIZE)
+		pad = SHM_RING_SIZE - off;
 	need = sizeof(fr) + pad + len;
 	for (;;) {
 		room = shm_tx_room(sc);
@@ -317,7 +322,7 @@ static int shm_rx_frame(struct shm_conn *sc, struct shm_frame *fr)
 	if ((fr->mode != SHM_INLINE && fr->mode != SHM_CMA &&
 	     fr->mode != SHM_CMA_ASYNC && fr->mode != SHM_PLACED) ||
 	    (fr->mode == SHM_INLINE && fr->niov) ||
-	    (fr->mode == SHM_PLACED ? fr->niov >= SHM_PLACE_MAX
+	    (fr->mode == SHM_PLACED ? fr->niov >= SHM_RING_SIZE / 2
 				    : fr->niov > SHM_MAX_IOV)) {
 		psd_err("dropping connection from %s: bad frame (mode %u, "
 			"%u iovecs or padding)",

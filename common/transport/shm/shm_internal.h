@@ -93,12 +93,14 @@ enum shm_mode {
 	/* The payload follows in the ring, written there by the sender's
 	 * fill (->send_fill()) and posted with its frame, in one piece:
 	 * niov is the padding skipped after the frame so that the payload
-	 * does not wrap.  The receiver may read it in place. */
+	 * is aligned and does not wrap.  The receiver may read it in
+	 * place. */
 	SHM_PLACED = 4,
 };
 /* Largest payload ->send_fill() places: frame, padding (less than the
- * payload) and payload always fit in the ring. */
-#define SHM_PLACE_MAX (SHM_RING_SIZE / 2 - 4096u)
+ * payload plus SHM_PLACE_ALIGN) and payload always fit in the ring. */
+#define SHM_PLACE_MAX	(SHM_RING_SIZE / 2 - 4096u)
+#define SHM_PLACE_ALIGN 64u /* a placed payload's start in the ring */
 
 /*
  * Control block of one ring (one direction), in shared memory.  The
