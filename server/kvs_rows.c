@@ -292,41 +292,53 @@ static void rows_fill(void *arg, uint8_t *dst, size_t len)
 	}
 }
 
-/* Answer pull @req (its payload @payload: prefix and ids, checked) with
- * the rows of @e it asks, written straight into the transport's buffer
- * where it has one (shm), else into the reply buffer first. */
-static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
-			    struct kvs_rows *e, const struct psd_hdr *req,
-			    const uint8_t *payload)
+/*
+ * Send the answer to @req: @nrows rows of @e, of step @step, that @fill
+ * writes (with @arg) straight into the transport's buffer where it has
+ * one (shm), else into the reply buffer, whose pages are touched only
+ * then.  0, or -ENOMEM before anything was done; @fill runs once
+ * otherwise, whatever becomes of the send.
+ */
+static int rows_answer(struct psched_node *n, struct psd_conn *c,
+		       const struct kvs_rows *e, const struct psd_hdr *req,
+		       uint64_t step, uint64_t nrows, psd_fill_fn fill,
+		       void *arg)
 {
 	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
-	struct psd_rows_prefix p;
 	struct psd_hdr h = *req;
-	struct rows_ask a = { .e = e, .ids = payload + PSD_ROWS_PREFIX };
-	uint64_t len;
+	uint64_t len = nrows * e->rowbytes;
 
-	psd_rows_prefix_get(payload, &p);
-	a.nrows = p.nrows;
-	len = (uint64_t)p.nrows * e->rowbytes;
 	if (len > all->rcap) {
-		/* Pages are touched only if the transport cannot place the
-		 * answer itself. */
 		uint8_t *nb = realloc(all->rbuf, (size_t)len);
 
-		if (!nb) {
-			psd_kvs_reject(n, c, req, -ENOMEM,
-				       "no memory for a row-sparse answer");
-			return;
-		}
+		if (!nb)
+			return -ENOMEM;
 		all->rbuf = nb;
 		all->rcap = len;
 	}
 	h.type = PSD_MSG_PULL_RESP;
 	h.sender = n->id;
 	h.flags = PSD_F_ROWS;
-	h.step = e->version;
+	h.step = step;
 	h.length = len;
-	psd_conn_send_fill(c, &h, rows_fill, &a, all->rbuf);
+	psd_conn_send_fill(c, &h, fill, arg, all->rbuf);
+	return 0;
+}
+
+/* Answer pull @req (its payload @payload: prefix and ids, checked) with
+ * the rows of @e it asks. */
+static void rows_reply_pull(struct psched_node *n, struct psd_conn *c,
+			    struct kvs_rows *e, const struct psd_hdr *req,
+			    const uint8_t *payload)
+{
+	struct rows_ask a = { .e = e, .ids = payload + PSD_ROWS_PREFIX };
+	struct psd_rows_prefix p;
+
+	psd_rows_prefix_get(payload, &p);
+	a.nrows = p.nrows;
+	if (rows_answer(n, c, e, req, e->version, p.nrows, rows_fill, &a))
+		psd_kvs_reject(n, c, req, -ENOMEM,
+			       "no memory for a row-sparse answer");
 }
 
 /* Stored row @id of @e (created zero when new), or NULL (no memory). */
@@ -456,44 +468,26 @@ static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
 /*
  * A pushpull piece whose rows are final once folded (every other
  * worker's pieces of its step are in and no piece summed rows; async:
- * always):
- * fold them and answer in one pass, each row written into the answer
- * (in the transport's buffer where it has one) right after its fold, so
- * it is not looked up and read again.  0, or -ENOMEM with nothing done
- * (the caller folds and answers separately).
+ * always): fold them and answer in one pass, each row written into the
+ * answer right after its fold, so it is not looked up and read again.
+ * 0, or -ENOMEM with nothing done (the caller folds and answers
+ * separately).
  */
 static int rows_fold_answer(struct psched_node *n, struct psd_conn *c,
 			    struct kvs_rows *e, const struct psd_hdr *req,
 			    const uint8_t *head, const uint8_t *rows, bool add)
 {
-	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
 	struct rows_fold_ask a = { .s = psd_kvs_of(n),
 				   .e = e,
 				   .head = head,
 				   .rows = rows,
 				   .add = add };
 	struct psd_rows_prefix p;
-	struct psd_hdr h = *req;
-	uint64_t len;
 
 	psd_rows_prefix_get(head, &p);
-	len = (uint64_t)p.nrows * e->rowbytes;
-	if (len > all->rcap) {
-		uint8_t *nb = realloc(all->rbuf, (size_t)len);
-
-		if (!nb)
-			return -ENOMEM;
-		all->rbuf = nb;
-		all->rcap = len;
-	}
-	h.type = PSD_MSG_PULL_RESP;
-	h.sender = n->id;
-	h.flags = PSD_F_ROWS;
-	h.step = e->version + 1; /* the step its rows now include */
-	h.length = len;
-	/* The fill runs whatever becomes of the send. */
-	psd_conn_send_fill(c, &h, rows_fold_fill, &a, all->rbuf);
-	return 0;
+	/* Answered as of the step its rows now include. */
+	return rows_answer(n, c, e, req, e->version + 1, p.nrows,
+			   rows_fold_fill, &a);
 }
 
 /*
@@ -657,7 +651,8 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 			 const uint8_t *head, const uint8_t *rows, int wrank)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	uint64_t hlen = (uint64_t)(rows - head);
+	/* @head and @rows may be in different places (read in place). */
+	uint64_t hlen = (uint64_t)(rows_after(head) - head);
 	char what[48];
 	uint8_t *buf;
 	int ret;

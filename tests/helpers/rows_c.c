@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "psched/kvstore.h"
 
@@ -256,6 +257,67 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 		pull_check(key, dt, rev, R, want, "reverse pull", s);
 		pull_check(key, dt, dup, 3 * R, want, "repeating pull", s);
 	}
+}
+
+/*
+ * Steps issued back to back, none waited for before the next: rank 0
+ * starts 300 ms late, so the other workers' later steps reach the
+ * servers before step 1 is complete and are held there until their step
+ * opens (over shm read from the ring, then copied into the held queue,
+ * prefix and ids from the server's own copy, rows from the ring).  Every
+ * row then holds the sum of the last step that pushed it.
+ */
+#define AH_STEPS 4
+
+static void run_ahead(uint64_t key)
+{
+	static double want[R * WIDTH], sum[R * WIDTH];
+	static uint64_t ids[AH_STEPS][MAXN], tmp[MAXN], all[R];
+	static float buf[AH_STEPS][MAXN * WIDTH];
+	static bool hit[R];
+	uint64_t req[AH_STEPS];
+	size_t n, i, k;
+	unsigned j;
+	int s, r, ret;
+
+	ret = psched_row_sparse_init(node, key, R, WIDTH, PSCHED_F32, tmo);
+	CHECK(!ret, "init ahead key: %s", psched_errmsg());
+	if (rank == 0)
+		usleep(300000);
+	for (s = 1; s <= AH_STEPS; s++) {
+		n = push_ids(rank, s, ids[s - 1]);
+		for (i = 0; i < n; i++)
+			for (j = 0; j < WIDTH; j++)
+				buf[s - 1][i * WIDTH + j] = (float)push_val(
+					rank, s, ids[s - 1][i], i, j);
+		ret = psched_row_sparse_push(node, key, n, ids[s - 1],
+					     buf[s - 1], 0, NULL, NULL,
+					     &req[s - 1]);
+		CHECK(!ret, "ahead push step %d: %s", s, psched_errmsg());
+	}
+	for (s = 1; s <= AH_STEPS; s++)
+		wait_req(req[s - 1], "ahead push");
+	memset(want, 0, sizeof(want));
+	for (s = 1; s <= AH_STEPS; s++) {
+		memset(sum, 0, sizeof(sum));
+		memset(hit, 0, sizeof(hit));
+		for (r = 0; r < nw; r++) {
+			k = push_ids(r, s, tmp);
+			for (i = 0; i < k; i++) {
+				hit[tmp[i]] = true;
+				for (j = 0; j < WIDTH; j++)
+					sum[tmp[i] * WIDTH + j] +=
+						push_val(r, s, tmp[i], i, j);
+			}
+		}
+		for (i = 0; i < R; i++)
+			if (hit[i])
+				memcpy(want + i * WIDTH, sum + i * WIDTH,
+				       WIDTH * sizeof(double));
+	}
+	for (i = 0; i < R; i++)
+		all[i] = i;
+	pull_check(key, PSCHED_F32, all, R, want, "ahead pull", AH_STEPS);
 }
 
 /* Big batches: the worker's scratch buffers (pairs, packed rows, landing
@@ -638,6 +700,7 @@ int main(int argc, char **argv)
 	run_sums(8, PSCHED_F64);
 	run_sums(9, PSCHED_BF16);
 	run_big(10);
+	run_ahead(11);
 	run_refusals(7);
 	run_optimizer(20, "sgd");
 	run_optimizer(21, "adagrad");
