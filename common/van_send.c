@@ -22,6 +22,22 @@ static struct psd_conn *conn_tx(struct psd_conn *c)
 	return pair && c->tx_to_pair ? pair : c;
 }
 
+/* A send of @h on @c (where it went out: conn_tx()) returned @ret:
+ * count it, or drop @c. */
+static int conn_sent(struct psd_conn *c, const struct psd_hdr *h, int ret)
+{
+	if (ret) {
+		psd_warn("send of %s to %s failed: %s; dropping the connection",
+			 psd_msg_type_name(h->type), c->peer,
+			 psched_strerror(ret));
+		psd_conn_close(c);
+		return ret;
+	}
+	atomic_fetch_add(&c->van->tx_bytes, h->length);
+	atomic_fetch_add(&c->van->tx_msgs, 1);
+	return 0;
+}
+
 static int conn_send(struct psd_conn *c, const struct psd_hdr *h,
 		     const struct iovec *iov, int niov, enum conn_send_how how)
 {
@@ -47,16 +63,7 @@ static int conn_send(struct psd_conn *c, const struct psd_hdr *h,
 	pthread_mutex_unlock(&c->send_lock);
 	if (ret == -EOPNOTSUPP && how == CONN_SEND_DEV)
 		return ret; /* nothing went out: the caller stages it */
-	if (ret) {
-		psd_warn("send of %s to %s failed: %s; dropping the connection",
-			 psd_msg_type_name(h->type), c->peer,
-			 psched_strerror(ret));
-		psd_conn_close(c);
-		return ret;
-	}
-	atomic_fetch_add(&van->tx_bytes, h->length);
-	atomic_fetch_add(&van->tx_msgs, 1);
-	return 0;
+	return conn_sent(c, h, ret);
 }
 
 int psd_conn_send(struct psd_conn *c, const struct psd_hdr *h,
@@ -70,7 +77,7 @@ int psd_conn_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 {
 	struct psd_conn *t = conn_tx(c);
 	struct iovec iov = { .iov_base = buf, .iov_len = (size_t)h->length };
-	int ret = -EMSGSIZE;
+	int ret;
 
 	if (atomic_load(&t->closed)) {
 		fill(arg, buf, (size_t)h->length); /* runs once */
@@ -81,19 +88,10 @@ int psd_conn_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 		ret = t->ops->send_fill(t, h, fill, arg,
 					t->van->send_timeout_ms);
 		pthread_mutex_unlock(&t->send_lock);
-		if (!ret) {
-			atomic_fetch_add(&t->van->tx_bytes, h->length);
-			atomic_fetch_add(&t->van->tx_msgs, 1);
-			return 0;
-		}
 		if (ret != -EMSGSIZE) {
-			psd_warn("send of %s to %s failed: %s; dropping the "
-				 "connection",
-				 psd_msg_type_name(h->type), t->peer,
-				 psched_strerror(ret));
-			psd_conn_close(t);
-			fill(arg, buf, (size_t)h->length); /* runs once */
-			return ret;
+			if (ret) /* not placed: it still runs once */
+				fill(arg, buf, (size_t)h->length);
+			return conn_sent(t, h, ret);
 		}
 	}
 	fill(arg, buf, (size_t)h->length);

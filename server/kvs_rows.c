@@ -391,14 +391,17 @@ static int rows_optimize(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
 }
 
 /* Fold summed row @g of row @id into the stored row; @add: the default
- * rule adds (async) instead of replacing (sync). */
+ * rule adds (async) instead of replacing (sync).  *@row (if @row): the
+ * stored row, NULL when it could not be made.  0 or -ENOMEM. */
 static int rows_fold(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
-		     const uint8_t *g, bool add)
+		     const uint8_t *g, bool add, uint8_t **row)
 {
 	uint32_t slot;
 	uint8_t *w = rows_stored(s, e, id, &slot);
 	int ret;
 
+	if (row)
+		*row = w;
 	if (!w)
 		return -ENOMEM;
 	ret = rows_optimize(s, e, id, slot, w, g);
@@ -434,12 +437,10 @@ static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
 {
 	const struct rows_fold_ask *a = arg;
 	struct kvs_rows *e = a->e;
-	const uint8_t *ids = a->head + PSD_ROWS_PREFIX, *g;
+	const uint8_t *ids = a->head + PSD_ROWS_PREFIX;
 	struct psd_rows_prefix p;
 	uint64_t i, id;
-	uint32_t slot;
 	uint8_t *w;
-	int ret;
 
 	(void)len;
 	psd_rows_prefix_get(a->head, &p);
@@ -448,14 +449,8 @@ static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
 		psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i, p.nrows,
 					 true);
 		memcpy(&id, ids + i * 8, 8);
-		g = a->rows + i * e->rowbytes;
-		w = rows_stored(a->s, e, id, &slot);
-		ret = w ? rows_optimize(a->s, e, id, slot, w, g) : -ENOMEM;
-		if (ret > 0 && a->add)
-			psd_rows_add(e->dtype, w, g, e->rowbytes);
-		else if (ret > 0)
-			memcpy(w, g, (size_t)e->rowbytes);
-		else if (ret < 0)
+		if (rows_fold(a->s, e, id, a->rows + i * e->rowbytes, a->add,
+			      &w))
 			rows_fold_failed(e, id);
 		/* A row that could not be stored reads as zeros. */
 		if (w)
@@ -525,7 +520,8 @@ static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
 			psd_rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
 			psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i,
 						 p.nrows, true);
-			if (rows_fold(s, e, id, rows + i * e->rowbytes, false))
+			if (rows_fold(s, e, id, rows + i * e->rowbytes, false,
+				      NULL))
 				rows_fold_failed(e, id);
 			continue;
 		}
@@ -549,7 +545,8 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 	for (i = 0; i < e->mtab.cap && e->mtab.count; i++)
 		if (e->mtab.ids[i] != PSD_ROWS_EMPTY &&
 		    rows_fold(s, e, e->mtab.ids[i],
-			      psd_rows_at(&e->merge, e->mtab.idx[i]), false))
+			      psd_rows_at(&e->merge, e->mtab.idx[i]), false,
+			      NULL))
 			rows_fold_failed(e, e->mtab.ids[i]);
 	psd_rows_tab_clear(&e->mtab);
 	/* The merge slabs stay for the next step (rows are overwritten). */
@@ -715,7 +712,7 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 					 true);
 		memcpy(&id, head + PSD_ROWS_PREFIX + i * 8, 8);
 		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
-			      true)) {
+			      true, NULL)) {
 			psd_kvs_reject(n, c, h, -ENOMEM,
 				       "no memory to store rows");
 			return;

@@ -71,6 +71,16 @@ static void shm_ring_get(const uint8_t *ring, uint64_t pos, void *dst,
 	memcpy((uint8_t *)dst + n, ring, len - n);
 }
 
+/* Publish @n more bytes written at the ring's head and wake the consumer. */
+static void shm_tx_publish(struct shm_conn *sc, size_t n)
+{
+	sc->tx_head += n;
+	shm_local_release(sc);
+	atomic_store_explicit(&sc->tx.ctl->head, sc->tx_head,
+			      memory_order_release);
+	shm_evfd_signal(sc->tx.data_fd);
+}
+
 /*
  * Append @len bytes to the tx ring and wake the consumer.  @whole: all in
  * one go (frames), else as room appears.  Waits bounded by @timeout_ms
@@ -96,11 +106,7 @@ static int shm_tx_put(struct shm_conn *sc, const uint8_t *src, size_t len,
 			continue;
 		}
 		shm_ring_put(sc->tx.data, sc->tx_head, src, n);
-		sc->tx_head += n;
-		shm_local_release(sc);
-		atomic_store_explicit(&sc->tx.ctl->head, sc->tx_head,
-				      memory_order_release);
-		shm_evfd_signal(sc->tx.data_fd);
+		shm_tx_publish(sc, n);
 		src += n;
 		len -= n;
 		deadline_ms = psd_now_ms() + timeout_ms;
@@ -246,11 +252,7 @@ static int shm_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 	if (len)
 		fill(arg, sc->tx.data + ((off + pad) & (SHM_RING_SIZE - 1)),
 		     len);
-	sc->tx_head += need;
-	shm_local_release(sc);
-	atomic_store_explicit(&sc->tx.ctl->head, sc->tx_head,
-			      memory_order_release);
-	shm_evfd_signal(sc->tx.data_fd);
+	shm_tx_publish(sc, need);
 	return 0;
 }
 
