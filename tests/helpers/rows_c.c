@@ -180,18 +180,46 @@ static void push_sorted(enum psched_dtype dt, uint64_t *ids, uint8_t *buf,
 	*n = nu;
 }
 
+/* The default rule's effect of step @s on @want (R x WIDTH): a row any
+ * worker pushed at step @s holds the sum of its step-@s pushes
+ * (duplicates included); other rows keep their value. */
+static void want_step(int s, double *want)
+{
+	static double sum[R * WIDTH];
+	static uint64_t ids[MAXN];
+	static bool hit[R];
+	size_t i, k;
+	unsigned j;
+	int r;
+
+	memset(sum, 0, sizeof(sum));
+	memset(hit, 0, sizeof(hit));
+	for (r = 0; r < nw; r++) {
+		k = push_ids(r, s, ids);
+		for (i = 0; i < k; i++) {
+			hit[ids[i]] = true;
+			for (j = 0; j < WIDTH; j++)
+				sum[ids[i] * WIDTH + j] +=
+					push_val(r, s, ids[i], i, j);
+		}
+	}
+	for (i = 0; i < R; i++)
+		if (hit[i])
+			memcpy(want + i * WIDTH, sum + i * WIDTH,
+			       WIDTH * sizeof(double));
+}
+
 /* Sums, default rule: a row pushed in step s holds the sum of its step-s
  * pushes (duplicates included); other rows keep their value. */
 static void run_sums(uint64_t key, enum psched_dtype dt)
 {
-	static double want[R * WIDTH], sum[R * WIDTH];
+	static double want[R * WIDTH];
 	static uint64_t all[R], rev[R], dup[3 * R], ids[MAXN], mine[MAXN];
 	static uint8_t buf[MAXN * WIDTH * 8], pout[MAXN * WIDTH * 8];
-	static bool hit[R];
 	uint64_t req;
-	size_t n, i, k;
+	size_t n, i;
 	unsigned j;
-	int s, r, ret;
+	int s, ret;
 	bool pp;
 
 	ret = psched_row_sparse_init(node, key, R, WIDTH, dt, tmo);
@@ -228,22 +256,7 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 						     NULL, NULL, &req);
 		CHECK(!ret, "push step %d: %s", s, psched_errmsg());
 		wait_req(req, pp ? "pushpull" : "push");
-		/* What every worker pushed this step. */
-		memset(sum, 0, sizeof(sum));
-		memset(hit, 0, sizeof(hit));
-		for (r = 0; r < nw; r++) {
-			k = push_ids(r, s, ids);
-			for (i = 0; i < k; i++) {
-				hit[ids[i]] = true;
-				for (j = 0; j < WIDTH; j++)
-					sum[ids[i] * WIDTH + j] +=
-						push_val(r, s, ids[i], i, j);
-			}
-		}
-		for (i = 0; i < R; i++)
-			if (hit[i])
-				memcpy(want + i * WIDTH, sum + i * WIDTH,
-				       WIDTH * sizeof(double));
+		want_step(s, want);
 		for (i = 0; pp && i < n; i++)
 			for (j = 0; j < WIDTH; j++)
 				CHECK(get(dt, pout, i * WIDTH + j) ==
@@ -271,14 +284,13 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 
 static void run_ahead(uint64_t key)
 {
-	static double want[R * WIDTH], sum[R * WIDTH];
-	static uint64_t ids[AH_STEPS][MAXN], tmp[MAXN], all[R];
+	static double want[R * WIDTH];
+	static uint64_t ids[AH_STEPS][MAXN], all[R];
 	static float buf[AH_STEPS][MAXN * WIDTH];
-	static bool hit[R];
 	uint64_t req[AH_STEPS];
-	size_t n, i, k;
+	size_t n, i;
 	unsigned j;
-	int s, r, ret;
+	int s, ret;
 
 	ret = psched_row_sparse_init(node, key, R, WIDTH, PSCHED_F32, tmo);
 	CHECK(!ret, "init ahead key: %s", psched_errmsg());
@@ -298,23 +310,8 @@ static void run_ahead(uint64_t key)
 	for (s = 1; s <= AH_STEPS; s++)
 		wait_req(req[s - 1], "ahead push");
 	memset(want, 0, sizeof(want));
-	for (s = 1; s <= AH_STEPS; s++) {
-		memset(sum, 0, sizeof(sum));
-		memset(hit, 0, sizeof(hit));
-		for (r = 0; r < nw; r++) {
-			k = push_ids(r, s, tmp);
-			for (i = 0; i < k; i++) {
-				hit[tmp[i]] = true;
-				for (j = 0; j < WIDTH; j++)
-					sum[tmp[i] * WIDTH + j] +=
-						push_val(r, s, tmp[i], i, j);
-			}
-		}
-		for (i = 0; i < R; i++)
-			if (hit[i])
-				memcpy(want + i * WIDTH, sum + i * WIDTH,
-				       WIDTH * sizeof(double));
-	}
+	for (s = 1; s <= AH_STEPS; s++)
+		want_step(s, want);
 	for (i = 0; i < R; i++)
 		all[i] = i;
 	pull_check(key, PSCHED_F32, all, R, want, "ahead pull", AH_STEPS);
