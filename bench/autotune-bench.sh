@@ -97,9 +97,10 @@ auto) ;;
 esac
 
 # model_phase MODEL: PHASE_S, GRID_S, BIN_S and TOTAL for MODEL: the
-# options' values, else seconds that give the tuners enough samples.  VGG-16 moves 553 MB of gradients per worker each way a
-# step (9-15 s a step at 1 Gbit/s): a 12-sample search of 2 steps a
-# sample takes 3-6 minutes there, so 60 s phases end before it does.
+# options' values, else seconds that give the tuners enough samples.
+# VGG-16 moves 553 MB of gradients per worker each way a step (9-15 s a
+# step at 1 Gbit/s): a 12-sample search of 2 steps a sample takes 3-6
+# minutes there, so 60 s phases end before it does.
 model_phase() {
 	case $1 in
 	vgg16) PHASE_S=${PHASE_ARG:-240} GRID_S=${GRID_ARG:-24} ;;
