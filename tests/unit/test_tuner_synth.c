@@ -392,15 +392,15 @@ static void check_vs_random(const struct figures *f, double margin, bool worst)
  * 10 % noise, conditions on.  Issue 16's targets: first search >= 0.97
  * within 15 samples, >= 0.95 within 6 samples after a change, both 5
  * points above random search, worst seed >= 0.85.  Reached (see
- * docs/tuner.md; the retune's trust region and EI per unit of time since
- * stop 24): first search 0.966 (worst 0.824); a rate never seen, with
- * nothing seen on that side of it, 0.926 (0.625; random 0.626; 0.840 and
- * 0.422 with the whole box), where the model knows only its prior of how
- * the peak moves with the rate; back to a rate seen before 0.973 (0.871);
- * that rate's partner again 0.961 (0.625); a rate between two seen ones
- * 0.984 (0.898).  The
- * bars below are what holds; the test is deterministic (fixed seeds), the
- * margins allow for other compilers' rounding.
+ * docs/tuner.md; the tuner's GP priors and no design points at a
+ * never-seen rate since stop 34): first search 0.989 (worst 0.946; 0.976
+ * over 300 seeds); a rate never seen, with nothing seen on that side of
+ * it, 0.949 (0.856; random 0.626), where the model knows only its prior
+ * of how the peak moves with the rate; back to a rate seen before 0.986
+ * (0.913); that rate's partner again 0.963 (0.787); a rate between two
+ * seen ones 0.985 (0.918).  The bars below are what holds with a margin;
+ * the test is deterministic (fixed seeds), the margins allow for other
+ * compilers' rounding.
  */
 static struct figures fig10; /* 10 %, conditions on: shared with the last
 			      * test, which compares */
@@ -414,17 +414,18 @@ static void test_synth_10pct(void)
 	if (getenv("SYNTH_QUICK"))
 		return;
 	check_vs_random(&f, 0.05, true);
-	CHECK(f.tuner[0].mean >= 0.95);
-	CHECK(f.tuner[0].worst >= 0.80);
+	/* the issue's first-search target */
+	CHECK(f.tuner[0].mean >= 0.97);
+	CHECK(f.tuner[0].worst >= 0.85);
 	/* a rate never seen: a region around the old lock-in moved by the
 	 * fitted shear, then around the search's best */
-	CHECK(f.tuner[1].mean >= 0.90);
-	CHECK(f.tuner[1].worst >= 0.55);
+	CHECK(f.tuner[1].mean >= 0.93);
+	CHECK(f.tuner[1].worst >= 0.75);
 	/* a rate seen before: the model carries what it learned */
 	CHECK(f.tuner[2].mean >= 0.96);
 	CHECK(f.tuner[2].worst >= 0.85);
 	CHECK(f.tuner[3].mean >= 0.95);
-	CHECK(f.tuner[3].worst >= 0.60);
+	CHECK(f.tuner[3].worst >= 0.70);
 	/* a rate between two seen ones: the fitted shear places its peak */
 	CHECK(f.tuner[4].mean >= 0.97);
 	CHECK(f.tuner[4].worst >= 0.85);
