@@ -180,29 +180,47 @@ static void push_sorted(enum psched_dtype dt, uint64_t *ids, uint8_t *buf,
 	*n = nu;
 }
 
-/* The default rule's effect of step @s on @want (R x WIDTH): a row any
- * worker pushed at step @s holds the sum of its step-@s pushes
- * (duplicates included); other rows keep their value. */
-static void want_step(int s, double *want)
+/* The optimizer run's gradient: entry (@i, @j) of worker @r's push @s of
+ * row @id, as the float the worker sends. */
+static float grad_val(int r, int s, uint64_t id, size_t i, unsigned j)
 {
-	static double sum[R * WIDTH];
+	return (float)(push_val(r, s, id, i, j) / 8.0 - 0.2);
+}
+
+/* Every worker's step-@s pushes summed per row into @sum (R x WIDTH);
+ * @hit marks the rows pushed.  @grad: the optimizer run's gradients
+ * (grad_val), else the values push_val gives. */
+static void step_sums(int s, bool grad, double *sum, bool *hit)
+{
 	static uint64_t ids[MAXN];
-	static bool hit[R];
 	size_t i, k;
 	unsigned j;
 	int r;
 
-	memset(sum, 0, sizeof(sum));
-	memset(hit, 0, sizeof(hit));
+	memset(sum, 0, R * WIDTH * sizeof(*sum));
+	memset(hit, 0, R * sizeof(*hit));
 	for (r = 0; r < nw; r++) {
 		k = push_ids(r, s, ids);
 		for (i = 0; i < k; i++) {
 			hit[ids[i]] = true;
 			for (j = 0; j < WIDTH; j++)
 				sum[ids[i] * WIDTH + j] +=
-					push_val(r, s, ids[i], i, j);
+					grad ? grad_val(r, s, ids[i], i, j)
+					     : push_val(r, s, ids[i], i, j);
 		}
 	}
+}
+
+/* The default rule's effect of step @s on @want (R x WIDTH): a row any
+ * worker pushed at step @s holds the sum of its step-@s pushes
+ * (duplicates included); other rows keep their value. */
+static void want_step(int s, double *want)
+{
+	static double sum[R * WIDTH];
+	static bool hit[R];
+	size_t i;
+
+	step_sums(s, false, sum, hit);
 	for (i = 0; i < R; i++)
 		if (hit[i])
 			memcpy(want + i * WIDTH, sum + i * WIDTH,
@@ -467,7 +485,7 @@ static void run_optimizer(uint64_t key, const char *opt)
 	uint64_t req;
 	size_t n, i, k;
 	unsigned j;
-	int s, r, ret;
+	int s, ret;
 	double tol;
 
 	psched_optimizer_init(&o);
@@ -495,29 +513,12 @@ static void run_optimizer(uint64_t key, const char *opt)
 		for (i = 0; i < n; i++)
 			for (j = 0; j < WIDTH; j++)
 				buf[i * WIDTH + j] =
-					(float)(push_val(rank, s, ids[i], i,
-							 j) /
-							8.0 -
-						0.2);
+					grad_val(rank, s, ids[i], i, j);
 		ret = psched_row_sparse_push(node, key, n, ids, buf, 0, NULL,
 					     NULL, &req);
 		CHECK(!ret, "push: %s", psched_errmsg());
 		wait_req(req, "optimizer push");
-		memset(g, 0, sizeof(g));
-		memset(hit, 0, sizeof(hit));
-		for (r = 0; r < nw; r++) {
-			k = push_ids(r, s, ids);
-			for (i = 0; i < k; i++) {
-				hit[ids[i]] = true;
-				for (j = 0; j < WIDTH; j++)
-					g[ids[i] * WIDTH + j] +=
-						(double)(float)(push_val(r, s,
-									 ids[i],
-									 i, j) /
-									8.0 -
-								0.2);
-			}
-		}
+		step_sums(s, true, g, hit);
 		for (i = 0; i < R; i++) {
 			if (!hit[i])
 				continue;

@@ -397,9 +397,9 @@ static void check_vs_random(const struct figures *f, double margin, bool worst)
  * nothing seen on that side of it, 0.941 (0.719; random 0.626), where
  * the model knows only its prior of how the peak moves with the rate;
  * back to a rate seen before 0.984 (0.913); that rate's partner again
- * 0.966 (0.870); a rate between two seen ones 0.993 (0.960).  The bars below are what holds with a margin;
- * the test is deterministic (fixed seeds), the margins allow for other
- * compilers' rounding.
+ * 0.966 (0.870); a rate between two seen ones 0.993 (0.960).  The bars
+ * below are what holds with a margin; the test is deterministic (fixed
+ * seeds), the margins allow for other compilers' rounding.
  */
 static struct figures fig10; /* 10 %, conditions on: shared with the last
 			      * test, which compares */
