@@ -634,9 +634,32 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
 }
 
 /*
+ * The probe's config: @want bytes of credit, as a multiple of the lock-in's
+ * partition where credit_mult_max allows, else on the smallest larger
+ * partition (when partitions are tuned) whose multiple reaches it.
+ * Without the larger partition a lock-in on small partitions stays
+ * starved for good: live, VGG-16 locked 16 KiB x 21 behind a 4 ms round
+ * trip (336 KiB of credit) and its probes reached only 32 x 16 KiB, too
+ * little to read the faster link (docs/autotune-bench.md, stop 34).
+ * False if the credit cannot grow.
+ */
+static bool tuner_probe_config(const struct psd_tuner *t, double want,
+			       uint64_t *part, uint64_t *credit)
+{
+	uint64_t p = t->best.partition_bytes;
+
+	while (t->tune_part && want > (double)(p * t->o.credit_mult_max) &&
+	       tuner_log2(p) < t->lp_max)
+		p <<= 1;
+	*part = p;
+	*credit = p * tuner_clamp_mult(t, want / (double)p);
+	return *credit > t->best.credit_bytes;
+}
+
+/*
  * Locked, the link reads as a floor (the lock-in's credit set the rate):
- * start a probe, one sample of the lock-in's partition with
- * TUNER_PROBE_MULT times its credit, whose reading says how fast the link
+ * start a probe, one sample with TUNER_PROBE_MULT times the lock-in's
+ * credit (tuner_probe_config()), whose reading says how fast the link
  * is, unless the credit cannot grow or the last probe is less than
  * TUNER_PROBE_GAP samples back.  A lock-in that stays credit-bound is
  * probed again and again: its readings and its score stay the same when
@@ -645,9 +668,8 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
  */
 static bool tuner_probe(struct psd_tuner *t, uint64_t step, bool drift)
 {
-	uint64_t part = t->best.partition_bytes;
-	uint64_t mult = t->best.credit_bytes / part;
-	uint64_t more;
+	uint64_t part;
+	uint64_t credit;
 	double behind;
 
 	t->since_probe++;
@@ -659,13 +681,14 @@ static bool tuner_probe(struct psd_tuner *t, uint64_t step, bool drift)
 	 * TUNER_PROBE_MULT times the estimate. */
 	behind = t->raw_floor > 0.0 ? t->raw.link_bytes_per_s / t->raw_floor
 				    : 1.0;
-	more = tuner_clamp_mult(t, (double)mult * TUNER_PROBE_MULT *
-					   fmax(behind, 1.0));
-	if (more <= mult)
+	if (!tuner_probe_config(t,
+				(double)t->best.credit_bytes *
+					TUNER_PROBE_MULT * fmax(behind, 1.0),
+				&part, &credit))
 		return false;
 	t->probing = true;
 	t->since_probe = 0;
-	tuner_apply(t, step, part, part * more, NAN, NAN);
+	tuner_apply(t, step, part, credit, NAN, NAN);
 	return true;
 }
 

@@ -513,6 +513,25 @@ static void test_tuner_conditions_held_during_search(void)
 }
 
 /*
+ * The probe pending in @s: @times the lock-in's credit, on the lock-in's
+ * partition when at most credit_mult_max of them hold it, else on the
+ * smallest larger partition whose multiple does (the sims' 64 MiB and 32x
+ * ranges hold every credit asked for here).
+ */
+static void check_probe(const struct sim *s,
+			const struct psd_tuner_config *lock, uint64_t times)
+{
+	uint64_t want = lock->credit_bytes * times;
+	uint64_t part = lock->partition_bytes;
+
+	while (want > 32 * part)
+		part <<= 1;
+	CHECK_U64(s->pending.partition_bytes, ==, part);
+	CHECK_U64(s->pending.credit_bytes, ==, want);
+	CHECK_U64(s->pending.credit_bytes / part, <=, 32);
+}
+
+/*
  * Floors (credit-bound readings): they never lower the link estimate; a
  * locked tuner reading one runs a probe (the lock-in's partition, more
  * credit: 4x, times how far the floor is below the estimate), goes back
@@ -546,18 +565,11 @@ static void test_tuner_floor_probes_faster_link(void)
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &f), 0);
 	CHECK_NEAR(s.t->cond[0], est, 0.0);
 	CHECK_NEAR(s.t->raw.link_bytes_per_s, c.link_bytes_per_s, 0.0);
-	/* the next sample starts a probe: 4 x 4 times the credit (capped) */
+	/* the next sample starts a probe: 4 x 4 times the credit */
 	sim_samples(&s, 1, 1.0);
 	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
 	CHECK(s.t->probing);
-	CHECK_U64(s.pending.partition_bytes, ==, lock.partition_bytes);
-	CHECK_U64(
-		s.pending.credit_bytes, ==,
-		lock.partition_bytes *
-			(lock.credit_bytes / lock.partition_bytes * 16 <
-					 o.credit_mult_max
-				 ? lock.credit_bytes / lock.partition_bytes * 16
-				 : o.credit_mult_max));
+	check_probe(&s, &lock, 16);
 	/* the probe reads the same link (not a floor): back to the lock */
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
 	sim_samples(&s, 2, 1.0);
@@ -580,6 +592,56 @@ static void test_tuner_floor_probes_faster_link(void)
 	CHECK(!s.t->probing);
 	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
 	CHECK(s.t->cond[0] > est);
+	sim_fini(&s);
+}
+
+/*
+ * A lock-in on small partitions with a large credit multiple: its probe
+ * needs more than credit_mult_max partitions of its size, so it runs on a
+ * larger partition with the credit asked for.  Capped at 32 x 16 KiB, a
+ * probe of VGG-16's 16 KiB x 21 lock-in behind a 4 ms round trip read no
+ * faster link and the lock-in stayed starved (docs/autotune-bench.md).
+ */
+static void test_tuner_floor_probe_grows_partition(void)
+{
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond f;
+	struct psd_tuner_config lock;
+	struct psd_tuner_opts o;
+	struct sim s;
+
+	sim_opts(&o, 7);
+	o.conditions = true;
+	o.steps_per_sample = 1;
+	o.apply_delay = 1;
+	sim_init(&s, &o, 7);
+	s.peak_lp = 14.0; /* 16 KiB */
+	s.peak_lm = log2(24.0);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_LOCKED);
+	sim_samples(&s, 3, 1.0);
+	CHECK_EQ(psd_tuner_best(s.t, &lock, NULL), 0);
+	printf("# lock-in %llu KiB x %llu\n",
+	       (unsigned long long)(lock.partition_bytes >> 10),
+	       (unsigned long long)(lock.credit_bytes / lock.partition_bytes));
+	/* 16x its credit must not fit in 32 of its partitions */
+	CHECK_U64(lock.credit_bytes / lock.partition_bytes, >, 2);
+	CHECK_U64(lock.partition_bytes, <, 64 * MIB / 16);
+	f = c;
+	f.link_bytes_per_s = c.link_bytes_per_s / 4.0;
+	f.link_floor = true;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &f), 0);
+	sim_samples(&s, 1, 1.0);
+	CHECK(s.t->probing);
+	check_probe(&s, &lock, 16);
+	CHECK_U64(s.pending.partition_bytes, >, lock.partition_bytes);
+	/* the probe reads nothing new: the lock-in runs again */
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_samples(&s, 2, 1.0);
+	CHECK(!s.t->probing);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_LOCKED);
+	CHECK_U64(s.pending.partition_bytes, ==, lock.partition_bytes);
+	CHECK_U64(s.pending.credit_bytes, ==, lock.credit_bytes);
 	sim_fini(&s);
 }
 
@@ -629,6 +691,8 @@ static void test_tuner_floor_move_probes_first(void)
 const struct test_case test_list[] = {
 	{ "tuner_floor_probes_faster_link",
 	  test_tuner_floor_probes_faster_link },
+	{ "tuner_floor_probe_grows_partition",
+	  test_tuner_floor_probe_grows_partition },
 	{ "tuner_floor_move_probes_first", test_tuner_floor_move_probes_first },
 	{ "tuner_conditions_held_during_search",
 	  test_tuner_conditions_held_during_search },
