@@ -19,6 +19,8 @@
 #define COND_W_HI    10.0  /* 1024 workers */
 /* A move of more than this (log2: 1.4x) reopens a locked search. */
 #define COND_MOVE log2(1.4)
+/* A search takes a faster link from this many readings in a row. */
+#define COND_RISE_READINGS 2
 
 /*
  * With conditions, the shear prior of the tuned knobs per octave of link
@@ -90,12 +92,29 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * the sheared region moved to small partitions, and the next
 	 * proposals starved more (docs/autotune-bench.md).  So the
 	 * conditions are those measured under the lock-in (or the first
-	 * config), which a search's samples are tagged with; a change of the
-	 * link during a search shows once the lock-in runs again.
+	 * config), which a search's samples are tagged with; a slower link
+	 * during a search shows once the lock-in runs again.
+	 *
+	 * A faster one is taken at once, from the second reading in a row
+	 * above the one held by more than COND_MOVE: no config reads a link
+	 * faster than it is.  Held, it tagged the samples after the change
+	 * with the old rate: live, ResNet-50's first search at 1 Gbit/s
+	 * measured its last samples after the link went to 5, the model took
+	 * their 3x rate for a config's at 1 Gbit/s, and the retune at 5 that
+	 * followed locked a config 15 % slower than the one it left
+	 * (docs/autotune-bench.md, stop 35).
 	 */
 	if (t->raw.workers &&
-	    (t->phase == PSD_TUNER_EXPLORE || t->phase == PSD_TUNER_RETUNE))
-		return 0;
+	    (t->phase == PSD_TUNER_EXPLORE || t->phase == PSD_TUNER_RETUNE)) {
+		if (!(log2(c->link_bytes_per_s / t->raw.link_bytes_per_s) >
+		      COND_MOVE)) {
+			t->rises = 0;
+			return 0;
+		}
+		if (++t->rises < COND_RISE_READINGS)
+			return 0;
+	}
+	t->rises = 0;
 	/*
 	 * A floor (the credit, not the link, set the rate) says only that
 	 * the link is at least this fast: it raises the estimate, never

@@ -513,6 +513,56 @@ static void test_tuner_conditions_held_during_search(void)
 }
 
 /*
+ * A faster link during a search is taken from the second reading in a
+ * row above the held one by more than 1.4x (no config reads a link faster
+ * than it is), so the samples after it are tagged with it; one such
+ * reading alone, or a slower link, is held.  Held, the last samples of
+ * ResNet-50's first search, taken after the link went from 1 to 5
+ * Gbit/s, counted as 1 Gbit/s samples 3x faster than the rest.
+ */
+static void test_tuner_search_takes_faster_link(void)
+{
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond fast = c;
+	struct psd_tuner_opts o;
+	struct sim s;
+	double slow_u;
+	unsigned int n0;
+
+	fast.link_bytes_per_s *= 5.0;
+	sim_opts(&o, 8);
+	o.conditions = true;
+	o.steps_per_sample = 1;
+	sim_init(&s, &o, 8);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	while (psd_tuner_phase(s.t) != PSD_TUNER_EXPLORE)
+		sim_step(&s);
+	sim_samples(&s, 2, 1.0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
+	slow_u = s.t->cond[0];
+	/* one fast reading, then a slow one: held */
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+	CHECK_NEAR(s.t->cond[0], slow_u, 0.0);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+	CHECK_NEAR(s.t->cond[0], slow_u, 0.0);
+	/* the second in a row is taken */
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+	CHECK(s.t->cond[0] > slow_u + 1e-3);
+	/* the next sample is tagged with it */
+	n0 = s.t->nobs;
+	sim_samples(&s, 1, 1.0);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
+	CHECK_U64(s.t->nobs, >, n0);
+	CHECK_NEAR(s.t->obs[s.t->nobs - 1].cond[0], s.t->cond[0], 0.0);
+	/* a slower link in the search is held (a starved config reads so) */
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	CHECK(s.t->cond[0] > slow_u + 1e-3);
+	sim_fini(&s);
+}
+
+/*
  * The probe pending in @s: @times the lock-in's credit, on the lock-in's
  * partition when at most credit_mult_max of them hold it, else on the
  * smallest larger partition whose multiple does (the sims' 64 MiB and 32x
@@ -691,6 +741,8 @@ static void test_tuner_floor_move_probes_first(void)
 const struct test_case test_list[] = {
 	{ "tuner_floor_probes_faster_link",
 	  test_tuner_floor_probes_faster_link },
+	{ "tuner_search_takes_faster_link",
+	  test_tuner_search_takes_faster_link },
 	{ "tuner_floor_probe_grows_partition",
 	  test_tuner_floor_probe_grows_partition },
 	{ "tuner_floor_move_probes_first", test_tuner_floor_move_probes_first },
