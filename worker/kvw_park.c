@@ -86,6 +86,21 @@ static void kvw_commit(struct psd_kvw *w, const Psched__Config *m)
 	if (ret && ret != -EALREADY)
 		psd_err("config epoch %u refused: %s", m->epoch,
 			psched_strerror(ret));
+	/*
+	 * More credit takes effect now, not from the config's first step:
+	 * credit is this worker's own limit on bytes in flight (nothing on
+	 * the wire or at the servers depends on it), and a step still
+	 * running under a starved credit could otherwise take minutes.
+	 * Live, the tuner cut short a sample of 4 KiB x 1 behind a 4 ms
+	 * round trip; the step in progress kept 4 KiB in flight until it
+	 * ended, 107 s later (docs/autotune-bench.md, stop 35).  Less
+	 * credit waits for its step, as the partition does.
+	 */
+	if (!ret && !w->fifo && m->epoch > w->credit_epoch && w->credit.credit &&
+	    (!m->credit_bytes || m->credit_bytes > w->credit.credit)) {
+		psd_credit_set(&w->credit, m->credit_bytes);
+		psd_kvw_kick(w);
+	}
 }
 
 /* Unlocked (van thread).  Config message from the scheduler. */

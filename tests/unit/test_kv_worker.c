@@ -639,6 +639,57 @@ static void test_kv_worker_park_until_commit(void)
 }
 
 /*
+ * A COMMIT with more credit lets a step already running under less go on
+ * at once (credit is the worker's own); its partition still waits for its
+ * step.  Partition 4 KiB, credit 4 KiB, answers held: one chunk of a 16
+ * KiB push is out; the COMMIT (credit 64 KiB from step 2) lets the other
+ * three go.  One with less credit does not take it away early.
+ */
+static void test_kv_worker_commit_raises_credit_now(void)
+{
+	const uint64_t len = 16384;
+	struct tk_ctx *t = tk_setup(1, 4096, 4096, 0);
+	struct tk_srv *fs = &t->srv[0];
+	uint8_t *buf = calloc(1, len);
+	Psched__Config m = PSCHED__CONFIG__INIT;
+	uint64_t id, credit;
+	size_t i;
+
+	CHECK(buf);
+	tk_hold(fs, true);
+	CHECK_EQ(tk_push(t, 70, buf, len, 0, NULL, &id), 0);
+	tk_wait_logged(fs, 1);
+	usleep(50000); /* room for a second chunk, were credit not held */
+	CHECK_U64(tk_logged(fs), ==, 1);
+	m.phase = PSCHED__CONFIG__PHASE__COMMIT;
+	m.epoch = 1;
+	m.partition_bytes = 8192;
+	m.credit_bytes = 65536;
+	m.apply_from_step = 2;
+	t->n->role->on_config(t->n, &m);
+	tk_wait_logged(fs, 4);
+	for (i = 0; i < 4; i++) {
+		CHECK_EQ(fs->log[i].step, 1);
+		CHECK_EQ(fs->log[i].span, 4096); /* step 1 keeps its cut */
+	}
+	/* less credit from step 3: not before it */
+	m.epoch = 2;
+	m.credit_bytes = 4096;
+	m.apply_from_step = 3;
+	t->n->role->on_config(t->n, &m);
+	pthread_mutex_lock(&kvw_of(t->n)->lock);
+	credit = kvw_of(t->n)->credit.credit;
+	pthread_mutex_unlock(&kvw_of(t->n)->lock);
+	CHECK_U64(credit, ==, 65536);
+	tk_hold(fs, false);
+	for (i = 0; i < 4; i++)
+		tk_srv_answer(fs, i);
+	CHECK_EQ(tk_wait(t, id), 0);
+	free(buf);
+	tk_teardown(t);
+}
+
+/*
  * A server whose connection dies fails the request waiting on it (naming
  * it), and later requests that need it; the other server still works.
  */
@@ -724,6 +775,8 @@ const struct test_case test_list[] = {
 	{ "kv_worker_timeout_names_server_key_step",
 	  test_kv_worker_timeout_names_server_key_step },
 	{ "kv_worker_park_until_commit", test_kv_worker_park_until_commit },
+	{ "kv_worker_commit_raises_credit_now",
+	  test_kv_worker_commit_raises_credit_now },
 	{ "kv_worker_dead_server_fails_requests",
 	  test_kv_worker_dead_server_fails_requests },
 	{ NULL, NULL },
