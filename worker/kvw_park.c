@@ -96,7 +96,8 @@ static void kvw_commit(struct psd_kvw *w, const Psched__Config *m)
 	 * ended, 107 s later (docs/autotune-bench.md, stop 35).  Less
 	 * credit waits for its step, as the partition does.
 	 */
-	if (!ret && !w->fifo && m->epoch > w->credit_epoch && w->credit.credit &&
+	if (!ret && !w->fifo && m->epoch > w->credit_epoch &&
+	    w->credit.credit &&
 	    (!m->credit_bytes || m->credit_bytes > w->credit.credit)) {
 		psd_credit_set(&w->credit, m->credit_bytes);
 		psd_kvw_kick(w);

@@ -43,8 +43,8 @@ struct psd_tuner {
 	unsigned int since_probe; /* locked samples since the last probe
 				   * (TUNER_PROBE_GAP from the lock-in) */
 	double raw_floor;	  /* the last reading, if a floor (else 0) */
-	unsigned int rises; /* readings in a row, during a search, of a
-			     * link faster than the one held */
+	unsigned int rises;	  /* readings in a row, during a search, of a
+				   * link faster than the one held */
 	bool tune_part;
 	bool tune_credit;
 	unsigned int lp_min; /* log2 of the partition range searched */
