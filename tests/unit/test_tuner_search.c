@@ -47,6 +47,21 @@ static void sim_samples(struct sim *s, unsigned int n, double scale)
 	s->scale = old;
 }
 
+/* A sim whose tuner takes conditions and samples one step each (and
+ * applies a config @apply_delay steps on, when not 0). */
+static void sim_cond_init(struct sim *s, uint64_t seed,
+			  unsigned int apply_delay)
+{
+	struct psd_tuner_opts o;
+
+	sim_opts(&o, seed);
+	o.conditions = true;
+	o.steps_per_sample = 1;
+	if (apply_delay)
+		o.apply_delay = apply_delay;
+	sim_init(s, &o, seed);
+}
+
 /* Only retune_windows consecutive deviating samples reopen the search. */
 static void test_tuner_retune_needs_consecutive_windows(void)
 {
@@ -479,15 +494,11 @@ static void test_tuner_conditions_held_during_search(void)
 {
 	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false };
 	struct psd_tuner_cond starved;
-	struct psd_tuner_opts o;
 	struct sim s;
 	unsigned int i, n = 0;
 	double at_open;
 
-	sim_opts(&o, 9);
-	o.conditions = true;
-	o.steps_per_sample = 1;
-	sim_init(&s, &o, 9);
+	sim_cond_init(&s, 9, 0);
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
 	sim_run_until(&s, PSD_TUNER_LOCKED);
 	c.link_bytes_per_s /= 5.0;
@@ -524,16 +535,12 @@ static void test_tuner_search_takes_faster_link(void)
 {
 	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
 	struct psd_tuner_cond fast = c;
-	struct psd_tuner_opts o;
 	struct sim s;
 	double slow_u;
 	unsigned int n0;
 
 	fast.link_bytes_per_s *= 5.0;
-	sim_opts(&o, 8);
-	o.conditions = true;
-	o.steps_per_sample = 1;
-	sim_init(&s, &o, 8);
+	sim_cond_init(&s, 8, 0);
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
 	while (psd_tuner_phase(s.t) != PSD_TUNER_EXPLORE)
 		sim_step(&s);
@@ -593,16 +600,11 @@ static void test_tuner_floor_probes_faster_link(void)
 	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
 	struct psd_tuner_cond f;
 	struct psd_tuner_config lock;
-	struct psd_tuner_opts o;
 	struct sim s;
 	double est;
 	unsigned int i;
 
-	sim_opts(&o, 5);
-	o.conditions = true;
-	o.steps_per_sample = 1;
-	o.apply_delay = 1;
-	sim_init(&s, &o, 5);
+	sim_cond_init(&s, 5, 1);
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
 	sim_run_until(&s, PSD_TUNER_LOCKED);
 	sim_samples(&s, 3, 1.0);
@@ -657,14 +659,9 @@ static void test_tuner_floor_probe_grows_partition(void)
 	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
 	struct psd_tuner_cond f;
 	struct psd_tuner_config lock;
-	struct psd_tuner_opts o;
 	struct sim s;
 
-	sim_opts(&o, 7);
-	o.conditions = true;
-	o.steps_per_sample = 1;
-	o.apply_delay = 1;
-	sim_init(&s, &o, 7);
+	sim_cond_init(&s, 7, 1);
 	s.peak_lp = 14.0; /* 16 KiB */
 	s.peak_lm = log2(24.0);
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
@@ -705,16 +702,11 @@ static void test_tuner_floor_move_probes_first(void)
 {
 	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
 	struct psd_tuner_cond f;
-	struct psd_tuner_opts o;
 	struct psd_tuner_cond fast;
 	struct sim s;
 	double at_fast;
 
-	sim_opts(&o, 6);
-	o.conditions = true;
-	o.steps_per_sample = 1;
-	o.apply_delay = 1;
-	sim_init(&s, &o, 6);
+	sim_cond_init(&s, 6, 1);
 	/* where 5x the rate maps, for the check below */
 	fast = c;
 	fast.link_bytes_per_s *= 5.0;
