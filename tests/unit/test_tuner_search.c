@@ -542,8 +542,7 @@ static void test_tuner_search_takes_faster_link(void)
 	fast.link_bytes_per_s *= 5.0;
 	sim_cond_init(&s, 8, 0);
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
-	while (psd_tuner_phase(s.t) != PSD_TUNER_EXPLORE)
-		sim_step(&s);
+	sim_run_until(&s, PSD_TUNER_EXPLORE);
 	sim_samples(&s, 2, 1.0);
 	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
 	slow_u = s.t->cond[0];
