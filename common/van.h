@@ -139,8 +139,10 @@ int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
 		       const struct iovec *iov, int niov);
 int psd_conn_flush(struct psd_conn *c);
 /* The transport's ->tx_room() for what @c sends: 1 if the path has
- * room, 0 if it is full, -EOPNOTSUPP when the transport cannot tell. */
-int psd_conn_tx_room(struct psd_conn *c);
+ * room, 0 if it is full, -EOPNOTSUPP when the transport cannot tell.
+ * With 1 or 0, *@min_rtt_us (if not NULL) gets the path's minimum round
+ * trip in microseconds. */
+int psd_conn_tx_room(struct psd_conn *c, uint32_t *min_rtt_us);
 /* An answer: on the van thread, kept aside like psd_conn_send_more()
  * and flushed by the van after the ->progress() call it came from (the
  * acks of the messages one read brought go out in one write); elsewhere

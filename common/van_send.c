@@ -110,12 +110,12 @@ int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
 	return conn_send(c, h, iov, niov, CONN_SEND_MORE);
 }
 
-int psd_conn_tx_room(struct psd_conn *c)
+int psd_conn_tx_room(struct psd_conn *c, uint32_t *min_rtt_us)
 {
 	c = conn_tx(c);
 	if (!c->ops->tx_room || atomic_load(&c->closed))
 		return -EOPNOTSUPP;
-	return c->ops->tx_room(c);
+	return c->ops->tx_room(c, min_rtt_us);
 }
 
 int psd_conn_flush(struct psd_conn *c)

@@ -24,6 +24,7 @@ struct at_worker {
 	double step_time; /* mean step time of that window, seconds */
 	double link_bps;  /* its measured link bandwidth, 0 = unknown */
 	bool link_floor;  /* ...which is only a floor (credit-bound) */
+	double rtt_s;	  /* its paths' minimum round trip, 0 = unknown */
 	double compute_s; /* its compute time per step, 0 = unknown */
 };
 
@@ -175,12 +176,13 @@ static void at_try_report(struct psd_autotune *at)
 		if (w->step_time > slowest)
 			slowest = w->step_time;
 		/* conditions: the slowest link (a floor if that reading
-		 * is one), the longest compute */
+		 * is one), the longest round trip and compute */
 		if (w->link_bps < cond.link_bytes_per_s) {
 			cond.link_bytes_per_s = w->link_bps;
 			cond.link_floor = w->link_floor;
 		}
 		cond.compute_s = fmax(cond.compute_s, w->compute_s);
+		cond.rtt_s = fmax(cond.rtt_s, w->rtt_s);
 		n++;
 	}
 	if (!n || step <= at->last_step)
@@ -255,7 +257,7 @@ void psd_autotune_tick(struct psd_autotune *at, uint64_t now_ms)
 
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 			  double step_time_s, double link_bps, bool link_floor,
-			  double compute_s)
+			  double min_rtt_s, double compute_s)
 {
 	struct at_worker *w;
 
@@ -277,6 +279,9 @@ void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 	w->step_time = step_time_s;
 	w->link_bps = isfinite(link_bps) && link_bps > 0.0 ? link_bps : 0.0;
 	w->link_floor = link_floor;
+	/* a round trip is a property of the path: the last one known */
+	if (isfinite(min_rtt_s) && min_rtt_s > 0.0)
+		w->rtt_s = min_rtt_s;
 	w->compute_s = isfinite(compute_s) && compute_s > 0.0 ? compute_s : 0.0;
 	w->seen = true;
 	at_note_running(at);

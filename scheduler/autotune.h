@@ -30,12 +30,14 @@ void psd_autotune_destroy(struct psd_autotune *at);
 /*
  * Worker in @slot reported steps (@from_step .. @step were not all
  * reported before: @step is its last completed step) with a mean step
- * time of @step_time_s.  May complete a sample and make the tuner want a
- * new config (psd_autotune_wanted()).
+ * time of @step_time_s, and its conditions (0: unknown): link rate
+ * @link_bps (@link_floor: only a floor), its paths' minimum round trip
+ * @min_rtt_s, compute time per step @compute_s.  May complete a sample
+ * and make the tuner want a new config (psd_autotune_wanted()).
  */
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 			  double step_time_s, double link_bps, bool link_floor,
-			  double compute_s);
+			  double min_rtt_s, double compute_s);
 
 /*
  * Scheduler tick: a search sample whose config has run @now_ms -

@@ -182,14 +182,14 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 	if (sn->role != PSCHED_ROLE_WORKER || !s->at)
 		return;
 	psd_debug("%s: metrics step %llu, %.6f s per step, epoch %u, link "
-		  "%.4g B/s%s, compute %.6f s",
+		  "%.4g B/s%s, min rtt %.6f s, compute %.6f s",
 		  sn->desc, (unsigned long long)m->step, m->step_time_s,
 		  m->epoch, m->link_bytes_per_s,
-		  m->link_floor ? " (a floor: credit-bound)" : "",
+		  m->link_floor ? " (a floor: credit-bound)" : "", m->min_rtt_s,
 		  m->compute_s);
 	psd_autotune_metrics(s->at, (unsigned)(sn - s->nodes), m->step,
 			     m->step_time_s, m->link_bytes_per_s, m->link_floor,
-			     m->compute_s);
+			     m->min_rtt_s, m->compute_s);
 	psd_sched_autotune_kick(n);
 }
 

@@ -28,6 +28,27 @@
 /* Looks at the path (kvw_send.c) a report needs to call its link
  * reading a floor. */
 #define KVW_FLOOR_MIN_LOOKS 16
+/* Servers whose path a report looks at (round-robin beyond that). */
+#define KVW_RTT_LOOKS 8
+
+/* Locked: the minimum round trip of up to KVW_RTT_LOOKS servers' paths
+ * into km->rtt_us (the largest), for the tuner's bandwidth-delay product
+ * (docs/tuner.md); transports that cannot tell leave it. */
+static void kvw_metrics_rtt(struct psched_node *n, struct kvw_metrics *km)
+{
+	struct psd_peer *p;
+	uint32_t rtt;
+	unsigned i;
+
+	for (i = 0; i < KVW_RTT_LOOKS && i < n->num_server; i++) {
+		p = psd_node_peer(
+			n, psd_server_id(km->rtt_next++ % n->num_server));
+		rtt = 0;
+		if (p && p->conn && !p->dead &&
+		    psd_conn_tx_room(p->conn, &rtt) >= 0 && rtt > km->rtt_us)
+			km->rtt_us = rtt;
+	}
+}
 
 /* Locked: link bandwidth and compute time per step since the last
  * report (0 when not measurable: nothing in flight, or all waiting). */
@@ -50,12 +71,14 @@ static void kvw_metrics_conditions(struct kvw_metrics *km, uint64_t now,
 	 * trips find no queue yet, whatever the credit). */
 	mt->link_floor =
 		km->lim_n >= KVW_FLOOR_MIN_LOOKS && 2 * km->floor_n > km->lim_n;
+	mt->min_rtt_s = (double)km->rtt_us / 1e6;
 	psd_debug("metrics: link %.4g B/s, %u of %u looks while sends waited "
-		  "for credit found the path with room%s",
+		  "for credit found the path with room%s; min rtt %u us",
 		  mt->link_bytes_per_s, km->floor_n, km->lim_n,
-		  mt->link_floor ? ": a floor" : "");
+		  mt->link_floor ? ": a floor" : "", km->rtt_us);
 	km->lim_n = 0;
 	km->floor_n = 0;
+	km->rtt_us = 0;
 	km->last_bytes = bytes;
 	km->last_busy = busy;
 	km->last_wait = km->wait_us;
@@ -90,6 +113,7 @@ static void kvw_metrics_note(struct psched_node *n, uint8_t type,
 				 (double)(w->max_step - km->last_step);
 		mt.bytes_pushed = km->bytes_pushed;
 		mt.bytes_pulled = km->bytes_pulled;
+		kvw_metrics_rtt(n, km);
 		kvw_metrics_conditions(km, now, w->max_step - km->last_step,
 				       &mt);
 		mt.epoch = w->credit_epoch;

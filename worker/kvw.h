@@ -202,6 +202,11 @@ struct kvw_metrics {
 	unsigned lim_n;
 	unsigned floor_n;
 	uint64_t lim_us;
+	/* The largest minimum round trip the transport gave for a server's
+	 * path since the last report (0: none; tcp only), and the next
+	 * server a report looks at (kvw_metrics_rtt()). */
+	uint32_t rtt_us;
+	unsigned rtt_next;
 };
 
 /* The one outstanding ServerCommand of this worker (worker/command.c).

@@ -243,6 +243,7 @@ static void kvw_floor_look(struct psched_node *n, struct psd_kvw *w)
 	struct psd_chunk_node *node = psd_chunkq_peek(&w->q);
 	struct kvw_metrics *km = &w->met;
 	struct psd_peer *p;
+	uint32_t rtt = 0;
 	uint64_t now;
 	int ret;
 
@@ -258,9 +259,11 @@ static void kvw_floor_look(struct psched_node *n, struct psd_kvw *w)
 			psd_container_of(node, struct kvw_chunk, node)->srank));
 	if (!p || !p->conn || p->dead)
 		return;
-	ret = psd_conn_tx_room(p->conn);
+	ret = psd_conn_tx_room(p->conn, &rtt);
 	if (ret < 0)
 		return;
+	if (rtt > km->rtt_us)
+		km->rtt_us = rtt;
 	km->lim_n++;
 	km->floor_n += (unsigned)ret;
 }

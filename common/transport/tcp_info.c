@@ -13,7 +13,7 @@
 
 #include "tcp_info.h"
 
-int psd_tcp_path_room(int fd)
+int psd_tcp_path_room(int fd, uint32_t *min_rtt_us)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
@@ -26,6 +26,8 @@ int psd_tcp_path_room(int fd)
 	if (len < offsetof(struct tcp_info, tcpi_min_rtt) + 4 ||
 	    !ti.tcpi_min_rtt || !ti.tcpi_rtt)
 		return -EOPNOTSUPP;
+	if (min_rtt_us)
+		*min_rtt_us = ti.tcpi_min_rtt;
 	/*
 	 * The smoothed round trip is under 1.5 times the path's minimum: no
 	 * standing queue on the way, so the bytes the sender keeps in flight

@@ -222,8 +222,9 @@ struct psd_transport_ops {
 	void (*fini)(struct psd_conn *c);
 	/* Optional (NULL: unknown; tcp only): 1 if the path has room (no
 	 * standing queue holds what the sender keeps in flight), 0 if not,
-	 * or -errno.  Any thread, cheap (one getsockopt). */
-	int (*tx_room)(struct psd_conn *c);
+	 * or -errno; with 1 or 0, *min_rtt_us (if not NULL) gets the path's
+	 * minimum round trip.  Any thread, cheap (one getsockopt). */
+	int (*tx_room)(struct psd_conn *c, uint32_t *min_rtt_us);
 };
 
 /*

@@ -20,6 +20,8 @@
 #define BO_STEP_MIN	1e-3  /* pattern search stops below this step */
 #define BO_REFINE_ITERS 200   /* pattern-search moves per start */
 #define BO_SD_MIN	1e-12 /* below this a prediction counts as exact */
+/* design points drawn to find one above the floor */
+#define BO_DESIGN_TRIES 64
 
 struct psd_bo {
 	struct psd_bo_opts o;
@@ -39,6 +41,10 @@ struct psd_bo {
 	/* trust region (psd_bo_set_region): suggestions stay in [lo, hi] */
 	double lo[PSD_GP_MAX_DIM];
 	double hi[PSD_GP_MAX_DIM];
+	/* floor (psd_bo_set_floor): suggestions keep fw . x >= fc */
+	bool has_floor;
+	double fw[PSD_GP_MAX_DIM];
+	double fc;
 };
 
 /* Screen candidate: a point and its acquisition value. */
@@ -199,6 +205,68 @@ int psd_bo_set_region(struct psd_bo *bo, const double *center,
 		bo->hi[j] = center ? fmin(center[j] + half[j], 1.0) : 1.0;
 	}
 	return 0;
+}
+
+int psd_bo_set_floor(struct psd_bo *bo, const double *w, double c)
+{
+	unsigned int j;
+
+	if (!w) {
+		bo->has_floor = false;
+		return 0;
+	}
+	if (!isfinite(c))
+		return -EINVAL;
+	for (j = 0; j < bo->o.dim; j++)
+		if (!isfinite(w[j]) || w[j] < 0.0)
+			return -EINVAL;
+	memcpy(bo->fw, w, sizeof(*w) * bo->o.dim);
+	bo->fc = c;
+	bo->has_floor = true;
+	return 0;
+}
+
+/* Whether @x keeps the floor (or there is none). */
+static bool bo_above_floor(const struct psd_bo *bo, const double *x)
+{
+	unsigned int nfree = bo->o.dim - bo->nctx;
+	double v = 0.0;
+	unsigned int k;
+
+	if (!bo->has_floor)
+		return true;
+	for (k = 0; k < nfree; k++)
+		v += bo->fw[k] * x[k];
+	return v >= bo->fc;
+}
+
+/* Raise @x onto the floor if it is below: the last chosen input first,
+ * up to the region's top, then the others; then the same up to the
+ * box's top.  A floor above the box leaves @x at the top. */
+static void bo_lift(const struct psd_bo *bo, double *x)
+{
+	unsigned int nfree = bo->o.dim - bo->nctx;
+	unsigned int pass;
+	unsigned int j;
+	unsigned int k;
+	double need;
+	double top;
+
+	if (!bo->has_floor)
+		return;
+	for (pass = 0; pass < 2; pass++) {
+		for (j = nfree; j-- > 0;) {
+			need = bo->fc;
+			for (k = 0; k < nfree; k++)
+				need -= bo->fw[k] * x[k];
+			if (need <= 0.0)
+				return;
+			if (bo->fw[j] <= 0.0)
+				continue;
+			top = fmax(pass ? 1.0 : bo->hi[j], x[j]);
+			x[j] = fmin(x[j] + need / bo->fw[j], top);
+		}
+	}
 }
 
 void psd_bo_set_cost_aware(struct psd_bo *bo, bool on)
@@ -367,6 +435,12 @@ static int bo_screen(struct psd_bo *bo, struct bo_cand *top)
 			c.x[j] = fmod(c.x[j] + shift[j], 1.0);
 		bo_to_region(bo, c.x, c.x);
 		bo_fix_context(bo, c.x);
+		/* below the floor: screened only if nothing is above it */
+		if (!bo_above_floor(bo, c.x)) {
+			if (top[0].v > -HUGE_VAL || i + 1 < bo->o.n_screen)
+				continue;
+			bo_lift(bo, c.x);
+		}
 		ret = bo_acq(bo, c.x, &c.v);
 		if (ret)
 			return ret;
@@ -375,7 +449,8 @@ static int bo_screen(struct psd_bo *bo, struct bo_cand *top)
 	return 0;
 }
 
-/* Coordinate pattern search from @c, clamped to the region. */
+/* Coordinate pattern search from @c, clamped to the region (and lifted
+ * onto the floor). */
 static int bo_refine(struct psd_bo *bo, struct bo_cand *c)
 {
 	struct bo_cand t;
@@ -392,6 +467,7 @@ static int bo_refine(struct psd_bo *bo, struct bo_cand *c)
 			t.x[j / 2] += (j & 1) ? -step : step;
 			t.x[j / 2] = fmin(fmax(t.x[j / 2], bo->lo[j / 2]),
 					  bo->hi[j / 2]);
+			bo_lift(bo, t.x);
 			ret = bo_acq(bo, t.x, &t.v);
 			if (ret)
 				return ret;
@@ -406,15 +482,24 @@ static int bo_refine(struct psd_bo *bo, struct bo_cand *c)
 	return 0;
 }
 
+/* The next design point above the floor (the design's points below it
+ * are skipped, so the points keep spreading over what is left; after
+ * BO_DESIGN_TRIES below it, the last one is lifted onto it). */
 static void bo_design_point(struct psd_bo *bo, double *x)
 {
+	unsigned int tries;
 	unsigned int j;
 
-	gsl_qrng_get(bo->design, x);
-	for (j = 0; j < bo->o.dim; j++)
-		x[j] = fmod(x[j] + bo->shift[j], 1.0);
-	bo_to_region(bo, x, x);
-	bo_fix_context(bo, x);
+	for (tries = 0; tries < BO_DESIGN_TRIES; tries++) {
+		gsl_qrng_get(bo->design, x);
+		for (j = 0; j < bo->o.dim; j++)
+			x[j] = fmod(x[j] + bo->shift[j], 1.0);
+		bo_to_region(bo, x, x);
+		bo_fix_context(bo, x);
+		if (bo_above_floor(bo, x))
+			break;
+	}
+	bo_lift(bo, x);
 	bo->designed++;
 }
 

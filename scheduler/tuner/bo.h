@@ -99,6 +99,18 @@ int psd_bo_set_region(struct psd_bo *bo, const double *center,
 		      const double *half);
 
 /*
+ * Floor: suggestions (design points, acquisition and mean maxima) keep
+ * sum_j @w[j] x[j] >= @c over the chosen inputs (context inputs are not
+ * counted), @w[j] >= 0.  Design and screen points below it are skipped
+ * (so the design still spreads over what is above it); a pattern-search
+ * step below it, or a point where nothing in the region is above it, is
+ * raised onto it, its last chosen input first, within the trust region
+ * where that suffices, else up to the box's edge.  @w NULL: no floor.
+ * Returns 0 or -EINVAL.
+ */
+int psd_bo_set_floor(struct psd_bo *bo, const double *w, double c);
+
+/*
  * EI per unit of time: with @on, the outputs are ln(rate) and a sample
  * takes time 1 / rate, so EI is scaled by exp(mean - incumbent) where the
  * mean is below the incumbent (a config predicted 4x slower must promise

@@ -501,6 +501,7 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 		return n >= 2 ? tuner_lock(t, step)
 			      : tuner_remeasure(t, step, inc, mean, sd);
 	psd_tuner_round(t, s.x, &part, &credit);
+	psd_tuner_lift(t, &part, &credit);
 	mean = sd = NAN;
 	if (!s.from_design) {
 		psd_tuner_to_x(t, part, credit, x);

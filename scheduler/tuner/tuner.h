@@ -54,6 +54,10 @@ struct psd_tuner_cond {
 	 * tuner's link estimate, never lower it, and a locked tuner that
 	 * reads one runs a probe with more credit (docs/tuner.md). */
 	bool link_floor;
+	/* The paths' minimum round trip, seconds (0: unknown).  With the
+	 * link it gives the bandwidth-delay product: proposals keep their
+	 * credit at TUNER_BDP_FRAC of it or more (tuner_cond.c). */
+	double rtt_s;
 };
 
 /* Defaults (psd_tuner_opts_default) in parentheses. */

@@ -79,10 +79,14 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 
 	if (!c || !isfinite(c->link_bytes_per_s) ||
 	    !(c->link_bytes_per_s > 0.0) || !isfinite(c->compute_s) ||
-	    !(c->compute_s > 0.0) || !c->workers)
+	    !(c->compute_s > 0.0) || !c->workers || !isfinite(c->rtt_s) ||
+	    c->rtt_s < 0.0)
 		return -EINVAL;
 	if (!t->o.conditions)
 		return 0;
+	/* the path's, whatever the config: taken during a search too */
+	if (c->rtt_s > 0.0)
+		t->rtt_s = c->rtt_s;
 	/*
 	 * Held during a search: what a worker measures depends on the config
 	 * it runs (a credit below the bandwidth-delay product leaves the
@@ -138,6 +142,58 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	t->raw = *c;
 	t->raw.link_bytes_per_s = link;
 	return psd_bo_set_context(t->bo, t->cond, TUNER_NCOND);
+}
+
+/*
+ * Credit below the bandwidth-delay product leaves the link idle for part
+ * of every round trip: at a quarter of it a step's transfers take about
+ * four times as long, whatever the partition.  Live, behind a 4 ms round
+ * trip, retunes' design points at the trust region's edge tried 4 KiB x
+ * 11 and 4 KiB x 14 (56 KiB of credit, 1/27 of the product at 3 Gbit/s),
+ * and a first search 4 KiB x 1, whose one step took 107 s
+ * (docs/autotune-bench.md, stop 35).  Half of it leaves room for a link
+ * estimate that is high or a round trip that shrinks.
+ */
+#define TUNER_BDP_FRAC 0.5
+
+double psd_tuner_credit_floor(const struct psd_tuner *t)
+{
+	if (!t->o.conditions || !t->tune_credit || !t->raw.workers ||
+	    !(t->rtt_s > 0.0))
+		return 0.0;
+	return TUNER_BDP_FRAC * t->raw.link_bytes_per_s * t->rtt_s;
+}
+
+int psd_tuner_set_floor(struct psd_tuner *t)
+{
+	double w[PSD_GP_MAX_DIM] = { 0 };
+	double floor = psd_tuner_credit_floor(t);
+	unsigned int k = 0;
+
+	if (!(floor > (double)(UINT64_C(1) << t->lp_min)))
+		return psd_bo_set_floor(t->bo, NULL, 0.0);
+	/* log2 credit = lp_min + x_part (lp_max - lp_min) + x_mult log2 max */
+	if (t->tune_part)
+		w[k++] = t->lp_max - t->lp_min;
+	w[k] = log2(t->o.credit_mult_max);
+	return psd_bo_set_floor(t->bo, w, log2(floor) - t->lp_min);
+}
+
+void psd_tuner_lift(const struct psd_tuner *t, uint64_t *part, uint64_t *credit)
+{
+	double floor = psd_tuner_credit_floor(t);
+	double mult;
+
+	if (!((double)*credit < floor))
+		return;
+	/* rounding may leave a partition whose multiples cannot reach it */
+	while (t->tune_part && (double)(*part * t->o.credit_mult_max) < floor &&
+	       *part < (UINT64_C(1) << t->lp_max))
+		*part <<= 1;
+	mult = ceil(floor / (double)*part);
+	if (mult > t->o.credit_mult_max)
+		mult = t->o.credit_mult_max;
+	*credit = *part * (uint64_t)mult;
 }
 
 double psd_tuner_model_y(const struct psd_tuner *t, double score)

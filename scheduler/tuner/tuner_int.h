@@ -45,6 +45,7 @@ struct psd_tuner {
 	double raw_floor;	  /* the last reading, if a floor (else 0) */
 	unsigned int rises;	  /* readings in a row, during a search, of a
 				   * link faster than the one held */
+	double rtt_s;		  /* the last round trip known (0: none) */
 	bool tune_part;
 	bool tune_credit;
 	unsigned int lp_min; /* log2 of the partition range searched */
@@ -176,6 +177,17 @@ int psd_tuner_set_region(struct psd_tuner *t, int inc);
  * Returns 0 or a GP/BO error.
  */
 int psd_tuner_model_keeps(struct psd_tuner *t, bool *keep);
+/*
+ * The credit no proposal goes below (bytes; 0: none): TUNER_BDP_FRAC of
+ * the link estimate times the round trip, with conditions, credit tuned
+ * and both known.  psd_tuner_set_floor() hands it to the BO;
+ * psd_tuner_lift() raises a rounded proposal onto it (a larger multiple,
+ * or a larger partition where the largest multiple falls short).
+ */
+double psd_tuner_credit_floor(const struct psd_tuner *t);
+int psd_tuner_set_floor(struct psd_tuner *t);
+void psd_tuner_lift(const struct psd_tuner *t, uint64_t *part,
+		    uint64_t *credit);
 /* Conditions (tuner_cond.c): mid-box until the first report. */
 void psd_tuner_cond_init(struct psd_tuner *t);
 /* The GP's shear priors under conditions (see TUNER_SHEAR_*). */

@@ -99,9 +99,10 @@ int psd_tuner_progress(const struct psd_tuner *t, char *buf, size_t len)
 	}
 	if (t->raw.workers && n >= 0 && (size_t)n < len)
 		snprintf(buf + n, len - (size_t)n,
-			 ", link %.4g MB/s, compute %.4g ms, %u workers%s%s",
-			 t->raw.link_bytes_per_s / 1e6, t->raw.compute_s * 1e3,
-			 t->raw.workers,
+			 ", link %.4g MB/s, rtt %.3g ms, compute %.4g ms, %u "
+			 "workers%s%s",
+			 t->raw.link_bytes_per_s / 1e6, t->rtt_s * 1e3,
+			 t->raw.compute_s * 1e3, t->raw.workers,
 			 t->raw.link_floor
 				 ? ", credit-bound (link read as a floor)"
 				 : "",

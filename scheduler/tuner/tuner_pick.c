@@ -158,6 +158,7 @@ int psd_tuner_endgame(struct psd_tuner *t, unsigned int left,
 		if (ret)
 			return ret;
 		psd_tuner_round(t, s.x, &e->part, &e->credit);
+		psd_tuner_lift(t, &e->part, &e->credit);
 		psd_tuner_config_mean(t, e->part, e->credit, &n);
 		e->mean = s.mean;
 		e->sd = s.sd;
@@ -301,7 +302,9 @@ int psd_tuner_set_region(struct psd_tuner *t, int inc)
 
 	/* a retune runs in a live job: a slow config costs its time */
 	psd_bo_set_cost_aware(t->bo, t->search && psd_tuner_log_y(t));
-	ret = psd_bo_set_region(t->bo, NULL, NULL);
+	ret = psd_tuner_set_floor(t);
+	if (!ret)
+		ret = psd_bo_set_region(t->bo, NULL, NULL);
 	if (ret || !t->search)
 		return ret;
 	if (t->tune_part)
@@ -338,7 +341,9 @@ int psd_tuner_model_keeps(struct psd_tuner *t, bool *keep)
 	int ret;
 
 	*keep = false;
-	ret = psd_bo_set_region(t->bo, NULL, NULL);
+	ret = psd_tuner_set_floor(t);
+	if (!ret)
+		ret = psd_bo_set_region(t->bo, NULL, NULL);
 	if (!ret)
 		ret = psd_bo_suggest_mean(t->bo, &s);
 	if (ret)

@@ -12,6 +12,8 @@
 #  - 1 Gbit/s, 256 KiB x 32 = 8 MiB of credit (far above it): the link
 #    is full, the reading near the link's rate, and no report may say
 #    floor.
+# In both, the reports carry the path's minimum round trip (the tuner's
+# bandwidth-delay product): about 4 ms.
 # Needs root, ip, tc; exits 77 without them.
 set -u
 cd "$(dirname "$0")/../.."
@@ -87,8 +89,25 @@ reports() {
 			'{ v[NR] = $1 } END { printf "%d %d %g\n", NR, f, NR ? v[int((NR + 1) / 2)] : 0 }'
 }
 
+# rtt FILE: the median minimum round trip the reports gave (us; 0: none)
+rtt() {
+	sed -n 's/.*metrics: link .*; min rtt \([0-9]*\) us.*/\1/p' "$1" | sort -n |
+		awk '{ v[NR] = $1 } END { print NR ? v[int((NR + 1) / 2)] : 0 }'
+}
+
+# check_rtt I: worker I's reports carry the path's round trip, 4 ms of
+# delay line and a little more
+check_rtt() {
+	local r
+	r=$(rtt "$TMP/worker$1.err")
+	echo "worker $1: median minimum round trip reported $r us"
+	[ "$r" -ge 3900 ] && [ "$r" -lt 40000 ] ||
+		die "worker $1 reported a minimum round trip of $r us behind a 4 ms delay line"
+}
+
 job 5 65536 131072
 for i in 1 2; do
+	check_rtt "$i"
 	set -- $(reports "$TMP/worker$i.err")
 	echo "5 Gbit/s, 64 KiB x 2: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
 	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports"
@@ -99,6 +118,7 @@ done
 
 job 1 262144 8388608
 for i in 1 2; do
+	check_rtt "$i"
 	set -- $(reports "$TMP/worker$i.err")
 	echo "1 Gbit/s, 256 KiB x 32: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
 	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports"
@@ -106,4 +126,4 @@ for i in 1 2; do
 		die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
 	[ "$2" = 0 ] || die "worker $i: $2 of $1 reports of a full link said floor"
 done
-echo "ok: credit-bound readings are floors, a full link's are not"
+echo "ok: credit-bound readings are floors, a full link's are not; reports carry the round trip"

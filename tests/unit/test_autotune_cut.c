@@ -36,8 +36,8 @@ static bool drive_commit(struct drive *d)
 /* Both workers complete a step at 10 steps/s. */
 static void drive_step(struct drive *d)
 {
-	psd_autotune_metrics(d->at, 0, d->step, 0.1, 1e9, false, 0.05);
-	psd_autotune_metrics(d->at, 1, d->step, 0.1, 1e9, false, 0.05);
+	psd_autotune_metrics(d->at, 0, d->step, 0.1, 1e9, false, 0.0, 0.05);
+	psd_autotune_metrics(d->at, 1, d->step, 0.1, 1e9, false, 0.0, 0.05);
 	d->step++;
 }
 
@@ -66,11 +66,11 @@ static void test_autotune_cuts_a_stuck_sample(void)
 	CHECK(i < 20);
 	/* the step before the gate: worker 0 is done, worker 1 is not */
 	CHECK_U64(d.gate, ==, d.step + 1);
-	psd_autotune_metrics(d.at, 0, d.step, 0.1, 1e9, false, 0.05);
+	psd_autotune_metrics(d.at, 0, d.step, 0.1, 1e9, false, 0.0, 0.05);
 	now = psd_now_ms();
 	psd_autotune_tick(d.at, now + 60000);
 	CHECK(!psd_autotune_wanted(d.at, &part, &credit));
-	psd_autotune_metrics(d.at, 1, d.step, 0.1, 1e9, false, 0.05);
+	psd_autotune_metrics(d.at, 1, d.step, 0.1, 1e9, false, 0.0, 0.05);
 	now = psd_now_ms();
 	/* 0.1 s without a step: still 10 steps/s possible */
 	psd_autotune_tick(d.at, now + 100);
@@ -81,8 +81,8 @@ static void test_autotune_cuts_a_stuck_sample(void)
 	/* the workers finish their step while the switch is open: its
 	 * commit starts the clock at once */
 	d.step++;
-	psd_autotune_metrics(d.at, 0, d.step, 0.1, 1e9, false, 0.05);
-	psd_autotune_metrics(d.at, 1, d.step, 0.1, 1e9, false, 0.05);
+	psd_autotune_metrics(d.at, 0, d.step, 0.1, 1e9, false, 0.0, 0.05);
+	psd_autotune_metrics(d.at, 1, d.step, 0.1, 1e9, false, 0.0, 0.05);
 	CHECK(drive_commit(&d));
 	CHECK(!psd_autotune_wanted(d.at, &part, &credit));
 	now = psd_now_ms();

@@ -339,6 +339,76 @@ static void test_bo_region_is_kept(void)
 }
 
 /*
+ * Floor (the tuner's credit from the bandwidth-delay product): with the
+ * function's peak below it (the corner (0, 0)), design points,
+ * acquisition and mean maxima all keep 2 x0 + x1 >= 1.2, those that land
+ * on it are raised onto it, and a region whose top cannot reach it is
+ * left for the box.  Without the floor the same search goes below it.
+ */
+static void test_bo_floor_is_kept(void)
+{
+	struct psd_bo_suggestion sg;
+	struct psd_bo_opts o;
+	struct psd_bo *bo;
+	double w[2] = { 2.0, 1.0 };
+	double neg[2] = { 1.0, -1.0 };
+	double center[2] = { 0.2, 0.2 };
+	double half[2] = { 0.1, 0.1 };
+	unsigned int below = 0;
+	unsigned int on = 0;
+	unsigned int pass;
+	unsigned int i;
+
+	for (pass = 0; pass < 2; pass++) {
+		psd_bo_opts_default(&o, 2);
+		o.seed = 3;
+		CHECK_EQ(psd_bo_create(&o, &bo), 0);
+		CHECK_EQ(psd_bo_set_floor(bo, neg, 1.0), -EINVAL);
+		CHECK_EQ(psd_bo_set_floor(bo, w, NAN), -EINVAL);
+		if (pass)
+			CHECK_EQ(psd_bo_set_floor(bo, w, 1.2), 0);
+		for (i = 0; i < 14; i++) {
+			CHECK_EQ(psd_bo_suggest(bo, &sg), 0);
+			if (2.0 * sg.x[0] + sg.x[1] < 1.2 - 1e-9)
+				below++;
+			if (pass) {
+				CHECK(2.0 * sg.x[0] + sg.x[1] >= 1.2 - 1e-9);
+				on += fabs(2.0 * sg.x[0] + sg.x[1] - 1.2) <
+				      1e-6;
+			}
+			CHECK_EQ(psd_bo_observe(bo, sg.x, -sg.x[0] - sg.x[1],
+						1.0),
+				 0);
+		}
+		if (!pass) {
+			printf("# no floor: %u of 14 suggestions below it\n",
+			       below);
+			CHECK_INT(below, >=, 3);
+			psd_bo_destroy(bo);
+			continue;
+		}
+		printf("# floor: %u of 14 suggestions on it\n", on);
+		CHECK_INT(on, >=, 3); /* the peak side pushes them onto it */
+		CHECK_EQ(psd_bo_suggest_mean(bo, &sg), 0);
+		CHECK(2.0 * sg.x[0] + sg.x[1] >= 1.2 - 1e-9);
+		/* a region below the floor: its points leave it upwards */
+		CHECK_EQ(psd_bo_set_region(bo, center, half), 0);
+		for (i = 0; i < 4; i++) {
+			CHECK_EQ(psd_bo_suggest(bo, &sg), 0);
+			CHECK(2.0 * sg.x[0] + sg.x[1] >= 1.2 - 1e-9);
+			CHECK_EQ(psd_bo_observe(bo, sg.x, -sg.x[0] - sg.x[1],
+						1.0),
+				 0);
+		}
+		/* no floor again: the region's own points */
+		CHECK_EQ(psd_bo_set_floor(bo, NULL, 0.0), 0);
+		CHECK_EQ(psd_bo_suggest(bo, &sg), 0);
+		CHECK(sg.x[0] <= 0.3 + 1e-12 && sg.x[1] <= 0.3 + 1e-12);
+		psd_bo_destroy(bo);
+	}
+}
+
+/*
  * EI per unit of time (outputs are ln(rate)): the same data and seed give
  * the same screen, each point's EI scaled by at most 1, so the cost-aware
  * maximum is never above the plain one, and below it where the plain
@@ -390,6 +460,7 @@ const struct test_case test_list[] = {
 	{ "bo_cost_aware_scales_ei", test_bo_cost_aware_scales_ei },
 	{ "bo_context_is_held", test_bo_context_is_held },
 	{ "bo_region_is_kept", test_bo_region_is_kept },
+	{ "bo_floor_is_kept", test_bo_floor_is_kept },
 	{ "bo_expected_improvement_formula",
 	  test_bo_expected_improvement_formula },
 	{ "bo_deterministic_given_seed", test_bo_deterministic_given_seed },

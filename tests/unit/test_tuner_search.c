@@ -253,7 +253,7 @@ static void test_tuner_replicate_noise_estimate(void)
  */
 static void test_tuner_condition_move_reopens_without_ageing(void)
 {
-	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false, 0.0 };
 	struct psd_tuner_cond bad = c;
 	struct psd_tuner_opts o;
 	struct sim s;
@@ -299,7 +299,7 @@ static void test_tuner_condition_move_reopens_without_ageing(void)
  */
 static unsigned int sim_back_to_known(double lp1, double lm1)
 {
-	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false, 0.0 };
 	struct psd_tuner_opts o;
 	struct sim s;
 	unsigned int searching = 0;
@@ -492,7 +492,7 @@ static void test_tuner_retune_keeps_equal_incumbent(void)
  */
 static void test_tuner_conditions_held_during_search(void)
 {
-	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false, 0.0 };
 	struct psd_tuner_cond starved;
 	struct sim s;
 	unsigned int i, n = 0;
@@ -533,7 +533,7 @@ static void test_tuner_conditions_held_during_search(void)
  */
 static void test_tuner_search_takes_faster_link(void)
 {
-	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false, 0.0 };
 	struct psd_tuner_cond fast = c;
 	struct sim s;
 	double slow_u;
@@ -596,7 +596,7 @@ static void check_probe(const struct sim *s,
  */
 static void test_tuner_floor_probes_faster_link(void)
 {
-	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false, 0.0 };
 	struct psd_tuner_cond f;
 	struct psd_tuner_config lock;
 	struct sim s;
@@ -655,7 +655,7 @@ static void test_tuner_floor_probes_faster_link(void)
  */
 static void test_tuner_floor_probe_grows_partition(void)
 {
-	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false, 0.0 };
 	struct psd_tuner_cond f;
 	struct psd_tuner_config lock;
 	struct sim s;
@@ -699,7 +699,7 @@ static void test_tuner_floor_probe_grows_partition(void)
  */
 static void test_tuner_floor_move_probes_first(void)
 {
-	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false };
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false, 0.0 };
 	struct psd_tuner_cond f;
 	struct psd_tuner_cond fast;
 	struct sim s;
@@ -729,7 +729,71 @@ static void test_tuner_floor_move_probes_first(void)
 	sim_fini(&s);
 }
 
+/* Step until @phase; count the configs run below @floor bytes of credit
+ * (the first config, run before any conditions, aside). */
+static unsigned int
+sim_run_count_below(struct sim *s, enum psd_tuner_phase phase, double floor)
+{
+	uint64_t start = s->step;
+	unsigned int below = 0;
+
+	while (psd_tuner_phase(s->t) != phase) {
+		CHECK_U64(s->step - start, <, SIM_MAX_STEPS);
+		sim_step(s);
+		below += s->run.epoch && (double)s->run.credit_bytes < floor;
+	}
+	return below;
+}
+
+/*
+ * The bandwidth-delay product bounds the credit from below: behind a
+ * 4 ms round trip at 5 Gbit/s (2.5 MB), no config the first search or a
+ * retune runs has less than half of it, while the same job with the
+ * round trip unknown runs several; the lock-in (the peak at 4 MiB of
+ * credit is above the bound) is as good.  A round trip that is not
+ * finite or negative is refused.
+ */
+static void test_tuner_credit_floor_from_rtt(void)
+{
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false, 0.004 };
+	struct psd_tuner_cond bad = c;
+	unsigned int below[2] = { 0, 0 };
+	unsigned int pass;
+	double floor;
+	struct sim s;
+
+	for (pass = 0; pass < 2; pass++) {
+		sim_cond_init(&s, 12, 1);
+		c.link_bytes_per_s = 5 * 1.25e8;
+		c.rtt_s = pass ? 0.004 : 0.0;
+		bad.rtt_s = -1.0;
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+		bad.rtt_s = NAN;
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &bad), -EINVAL);
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+		floor = 0.5 * c.link_bytes_per_s * 0.004;
+		CHECK_NEAR(psd_tuner_credit_floor(s.t), pass ? floor : 0.0,
+			   1e-6);
+		below[pass] += sim_run_count_below(&s, PSD_TUNER_LOCKED, floor);
+		CHECK(sim_locked_quality(&s) >= 0.9);
+		/* a retune at 2.5 Gbit/s: the bound halves */
+		c.link_bytes_per_s /= 2.0;
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+		sim_run_until(&s, PSD_TUNER_RETUNE);
+		below[pass] +=
+			sim_run_count_below(&s, PSD_TUNER_LOCKED, floor / 2.0);
+		CHECK(sim_locked_quality(&s) >= 0.9);
+		sim_fini(&s);
+	}
+	printf("# configs below half the bandwidth-delay product: %u with the "
+	       "round trip unknown, %u with it\n",
+	       below[0], below[1]);
+	CHECK_INT(below[0], >=, 2);
+	CHECK_INT(below[1], ==, 0);
+}
+
 const struct test_case test_list[] = {
+	{ "tuner_credit_floor_from_rtt", test_tuner_credit_floor_from_rtt },
 	{ "tuner_floor_probes_faster_link",
 	  test_tuner_floor_probes_faster_link },
 	{ "tuner_search_takes_faster_link",
