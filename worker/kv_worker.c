@@ -44,8 +44,10 @@ static void kvw_metrics_rtt(struct psched_node *n, struct kvw_metrics *km)
 		p = psd_node_peer(
 			n, psd_server_id(km->rtt_next++ % n->num_server));
 		rtt = 0;
-		if (p && p->conn && !p->dead &&
-		    psd_conn_tx_room(p->conn, &rtt) >= 0 && rtt > km->rtt_us)
+		/* (not p->dead, the node lock's: a dead server's
+		 * connection is closed, and tx_room says so) */
+		if (p && p->conn && psd_conn_tx_room(p->conn, &rtt) >= 0 &&
+		    rtt > km->rtt_us)
 			km->rtt_us = rtt;
 	}
 }
