@@ -9,7 +9,9 @@
 #      the rendezvous cache's grants), the key-list and row-sparse tests
 #      (messages in several pieces) with PS_TRANSPORT=rdma, and the
 #      transport-choice test (auto must pick rdma there);
-#  (c) (a) and (b) again with the ASan build (build-asan, built first).
+#  (c) (a) and (b) again with the ASan build (build-asan, built first),
+#      without the key-list and row-sparse tests unless
+#      PS_TEST_RDMA_ASAN_FULL=1 (rdma_vm_suite.sh says why).
 # Exits 77 with the reason when the VM cannot run here (no runner, qemu
 # missing and not installable, no kernel with rdma_rxe, ...).
 # RDMA_VM_TIMEOUT bounds the whole VM (default 1500 s: emulation is slow).
