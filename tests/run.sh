@@ -42,15 +42,17 @@ run_tap() { # binary [name suffix]
 }
 
 run_script() { # script
-	local sc=$1 name log rc
+	local sc=$1 name log rc limit
 	name=$(basename "$(dirname "$sc")")/$(basename "$sc" .sh)
+	# 20 minutes, or what a "# timeout: SECONDS" line of the script says
+	limit=$(sed -n 's/^# timeout: \([0-9][0-9]*\)$/\1/p' "$sc" | head -n 1)
 	log=$logs/$(echo "$name" | tr / _).log
 	if [ "$SUITE" = quick ] && grep -q '^# slow' "$sc"; then
 		echo "skip $name (slow; full suite only)"
 		skip=$((skip + 1))
 		return
 	fi
-	timeout 1200 bash "$sc" >"$log" 2>&1
+	timeout "${limit:-1200}" bash "$sc" >"$log" 2>&1
 	rc=$?
 	case $rc in
 	0) pass=$((pass + 1)); echo "ok   $name" ;;

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # slow
+# timeout: 1800
 # The RDMA transport for real, in one soft-RoCE VM boot
 # (../shared/rdma-vm/run-in-rxe-vm: QEMU, Debian kernel, rdma_rxe on a
 # dummy netdev):
@@ -14,7 +15,9 @@
 #      PS_TEST_RDMA_ASAN_FULL=1 (rdma_vm_suite.sh says why).
 # Exits 77 with the reason when the VM cannot run here (no runner, qemu
 # missing and not installable, no kernel with rdma_rxe, ...).
-# RDMA_VM_TIMEOUT bounds the whole VM (default 1500 s: emulation is slow).
+# RDMA_VM_TIMEOUT bounds the whole VM (default 1500 s: emulation is slow;
+# tests/run.sh gives this script 1800 s, so the VM's bound, which says
+# so, comes first).
 set -u
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
