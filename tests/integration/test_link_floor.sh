@@ -48,7 +48,8 @@ ns_delay 1 2 || die "ns_delay"
 # A sanitizer build's workers step more slowly (TSan: 2 reports in 6 s
 # of the credit-bound job): longer jobs there.
 SECS=8
-ldd "$BIN/ps-worker" 2>/dev/null | grep -q 'libtsan\|libasan' && SECS=15
+SAN=0
+ldd "$BIN/ps-worker" 2>/dev/null | grep -q 'libtsan\|libasan' && SECS=15 SAN=1
 
 # job GBIT PART CREDIT: one job of $SECS s; leaves the workers' logs in $TMP
 job() {
@@ -122,7 +123,10 @@ for i in 1 2; do
 	set -- $(reports "$TMP/worker$i.err")
 	echo "1 Gbit/s, 256 KiB x 32: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
 	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports"
-	awk -v r="$3" 'BEGIN { exit !(r > 0.6 * 125e6) }' ||
+	# A sanitizer build's workers cannot fill the link on every host
+	# (TSan on an AMD EPYC host read 30-54 MB/s, stop 36): the rate is
+	# asserted in the plain build only.
+	[ "$SAN" = 1 ] || awk -v r="$3" 'BEGIN { exit !(r > 0.6 * 125e6) }' ||
 		die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
 	[ "$2" = 0 ] || die "worker $i: $2 of $1 reports of a full link said floor"
 done
