@@ -43,6 +43,8 @@ struct psd_tuner_config {
  * Runtime conditions (AutoByte's metrics), as the workers measure them.
  * With psd_tuner_opts.conditions they are inputs of the GP next to the
  * knobs, so what was learned under one condition carries over to another.
+ * Without, the tuner still keeps the link estimate and the round trip for
+ * its credit floor.
  */
 struct psd_tuner_cond {
 	double link_bytes_per_s; /* link bandwidth per worker, > 0 */
@@ -165,7 +167,8 @@ int psd_tuner_overdue(struct psd_tuner *t, double seconds,
  * The conditions from now on (see struct psd_tuner_cond); a sample is
  * tagged with the conditions set when it completes.  Returns 0, or
  * -EINVAL for a value that is not finite and > 0 (the conditions are
- * then unchanged).  Without opts.conditions it only validates.
+ * then unchanged).  Without opts.conditions it keeps only the link
+ * estimate and the round trip, for the credit floor.
  */
 int psd_tuner_set_conditions(struct psd_tuner *t,
 			     const struct psd_tuner_cond *c);

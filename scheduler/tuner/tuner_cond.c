@@ -82,8 +82,12 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	    !(c->compute_s > 0.0) || !c->workers || !isfinite(c->rtt_s) ||
 	    c->rtt_s < 0.0)
 		return -EINVAL;
-	if (!t->o.conditions)
-		return 0;
+	/*
+	 * Without conditions as model inputs the link estimate and the
+	 * round trip are still kept: the credit floor needs them
+	 * (psd_tuner_credit_floor()).  Live, a first search without them
+	 * tried 4 KiB x 1 behind a 4 ms round trip; its one step took 107 s.
+	 */
 	/* the path's, whatever the config: taken during a search too */
 	if (c->rtt_s > 0.0)
 		t->rtt_s = c->rtt_s;
@@ -130,6 +134,10 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	t->raw_floor = c->link_floor ? link : 0.0;
 	if (c->link_floor && t->raw.workers && t->raw.link_bytes_per_s > link)
 		link = t->raw.link_bytes_per_s;
+	t->raw = *c;
+	t->raw.link_bytes_per_s = link;
+	if (!t->o.conditions)
+		return 0;
 	u[0] = cond_unit(log2(link), COND_BW_LO, COND_BW_HI);
 	u[1] = cond_unit(log2(c->compute_s), COND_COMP_LO, COND_COMP_HI);
 	u[2] = cond_unit(log2((double)c->workers), 0.0, COND_W_HI);
@@ -139,8 +147,6 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 		    COND_MOVE - 1e-9)
 			t->cond_moved = true;
 	memcpy(t->cond, u, sizeof(u));
-	t->raw = *c;
-	t->raw.link_bytes_per_s = link;
 	return psd_bo_set_context(t->bo, t->cond, TUNER_NCOND);
 }
 
@@ -158,8 +164,7 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 
 double psd_tuner_credit_floor(const struct psd_tuner *t)
 {
-	if (!t->o.conditions || !t->tune_credit || !t->raw.workers ||
-	    !(t->rtt_s > 0.0))
+	if (!t->tune_credit || !t->raw.workers || !(t->rtt_s > 0.0))
 		return 0.0;
 	return TUNER_BDP_FRAC * t->raw.link_bytes_per_s * t->rtt_s;
 }

@@ -179,8 +179,8 @@ int psd_tuner_set_region(struct psd_tuner *t, int inc);
 int psd_tuner_model_keeps(struct psd_tuner *t, bool *keep);
 /*
  * The credit no proposal goes below (bytes; 0: none): TUNER_BDP_FRAC of
- * the link estimate times the round trip, with conditions, credit tuned
- * and both known.  psd_tuner_set_floor() hands it to the BO;
+ * the link estimate times the round trip, credit tuned and both known
+ * (conditions as GP inputs or not).  psd_tuner_set_floor() hands it to the BO;
  * psd_tuner_lift() raises a rounded proposal onto it (a larger multiple,
  * or a larger partition where the largest multiple falls short).
  */

@@ -792,8 +792,56 @@ static void test_tuner_credit_floor_from_rtt(void)
 	CHECK_INT(below[1], ==, 0);
 }
 
+/*
+ * The floor does not need conditions as model inputs: a tuner without
+ * them (--autotune alone, one-shot) keeps the link estimate and the round
+ * trip for it.  Its first search behind 4 ms at 5 Gbit/s runs no config
+ * below half the product; with the round trip unknown the same job runs
+ * several, and the lock-in is as good either way.  The conditions stay
+ * out of the model: every sample's GP input is the knobs alone.
+ */
+static void test_tuner_credit_floor_without_conditions(void)
+{
+	struct psd_tuner_cond c = { 5 * 1.25e8, 0.1, 2, false, 0.004 };
+	double floor = 0.5 * c.link_bytes_per_s * 0.004;
+	unsigned int below[2] = { 0, 0 };
+	struct psd_tuner_opts o;
+	unsigned int pass;
+	struct sim s;
+
+	for (pass = 0; pass < 2; pass++) {
+		sim_opts(&o, 12);
+		o.steps_per_sample = 1;
+		sim_init(&s, &o, 12);
+		c.rtt_s = pass ? 0.004 : 0.0;
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+		CHECK_NEAR(psd_tuner_credit_floor(s.t), pass ? floor : 0.0,
+			   1e-6);
+		CHECK_U64(s.t->xdim, ==, s.t->dim);
+		/* a credit-bound reading below the estimate does not lower
+		 * it (nor the floor) */
+		c.link_floor = true;
+		c.link_bytes_per_s /= 4.0;
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+		CHECK_NEAR(psd_tuner_credit_floor(s.t), pass ? floor : 0.0,
+			   1e-6);
+		c.link_floor = false;
+		c.link_bytes_per_s *= 4.0;
+		below[pass] += sim_run_count_below(&s, PSD_TUNER_LOCKED, floor);
+		CHECK(sim_locked_quality(&s) >= 0.9);
+		sim_fini(&s);
+	}
+	printf("# configs below half the bandwidth-delay product without "
+	       "conditions: %u with the round trip unknown, %u with it\n",
+	       below[0], below[1]);
+	CHECK_INT(below[0], >=, 2);
+	CHECK_INT(below[1], ==, 0);
+}
+
 const struct test_case test_list[] = {
 	{ "tuner_credit_floor_from_rtt", test_tuner_credit_floor_from_rtt },
+	{ "tuner_credit_floor_without_conditions",
+	  test_tuner_credit_floor_without_conditions },
 	{ "tuner_floor_probes_faster_link",
 	  test_tuner_floor_probes_faster_link },
 	{ "tuner_search_takes_faster_link",
