@@ -647,13 +647,8 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
 static bool tuner_probe_config(const struct psd_tuner *t, double want,
 			       uint64_t *part, uint64_t *credit)
 {
-	uint64_t p = t->best.partition_bytes;
-
-	while (t->tune_part && want > (double)(p * t->o.credit_mult_max) &&
-	       tuner_log2(p) < t->lp_max)
-		p <<= 1;
-	*part = p;
-	*credit = p * tuner_clamp_mult(t, want / (double)p);
+	*part = t->best.partition_bytes;
+	*credit = psd_tuner_credit_reach(t, want, false, part);
 	return *credit > t->best.credit_bytes;
 }
 

@@ -184,21 +184,29 @@ int psd_tuner_set_floor(struct psd_tuner *t)
 	return psd_bo_set_floor(t->bo, w, log2(floor) - t->lp_min);
 }
 
+uint64_t psd_tuner_credit_reach(const struct psd_tuner *t, double want, bool up,
+				uint64_t *part)
+{
+	uint64_t p = *part;
+	double mult;
+
+	while (t->tune_part && want > (double)(p * t->o.credit_mult_max) &&
+	       p < (UINT64_C(1) << t->lp_max))
+		p <<= 1;
+	mult = want / (double)p;
+	mult = fmin(fmax(up ? ceil(mult) : round(mult), 1.0),
+		    (double)t->o.credit_mult_max);
+	*part = p;
+	return p * (uint64_t)mult;
+}
+
 void psd_tuner_lift(const struct psd_tuner *t, uint64_t *part, uint64_t *credit)
 {
 	double floor = psd_tuner_credit_floor(t);
-	double mult;
 
-	if (!((double)*credit < floor))
-		return;
 	/* rounding may leave a partition whose multiples cannot reach it */
-	while (t->tune_part && (double)(*part * t->o.credit_mult_max) < floor &&
-	       *part < (UINT64_C(1) << t->lp_max))
-		*part <<= 1;
-	mult = ceil(floor / (double)*part);
-	if (mult > t->o.credit_mult_max)
-		mult = t->o.credit_mult_max;
-	*credit = *part * (uint64_t)mult;
+	if ((double)*credit < floor)
+		*credit = psd_tuner_credit_reach(t, floor, true, part);
 }
 
 double psd_tuner_model_y(const struct psd_tuner *t, double score)

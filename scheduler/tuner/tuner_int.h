@@ -185,6 +185,15 @@ int psd_tuner_model_keeps(struct psd_tuner *t, bool *keep);
  * or a larger partition where the largest multiple falls short).
  */
 double psd_tuner_credit_floor(const struct psd_tuner *t);
+/*
+ * @want bytes of credit on *@part or a larger partition: a tuned
+ * partition doubles (up to the largest) until credit_mult_max multiples
+ * reach @want, and *@part is set to it.  Returns its multiple nearest
+ * @want (@up: the smallest reaching it) within [1, credit_mult_max],
+ * in bytes.
+ */
+uint64_t psd_tuner_credit_reach(const struct psd_tuner *t, double want, bool up,
+				uint64_t *part);
 int psd_tuner_set_floor(struct psd_tuner *t);
 void psd_tuner_lift(const struct psd_tuner *t, uint64_t *part,
 		    uint64_t *credit);
