@@ -48,6 +48,8 @@ struct bopts {
 	unsigned batch_rows;
 	double zipf;
 	bool hugepages;	   /* workers' buffers: THP, 2 MiB aligned */
+	bool stream;	   /* --stream: a key is reissued once it completes,
+			    * no barrier between rounds */
 	bool scatter;	   /* zipf rank k is row (k * odd) % rows, not row k */
 	bool sparse_split; /* --sparse-op push-pull: a push and a pull, not
 			    * one row-sparse pushpull */

@@ -43,6 +43,10 @@ struct bworker {
 	unsigned outstanding;
 	int err;
 	double *done_at; /* per key: completion time */
+	/* --stream: the keys completed and not yet issued again (each key
+	 * is in flight at most once, so nk slots); NULL otherwise */
+	unsigned *doneq;
+	unsigned ndone;
 	/* Callbacks between their start and their signal (on_done signals
 	 * after the unlock): bench_size() waits for none before @lock and
 	 * @cond, on its stack, go. */
@@ -52,6 +56,7 @@ struct bworker {
 /* One measured window: iterations, seconds, latencies (grown as needed). */
 struct bwin {
 	uint64_t iters;
+	uint64_t reqs; /* requests completed */
 	double el;
 	double *lat;
 	size_t nlat, cap;
@@ -60,6 +65,8 @@ struct bwin {
 /* Per-key callback context. */
 struct kctx {
 	struct bworker *bw;
+	unsigned idx;  /* the key's index */
+	double issued; /* --stream: when it was last issued */
 	double done;
 };
 
@@ -76,6 +83,10 @@ static void on_done(int err, uint64_t req, void *arg)
 	if (err && !bw->err)
 		bw->err = err;
 	last = --bw->outstanding == 0;
+	if (bw->doneq) {
+		bw->doneq[bw->ndone++] = kc->idx;
+		last = true; /* the streaming caller reissues it */
+	}
 	pthread_mutex_unlock(&bw->lock);
 	/* After the unlock: the woken caller does not find the lock held. */
 	if (last)
@@ -195,6 +206,7 @@ static int bkeys_alloc(struct bkeys *k, unsigned si, uint64_t size, unsigned nk,
 		memset(k->bufs[i], 1, size);
 		memset(k->outs[i], 0, size);
 		k->ctx[i].bw = bw;
+		k->ctx[i].idx = i;
 	}
 	if (i < nk || !nk) {
 		snprintf(bench_err, sizeof(bench_err),
@@ -232,12 +244,28 @@ static int bench_iter_one(struct psched_node *node, const struct bopts *o,
 	return ret;
 }
 
+/* Issue key @i of @k (its callback: on_done). */
+static int bench_issue(struct psched_node *node, const struct bopts *o,
+		       struct bkeys *k, unsigned i)
+{
+	const void *pv = k->bufs[i];
+	uint64_t req;
+
+	if (o->mode == MODE_PUSH)
+		return psched_push(node, &k->keys[i], 1, &pv, &k->size,
+				   o->dtype, (int)i, on_done, &k->ctx[i], &req);
+	if (o->mode == MODE_PULL)
+		return psched_pull(node, &k->keys[i], 1, &k->outs[i], &k->size,
+				   o->dtype, (int)i, on_done, &k->ctx[i], &req);
+	return psched_pushpull(node, &k->keys[i], 1, &pv, &k->outs[i], &k->size,
+			       o->dtype, (int)i, on_done, &k->ctx[i], &req);
+}
+
 static int bench_iter(struct psched_node *node, const struct bopts *o,
 		      struct bworker *bw, struct bkeys *k, double *lat,
 		      struct bstop *st)
 {
 	unsigned nk = k->nk, i;
-	uint64_t req;
 	double t0;
 	int ret = 0;
 
@@ -257,23 +285,8 @@ static int bench_iter(struct psched_node *node, const struct bopts *o,
 		}
 	}
 	t0 = bench_now_s();
-	for (i = 0; i < nk && !ret; i++) {
-		const void *pv = k->bufs[i];
-
-		if (o->mode == MODE_PUSH)
-			ret = psched_push(node, &k->keys[i], 1, &pv, &k->size,
-					  o->dtype, (int)i, on_done, &k->ctx[i],
-					  &req);
-		else if (o->mode == MODE_PULL)
-			ret = psched_pull(node, &k->keys[i], 1, &k->outs[i],
-					  &k->size, o->dtype, (int)i, on_done,
-					  &k->ctx[i], &req);
-		else
-			ret = psched_pushpull(node, &k->keys[i], 1, &pv,
-					      &k->outs[i], &k->size, o->dtype,
-					      (int)i, on_done, &k->ctx[i],
-					      &req);
-	}
+	for (i = 0; i < nk && !ret; i++)
+		ret = bench_issue(node, o, k, i);
 	pthread_mutex_lock(&bw->lock);
 	if (ret)
 		bw->outstanding -= nk - i + 1;
@@ -352,7 +365,89 @@ static int bench_window(struct psched_node *node, const struct bopts *o,
 		w->nlat += k->nk;
 	}
 	w->iters = it;
+	w->reqs = it * k->nk;
 	w->el = bench_now_s() - t0;
+	return ret;
+}
+
+/*
+ * --stream (one worker): every key in flight, each issued again as soon
+ * as it completes until o->seconds are up, then the last ones drained:
+ * no barrier between rounds, as ib_write_bw keeps its writes
+ * outstanding.  The window counts every request completed in it.
+ */
+static int bench_stream(struct psched_node *node, const struct bopts *o,
+			struct bworker *bw, struct bkeys *k, struct bwin *w)
+{
+	unsigned *mine = calloc(k->nk, sizeof(*mine));
+	unsigned *q = calloc(k->nk, sizeof(*q));
+	unsigned n, i, j, issued = 0;
+	uint64_t done = 0;
+	double t0, now;
+	bool up = false;
+	int ret = 0;
+
+	if (!mine || !q) {
+		free(mine);
+		free(q);
+		snprintf(bench_err, sizeof(bench_err),
+			 "cannot allocate the stream's queue of %u keys",
+			 k->nk);
+		return -ENOMEM;
+	}
+	pthread_mutex_lock(&bw->lock);
+	bw->outstanding = k->nk;
+	bw->err = 0;
+	bw->ndone = 0;
+	bw->doneq = q;
+	pthread_mutex_unlock(&bw->lock);
+	t0 = bench_now_s();
+	for (i = 0; i < k->nk && !ret; i++) {
+		k->ctx[i].issued = bench_now_s();
+		ret = bench_issue(node, o, k, i);
+		issued += !ret;
+	}
+	pthread_mutex_lock(&bw->lock);
+	bw->outstanding -= k->nk - issued;
+	for (;;) {
+		while (!bw->ndone && bw->outstanding)
+			pthread_cond_wait(&bw->cond, &bw->lock);
+		n = bw->ndone;
+		memcpy(mine, bw->doneq, n * sizeof(*mine));
+		bw->ndone = 0;
+		now = bench_now_s();
+		up = up || ret || bw->err || now - t0 >= o->seconds;
+		if (!up)
+			bw->outstanding += n; /* issued again below */
+		pthread_mutex_unlock(&bw->lock);
+		done += n;
+		ret = ret ? ret : lat_reserve(&w->lat, &w->cap, w->nlat + n);
+		for (j = 0; j < n && !ret; j++) {
+			struct kctx *c = &k->ctx[mine[j]];
+
+			w->lat[w->nlat++] = (c->done - c->issued) * 1e6;
+		}
+		issued = 0;
+		for (j = 0; j < n && !up && !ret; j++) {
+			k->ctx[mine[j]].issued = bench_now_s();
+			ret = bench_issue(node, o, k, mine[j]);
+			issued += !ret;
+		}
+		pthread_mutex_lock(&bw->lock);
+		if (!up)
+			bw->outstanding -= n - issued; /* not issued */
+		if (up && !bw->outstanding && !bw->ndone)
+			break;
+	}
+	if (!ret)
+		ret = bw->err;
+	bw->doneq = NULL;
+	pthread_mutex_unlock(&bw->lock);
+	w->el = bench_now_s() - t0;
+	w->reqs = done;
+	w->iters = done / k->nk;
+	free(mine);
+	free(q);
 	return ret;
 }
 
@@ -386,6 +481,7 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 	unsigned i, r;
 	int ret;
 
+	memset(&bw, 0, sizeof(bw));
 	pthread_mutex_init(&bw.lock, NULL);
 	pthread_cond_init(&bw.cond, NULL);
 	atomic_init(&bw.in_cb, 0);
@@ -403,10 +499,12 @@ static int bench_size(struct psched_node *node, const struct bopts *o,
 		if (!ret)
 			ret = psched_barrier(node, PSCHED_GROUP_WORKERS, 0);
 		if (!ret)
-			ret = bench_window(node, o, &bw, &k, &st, &w);
+			ret = o->stream
+				      ? bench_stream(node, o, &bw, &k, &w)
+				      : bench_window(node, o, &bw, &k, &st, &w);
 		res->iters += w.iters;
-		gb[r] = (double)w.iters * k.nk * k.size * 8 / w.el / 1e9;
-		rq[r] = (double)w.iters * k.nk / w.el;
+		gb[r] = (double)w.reqs * k.size * 8 / w.el / 1e9;
+		rq[r] = (double)w.reqs / w.el;
 		if (!ret && o->sync) {
 			printf("DONE %u %u %.6f\n", si, r, gb[r]);
 			fflush(stdout);

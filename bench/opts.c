@@ -232,6 +232,9 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'H':
 		o->hugepages = true;
 		return 0;
+	case 'T':
+		o->stream = true;
+		return 0;
 	default: /* getopt has said what is wrong */
 		return -EINVAL;
 	}
@@ -261,6 +264,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "scatter", no_argument, NULL, 'X' },
 		{ "sparse-op", required_argument, NULL, 'O' },
 		{ "hugepages", no_argument, NULL, 'H' },
+		{ "stream", no_argument, NULL, 'T' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = "4K,64K,1M,16M,64M";
@@ -284,6 +288,14 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 	if (o->kl_keys && (o->csv || o->json)) {
 		fprintf(stderr, "ps-bench: --keys-per-request prints its own "
 				"table: no --csv or --json\n");
+		return -EINVAL;
+	}
+	if (o->stream &&
+	    (o->workers != 1 || o->mode == MODE_SPARSE || o->kl_keys)) {
+		fprintf(stderr,
+			"ps-bench: --stream: one worker (--workers 1) and "
+			"--mode push, pull or pushpull only (several workers "
+			"must stop at the same step)\n");
 		return -EINVAL;
 	}
 	if (o->mode == MODE_SPARSE)
@@ -320,6 +332,11 @@ void bench_usage(void)
 	       "tensors have\n"
 	       "  --hugepages     the workers' buffers in 2 MiB-aligned "
 	       "transparent huge pages\n"
+	       "  --stream        no barrier between rounds: each key is "
+	       "issued again as soon\n                  as it completes, "
+	       "all keys in flight (as ib_write_bw keeps its\n"
+	       "                  writes outstanding); one worker; the "
+	       "baselines keep their pattern\n"
 	       "  --csv           CSV instead of the table\n"
 	       "  --json          one JSON object instead of the table\n"
 	       "  --keys-per-request N  key-list mode, 1..200000000: each "

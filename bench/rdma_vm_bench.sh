@@ -37,21 +37,24 @@ ib_bw() {
 	echo "${bw:-nan}"
 }
 
-# psb TRANSPORT MODE [BUILD]: one ps-bench run over all sizes, CSV
+# psb TRANSPORT MODE [BUILD [ARGS...]]: one ps-bench run over all sizes, CSV
 psb() {
-	"${3:-$BUILD}/bin/ps-bench" --transport "$1" --root-uri "$addr" --mode "$2" \
+	local t=$1 m=$2 b=${3:-$BUILD}
+	shift 2; [ $# -gt 0 ] && shift
+	"$b/bin/ps-bench" --transport "$t" --root-uri "$addr" --mode "$m" \
 		--size "$(IFS=,; echo "${SIZES[*]}")" --seconds "$SECS" --runs 1 \
-		--dtype raw --no-baseline --csv 2>"$out/err" ||
-		{ echo "ps-bench --transport $1 --mode $2 failed:" >&2; tail -n 20 "$out/err" >&2; exit 1; }
+		--dtype raw --no-baseline --csv "$@" 2>"$out/err" ||
+		{ echo "ps-bench --transport $t --mode $m $* failed:" >&2; tail -n 20 "$out/err" >&2; exit 1; }
 }
 
 echo "# soft-RoCE VM: $(uname -r), $(nproc) vCPUs, device $dev, addr $addr"
-echo "# $ROUNDS rounds of: ib_write_bw (-F; 2000, 300, 20 iterations), ps-bench rdma/tcp push/pull (--dtype raw: the server stores, no sum; ${SECS}s window, 40 keys, fewer above 1 MiB)"
+echo "# $ROUNDS rounds of: ib_write_bw (-F; 2000, 300, 20 iterations), ps-bench rdma/tcp push/pull (--dtype raw: the server stores, no sum; ${SECS}s window, 40 keys, fewer above 1 MiB; rounds of all keys, each waited for), ps-bench rdma push --stream (each key issued again as it completes, no wait between rounds, as ib_write_bw streams)"
 for r in $(seq "$ROUNDS"); do
 	for s in "${SIZES[@]}"; do echo "$s $(ib_bw "$s")"; done >"$out/ib.$r"
 	for t in rdma tcp; do
 		for m in push pull; do psb "$t" "$m" >"$out/$t.$m.$r"; done
 	done
+	psb rdma push "$BUILD" --stream >"$out/rdma.spush.$r"
 	if [ -n "$BASE" ]; then
 		for m in push pull; do psb rdma "$m" "$BASE" >"$out/base.$m.$r"; done
 	fi
@@ -65,11 +68,12 @@ col() { # FILE-PREFIX SIZE ROUND: goodput
 }
 med() { local r; for r in $(seq "$ROUNDS"); do col "$1" "$2" "$r"; done | median; }
 medratio() { local r; for r in $(seq "$ROUNDS"); do ratio "$(col "$1" "$3" "$r")" "$(col "$2" "$3" "$r")"; done | median; }
-printf '\n%10s %11s %10s %6s %10s %6s %10s %10s %9s %9s\n' "#bytes" "ib_write_bw" \
-	"rdma_push" "/ib" "rdma_pull" "/ib" "tcp_push" "tcp_pull" "push r/t" "pull r/t"
+printf '\n%10s %11s %10s %6s %11s %6s %10s %6s %10s %10s %9s %9s\n' "#bytes" "ib_write_bw" \
+	"rdma_push" "/ib" "push_stream" "/ib" "rdma_pull" "/ib" "tcp_push" "tcp_pull" "push r/t" "pull r/t"
 for s in "${SIZES[@]}"; do
-	printf '%10s %11s %10s %6.2f %10s %6.2f %10s %10s %9.2f %9.2f\n' "$s" \
+	printf '%10s %11s %10s %6.2f %11s %6.2f %10s %6.2f %10s %10s %9.2f %9.2f\n' "$s" \
 		"$(med ib "$s")" "$(med rdma.push "$s")" "$(medratio rdma.push ib "$s")" \
+		"$(med rdma.spush "$s")" "$(medratio rdma.spush ib "$s")" \
 		"$(med rdma.pull "$s")" "$(medratio rdma.pull ib "$s")" \
 		"$(med tcp.push "$s")" "$(med tcp.pull "$s")" \
 		"$(medratio rdma.push tcp.push "$s")" "$(medratio rdma.pull tcp.pull "$s")"

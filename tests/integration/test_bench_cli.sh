@@ -31,7 +31,21 @@ bad dtype f64
 grep -q "from 1 to 64" <("$B" --workers 2abc 2>&1) || die "no range in the --workers message"
 "$B" --csv --json >/dev/null 2>&1; [ $? = 2 ] || die "--csv --json accepted"
 "$B" stray >/dev/null 2>&1; [ $? = 2 ] || die "a stray argument accepted"
+"$B" --stream --workers 2 >"$TMP/out" 2>"$TMP/err"; rc=$?
+[ $rc = 2 ] && grep -q -- "--stream" "$TMP/err" ||
+	die "--stream --workers 2: exit $rc, $(cat "$TMP/err")"
+"$B" --stream --mode sparse >/dev/null 2>&1; [ $? = 2 ] || die "--stream --mode sparse accepted"
 echo "ok bad arguments"
+
+# --stream: every key in flight, no barrier; the run completes requests
+# (its iterations are whole rounds' worth) and says so in the table
+for m in push pushpull; do
+	"$B" --stream --mode $m --size 64K --keys 8 --seconds 0.3 --runs 2 --no-baseline --csv \
+		>"$TMP/st" 2>"$TMP/st.err" || die "--stream --mode $m failed: $(tail -n 5 "$TMP/st.err")"
+	awk -F, '$1 == 65536 { ok = $2 == 8 && $3 > 0 && $4 > 0 } END { exit !ok }' "$TMP/st" ||
+		die "--stream --mode $m: no figures: $(cat "$TMP/st")"
+done
+echo "ok --stream: $(tail -n 1 "$TMP/st")"
 
 # --json: one object, config + one entry per size with every field
 "$B" --size 4K,8K --seconds 0.2 --runs 1 --json >"$TMP/json" 2>"$TMP/json.err" ||
