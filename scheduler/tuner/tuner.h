@@ -116,7 +116,8 @@ struct psd_tuner_opts {
 	 * conditions) and starts from the model's prediction for the new
 	 * conditions instead of a new random design.  The GP then models
 	 * ln(steps/s), and its kernel shifts the knobs with the bandwidth
-	 * by a fitted shear (prior: partition bytes grow with the rate),
+	 * by a fitted shear (prior: credit bytes grow with the rate, half
+	 * by the partition, half by the multiple),
 	 * see docs/tuner.md.
 	 */
 	bool conditions;

@@ -15,7 +15,7 @@
  * Not tailored to the tuner: the surface predates the tuner's condition
  * model and was left as it was (stop 20).  Its peak moves by 1.2 octaves
  * of partition and 0.8 octaves of credit multiple per octave of rate,
- * not by the tuner's prior (1 and 0, scheduler/tuner/tuner.c); its
+ * not by the tuner's prior (0.5 and 0.5, scheduler/tuner/tuner_cond.c); its
  * widths (3 and 1.6 octaves) and floor (0.35 of the peak) are not the
  * tuner's length-scale prior; its level follows G / (G + 1), not a power
  * of G; the noise is Gaussian, relative, per sample.
@@ -395,12 +395,14 @@ static void check_vs_random(const struct figures *f, double margin, bool worst)
  * 10 % noise, conditions on.  Issue 16's targets: first search >= 0.97
  * within 15 samples, >= 0.95 within 6 samples after a change, both 5
  * points above random search, worst seed >= 0.85.  Reached (see
- * docs/tuner.md; the tuner's GP priors since stop 34): first search
+ * docs/tuner.md; the tuner's GP priors since stop 34, the shear prior
+ * split between partition and multiple since stop 37): first search
  * 0.989 (worst 0.946; 0.976 over 300 seeds); a rate never seen, with
- * nothing seen on that side of it, 0.941 (0.719; random 0.626), where
- * the model knows only its prior of how the peak moves with the rate;
- * back to a rate seen before 0.984 (0.913); that rate's partner again
- * 0.966 (0.870); a rate between two seen ones 0.993 (0.960).  The bars
+ * nothing seen on that side of it, 0.957 (0.812; random 0.626; 0.941
+ * (0.719) with stop 36's shear prior), where the model knows only its
+ * prior of how the peak moves with the rate; back to a rate seen before
+ * 0.986 (0.946); that rate's partner again 0.981 (0.856); a rate between
+ * two seen ones 0.989 (0.944).  The bars
  * below are what holds with a margin; the test is deterministic (fixed
  * seeds), the margins allow for other compilers' rounding.
  */
@@ -421,13 +423,13 @@ static void test_synth_10pct(void)
 	CHECK(f.tuner[0].worst >= 0.85);
 	/* a rate never seen: a region around the old lock-in moved by the
 	 * fitted shear, then around the search's best */
-	CHECK(f.tuner[1].mean >= 0.92);
-	CHECK(f.tuner[1].worst >= 0.65);
+	CHECK(f.tuner[1].mean >= 0.95);
+	CHECK(f.tuner[1].worst >= 0.78);
 	/* a rate seen before: the model carries what it learned */
-	CHECK(f.tuner[2].mean >= 0.96);
-	CHECK(f.tuner[2].worst >= 0.85);
-	CHECK(f.tuner[3].mean >= 0.95);
-	CHECK(f.tuner[3].worst >= 0.70);
+	CHECK(f.tuner[2].mean >= 0.97);
+	CHECK(f.tuner[2].worst >= 0.90);
+	CHECK(f.tuner[3].mean >= 0.96);
+	CHECK(f.tuner[3].worst >= 0.80);
 	/* a rate between two seen ones: the fitted shear places its peak */
 	CHECK(f.tuner[4].mean >= 0.97);
 	CHECK(f.tuner[4].worst >= 0.85);
