@@ -95,6 +95,10 @@ def check_command(cmd):
                           "PATH" % exe, 127)
 
 
+# How long a failure waits for a signal death to show (failure_to_report).
+FAIL_SETTLE_S = 1.0
+
+
 def status_of(rc):
     return 128 - rc if rc < 0 else rc
 
@@ -293,6 +297,30 @@ class Job:
             if any(p.poll() is None for _, p in self.procs):
                 self.stop_all(self.args.grace)
 
+    def failure_to_report(self):
+        """(name, process, rc) of the failure to report, or None.  When
+        one process dies, the others exit with an error a moment later
+        (they see a peer die), and over ssh the killed one's status can
+        arrive after theirs: so for up to FAIL_SETTLE_S the launcher looks
+        for a process killed by a signal, and reports it before one that
+        exited with an error."""
+        def failed():
+            return [(n, p, p.poll()) for n, p in self.procs
+                    if p.poll() not in (None, 0)]
+        now = failed()
+        if not now:
+            return None
+        first = now[0]
+        deadline = time.monotonic() + FAIL_SETTLE_S
+        while not any(status_of(rc) > 128 for _, _, rc in now) and \
+                time.monotonic() < deadline:
+            time.sleep(0.05)
+            now = failed()
+        for f in now:
+            if status_of(f[2]) > 128:
+                return f
+        return first
+
     def monitor(self):
         a = self.args
         start = time.monotonic()
@@ -303,16 +331,16 @@ class Job:
                                  % (PROG, signal.Signals(self.stop_sig).name))
                 self.stop_all(a.grace)
                 return 128 + self.stop_sig
-            for name, p in self.procs:
-                rc = p.poll()
-                if rc is not None and rc != 0:
-                    st, why = self.failure(p, status_of(rc))
-                    sys.stderr.write("%s: %s exited with %s%s; stopping the "
-                                     "job\n" % (PROG, name,
-                                                 describe_status(
-                                                     status_of(rc)), why))
-                    self.stop_all(a.grace)
-                    return st
+            failed = self.failure_to_report()
+            if failed is not None:
+                name, p, rc = failed
+                st, why = self.failure(p, status_of(rc))
+                sys.stderr.write("%s: %s exited with %s%s; stopping the "
+                                 "job\n" % (PROG, name,
+                                             describe_status(
+                                                 status_of(rc)), why))
+                self.stop_all(a.grace)
+                return st
             if all(p.poll() is not None for _, p in self.procs):
                 return 0
             now = time.monotonic()
