@@ -305,8 +305,8 @@ class Job:
         for a process killed by a signal, and reports it before one that
         exited with an error."""
         def failed():
-            return [(n, p, p.poll()) for n, p in self.procs
-                    if p.poll() not in (None, 0)]
+            polled = [(n, p, p.poll()) for n, p in self.procs]
+            return [f for f in polled if f[2] not in (None, 0)]
         now = failed()
         if not now:
             return None

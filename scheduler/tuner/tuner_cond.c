@@ -93,8 +93,9 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * round trip are still kept: the credit floor needs them
 	 * (psd_tuner_credit_floor()).  Live, a first search without them
 	 * tried 4 KiB x 1 behind a 4 ms round trip; its one step took 107 s.
+	 * The round trip is the path's, whatever the config: taken during a
+	 * search too.
 	 */
-	/* the path's, whatever the config: taken during a search too */
 	if (c->rtt_s > 0.0)
 		t->rtt_s = c->rtt_s;
 	/*
