@@ -50,7 +50,7 @@
 #include "../harness.h"
 #include "../../scheduler/tuner/tuner.h"
 
-#define SEEDS	     30
+#define SEEDS 30
 
 /*
  * A sanitizer build (make asan, make tsan) runs 3 seeds and skips the
