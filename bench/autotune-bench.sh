@@ -45,6 +45,7 @@ OUT=docs
 TAG=autotune-bench
 ARMS="default static oneshot online"
 DELAY_MS=0
+DELAYS=""    # --delays, one-way ms per rate phase (a path that changes)
 BIN_ARG=""   # --bin, plot bins, seconds (default: the phase / 12, at least 2)
 SPS=2        # --autotune-steps-per-sample
 MAXS=12      # --autotune-max-samples
@@ -65,6 +66,9 @@ usage: bench/autotune-bench.sh [options]
                      least 2: VGG-16's steps take up to 15 s]
   --delay-ms D       one-way delay on the server's link (a delay line;
                      worker-server round trips take 2D more) [0]
+  --delays "D ..."   one delay per rate phase instead (ms, 0 allowed):
+                     the path changes with the rate; the traffic phase
+                     keeps the last
   --tag NAME         file name stem [$TAG]
   --out DIR          [docs]
 EOF
@@ -83,6 +87,7 @@ while [ $# -gt 0 ]; do
 	--arms) ARMS=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--delay-ms) DELAY_MS=$2; shift ;;
+	--delays) DELAYS=$2; shift ;;
 	--bin) BIN_ARG=$2; shift ;;
 	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -90,6 +95,16 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+
+if [ -n "$DELAYS" ]; then
+	[ "$DELAY_MS" = 0 ] || { echo "autotune-bench: --delay-ms and --delays are exclusive" >&2; exit 2; }
+	for d in $DELAYS; do
+		awk -v d="$d" 'BEGIN { exit !(d ~ /^[0-9]+(\.[0-9]+)?$/ && d <= 10000) }' ||
+			{ echo "autotune-bench: --delays takes milliseconds 0..10000, not '$d'" >&2; exit 2; }
+	done
+	[ "$(echo $DELAYS | wc -w)" = "$(echo $RATES | wc -w)" ] ||
+		{ echo "autotune-bench: --delays needs one delay per rate ('$RATES'), got '$DELAYS'" >&2; exit 2; }
+fi
 
 case ${BIN_ARG:-auto} in
 auto) ;;
@@ -135,9 +150,18 @@ trap 'exit 130' INT TERM
 set_rate() { ns_set_rate "$1"; } # every link, both directions
 
 # topology N: the nodes, the server's link (node 1) delayed by $DELAY_MS
+# (with --delays a line from the start, whose delay each run sets)
 topology() {
-	ns_topology "$1" 10.78.0 && ns_delay 1 "$DELAY_MS"
+	ns_topology "$1" 10.78.0 || return 1
+	if [ -n "$DELAYS" ]; then
+		ns_delay 1 "${DELAYS%% *}" line
+	else
+		ns_delay 1 "$DELAY_MS"
+	fi
 }
+
+# phase_delay K: the server link's delay in phase K (1-based) of --delays
+phase_delay() { echo $DELAYS | cut -d' ' -f"$1"; }
 
 # Background traffic: a sink on the server's node, one blasting sender on
 # the traffic node (TCP: it backs off like any other flow).
@@ -203,8 +227,14 @@ run() {
 	     PS_CONNECT_TIMEOUT=30 PS_REQUEST_TIMEOUT=300 PS_HEARTBEAT_TIMEOUT=60)
 	[ -n "$part" ] && env+=(PS_PARTITION_BYTES="$part")
 	[ -n "$credit" ] && env+=(PS_CREDIT_BYTES="$credit")
-	rm -f "$TMP"/*.out "$TMP"/*.err "$TMP"/prog*.csv
+	# (not *.err: the delay line writes $TMP/delayline1.err for the
+	# topology's life)
+	rm -f "$TMP"/{sched,server,worker1,worker2}.{out,err} "$TMP"/prog*.csv
 	set_rate "${rates%% *}"
+	if [ -n "$DELAYS" ] && ! ns_delay_set 1 "$(phase_delay 1)"; then
+		STEPS=nan
+		return
+	fi
 	ip netns exec "${NODES[0]}" env "${env[@]}" DMLC_NODE_HOST=10.78.0.1 \
 		PS_VERBOSE=1 "$BIN/ps-scheduler" --root-port 0 "$@" >"$TMP/sched.out" 2>"$TMP/sched.err" &
 	RUN_PIDS+=($!)
@@ -231,10 +261,13 @@ run() {
 		kill -0 "${wpids[0]}" 2>/dev/null || break
 		sleep 0.05
 	done
-	local rest=""
+	local rest="" k=1
 	[[ "$rates" == *" "* ]] && rest=${rates#* }
 	for r in $rest; do
 		sleep "$PHASE_S"
+		k=$((k + 1))
+		# the path first: a rate over the old delay is a mixed phase
+		[ -z "$DELAYS" ] || ns_delay_set 1 "$(phase_delay "$k")" || status=delay
 		set_rate "$r"
 	done
 	if [ "$bg" = 1 ]; then
@@ -276,7 +309,10 @@ echo "model,arm,t_s,steps_per_s" >"$STEPCSV"
 : >"$TMP/switches.csv"
 nphases=$(echo $RATES | wc -w)
 [ "$BG" = 1 ] && nphases=$((nphases + 1))
-echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), $nphases phases, $ROUNDS round(s), arms: $ARMS" >&2
+echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAYS:-$DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), $nphases phases, $ROUNDS round(s), arms: $ARMS" >&2
+# phase labels of the plot: RATE, or RATE@DELAY with --delays
+LABELS=$RATES
+[ -z "$DELAYS" ] || LABELS=$(paste -d@ <(echo $RATES | tr ' ' '\n') <(echo $DELAYS | tr ' ' '\n') | xargs)
 PHASES=""    # MODEL=SECONDS,... for the plot
 start=$(date +%s)
 
@@ -355,7 +391,7 @@ echo "autotune-bench: measured in $(($(date +%s) - start)) s" >&2
 python3 bench/autotune-report.py --table "$CSV" | tee "$OUT/$TAG.md.table"
 if command -v gnuplot >/dev/null; then
 	python3 bench/autotune-report.py --plot "$STEPCSV" "$OUT/$TAG-switches.csv" \
-		"$OUT/$TAG.png" "$PHASES" "$RATES" "$BG" "$TMP"
+		"$OUT/$TAG.png" "$PHASES" "$LABELS" "$BG" "$TMP"
 	echo "plot: $OUT/$TAG.png"
 fi
 echo "csv: $CSV"

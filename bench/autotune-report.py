@@ -53,8 +53,10 @@ def plot(steps_csv, sw_csv, png, phase_s, rates, bg, tmp):
         per = {k: float(v) for k, v in (x.split("=") for x in phase_s.split(","))}
     else:
         per = {m: float(phase_s) for m in models}
-    rl = rates.split()
-    phases = [f"{r} Gbit/s" for r in rl] + ([f"{rl[-1]} Gbit/s + traffic"] if bg == "1" else [])
+    # RATE, or RATE@DELAY (one-way ms, --delays)
+    rl = [f"{r.split('@')[0]} Gbit/s, {r.split('@')[1]} ms" if "@" in r else f"{r} Gbit/s"
+          for r in rates.split()]
+    phases = rl + ([f"{rl[-1]} + traffic"] if bg == "1" else [])
     sw = []
     if os.path.exists(sw_csv):
         sw = [r for r in csv.reader(open(sw_csv)) if len(r) == 5]

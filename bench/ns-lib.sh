@@ -89,8 +89,10 @@ ns_set_rate() {
 	done
 }
 
-# ns_delay I MS: every frame to and from node I waits MS milliseconds
-# (decimals allowed; 0: no line) (this kernel has no netem).  The node's switch port p$I leaves the
+# ns_delay I MS [line]: every frame to and from node I waits MS
+# milliseconds (decimals allowed; 0: no line unless "line" is given, for
+# a delay that ns_delay_set changes later) (this kernel has no netem).
+# The node's switch port p$I leaves the
 # bridge; a delay line (a process in the switch namespace, for the
 # topology's life) moves frames between p$I and a tap d$I that takes its
 # place in the bridge.  p$I's tbf (ns_set_rate) still shapes what goes to
@@ -99,16 +101,19 @@ ns_set_rate() {
 ns_delay() {
 	local i=$1 us k
 	us=$(awk -v d="$2" 'BEGIN { printf "%d", d * 1000 }')
-	[ "$us" -gt 0 ] || return 0
+	[ "$us" -gt 0 ] || [ "${3:-}" = line ] || return 0
 	[ -x "${DELAYLINE:-}" ] || {
 		echo "ns_delay: no delay line binary (DELAYLINE='${DELAYLINE:-}'; make tests)" >&2
 		return 1
 	}
 	ip -n "$SW" link set "p$i" nomaster || return 1
 	rm -f "$TMP/delayline$i.ready"
+	echo "$us" >"$TMP/delayline$i.us"
 	ip netns exec "$SW" "$DELAYLINE" --dev "p$i" --tap "d$i" --delay-us "$us" \
-		--ready "$TMP/delayline$i.ready" 2>"$TMP/delayline$i.err" &
+		--ready "$TMP/delayline$i.ready" --delay-file "$TMP/delayline$i.us" \
+		2>"$TMP/delayline$i.err" &
 	DL_PIDS+=($!)
+	printf -v "DL_PID_$i" %s "$!"
 	for ((k = 0; k < 100; k++)); do
 		[ -e "$TMP/delayline$i.ready" ] && break
 		kill -0 "$!" 2>/dev/null || break
@@ -119,4 +124,24 @@ ns_delay() {
 		return 1
 	}
 	ip -n "$SW" link set "d$i" master br0 mtu "$MTU" up
+}
+
+# ns_delay_set I MS: node I's line (ns_delay) delays by MS milliseconds
+# from now on (frames already in it keep theirs).  Returns once the line
+# said so in $TMP/delayline$I.err, 1 if it did not within 2 s.
+ns_delay_set() {
+	local i=$1 us pid k v
+	pid=DL_PID_$i
+	pid=${!pid:-}
+	[ -n "$pid" ] || { echo "ns_delay_set: node $i has no delay line" >&2; return 1; }
+	us=$(awk -v d="$2" 'BEGIN { printf "%d", d * 1000 }')
+	echo "$us" >"$TMP/delayline$i.us"
+	kill -HUP "$pid" || return 1
+	for ((k = 0; k < 40; k++)); do
+		v=$(sed -n 's/.*: delay [0-9]* -> \([0-9]*\) us$/\1/p' "$TMP/delayline$i.err" | tail -n 1)
+		[ "$v" = "$us" ] && return 0
+		sleep 0.05
+	done
+	echo "ns_delay_set: the line of node $i did not take $us us: $(tail -n 1 "$TMP/delayline$i.err")" >&2
+	return 1
 }

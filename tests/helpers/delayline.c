@@ -20,8 +20,14 @@
  *
  * Usage (in the switch namespace, as root):
  *   delayline --dev DEV --tap TAP --delay-us N [--max-mib M] [--ready FILE]
+ *             [--delay-file FILE]
  * Runs until SIGTERM/SIGINT, then prints one line of counters to stderr.
  * --ready FILE: written once the tap exists (the caller then attaches it).
+ * --delay-file FILE: on SIGHUP the delay becomes the microseconds FILE
+ * holds (a path that changes during a run, bench/ns-lib.sh
+ * ns_delay_set); frames already queued keep their time, and frames leave
+ * in order, so after a cut a new frame waits for the ones before it.  A
+ * bad value is refused on stderr and the delay stays.
  */
 #include <errno.h>
 #include <net/if.h> /* before linux/if_tun.h, which pulls linux/if.h */
@@ -65,12 +71,14 @@ struct dl_dir {
 	bool blocked; /* the output side said EAGAIN */
 };
 
-static volatile sig_atomic_t dl_stop;
+static volatile sig_atomic_t dl_stop, dl_reload;
 
 static void dl_on_signal(int sig)
 {
-	(void)sig;
-	dl_stop = 1;
+	if (sig == SIGHUP)
+		dl_reload = 1;
+	else
+		dl_stop = 1;
 }
 
 static uint64_t dl_now_ns(void)
@@ -260,7 +268,39 @@ static bool dl_parse_long(const char *name, const char *arg, long lo, long hi,
 static void dl_usage(void)
 {
 	fprintf(stderr, "usage: delayline --dev DEV --tap TAP --delay-us N "
-			"[--max-mib M] [--ready FILE]\n");
+			"[--max-mib M] [--ready FILE] [--delay-file FILE]\n");
+}
+
+/* SIGHUP: the delay @path holds, in microseconds; *@delay_us stays as it
+ * was (said why) if the file cannot be read or holds no valid delay. */
+static void dl_reload_delay(const char *dev, const char *path, long *delay_us)
+{
+	char line[64], *nl;
+	long v;
+	FILE *f;
+
+	if (!path) {
+		fprintf(stderr, "delayline %s: SIGHUP without --delay-file\n",
+			dev);
+		return;
+	}
+	f = fopen(path, "r");
+	if (!f) {
+		fprintf(stderr, "delayline %s: %s: %s\n", dev, path,
+			strerror(errno));
+		return;
+	}
+	if (!fgets(line, sizeof(line), f))
+		line[0] = '\0';
+	fclose(f);
+	nl = strchr(line, '\n');
+	if (nl)
+		*nl = '\0';
+	if (!dl_parse_long("delay-file", line, 0, 10000000, &v))
+		return;
+	fprintf(stderr, "delayline %s: delay %ld -> %ld us\n", dev, *delay_us,
+		v);
+	*delay_us = v;
 }
 
 int main(int argc, char **argv)
@@ -271,13 +311,15 @@ int main(int argc, char **argv)
 		{ "delay-us", required_argument, NULL, 'u' },
 		{ "max-mib", required_argument, NULL, 'm' },
 		{ "ready", required_argument, NULL, 'r' },
+		{ "delay-file", required_argument, NULL, 'f' },
 		{ NULL, 0, NULL, 0 },
 	};
-	const char *dev = NULL, *tap = NULL, *ready = NULL;
+	const char *dev = NULL, *tap = NULL, *ready = NULL, *dfile = NULL;
 	long delay_us = -1, max_mib = 256;
 	struct dl_dir to_tap = { .name = "node->bridge" };
 	struct dl_dir to_dev = { .name = "bridge->node" };
 	struct sigaction sa;
+	sigset_t block, waitmask;
 	unsigned char *buf;
 	uint64_t delay_ns;
 	size_t max_queued;
@@ -293,6 +335,9 @@ int main(int argc, char **argv)
 			break;
 		case 'r':
 			ready = optarg;
+			break;
+		case 'f':
+			dfile = optarg;
 			break;
 		case 'u':
 			if (!dl_parse_long("delay-us", optarg, 0, 10000000,
@@ -322,6 +367,17 @@ int main(int argc, char **argv)
 	sa.sa_handler = dl_on_signal;
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
+	sigaction(SIGHUP, &sa, NULL);
+	/* the signals arrive only inside ppoll(), so none is missed between
+	 * the loop's look at the flags and the wait */
+	sigemptyset(&block);
+	sigaddset(&block, SIGTERM);
+	sigaddset(&block, SIGINT);
+	sigaddset(&block, SIGHUP);
+	sigprocmask(SIG_BLOCK, &block, &waitmask);
+	sigdelset(&waitmask, SIGTERM);
+	sigdelset(&waitmask, SIGINT);
+	sigdelset(&waitmask, SIGHUP);
 
 	buf = malloc(DL_FRAME_MAX);
 	if (!buf)
@@ -350,6 +406,11 @@ int main(int argc, char **argv)
 		uint64_t now = dl_now_ns(), next = UINT64_MAX;
 		struct timespec ts, *tsp = NULL;
 
+		if (dl_reload) {
+			dl_reload = 0;
+			dl_reload_delay(dev, dfile, &delay_us);
+			delay_ns = (uint64_t)delay_us * 1000u;
+		}
 		dl_flush(tfd, &to_tap, now);
 		dl_flush(pfd, &to_dev, now);
 		/* A blocked side is waited for with POLLOUT, else on time. */
@@ -368,7 +429,7 @@ int main(int argc, char **argv)
 			ts.tv_nsec = (long)(wait % 1000000000u);
 			tsp = &ts;
 		}
-		if (ppoll(pfds, 2, tsp, NULL) < 0) {
+		if (ppoll(pfds, 2, tsp, &waitmask) < 0) {
 			if (errno == EINTR)
 				continue;
 			fprintf(stderr, "delayline: poll: %s\n",

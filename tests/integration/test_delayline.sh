@@ -3,7 +3,9 @@
 # gives the namespace benches a round-trip time without netem.  Two
 # nodes on a bridge, node 1's link through the line:
 #  - TCP round trips (1 byte each way) take 2 x the delay more than
-#    without the line, and not much more (the line is on time);
+#    without the line, and not much more (the line is on time); after
+#    ns_delay_set to 1 ms, 2 ms more; a bad delay file is refused and
+#    the delay kept;
 #  - 48 MiB over a 1 Gbit/s tbf link through the line arrive intact
 #    (sha256 on both ends: GSO frames pass whole through the virtio-net
 #    headers) at a rate near the link's, and the line dropped nothing;
@@ -91,6 +93,24 @@ awk -v b="$base" -v l="$lined" -v d="$DELAY_MS" 'BEGIN {
 	add = l - b; want = 2 * d
 	exit !(add >= want - 0.2 && add <= want + 3) }' ||
 	die "the line added $(awk -v b="$base" -v l="$lined" 'BEGIN { print l - b }') ms, want ~$((2 * DELAY_MS))"
+
+# a path that changes during a run: 5 -> 1 ms, and a bad value refused
+ns_delay_set 1 1 || die "ns_delay_set 1 ms"
+cut=$(rtt 7104) || die "round trips after the change"
+echo "round trip: ${cut} ms after the line went to 1 ms"
+awk -v b="$base" -v l="$cut" 'BEGIN { add = l - b; exit !(add >= 1.8 && add <= 4) }' ||
+	die "after the change to 1 ms the line added $(awk -v b="$base" -v l="$cut" 'BEGIN { print l - b }') ms, want ~2"
+echo "12ms" >"$TMP/delayline1.us"
+kill -HUP "${DL_PIDS[0]}"
+for ((k = 0; k < 40; k++)); do
+	grep -q "delay-file '12ms'" "$TMP/delayline1.err" && break
+	sleep 0.05
+done
+grep -q "delay-file '12ms': want 0\.\.10000000" "$TMP/delayline1.err" ||
+	die "a bad delay file was not refused: $(tail -n 2 "$TMP/delayline1.err")"
+kept=$(rtt 7105) || die "round trips after a bad delay file"
+awk -v b="$base" -v l="$kept" 'BEGIN { add = l - b; exit !(add >= 1.8 && add <= 4) }' ||
+	die "after a bad delay file the line added $(awk -v b="$base" -v l="$kept" 'BEGIN { print l - b }') ms, want ~2 (kept)"
 
 # 48 MiB at 1 Gbit/s through the line, checked end to end
 ns_set_rate 1
