@@ -20,8 +20,10 @@
 #
 # Topology: one namespace per node (scheduler, server, 2 workers, and a
 # traffic node) joined by veth links to a bridge in a switch namespace;
-# tbf shapes both directions of every link.  This kernel has no netem,
-# so the links have a rate but no added delay; the background traffic
+# tbf shapes both directions of every link.  This kernel has no netem:
+# a delay line (tests/helpers/delayline.c) on the server's link adds a
+# delay, fixed (--delay-ms) or one per rate phase (--delays, a path that
+# changes: bench/ns-lib.sh ns_delay_set); the background traffic
 # (a python3 TCP blaster from the traffic node to the server's node)
 # competes with the workers' pushes on the server's link.  All names
 # carry this script's pid; everything is removed on exit.  Needs root.
