@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "echo.h"
 #include "node.h"
 
 struct psd_peer *psd_node_peer(struct psched_node *n, int id)
@@ -390,10 +389,6 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 	if (c != n->sched) {
 		if (m->body_case == PSCHED__CONTROL__BODY_PAIR_READY) {
 			psd_po_on_pair_ready(n, c, m->pair_ready);
-			return;
-		}
-		if (m->body_case == PSCHED__CONTROL__BODY_ECHO) {
-			psd_echo_rx(c, n->id, m->echo);
 			return;
 		}
 		if (!n->role || !n->role->rx_control ||

@@ -140,9 +140,8 @@ int psd_conn_send_more(struct psd_conn *c, const struct psd_hdr *h,
 int psd_conn_flush(struct psd_conn *c);
 /* The transport's ->tx_room() for what @c sends: 1 if the path has
  * room, 0 if it is full, -EOPNOTSUPP when the transport cannot tell.
- * With 1 or 0, *@min_rtt_us (if not NULL) gets the path's base round
- * trip in microseconds: the kernel's minimum, or the recent echoes'
- * (echo.h) after the path lengthened. */
+ * With 1 or 0, *@min_rtt_us (if not NULL) gets the path's minimum round
+ * trip in microseconds. */
 int psd_conn_tx_room(struct psd_conn *c, uint32_t *min_rtt_us);
 /* An answer: on the van thread, kept aside like psd_conn_send_more()
  * and flushed by the van after the ->progress() call it came from (the

@@ -8,8 +8,6 @@
  */
 #include <stdlib.h>
 
-#include "echo.h"
-#include "internal.h"
 #include "van_int.h"
 
 enum conn_send_how { CONN_SEND, CONN_SEND_DEV, CONN_SEND_MORE };
@@ -117,8 +115,7 @@ int psd_conn_tx_room(struct psd_conn *c, uint32_t *min_rtt_us)
 	c = conn_tx(c);
 	if (!c->ops->tx_room || atomic_load(&c->closed))
 		return -EOPNOTSUPP;
-	return c->ops->tx_room(c, psd_echo_base_us(c, psd_now_us()),
-			       min_rtt_us);
+	return c->ops->tx_room(c, min_rtt_us);
 }
 
 int psd_conn_flush(struct psd_conn *c)

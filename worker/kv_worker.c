@@ -12,7 +12,6 @@
 #include <unistd.h>
 
 #include "compress.h"
-#include "echo.h"
 #include "kvw.h"
 #include "psched/kvstore.h"
 #include "role.h"
@@ -166,39 +165,6 @@ static void kvw_req_start_unlocks(struct psched_node *n, struct kvw_req *r)
 	psd_kvw_kick(w);
 }
 
-/*
- * Unlocked.  Nothing of this worker in flight: an echo to each server
- * whose path is due one (common/echo.h; up to KVW_RTT_LOOKS servers a
- * call, round-robin), sent before the request's data, so that no queue
- * of ours is in its round trip.  The round trip the tuner sizes credit
- * by, and the floor test, then follow a path that lengthened, which the
- * kernel's minimum keeps for minutes.
- */
-static void kvw_echo_idle(struct psched_node *n, struct psd_kvw *w)
-{
-	struct psd_conn *due[KVW_RTT_LOOKS];
-	uint64_t now = psd_now_us();
-	unsigned i, k = 0;
-	struct psd_peer *p;
-
-	pthread_mutex_lock(&w->lock);
-	for (i = 0; !w->met.inflight && i < KVW_RTT_LOOKS && i < n->num_server;
-	     i++) {
-		p = psd_node_peer(n, psd_server_id((w->met.echo_next + i) %
-						   n->num_server));
-		if (p && p->conn && psd_echo_due(p->conn, now)) {
-			psd_conn_get(p->conn);
-			due[k++] = p->conn;
-		}
-	}
-	w->met.echo_next += i;
-	pthread_mutex_unlock(&w->lock);
-	for (i = 0; i < k; i++) {
-		(void)psd_echo_send(due[i], n->id, now);
-		psd_conn_put(due[i]);
-	}
-}
-
 /* Unlocked.  Build, register and start one request. */
 static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		     size_t nkeys, const void *const *push_vals,
@@ -220,7 +186,6 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	if (device != -1 && keys && nkeys &&
 	    (ret = psd_kvw_gpu_prepare(n, device, nkeys, push_vals, pull_vals)))
 		return ret;
-	kvw_echo_idle(n, w);
 	pthread_mutex_lock(&w->lock);
 	if (n->fatal) {
 		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);

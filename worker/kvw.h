@@ -207,7 +207,6 @@ struct kvw_metrics {
 	 * server a report looks at (kvw_metrics_rtt()). */
 	uint32_t rtt_us;
 	unsigned rtt_next;
-	unsigned echo_next; /* the next server kvw_echo_idle() looks at */
 };
 
 /* The one outstanding ServerCommand of this worker (worker/command.c).

@@ -561,10 +561,9 @@ static void tcp_fini(struct psd_conn *c)
 	tc->held_len = 0;
 }
 
-static int tcp_tx_room(struct psd_conn *c, uint32_t echo_us,
-		       uint32_t *min_rtt_us)
+static int tcp_tx_room(struct psd_conn *c, uint32_t *min_rtt_us)
 {
-	return psd_tcp_path_room(c->fd, echo_us, min_rtt_us);
+	return psd_tcp_path_room(c->fd, min_rtt_us);
 }
 
 const struct psd_transport_ops psd_tcp_ops = {

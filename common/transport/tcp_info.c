@@ -13,19 +13,10 @@
 
 #include "tcp_info.h"
 
-uint32_t psd_path_base_us(uint32_t kmin_us, uint32_t echo_us)
-{
-	if ((uint64_t)echo_us > 2 * (uint64_t)kmin_us &&
-	    echo_us - kmin_us > 1000)
-		return echo_us;
-	return kmin_us;
-}
-
-int psd_tcp_path_room(int fd, uint32_t echo_us, uint32_t *min_rtt_us)
+int psd_tcp_path_room(int fd, uint32_t *min_rtt_us)
 {
 	struct tcp_info ti;
 	socklen_t len = sizeof(ti);
-	uint32_t base;
 
 	if (fd < 0)
 		return -EBADF;
@@ -35,11 +26,10 @@ int psd_tcp_path_room(int fd, uint32_t echo_us, uint32_t *min_rtt_us)
 	if (len < offsetof(struct tcp_info, tcpi_min_rtt) + 4 ||
 	    !ti.tcpi_min_rtt || !ti.tcpi_rtt)
 		return -EOPNOTSUPP;
-	base = psd_path_base_us(ti.tcpi_min_rtt, echo_us);
 	if (min_rtt_us)
-		*min_rtt_us = base;
+		*min_rtt_us = ti.tcpi_min_rtt;
 	/*
-	 * The smoothed round trip is under 1.5 times the path's base: no
+	 * The smoothed round trip is under 1.5 times the path's minimum: no
 	 * standing queue on the way, so the bytes the sender keeps in flight
 	 * (its credit, when sends wait for it) do not fill the path.  With C
 	 * in flight sent as bursts and a bandwidth-delay product P, bytes
@@ -50,5 +40,5 @@ int psd_tcp_path_room(int fd, uint32_t echo_us, uint32_t *min_rtt_us)
 	 * keeps the highest-rate sample, so the mark of an older,
 	 * unlimited sample stays while a credit-bound sender sends.
 	 */
-	return 2 * (uint64_t)ti.tcpi_rtt < 3 * (uint64_t)base;
+	return 2 * (uint64_t)ti.tcpi_rtt < 3 * (uint64_t)ti.tcpi_min_rtt;
 }

@@ -132,15 +132,6 @@ struct psd_conn {
 	uint8_t channel;
 	bool tx_to_pair;
 	struct psd_conn *_Atomic pair;
-	/* Echo round trips (common/echo.h): the stamp of the outstanding
-	 * echo (0: none), set by its sender and cleared by the van thread
-	 * with the reply; when the last went out; the least round trip of
-	 * this window [0] and the last [1], this one begun at echo_win_us,
-	 * written by the van thread alone. */
-	_Atomic uint64_t echo_sent_us;
-	_Atomic uint64_t echo_last_us;
-	_Atomic uint64_t echo_win_us;
-	_Atomic uint32_t echo_min_us[2];
 };
 
 /* psd_conn.channel, Hello.channel */
@@ -232,11 +223,8 @@ struct psd_transport_ops {
 	/* Optional (NULL: unknown; tcp only): 1 if the path has room (no
 	 * standing queue holds what the sender keeps in flight), 0 if not,
 	 * or -errno; with 1 or 0, *min_rtt_us (if not NULL) gets the path's
-	 * base round trip: its minimum, or @echo_us (the least recent echo,
-	 * 0: none; common/echo.h) when that says the path lengthened.  Any
-	 * thread, cheap (one getsockopt). */
-	int (*tx_room)(struct psd_conn *c, uint32_t echo_us,
-		       uint32_t *min_rtt_us);
+	 * minimum round trip.  Any thread, cheap (one getsockopt). */
+	int (*tx_room)(struct psd_conn *c, uint32_t *min_rtt_us);
 };
 
 /*

@@ -158,13 +158,6 @@ def main(root):
           ctl(2, hello(4) + b"\x00" * 5000))
     write(n, "bad_proofs", b"\x0a" + ctl(1, hello(3)) + ctl(1, proof(b"\x01" * 32)) +
           ctl(2, hello(9)) + ctl(2, hello(4)) + ctl(0, chal(b"\x02" * 32)))
-    # Echo (field 24): a request the node sends back, a reply to none
-    # outstanding, a reply after a worker's own echo could be out
-    echo = lambda nonce, reply: control(24, f_varint(1, nonce) + f_varint(2, reply))
-    write(n, "server_echo", b"\x02" + ctl(1, hello(3)) + ctl(1, proof()) +
-          ctl(1, echo(123456789, 0)) + ctl(1, echo(5, 1)) + ctl(1, echo(0, 0)) + ctl(1, finalize))
-    write(n, "worker_echo", b"\x03" + ctl(1, chal()) + ctl(2, chal()) +
-          ctl(1, echo(987654321, 1)) + ctl(2, echo(42, 0)) + ctl(1, echo(2 ** 64 - 1, 1)))
     write(n, "hello_short_nonce", b"\x02" + ctl(1, hello(3, b"abc")) + ctl(2, proof()) +
           ctl(2, hello(3)) + ctl(2, proof()) + ctl(1, hello(3)))
 
