@@ -48,6 +48,7 @@ TAG=autotune-bench
 ARMS="default static oneshot online"
 DELAY_MS=0
 DELAYS=""    # --delays, one-way ms per rate phase (a path that changes)
+WLEN=""      # --min-rtt-wlen, net.ipv4.tcp_min_rtt_wlen in every namespace
 BIN_ARG=""   # --bin, plot bins, seconds (default: the phase / 12, at least 2)
 SPS=2        # --autotune-steps-per-sample
 MAXS=12      # --autotune-max-samples
@@ -71,6 +72,10 @@ usage: bench/autotune-bench.sh [options]
   --delays "D ..."   one delay per rate phase instead (ms, 0 allowed):
                      the path changes with the rate; the traffic phase
                      keeps the last
+  --min-rtt-wlen S   net.ipv4.tcp_min_rtt_wlen in every node's namespace
+                     (the kernel's window of a connection's least round
+                     trip, 300 s by default; README: shorter where paths
+                     change)
   --tag NAME         file name stem [$TAG]
   --out DIR          [docs]
 EOF
@@ -90,6 +95,7 @@ while [ $# -gt 0 ]; do
 	--out) OUT=$2; shift ;;
 	--delay-ms) DELAY_MS=$2; shift ;;
 	--delays) DELAYS=$2; shift ;;
+	--min-rtt-wlen) WLEN=$2; shift ;;
 	--bin) BIN_ARG=$2; shift ;;
 	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -107,6 +113,10 @@ if [ -n "$DELAYS" ]; then
 	[ "$(echo $DELAYS | wc -w)" = "$(echo $RATES | wc -w)" ] ||
 		{ echo "autotune-bench: --delays needs one delay per rate ('$RATES'), got '$DELAYS'" >&2; exit 2; }
 fi
+
+case ${WLEN:-300} in
+*[!0-9]* | "") echo "autotune-bench: --min-rtt-wlen takes whole seconds, not '$WLEN'" >&2; exit 2 ;;
+esac
 
 case ${BIN_ARG:-auto} in
 auto) ;;
@@ -155,6 +165,10 @@ set_rate() { ns_set_rate "$1"; } # every link, both directions
 # (with --delays a line from the start, whose delay each run sets)
 topology() {
 	ns_topology "$1" 10.78.0 || return 1
+	local nn
+	for nn in "${NODES[@]}"; do
+		[ -z "$WLEN" ] || ip netns exec "$nn" sysctl -qw net.ipv4.tcp_min_rtt_wlen="$WLEN" || return 1
+	done
 	if [ -n "$DELAYS" ]; then
 		ns_delay 1 "${DELAYS%% *}" line
 	else
