@@ -166,8 +166,8 @@ set_rate() { ns_set_rate "$1"; } # every link, both directions
 topology() {
 	ns_topology "$1" 10.78.0 || return 1
 	local nn
-	for nn in "${NODES[@]}"; do
-		[ -z "$WLEN" ] || ip netns exec "$nn" sysctl -qw net.ipv4.tcp_min_rtt_wlen="$WLEN" || return 1
+	for nn in ${WLEN:+"${NODES[@]}"}; do
+		ip netns exec "$nn" sysctl -qw net.ipv4.tcp_min_rtt_wlen="$WLEN" || return 1
 	done
 	if [ -n "$DELAYS" ]; then
 		ns_delay 1 "${DELAYS%% *}" line

@@ -98,9 +98,12 @@ ns_set_rate() {
 # place in the bridge.  p$I's tbf (ns_set_rate) still shapes what goes to
 # the node, the node's eth0 tbf what comes from it; the delay is in
 # series with both.  The line's counters go to $TMP/delayline$I.err.
+# ns_us MS: MS milliseconds (decimals allowed) in whole microseconds
+ns_us() { awk -v d="$1" 'BEGIN { printf "%d", d * 1000 }'; }
+
 ns_delay() {
 	local i=$1 us k
-	us=$(awk -v d="$2" 'BEGIN { printf "%d", d * 1000 }')
+	us=$(ns_us "$2")
 	[ "$us" -gt 0 ] || [ "${3:-}" = line ] || return 0
 	[ -x "${DELAYLINE:-}" ] || {
 		echo "ns_delay: no delay line binary (DELAYLINE='${DELAYLINE:-}'; make tests)" >&2
@@ -134,7 +137,7 @@ ns_delay_set() {
 	pid=DL_PID_$i
 	pid=${!pid:-}
 	[ -n "$pid" ] || { echo "ns_delay_set: node $i has no delay line" >&2; return 1; }
-	us=$(awk -v d="$2" 'BEGIN { printf "%d", d * 1000 }')
+	us=$(ns_us "$2")
 	echo "$us" >"$TMP/delayline$i.us"
 	kill -HUP "$pid" || return 1
 	for ((k = 0; k < 40; k++)); do
