@@ -85,7 +85,7 @@ struct psd_tuner_opts {
 	unsigned int apply_delay; /* config applies from step + this (2) */
 
 	double noise; /* sd of a sample relative to the score; 0: learn (0) */
-	double ei_threshold;	 /* lock when EI < this * best mean (0.005) */
+	double ei_threshold;	 /* lock when EI < this * best mean (0.001) */
 	double xi;		 /* EI margin, standardized units (0.01) */
 	double retune_threshold; /* relative score change (0.05) */
 	unsigned int retune_windows; /* consecutive samples beyond it (3) */

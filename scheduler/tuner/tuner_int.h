@@ -19,6 +19,7 @@ struct tuner_obs {
 	double score;
 	double weight;	     /* GP noise multiplier; grows on every retune */
 	unsigned int search; /* which search it belongs to */
+	bool drift; /* a locked sample that moved off: it opened the search */
 	double cond[TUNER_NCOND]; /* conditions (unit box) when measured */
 };
 
@@ -65,6 +66,7 @@ struct psd_tuner {
 
 	unsigned int search; /* current search number */
 	unsigned int search_samples;
+	unsigned int search_design; /* design points this search began with */
 	/* this search started under conditions sampled before: the model
 	 * leads, the end game is the last sample only (tuner_next) */
 	bool explored;

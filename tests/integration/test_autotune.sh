@@ -187,17 +187,26 @@ best_of() {
 median() { sort -g | awk '{a[NR]=$1} END {print a[int((NR + 1) / 2)]}'; }
 
 # compare RATE A_PART A_CREDIT B_PART B_CREDIT: ROUNDS rounds, each
-# running A then B back to back (the machine's load drifts: pairs see the
-# same load).  CMP_A, CMP_B: medians; CMP_RATIO: median of A/B per round.
+# running A and B back to back (the machine's load drifts: pairs see the
+# same load), A first in odd rounds and B first in even ones (no side
+# always runs first after the re-shape or the other's job).  CMP_A, CMP_B:
+# medians; CMP_RATIO: median of A/B per round.
 compare() {
 	local rate=$1 r sa=() sb=() q=()
 	shape "$rate" || die "tc failed"
 	for r in $(seq 1 "$ROUNDS"); do
-		measure "$2" "$3" "cmp-a-$rate-$r"
-		sa+=("$SCORE")
-		measure "$4" "$5" "cmp-b-$rate-$r"
-		sb+=("$SCORE")
-		q+=("$(echo "${sa[-1]} $SCORE" | awk '{printf "%.3f", $1 / $2}')")
+		if [ $((r % 2)) = 1 ]; then
+			measure "$2" "$3" "cmp-a-$rate-$r"
+			sa+=("$SCORE")
+			measure "$4" "$5" "cmp-b-$rate-$r"
+			sb+=("$SCORE")
+		else
+			measure "$4" "$5" "cmp-b-$rate-$r"
+			sb+=("$SCORE")
+			measure "$2" "$3" "cmp-a-$rate-$r"
+			sa+=("$SCORE")
+		fi
+		q+=("$(echo "${sa[-1]} ${sb[-1]}" | awk '{printf "%.3f", $1 / $2}')")
 	done
 	CMP_A=$(printf '%s\n' "${sa[@]}" | median)
 	CMP_B=$(printf '%s\n' "${sb[@]}" | median)

@@ -39,21 +39,26 @@ struct sim {
 	double noise;	     /* relative sd of one step's score */
 	double warmup_score; /* > 0: reported while the tuner warms up */
 	double scale;	     /* every score is multiplied by this */
+	double base;	     /* the score far from the peak (20) */
+	double height;	     /* the peak's rise above it (100) */
+	double width_lp;     /* the peak's sd in octaves of partition (2.5) */
 	unsigned int changes;
 	uint64_t fixed_part; /* != 0: every config must use it */
 	uint64_t fixed_credit;
 	gsl_rng *rng;
 };
 
-/* The noiseless score: 20 + 100 at the peak, Gaussian in log space. */
+/* The noiseless score: base (20) + height (100) at the peak, Gaussian in
+ * log space. */
 static inline double sim_truth(const struct sim *s, uint64_t part,
 			       uint64_t credit)
 {
 	double dp = log2((double)part) - s->peak_lp;
 	double dm = log2((double)credit / (double)part) - s->peak_lm;
 
-	return 20.0 + 100.0 * exp(-dp * dp / (2.0 * 2.5 * 2.5) -
-				  dm * dm / (2.0 * 1.2 * 1.2));
+	return s->base +
+	       s->height * exp(-dp * dp / (2.0 * s->width_lp * s->width_lp) -
+			       dm * dm / (2.0 * 1.2 * 1.2));
 }
 
 /* The best noiseless score over the usable grid (4 KiB..64 MiB, 1..32x). */
@@ -99,6 +104,9 @@ static inline void sim_init(struct sim *s, const struct psd_tuner_opts *o,
 	s->peak_lm = 2.0;  /* 4x */
 	s->noise = 0.02;
 	s->scale = 1.0;
+	s->base = 20.0;
+	s->height = 100.0;
+	s->width_lp = 2.5;
 	s->step = 1;
 	s->rng = gsl_rng_alloc(gsl_rng_mt19937);
 	CHECK(s->rng);
