@@ -140,7 +140,15 @@ for i in 1 2; do
 	# asserted in the plain build only.
 	[ "$SAN" = 1 ] || awk -v r="$3" 'BEGIN { exit !(r > 0.6 * 125e6) }' ||
 		die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
-	[ "$2" = 0 ] || die "worker $i: $2 of $1 reports of a full link said floor"
+	# Nor can they keep the credit from running out now and then: one
+	# TSan run of 2 workers x 5 reports had 1 floor (stop 38).  A
+	# sanitizer build allows a quarter of the reports, the plain none.
+	if [ "$SAN" = 1 ]; then
+		[ $(($2 * 4)) -le "$1" ] ||
+			die "worker $i: $2 of $1 reports of a full link said floor (a sanitizer build allows a quarter)"
+	else
+		[ "$2" = 0 ] || die "worker $i: $2 of $1 reports of a full link said floor"
+	fi
 done
 
 # The path lengthens during a job: no delay, then 2 ms each way, at 5
