@@ -11,6 +11,15 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* A sanitizer build (make asan, make tsan): tests that drive the tuner
+ * over many seeds run a few there and keep their bars for the plain
+ * build (test_tuner_synth, test_tuner_search). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define TEST_SANITIZED true
+#else
+#define TEST_SANITIZED false
+#endif
+
 struct test_case {
 	const char *name;
 	void (*fn)(void);

@@ -206,7 +206,7 @@ static int tuner_setup_space(struct psd_tuner *t)
 	t->tune_part = t->lp_min < t->lp_max;
 	t->tune_credit = !o->fixed_credit && o->credit_mult_max > 1;
 	t->dim = t->tune_part + t->tune_credit;
-	t->search_design = 2 * t->dim + 1; /* bo.n_init: the first search's */
+	t->search_given = 2 * t->dim + 1; /* bo.n_init: the first search's */
 	return t->dim ? 0 : -EINVAL;
 }
 
@@ -478,16 +478,17 @@ static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
 
 /*
  * Samples a search needs before low expected improvement may lock it in:
- * its design points and dim + 1 more.  A GP fitted on a few noisy design
- * points alone can see the surface as flat (EI below the threshold
- * everywhere) and lock on the best of them: on a shallow surface (the
+ * those it did not choose (design points, the samples that opened it) and
+ * dim + 1 more.  A GP fitted on a few noisy design points alone can see
+ * the surface as flat (EI below the threshold everywhere) and lock on the
+ * best of them: on a shallow surface (the
  * replayed ResNet-50 at 2 Gbit/s) that was 0.74-0.82 of the optimum in
  * 3-4 of 100 seeds at 2-5 % noise, and one CI run locked there at 0.88
  * (test_tuner_no_lock_on_design, docs/tuner.md).
  */
 static unsigned int tuner_ei_lock_min(const struct psd_tuner *t)
 {
-	unsigned int n = t->search_design + t->dim + 1;
+	unsigned int n = t->search_given + t->dim + 1;
 
 	return n > 2 * t->dim + 1 ? n : 2 * t->dim + 1;
 }
@@ -620,7 +621,7 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 	psd_bo_redesign(t->bo, design);
 	t->search++;
 	t->search_samples = 0;
-	t->search_design = design;
+	t->search_given = design;
 	t->phase = PSD_TUNER_RETUNE;
 	t->ndev = 0;
 	t->probing = false; /* a probe cut short by a worker change */
@@ -680,6 +681,7 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
 	ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
 	if (!ret)
 		ret = tuner_observe(t, score);
+	t->search_given++;
 	return ret ? ret : tuner_next(t, step);
 }
 
@@ -814,6 +816,7 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 		if (ret)
 			return ret;
 		t->obs[t->nobs - 1].drift = true;
+		t->search_given++;
 	}
 	return tuner_next(t, step);
 }

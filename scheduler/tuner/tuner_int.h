@@ -66,7 +66,9 @@ struct psd_tuner {
 
 	unsigned int search; /* current search number */
 	unsigned int search_samples;
-	unsigned int search_design; /* design points this search began with */
+	/* samples of this search it did not choose: design points, the
+	 * drifted samples or the one under moved conditions that opened it */
+	unsigned int search_given;
 	/* this search started under conditions sampled before: the model
 	 * leads, the end game is the last sample only (tuner_next) */
 	bool explored;

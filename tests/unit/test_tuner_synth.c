@@ -61,11 +61,7 @@
  * reach as well as 30, and 30 seeds under TSan took 7.6 of CI's 90
  * minutes.  The bars are the plain build's.
  */
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED true
-#else
-#define SANITIZED false
-#endif
+#define SANITIZED TEST_SANITIZED
 static unsigned int nseeds(void)
 {
 	return SANITIZED ? 3 : SEEDS;
