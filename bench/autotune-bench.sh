@@ -115,7 +115,7 @@ if [ -n "$DELAYS" ]; then
 fi
 
 case ${WLEN:-300} in
-*[!0-9]* | "") echo "autotune-bench: --min-rtt-wlen takes whole seconds, not '$WLEN'" >&2; exit 2 ;;
+*[!0-9]*) echo "autotune-bench: --min-rtt-wlen takes whole seconds, not '$WLEN'" >&2; exit 2 ;;
 esac
 
 case ${BIN_ARG:-auto} in

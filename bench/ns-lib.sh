@@ -89,6 +89,9 @@ ns_set_rate() {
 	done
 }
 
+# ns_us MS: MS milliseconds (decimals allowed) in whole microseconds
+ns_us() { awk -v d="$1" 'BEGIN { printf "%d", d * 1000 }'; }
+
 # ns_delay I MS [line]: every frame to and from node I waits MS
 # milliseconds (decimals allowed; 0: no line unless "line" is given, for
 # a delay that ns_delay_set changes later) (this kernel has no netem).
@@ -98,9 +101,6 @@ ns_set_rate() {
 # place in the bridge.  p$I's tbf (ns_set_rate) still shapes what goes to
 # the node, the node's eth0 tbf what comes from it; the delay is in
 # series with both.  The line's counters go to $TMP/delayline$I.err.
-# ns_us MS: MS milliseconds (decimals allowed) in whole microseconds
-ns_us() { awk -v d="$1" 'BEGIN { printf "%d", d * 1000 }'; }
-
 ns_delay() {
 	local i=$1 us k
 	us=$(ns_us "$2")

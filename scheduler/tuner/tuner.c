@@ -378,36 +378,6 @@ static void tuner_watch_anew(struct psd_tuner *t)
 }
 
 /*
- * The lock-in's reference: the mean of its config's samples in this
- * search, but not of the drifted samples that opened the search when it
- * has others.  Those samples showed that the level moved; if it moves
- * back during the search (a transient load), a reference that mixes them
- * with the later ones sits between the two levels, and the next locked
- * samples read as drift again (test_tuner_retune_needs_consecutive_windows:
- * 3 samples at 1.5x, then the old level, reopened a second search).
- */
-static void tuner_lock_ref(struct psd_tuner *t, uint64_t part, uint64_t credit)
-{
-	double sum = 0.0;
-	unsigned int n = 0;
-	unsigned int i;
-
-	for (i = 0; i < t->nobs; i++) {
-		if (t->obs[i].search != t->search || t->obs[i].drift ||
-		    t->obs[i].part != part || t->obs[i].credit != credit)
-			continue;
-		sum += t->obs[i].score;
-		n++;
-	}
-	if (n) {
-		t->ref = sum / n;
-		t->ref_n = n;
-	} else {
-		t->ref = psd_tuner_config_mean(t, part, credit, &t->ref_n);
-	}
-}
-
-/*
  * Lock in the best config of the current search and log it: the highest
  * posterior mean among configs measured at least twice, or, if none was,
  * among all.
@@ -428,7 +398,7 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	i = psd_tuner_keep_incumbent(t, i, &mean, &sd);
 	b = &t->obs[i];
 	tuner_apply(t, step, b->part, b->credit, mean, sd);
-	tuner_lock_ref(t, b->part, b->credit);
+	t->ref = psd_tuner_lock_ref(t, b->part, b->credit, &t->ref_n);
 	t->best = t->cur;
 	t->locked_once = true;
 	t->phase = PSD_TUNER_LOCKED;
@@ -481,10 +451,10 @@ static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
  * those it did not choose (design points, the samples that opened it) and
  * dim + 1 more.  A GP fitted on a few noisy design points alone can see
  * the surface as flat (EI below the threshold everywhere) and lock on the
- * best of them: on a shallow surface (the
- * replayed ResNet-50 at 2 Gbit/s) that was 0.74-0.82 of the optimum in
- * 3-4 of 100 seeds at 2-5 % noise, and one CI run locked there at 0.88
- * (test_tuner_no_lock_on_design, docs/tuner.md).
+ * best of them: on a shallow surface (the replayed ResNet-50 at 2 Gbit/s)
+ * that was 0.74-0.82 of the optimum in 3-4 of 100 seeds at 2-5 % noise,
+ * and one CI run locked there at 0.88 (test_tuner_no_lock_on_design,
+ * docs/tuner.md).
  */
 static unsigned int tuner_ei_lock_min(const struct psd_tuner *t)
 {

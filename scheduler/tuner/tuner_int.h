@@ -159,6 +159,17 @@ bool psd_tuner_cut_short(const struct psd_tuner *t, double score);
 double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 			     uint64_t credit, unsigned int *n);
 /*
+ * The lock-in's reference: psd_tuner_config_mean() without the drifted
+ * samples that opened the search when the config has others.  Those
+ * samples showed that the level moved; if it moves back during the
+ * search (a transient load), a reference that mixes them with the later
+ * ones sits between the two levels, and the next locked samples read as
+ * drift again (test_tuner_retune_needs_consecutive_windows: 3 samples at
+ * 1.5x, then the old level, reopened a second search).
+ */
+double psd_tuner_lock_ref(const struct psd_tuner *t, uint64_t part,
+			  uint64_t credit, unsigned int *n);
+/*
  * Relative sd of one sample, pooled over the configs of the current search
  * measured more than once; 0 with fewer than TUNER_FLOOR_DF degrees of
  * freedom.  *@df gets the degrees of freedom.

@@ -44,8 +44,10 @@ bool psd_tuner_cut_short(const struct psd_tuner *t, double score)
 	return top > 0.0 && score < t->o.cut_ratio * top;
 }
 
-double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
-			     uint64_t credit, unsigned int *n)
+/* The mean of @part/@credit's samples in this search, without the drifted
+ * ones that opened it when @no_drift. */
+static double tuner_mean_of(const struct psd_tuner *t, uint64_t part,
+			    uint64_t credit, bool no_drift, unsigned int *n)
 {
 	double sum = 0.0;
 	unsigned int i;
@@ -53,12 +55,26 @@ double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
 	*n = 0;
 	for (i = 0; i < t->nobs; i++) {
 		if (t->obs[i].search != t->search || t->obs[i].part != part ||
-		    t->obs[i].credit != credit)
+		    t->obs[i].credit != credit || (no_drift && t->obs[i].drift))
 			continue;
 		sum += t->obs[i].score;
 		(*n)++;
 	}
 	return *n ? sum / *n : NAN;
+}
+
+double psd_tuner_config_mean(const struct psd_tuner *t, uint64_t part,
+			     uint64_t credit, unsigned int *n)
+{
+	return tuner_mean_of(t, part, credit, false, n);
+}
+
+double psd_tuner_lock_ref(const struct psd_tuner *t, uint64_t part,
+			  uint64_t credit, unsigned int *n)
+{
+	double m = tuner_mean_of(t, part, credit, true, n);
+
+	return *n ? m : tuner_mean_of(t, part, credit, false, n);
 }
 
 /* Whether observation @i is the first of its config in this search. */

@@ -143,12 +143,9 @@ for i in 1 2; do
 	# Nor can they keep the credit from running out now and then: one
 	# TSan run of 2 workers x 5 reports had 1 floor (stop 38).  A
 	# sanitizer build allows a quarter of the reports, the plain none.
-	if [ "$SAN" = 1 ]; then
-		[ $(($2 * 4)) -le "$1" ] ||
-			die "worker $i: $2 of $1 reports of a full link said floor (a sanitizer build allows a quarter)"
-	else
-		[ "$2" = 0 ] || die "worker $i: $2 of $1 reports of a full link said floor"
-	fi
+	max=$([ "$SAN" = 1 ] && echo $(($1 / 4)) || echo 0)
+	[ "$2" -le "$max" ] ||
+		die "worker $i: $2 of $1 reports of a full link said floor (at most $max allowed)"
 done
 
 # The path lengthens during a job: no delay, then 2 ms each way, at 5

@@ -61,10 +61,9 @@
  * reach as well as 30, and 30 seeds under TSan took 7.6 of CI's 90
  * minutes.  The bars are the plain build's.
  */
-#define SANITIZED TEST_SANITIZED
 static unsigned int nseeds(void)
 {
-	return SANITIZED ? 3 : SEEDS;
+	return TEST_SANITIZED ? 3 : SEEDS;
 }
 #define SETTLE	 5 /* locked samples before the change */
 #define LP_MIN	 12
@@ -427,7 +426,7 @@ static void test_synth_10pct(void)
 
 	measure(0.10, true, &f);
 	fig10 = f;
-	if (getenv("SYNTH_QUICK") || SANITIZED)
+	if (getenv("SYNTH_QUICK") || TEST_SANITIZED)
 		return;
 	check_vs_random(&f, 0.05, true);
 	/* the first-search target */
@@ -474,7 +473,7 @@ static void test_synth_20pct(void)
 	if (getenv("SYNTH_NO20"))
 		test_skip("SYNTH_NO20 set");
 	measure(0.20, true, &f);
-	if (!SANITIZED)
+	if (!TEST_SANITIZED)
 		check_vs_random(&f, 0.05, false);
 }
 
@@ -521,13 +520,13 @@ static void test_synth_credit_bound(void)
 	synth_starve_rtt = 0.004;
 	synth_no_floor = 0;
 	measure(0.10, true, &f);
-	if (!SANITIZED) {
+	if (!TEST_SANITIZED) {
 		check_vs_random(&f, 0.05, false);
 		CHECK(f.tuner[2].mean >= 0.92);
 		CHECK(f.tuner[3].mean >= 0.90);
 		CHECK(f.tuner[4].mean >= 0.92);
 	}
-	if (synth_slow() && !SANITIZED) {
+	if (synth_slow() && !TEST_SANITIZED) {
 		synth_no_floor = 1;
 		measure(0.10, true, &off);
 		CHECK(f.tuner[2].mean >= off.tuner[2].mean + 0.15);
