@@ -16,7 +16,9 @@
 # total timed steps), autotune-bench.md.table (medians, ratios),
 # autotune-bench-steps.csv (steps/s over time, round 1) and
 # autotune-bench.png (that, with the phases and the online arm's config
-# switches marked).  See docs/autotune-bench.md.
+# switches marked), autotune-bench-logs.tar.gz (the scheduler's log of
+# every run: the tuners' samples and lock-ins).  See
+# docs/autotune-bench.md.
 #
 # Topology: one namespace per node (scheduler, server, 2 workers, and a
 # traffic node) joined by veth links to a bridge in a switch namespace;
@@ -391,7 +393,8 @@ for model in $MODELS; do
 			esac
 			run "$model" "$TOTAL" "$RATES" "$BG" "$part" "$credit" "${args[@]}"
 			echo "  round $round $arm: $STEPS steps" >&2
-			# the tuners' logs of every run (KEEP_TMP=1 keeps them)
+			# the tuners' logs of every run (packed into the output
+			# at the end; KEEP_TMP=1 keeps them unpacked too)
 			mkdir -p "$TMP/runs"
 			cp "$TMP/sched.err" "$TMP/runs/$model-$arm-$round.sched.err" 2>/dev/null || true
 			echo "$model,$arm,$round,$STEPS,$part,$credit" >>"$CSV"
@@ -403,6 +406,8 @@ for model in $MODELS; do
 	done
 done
 cp "$TMP/switches.csv" "$OUT/$TAG-switches.csv"
+tar -czf "$OUT/$TAG-logs.tar.gz" -C "$TMP" runs ||
+	echo "autotune-bench: could not pack the runs' logs into $OUT/$TAG-logs.tar.gz" >&2
 echo "autotune-bench: measured in $(($(date +%s) - start)) s" >&2
 python3 bench/autotune-report.py --table "$CSV" | tee "$OUT/$TAG.md.table"
 if command -v gnuplot >/dev/null; then

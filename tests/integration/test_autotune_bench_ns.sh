@@ -53,6 +53,14 @@ done
 sw=$TMP/out/autotune-bench-switches.csv
 [ -s "$sw" ] || die "no switches CSV"
 grep -q online "$sw" || die "the online arm switched no config: $(cat "$sw")"
+# the scheduler's log of every run, packed: the tuners' lock-ins in it
+logs=$TMP/out/autotune-bench-logs.tar.gz
+for arm in default static oneshot online; do
+	tar -tzf "$logs" 2>/dev/null | grep -q "^runs/.*-$arm-1.sched.err$" ||
+		die "no scheduler log of the $arm run in $logs: $(tar -tzf "$logs" 2>&1 | head -5)"
+done
+tar -xzOf "$logs" --wildcards 'runs/*-online-1.sched.err' | grep -q "tuner " ||
+	die "the online run's log in $logs has no tuner line"
 after=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 left=$(comm -13 <(echo "$before") <(echo "$after"))
 [ -z "$left" ] || die "namespaces left behind: $left"
