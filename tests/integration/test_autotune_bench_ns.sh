@@ -55,9 +55,10 @@ sw=$TMP/out/autotune-bench-switches.csv
 grep -q online "$sw" || die "the online arm switched no config: $(cat "$sw")"
 # the scheduler's log of every run, packed: the tuners' lock-ins in it
 logs=$TMP/out/autotune-bench-logs.tar.gz
+packed=$(tar -tzf "$logs" 2>&1)
 for arm in default static oneshot online; do
-	tar -tzf "$logs" 2>/dev/null | grep -q "^runs/.*-$arm-1.sched.err$" ||
-		die "no scheduler log of the $arm run in $logs: $(tar -tzf "$logs" 2>&1 | head -5)"
+	grep -q "^runs/.*-$arm-1.sched.err$" <<<"$packed" ||
+		die "no scheduler log of the $arm run in $logs: $(head -5 <<<"$packed")"
 done
 tar -xzOf "$logs" --wildcards 'runs/*-online-1.sched.err' | grep -q "tuner " ||
 	die "the online run's log in $logs has no tuner line"
