@@ -153,6 +153,8 @@ void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 /* Sample budget of the current search: the first one, or a retune. */
 unsigned int psd_tuner_max_samples(const struct psd_tuner *t)
 {
+	if (t->search && !t->locked_once)
+		return t->o.max_samples; /* started over (tuner_rise_search) */
 	if (t->search && t->o.retune_max_samples)
 		return t->o.retune_max_samples;
 	return t->o.max_samples;
@@ -375,6 +377,7 @@ static void tuner_watch_anew(struct psd_tuner *t)
 	t->cond_moves = 0;
 	t->probing = false;
 	t->since_probe = TUNER_PROBE_GAP; /* no probe yet: one may run */
+	t->rose = false;
 }
 
 /*
@@ -532,10 +535,9 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	return 0;
 }
 
-/* Rebuild the BO from the newest TUNER_OBS_KEEP observations. */
-static int tuner_trim(struct psd_tuner *t)
+/* Rebuild the BO from the observations after the first @drop. */
+static int tuner_rebuild(struct psd_tuner *t, unsigned int drop)
 {
-	unsigned int drop = t->nobs - TUNER_OBS_KEEP;
 	const struct tuner_obs *ob;
 	struct psd_bo *bo;
 	double x[PSD_GP_MAX_DIM];
@@ -557,8 +559,8 @@ static int tuner_trim(struct psd_tuner *t)
 			return ret;
 		}
 	}
-	memmove(t->obs, t->obs + drop, sizeof(*t->obs) * TUNER_OBS_KEEP);
-	t->nobs = TUNER_OBS_KEEP;
+	memmove(t->obs, t->obs + drop, sizeof(*t->obs) * (t->nobs - drop));
+	t->nobs -= drop;
 	psd_bo_destroy(t->bo);
 	t->bo = bo;
 	return 0;
@@ -583,7 +585,8 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 	if (ret)
 		return ret;
 	if (t->nobs > TUNER_OBS_LIMIT) {
-		ret = tuner_trim(t);
+		/* the newest TUNER_OBS_KEEP only */
+		ret = tuner_rebuild(t, t->nobs - TUNER_OBS_KEEP);
 		if (ret)
 			return ret;
 	}
@@ -596,6 +599,52 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 	t->ndev = 0;
 	t->probing = false; /* a probe cut short by a worker change */
 	return 0;
+}
+
+/*
+ * A search took a faster link (psd_tuner_set_conditions(), t->rose), and
+ * its last sample is observed: the search starts over there, with the
+ * samples since the first faster reading as its own (tagged with the new
+ * conditions: they ran on that link) and, if no sample was taken near
+ * the new conditions before, dim design points (in the whole box before
+ * the first lock-in, else in the region around the last lock-in moved by
+ * the fitted shear).  Carried on, a search spent what was left of its
+ * budget where the model pointed: live, VGG-16's first search saw the
+ * link rise from 1 to 5 Gbit/s at its 9th sample of 12, ran its last
+ * four at 8-64 MiB partitions (the shear prior's way; the 1 Gbit/s phase
+ * was flat and said nothing) and locked 16 MiB x 32, 0.85 of the one-shot
+ * arm's 256 KiB x 32 (docs/autotune-bench.md, stop 40).
+ */
+static int tuner_rise_search(struct psd_tuner *t, uint64_t step)
+{
+	unsigned int from = t->rise_obs < t->nobs ? t->rise_obs : t->nobs - 1;
+	/* before a lock-in, a first search's own design (bo.n_init) */
+	unsigned int design = t->locked_once ? t->dim : 2 * t->dim + 1;
+	unsigned int given = 0;
+	bool novel;
+	unsigned int i;
+	int ret;
+
+	t->rose = false;
+	novel = psd_tuner_cond_is_novel(t, from);
+	for (i = from; i < t->nobs; i++) {
+		if (t->obs[i].search != t->search)
+			continue;
+		memcpy(t->obs[i].cond, t->cond, sizeof(t->cond));
+		given++;
+	}
+	ret = given > 1 ? tuner_rebuild(t, 0) : 0;
+	if (!ret)
+		ret = tuner_begin_search(t, false, novel ? design : 0);
+	if (ret)
+		return ret;
+	/* the newest @given observations (a trim keeps them) open it */
+	for (i = t->nobs - given; i < t->nobs; i++)
+		t->obs[i].search = t->search;
+	t->search_samples = given;
+	t->search_given += given;
+	t->explored = !novel;
+	return tuner_next(t, step);
 }
 
 /*
@@ -636,7 +685,7 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
 	int ret;
 
 	t->cond_moves = 0;
-	t->explored = !psd_tuner_cond_is_novel(t);
+	t->explored = !psd_tuner_cond_is_novel(t, t->nobs);
 	ret = t->explored ? psd_tuner_model_keeps(t, &keep) : 0;
 	if (ret)
 		return ret;
@@ -833,6 +882,8 @@ static int tuner_sample(struct psd_tuner *t, uint64_t step, double score)
 	ret = tuner_observe(t, score);
 	if (ret)
 		return ret;
+	if (t->rose)
+		return tuner_rise_search(t, step);
 	return tuner_next(t, step);
 }
 

@@ -59,12 +59,12 @@ static const double cond_span[TUNER_NCOND] = { COND_BW_HI - COND_BW_LO,
 					       COND_COMP_HI - COND_COMP_LO,
 					       COND_W_HI };
 
-bool psd_tuner_cond_is_novel(const struct psd_tuner *t)
+bool psd_tuner_cond_is_novel(const struct psd_tuner *t, unsigned int n)
 {
 	unsigned int i;
 	unsigned int j;
 
-	for (i = 0; i < t->nobs; i++) {
+	for (i = 0; i < n; i++) {
 		for (j = 0; j < TUNER_NCOND; j++)
 			if (fabs(t->obs[i].cond[j] - t->cond[j]) *
 				    cond_span[j] >
@@ -117,7 +117,9 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * measured its last samples after the link went to 5, the model took
 	 * their 3x rate for a config's at 1 Gbit/s, and the retune at 5 that
 	 * followed locked a config 15 % slower than the one it left
-	 * (docs/autotune-bench.md, stop 35).
+	 * (docs/autotune-bench.md, stop 35).  Taken, it starts the search over
+	 * on that link (t->rose; tuner.c, tuner_rise_search), the samples
+	 * since the first faster reading tagged with it.
 	 */
 	if (t->raw.workers &&
 	    (t->phase == PSD_TUNER_EXPLORE || t->phase == PSD_TUNER_RETUNE)) {
@@ -126,8 +128,11 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 			t->rises = 0;
 			return 0;
 		}
-		if (++t->rises < COND_RISE_READINGS)
+		if (!t->rises++)
+			t->rise_obs = t->nobs;
+		if (t->rises < COND_RISE_READINGS)
 			return 0;
+		t->rose = t->o.conditions;
 	}
 	t->rises = 0;
 	/*

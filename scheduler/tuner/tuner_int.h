@@ -46,7 +46,10 @@ struct psd_tuner {
 	double raw_floor;	  /* the last reading, if a floor (else 0) */
 	unsigned int rises;	  /* readings in a row, during a search, of a
 				   * link faster than the one held */
-	double rtt_s;		  /* the last round trip known (0: none) */
+	unsigned int rise_obs;	  /* t->nobs at the first of them */
+	bool rose;    /* a search took a faster link: it starts over there
+		       * at its next sample (tuner.c, tuner_rise_search) */
+	double rtt_s; /* the last round trip known (0: none) */
 	bool tune_part;
 	bool tune_credit;
 	unsigned int lp_min; /* log2 of the partition range searched */
@@ -216,8 +219,9 @@ void psd_tuner_lift(const struct psd_tuner *t, uint64_t *part,
 void psd_tuner_cond_init(struct psd_tuner *t);
 /* The GP's shear priors under conditions (see TUNER_SHEAR_*). */
 void psd_tuner_shear_prior(const struct psd_tuner *t, struct psd_bo_opts *bo);
-/* No sample was measured near the current conditions. */
-bool psd_tuner_cond_is_novel(const struct psd_tuner *t);
+/* None of the first @n samples was measured near the current
+ * conditions. */
+bool psd_tuner_cond_is_novel(const struct psd_tuner *t, unsigned int n);
 
 /*
  * With conditions the GP models ln(steps/s): a level that scales with the

@@ -5,6 +5,8 @@
  * windows, level shifts, budget, moved conditions), the lock-in on a
  * replicated config and the replicate noise estimate.
  */
+#include <inttypes.h>
+
 #include "tuner_sim.h"
 
 static void test_tuner_finds_peaks_across_space(void)
@@ -555,16 +557,107 @@ static void test_tuner_search_takes_faster_link(void)
 	/* the second in a row is taken */
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
 	CHECK(s.t->cond[0] > slow_u + 1e-3);
-	/* the next sample is tagged with it */
+	/* the next sample is tagged with it (and opens a search there:
+	 * test_tuner_rise_starts_search_over) */
 	n0 = s.t->nobs;
 	sim_samples(&s, 1, 1.0);
-	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
 	CHECK_U64(s.t->nobs, >, n0);
 	CHECK_NEAR(s.t->obs[s.t->nobs - 1].cond[0], s.t->cond[0], 0.0);
 	/* a slower link in the search is held (a starved config reads so) */
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
 	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
 	CHECK(s.t->cond[0] > slow_u + 1e-3);
+	sim_fini(&s);
+}
+
+/*
+ * A search that takes a faster link starts over there: the samples since
+ * the first faster reading are tagged with the new link and open a new
+ * search, which, before any lock-in, has a first search's budget and
+ * design (2 dim + 1 points over the whole box) and locks in only on a
+ * config measured on the new link.  Carried on, VGG-16's first search
+ * spent its last four samples where the shear prior pointed and locked
+ * 0.85 of the one-shot arm's config (docs/tuner.md, stop 41).
+ */
+/* Step @s until the tuner took one more sample. */
+static void sim_one_sample(struct sim *s)
+{
+	uint64_t n = psd_tuner_samples(s->t);
+	unsigned int i;
+
+	for (i = 0; i < 100 && psd_tuner_samples(s->t) == n; i++)
+		sim_step(s);
+	CHECK_U64(psd_tuner_samples(s->t), ==, n + 1);
+}
+
+static void test_tuner_rise_starts_search_over(void)
+{
+	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false, 0.0 };
+	struct psd_tuner_cond fast = c;
+	struct psd_tuner_config lock;
+	struct sim s;
+	double slow_u;
+	unsigned int i;
+	unsigned int n0;
+	unsigned int after = 0;
+	unsigned int lo = 0;
+	unsigned int hi = 0;
+	unsigned int lp;
+
+	fast.link_bytes_per_s *= 5.0;
+	sim_cond_init(&s, 8, 0);
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &c), 0);
+	sim_run_until(&s, PSD_TUNER_EXPLORE);
+	for (i = 0; i < 4; i++)
+		sim_one_sample(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
+	slow_u = s.t->cond[0];
+	/* the first faster reading, then a sample: held, tagged slow */
+	n0 = s.t->nobs;
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+	sim_one_sample(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_EXPLORE);
+	CHECK_NEAR(s.t->obs[n0].cond[0], slow_u, 0.0);
+	/* the second: taken; the next sample starts the search over */
+	CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+	sim_one_sample(&s);
+	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	CHECK_INT(s.t->search, ==, 1);
+	CHECK_INT(s.t->search_samples, ==, 2);
+	for (i = 0; i < s.t->nobs; i++) {
+		bool after_rise = i >= n0;
+
+		CHECK_INT(s.t->obs[i].search, ==, after_rise ? 1 : 0);
+		CHECK_NEAR(s.t->obs[i].cond[0],
+			   after_rise ? s.t->cond[0] : slow_u, 0.0);
+	}
+	/* the design spreads over the whole box, a first search's budget */
+	while (psd_tuner_phase(s.t) != PSD_TUNER_LOCKED && after < 100) {
+		lp = (unsigned int)log2((double)s.t->cur.partition_bytes);
+		lo += lp <= 16;
+		hi += lp >= 22;
+		if (after < 5)
+			printf("# design point %u after the rise: 2^%u B x "
+			       "%" PRIu64 "\n",
+			       after + 1, lp,
+			       s.t->cur.credit_bytes /
+				       s.t->cur.partition_bytes);
+		CHECK_EQ(psd_tuner_set_conditions(s.t, &fast), 0);
+		sim_one_sample(&s);
+		after++;
+	}
+	CHECK_INT(lo, >=, 1);
+	CHECK_INT(hi, >=, 1);
+	CHECK_INT(after + 2, >=, s.t->o.max_samples - 1);
+	CHECK_INT(after + 2, <=, s.t->o.max_samples);
+	/* the lock-in was measured on the new link */
+	CHECK_EQ(psd_tuner_best(s.t, &lock, NULL), 0);
+	n0 = 0;
+	for (i = 0; i < s.t->nobs; i++)
+		n0 += s.t->obs[i].search == 1 &&
+		      s.t->obs[i].part == lock.partition_bytes &&
+		      s.t->obs[i].credit == lock.credit_bytes;
+	CHECK_INT(n0, >=, 2);
 	sim_fini(&s);
 }
 
@@ -946,6 +1039,7 @@ const struct test_case test_list[] = {
 	  test_tuner_floor_probes_faster_link },
 	{ "tuner_search_takes_faster_link",
 	  test_tuner_search_takes_faster_link },
+	{ "tuner_rise_starts_search_over", test_tuner_rise_starts_search_over },
 	{ "tuner_floor_probe_grows_partition",
 	  test_tuner_floor_probe_grows_partition },
 	{ "tuner_floor_move_probes_first", test_tuner_floor_move_probes_first },
