@@ -150,11 +150,13 @@ void psd_tuner_to_x(const struct psd_tuner *t, uint64_t part, uint64_t credit,
 		memcpy(x + k, t->cond, sizeof(t->cond));
 }
 
-/* Sample budget of the current search: the first one, or a retune. */
+/* Sample budget of the current search: the first one's until a lock-in
+ * (one started over on a faster link, tuner_rise_search, or after a
+ * worker change), then a retune's. */
 unsigned int psd_tuner_max_samples(const struct psd_tuner *t)
 {
 	if (t->search && !t->locked_once)
-		return t->o.max_samples; /* started over (tuner_rise_search) */
+		return t->o.max_samples;
 	if (t->search && t->o.retune_max_samples)
 		return t->o.retune_max_samples;
 	return t->o.max_samples;
@@ -606,9 +608,11 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
  * its last sample is observed: the search starts over there, with the
  * samples since the first faster reading as its own (tagged with the new
  * conditions: they ran on that link) and, if no sample was taken near
- * the new conditions before, dim design points (in the whole box before
- * the first lock-in, else in the region around the last lock-in moved by
- * the fitted shear).  Carried on, a search spent what was left of its
+ * the new conditions before, design points: before the first lock-in a
+ * first search's (2 dim + 1 over the whole box) with its budget
+ * (psd_tuner_max_samples()), after one a retune's (dim, in the region
+ * around the last lock-in moved by the fitted shear).  The budget is most
+ * of the gain (docs/tuner.md).  Carried on, a search spent what was left of its
  * budget where the model pointed: live, VGG-16's first search saw the
  * link rise from 1 to 5 Gbit/s at its 9th sample of 12, ran its last
  * four at 8-64 MiB partitions (the shear prior's way; the 1 Gbit/s phase
