@@ -36,7 +36,8 @@
  * SYNTH_LOG_SEED=seed and SYNTH_LOG_NOISE=0.1 writes that run's CSV,
  * SYNTH_TNOISE=x fixes the tuner's noise option (learned by default),
  * SYNTH_TR_PART=oct and SYNTH_TR_MULT=oct set the retune's trust region
- * (0: the whole box).
+ * (0: the whole box), SYNTH_RISE_SURF=0 or 1 runs one surface of
+ * synth_rise_in_first_search (usual, adverse).
  */
 #include <inttypes.h>
 #include <math.h>
