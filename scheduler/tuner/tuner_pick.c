@@ -321,9 +321,9 @@ int psd_tuner_set_region(struct psd_tuner *t, int inc)
 	ret = psd_tuner_set_floor(t);
 	if (!ret)
 		ret = psd_bo_set_region(t->bo, NULL, NULL);
-	/* no lock-in yet (a first search that started over on a faster
-	 * link, tuner_rise_search): nothing to center a region on */
-	if (ret || !t->search || !t->locked_once)
+	/* no lock-in yet (the first search, or one started over on a
+	 * faster link, tuner_rise_search): nothing to center a region on */
+	if (ret || !t->locked_once)
 		return ret;
 	if (t->tune_part)
 		half[k++] =

@@ -570,15 +570,6 @@ static void test_tuner_search_takes_faster_link(void)
 	sim_fini(&s);
 }
 
-/*
- * A search that takes a faster link starts over there: the samples since
- * the first faster reading are tagged with the new link and open a new
- * search, which, before any lock-in, has a first search's budget and
- * design (2 dim + 1 points over the whole box) and locks in only on a
- * config measured on the new link.  Carried on, VGG-16's first search
- * spent its last four samples where the shear prior pointed and locked
- * 0.85 of the one-shot arm's config (docs/tuner.md, stop 41).
- */
 /* Step @s until the tuner took one more sample. */
 static void sim_one_sample(struct sim *s)
 {
@@ -590,6 +581,15 @@ static void sim_one_sample(struct sim *s)
 	CHECK_U64(psd_tuner_samples(s->t), ==, n + 1);
 }
 
+/*
+ * A search that takes a faster link starts over there: the samples since
+ * the first faster reading are tagged with the new link and open a new
+ * search, which, before any lock-in, has a first search's budget and
+ * design (2 dim + 1 points over the whole box) and locks in only on a
+ * config measured on the new link.  Carried on, VGG-16's first search
+ * spent its last four samples where the shear prior pointed and locked
+ * 0.85 of the one-shot arm's config (docs/tuner.md, stop 41).
+ */
 static void test_tuner_rise_starts_search_over(void)
 {
 	struct psd_tuner_cond c = { 1.25e8, 0.1, 2, false, 0.0 };

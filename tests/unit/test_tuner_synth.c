@@ -253,13 +253,36 @@ static double run_phase(struct run *u, double g, unsigned int budget)
 }
 
 /*
+ * Start @u's tuner (tuner_opts(); its CSV only at SYNTH_LOG_NOISE when
+ * that is set) and its noise stream, both from @seed.
+ */
+static void run_open(struct run *u, uint64_t seed)
+{
+	struct psd_tuner_opts o;
+
+	tuner_opts(&o, seed, u->conditions);
+	if (getenv("SYNTH_LOG_NOISE") &&
+	    fabs(atof(getenv("SYNTH_LOG_NOISE")) - u->noise) > 1e-9)
+		o.log_path = NULL;
+	CHECK_EQ(psd_tuner_create(&o, &u->t), 0);
+	u->r = gsl_rng_alloc(gsl_rng_mt19937);
+	gsl_rng_set(u->r, seed * 7919 + 17);
+	psd_tuner_current(u->t, &u->cfg);
+}
+
+static void run_close(struct run *u)
+{
+	gsl_rng_free(u->r);
+	psd_tuner_destroy(u->t);
+}
+
+/*
  * One job on one seed: first search at G0, the link drops to G1 (a
  * condition never seen), back to G0, down to G1 again.  @q gets the
  * quality after each phase's budget.
  */
 static void run_tuner(uint64_t seed, double noise, bool cond, double *q)
 {
-	struct psd_tuner_opts o;
 	struct run u = { .g = G0, .noise = noise, .conditions = cond };
 
 	if (synth_starve_rtt >= 0.0)
@@ -269,14 +292,7 @@ static void run_tuner(uint64_t seed, double noise, bool cond, double *q)
 	u.no_floor = synth_no_floor >= 0 ? synth_no_floor
 					 : getenv("SYNTH_NO_FLOOR") != NULL;
 
-	tuner_opts(&o, seed, cond);
-	if (getenv("SYNTH_LOG_NOISE") &&
-	    fabs(atof(getenv("SYNTH_LOG_NOISE")) - noise) > 1e-9)
-		o.log_path = NULL;
-	CHECK_EQ(psd_tuner_create(&o, &u.t), 0);
-	u.r = gsl_rng_alloc(gsl_rng_mt19937);
-	gsl_rng_set(u.r, seed * 7919 + 17);
-	psd_tuner_current(u.t, &u.cfg);
+	run_open(&u, seed);
 	q[0] = run_phase(&u, G0, FIRST_BUDGET);
 	q[1] = q[2] = q[3] = q[4] = 0.0;
 	if (getenv("SYNTH_FIRST_ONLY"))
@@ -286,8 +302,7 @@ static void run_tuner(uint64_t seed, double noise, bool cond, double *q)
 	q[3] = run_phase(&u, G1, AFTER_BUDGET);
 	q[4] = run_phase(&u, G2, AFTER_BUDGET);
 out:
-	gsl_rng_free(u.r);
-	psd_tuner_destroy(u.t);
+	run_close(&u);
 }
 
 #define RISE_AT	     8	/* first-search samples at G1 before the rise */
@@ -303,15 +318,10 @@ out:
  */
 static void run_rise(uint64_t seed, double noise, double *q_end, double *q_mean)
 {
-	struct psd_tuner_opts o;
 	struct run u = { .g = G1, .noise = noise, .conditions = true };
 	unsigned int i;
 
-	tuner_opts(&o, seed, true);
-	CHECK_EQ(psd_tuner_create(&o, &u.t), 0);
-	u.r = gsl_rng_alloc(gsl_rng_mt19937);
-	gsl_rng_set(u.r, seed * 7919 + 17);
-	psd_tuner_current(u.t, &u.cfg);
+	run_open(&u, seed);
 	for (i = 0; i < RISE_AT; i++)
 		run_sample(&u);
 	u.g = G0;
@@ -327,8 +337,7 @@ static void run_rise(uint64_t seed, double noise, double *q_end, double *q_mean)
 		       seed, u.cfg.partition_bytes >> 10,
 		       u.cfg.credit_bytes / u.cfg.partition_bytes, *q_end,
 		       *q_mean);
-	gsl_rng_free(u.r);
-	psd_tuner_destroy(u.t);
+	run_close(&u);
 }
 
 /* Random search: @n random configs, the best noisy sample wins. */
