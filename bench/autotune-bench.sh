@@ -218,6 +218,13 @@ bg_stop() {
 	BG_PIDS=()
 }
 
+# line_check: warn when the delay line was busy enough to set the
+# link's speed itself (ns_line_cpu, LINE_CPU of the last run)
+line_check() {
+	[ -n "${LINE_CPU:-}" ] && [ "$LINE_CPU" -ge 85 ] || return 0
+	echo "autotune-bench: the delay line used $LINE_CPU % of a CPU in that run: it, not the link's rate, may have set the speed (docs/autotune-bench.md, \"The delay line's own limit\")" >&2
+}
+
 timeout_wait() { # PID SECONDS -> exit status, or 124 after killing it
 	local pid=$1 i
 	for ((i = 0; i < $2 * 10; i++)); do
@@ -263,6 +270,7 @@ run() {
 		"$BIN/ps-server" >"$TMP/server.out" 2>"$TMP/server.err" &
 	RUN_PIDS+=($!)
 	local wpids=()
+	ns_line_mark
 	for i in 1 2; do
 		ip netns exec "${NODES[$((1 + i))]}" env "${env[@]}" \
 			DMLC_NODE_HOST="10.78.0.$((2 + i))" "$BIN/ps-worker" \
@@ -298,6 +306,7 @@ run() {
 		timeout_wait "$p" "$limit" || rc=$?
 		[ "$rc" = 0 ] || status=fail$rc
 	done
+	LINE_CPU=$(ns_line_cpu)
 	bg_stop
 	kill_nodes
 	if [ "$status" != ok ]; then
@@ -365,7 +374,8 @@ for model in $MODELS; do
 			for cn in $GRID_CREDITS; do
 				pb=$(bytes "$part")
 				run "$model" "$GRID_S" "$first" 0 "$pb" $((pb * cn))
-				echo "  grid $part x $cn at $first Gbit/s: $STEPS steps in ${GRID_S}s" >&2
+				echo "  grid $part x $cn at $first Gbit/s: $STEPS steps in ${GRID_S}s${LINE_CPU:+ (delay line: $LINE_CPU % of a CPU)}" >&2
+				line_check
 				if [ "$STEPS" != nan ] && [ "$STEPS" -gt "$bestv" ]; then
 					bestv=$STEPS best="$pb $((pb * cn))"
 				fi
@@ -392,7 +402,8 @@ for model in $MODELS; do
 				      --autotune-retune-threshold 0.15) ;;
 			esac
 			run "$model" "$TOTAL" "$RATES" "$BG" "$part" "$credit" "${args[@]}"
-			echo "  round $round $arm: $STEPS steps" >&2
+			echo "  round $round $arm: $STEPS steps${LINE_CPU:+ (delay line: $LINE_CPU % of a CPU)}" >&2
+			line_check
 			# the tuners' logs of every run (packed into the output
 			# at the end; KEEP_TMP=1 keeps them unpacked too)
 			mkdir -p "$TMP/runs"

@@ -132,6 +132,34 @@ ns_delay() {
 # ns_delay_set I MS: node I's line (ns_delay) delays by MS milliseconds
 # from now on (frames already in it keep theirs).  Returns once the line
 # said so in $TMP/delayline$I.err, 1 if it did not within 2 s.
+# ns_line_mark: start counting the delay lines' CPU time (ns_line_cpu).
+ns_line_mark() {
+	NS_LINE_T0=$(date +%s%N)
+	NS_LINE_C0=$(ns_line_ticks)
+}
+
+# ns_line_ticks: CPU ticks (user + system) the delay lines used so far.
+ns_line_ticks() {
+	local p s=0 t
+	for p in "${DL_PIDS[@]}"; do
+		t=$(awk '{ print $14 + $15 }' "/proc/$p/stat" 2>/dev/null) || continue
+		s=$((s + ${t:-0}))
+	done
+	echo "$s"
+}
+
+# ns_line_cpu: percent of one CPU the delay lines used, summed, since
+# ns_line_mark (nothing without a line).  A line near 100 % is
+# what limits the link, not its tbf rate: each frame costs the line two
+# system calls and a copy (tests/helpers/delayline.c), and on a guest
+# whose system calls are dear it moved about 2.5 Gbit/s of one flow.
+ns_line_cpu() {
+	[ "${#DL_PIDS[@]}" -gt 0 ] && [ -n "${NS_LINE_T0:-}" ] || return 0
+	awk -v c="$(( $(ns_line_ticks) - NS_LINE_C0 ))" -v hz="$(getconf CLK_TCK)" \
+		-v ns="$(( $(date +%s%N) - NS_LINE_T0 ))" \
+		'BEGIN { if (ns > 0) printf "%.0f\n", 100 * c / hz / (ns / 1e9) }'
+}
+
 ns_delay_set() {
 	local i=$1 us pid k v
 	pid=DL_PID_$i

@@ -161,6 +161,7 @@ run_point() {
 		RUN_PIDS+=($!)
 	done
 	local wpids=()
+	ns_line_mark
 	for ((i = 1; i <= WORKERS; i++)); do
 		ip netns exec "${NODES[$((s + i))]}" env "${env[@]}" \
 			DMLC_NODE_HOST="10.77.0.$((s + i + 1))" "$BIN/ps-worker" \
@@ -180,6 +181,7 @@ run_point() {
 			if [ "$rc" = 124 ]; then status=timeout; else status=exit$rc; fi
 		fi
 	done
+	LINE_CPU=$(ns_line_cpu)
 	kill_nodes
 	if [ "$status" != ok ]; then
 		for i in "$TMP"/worker*.err; do
@@ -247,8 +249,11 @@ measure() {
 	for ((r = first; r < first + runs; r++)); do
 		run_point "$model" "$s" "$sched" "$pb" "$cb"
 		set -- $RESULT
-		printf '  %-8s %-7s part=%-5s credit=%-3s run %d: %s steps/s (compute %s ms, fwd wait %s ms) %s\n' \
-			"$phase" "$sched" "${part:--}" "${cn:--}" "$r" "$1" "$3" "$4" "$5" >&2
+		printf '  %-8s %-7s part=%-5s credit=%-3s run %d: %s steps/s (compute %s ms, fwd wait %s ms) %s%s\n' \
+			"$phase" "$sched" "${part:--}" "${cn:--}" "$r" "$1" "$3" "$4" "$5" \
+			"${LINE_CPU:+ (delay lines: $LINE_CPU % of a CPU)}" >&2
+		[ -z "${LINE_CPU:-}" ] || [ "$LINE_CPU" -lt 85 ] ||
+			echo "sched-bench: the delay lines used $LINE_CPU % of a CPU in that run: they, not the links' rate, may have set the speed (docs/autotune-bench.md, \"The delay line's own limit\")" >&2
 		echo "$model,$s,$WORKERS,$RATE,$TFLOPS,$BATCH,$sched,$pb,$cn,$cb,$phase,$r,$1,$2,$3,$4,$5" >>"$CSV"
 	done
 }
