@@ -149,10 +149,12 @@ ns_line_ticks() {
 }
 
 # ns_line_cpu: percent of one CPU the delay lines used, summed, since
-# ns_line_mark (nothing without a line).  A line near 100 % is
-# what limits the link, not its tbf rate: each frame costs the line two
-# system calls and a copy (tests/helpers/delayline.c), and on a guest
-# whose system calls are dear it moved about 2.5 Gbit/s of one flow.
+# ns_line_mark (nothing without a line).  A busy line is what limits
+# the link, not its tbf rate: each frame costs it two system calls
+# (tests/helpers/delayline.c), and on a 2-vCPU guest whose system calls
+# and page faults are dear it moved about 2.5 Gbit/s of one flow.  The
+# benches warn from 50 %: VGG-16 behind a line at 55-68 % of a CPU ran
+# at 0.3-0.4 of its speed behind one at 27-35 % (docs/autotune-bench.md).
 ns_line_cpu() {
 	[ "${#DL_PIDS[@]}" -gt 0 ] && [ -n "${NS_LINE_T0:-}" ] || return 0
 	awk -v c="$(( $(ns_line_ticks) - NS_LINE_C0 ))" -v hz="$(getconf CLK_TCK)" \
