@@ -55,10 +55,14 @@
 #define DL_FRAME_MAX (65536 + 256)
 #define DL_BURST     64 /* frames read per wake-up per side */
 
+#define DL_SMALL  2048 /* frames up to this are copied to their size */
+#define DL_SPARES 1024 /* full-size frames kept for reuse, per side */
+
 struct dl_frame {
 	struct dl_frame *next;
 	uint64_t due_ns;
 	size_t len;
+	bool full; /* room for DL_FRAME_MAX: goes back to the spares */
 	unsigned char data[];
 };
 
@@ -68,8 +72,10 @@ struct dl_dir {
 	struct dl_frame *head, *tail;
 	size_t queued;
 	uint64_t frames, bytes, dropped,
-		held; /* held: writes that had to wait */
-	bool blocked; /* the output side said EAGAIN */
+		held;		/* held: writes that had to wait */
+	bool blocked;		/* the output side said EAGAIN */
+	struct dl_frame *spare; /* full-size frames to read into */
+	unsigned int nspare;
 };
 
 static volatile sig_atomic_t dl_stop, dl_reload;
@@ -167,8 +173,37 @@ err_close:
 	return -1;
 }
 
-/* Queue @f (@len bytes read into it, room for DL_FRAME_MAX) on @d, due
- * at @due_ns, trimmed to its length; dropped (freed) over @max_queued. */
+/* A full-size frame to read into: a spare, else a new one. */
+static struct dl_frame *dl_get(struct dl_dir *d)
+{
+	struct dl_frame *f = d->spare;
+
+	if (f) {
+		d->spare = f->next;
+		d->nspare--;
+		return f;
+	}
+	f = malloc(sizeof(*f) + DL_FRAME_MAX);
+	if (f)
+		f->full = true;
+	return f;
+}
+
+/* Done with @f: a full-size frame becomes a spare (up to DL_SPARES). */
+static void dl_put(struct dl_dir *d, struct dl_frame *f)
+{
+	if (!f->full || d->nspare >= DL_SPARES) {
+		free(f);
+		return;
+	}
+	f->next = d->spare;
+	d->spare = f;
+	d->nspare++;
+}
+
+/* Queue @f (@len bytes read into it) on @d, due at @due_ns; dropped over
+ * @max_queued.  A small frame (an ACK) is queued as a copy of its size,
+ * so a queue of them does not hold a full-size frame each. */
 static void dl_push(struct dl_dir *d, struct dl_frame *f, size_t len,
 		    uint64_t due_ns, size_t max_queued)
 {
@@ -176,13 +211,18 @@ static void dl_push(struct dl_dir *d, struct dl_frame *f, size_t len,
 
 	if (d->queued + len > max_queued) {
 		d->dropped++;
-		free(f);
+		dl_put(d, f);
 		return;
 	}
-	/* shrinking in place: the heap keeps the rest for the next frame */
-	g = realloc(f, sizeof(*f) + len);
-	if (g)
-		f = g;
+	if (len <= DL_SMALL) {
+		g = malloc(sizeof(*g) + len);
+		if (g) {
+			g->full = false;
+			memcpy(g->data, f->data, len);
+			dl_put(d, f);
+			f = g;
+		}
+	}
 	f->next = NULL;
 	f->due_ns = due_ns;
 	f->len = len;
@@ -195,7 +235,7 @@ static void dl_push(struct dl_dir *d, struct dl_frame *f, size_t len,
 }
 
 /* Read up to DL_BURST frames from @fd into @d, each straight into the
- * frame that queues it (no copy); -1 on a hard error. */
+ * frame that queues it (large ones are not copied); -1 on a hard error. */
 static int dl_read(int fd, struct dl_dir *d, uint64_t delay_ns,
 		   size_t max_queued)
 {
@@ -204,7 +244,7 @@ static int dl_read(int fd, struct dl_dir *d, uint64_t delay_ns,
 	int i, err;
 
 	for (i = 0; i < DL_BURST; i++) {
-		f = malloc(sizeof(*f) + DL_FRAME_MAX);
+		f = dl_get(d);
 		if (!f) {
 			d->dropped++;
 			return 0;
@@ -212,7 +252,7 @@ static int dl_read(int fd, struct dl_dir *d, uint64_t delay_ns,
 		n = read(fd, f->data, DL_FRAME_MAX);
 		if (n < 0) {
 			err = errno;
-			free(f);
+			dl_put(d, f);
 			if (err == EAGAIN || err == EINTR || err == ENETDOWN)
 				return 0;
 			fprintf(stderr, "delayline: read (%s): %s\n", d->name,
@@ -220,12 +260,30 @@ static int dl_read(int fd, struct dl_dir *d, uint64_t delay_ns,
 			return -1;
 		}
 		if ((size_t)n <= sizeof(struct virtio_net_hdr)) {
-			free(f);
+			dl_put(d, f);
 			continue;
 		}
 		dl_push(d, f, (size_t)n, dl_now_ns() + delay_ns, max_queued);
 	}
 	return 0;
+}
+
+/* The frames still queued on @d and its spares, at exit. */
+static void dl_free_queue(struct dl_dir *d)
+{
+	struct dl_frame *f;
+
+	while ((f = d->head)) {
+		d->head = f->next;
+		free(f);
+	}
+	while ((f = d->spare)) {
+		d->spare = f->next;
+		free(f);
+	}
+	d->tail = NULL;
+	d->queued = 0;
+	d->nspare = 0;
 }
 
 /* Write every due frame of @d to @fd.  A full socket buffer (EAGAIN)
@@ -256,7 +314,7 @@ static void dl_flush(int fd, struct dl_dir *d, uint64_t now)
 		if (!d->head)
 			d->tail = NULL;
 		d->queued -= f->len;
-		free(f);
+		dl_put(d, f);
 	}
 }
 
@@ -372,12 +430,13 @@ int main(int argc, char **argv)
 	max_queued = (size_t)max_mib << 20;
 	/* Wake-ups on time: the default 50 us slack would add to the delay. */
 	(void)prctl(PR_SET_TIMERSLACK, 1UL, 0, 0, 0);
-	/* Queued frames come and go by the thousand a second: keep their
-	 * memory in the heap instead of giving it back to the kernel (brk
-	 * trimming, mmap of large chunks) and faulting it in again.  Without
-	 * this the line spent most of its time in page faults and moved
-	 * about 1.3 Gbit/s on a 5 Gbit/s link (a guest whose page faults
-	 * are dear). */
+	/* Frames come and go by the thousand a second.  Full-size ones are
+	 * reused (dl_get/dl_put); the small copies' memory stays in the heap
+	 * rather than going back to the kernel and faulting in again.  With
+	 * a fresh malloc and a copy per frame the line spent most of its time
+	 * in page faults and moved 1.2-1.9 Gbit/s of one flow on a 5 Gbit/s
+	 * link (a guest whose page faults are dear; bench/delayline-bench.sh,
+	 * docs/autotune-bench.md). */
 	(void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	(void)mallopt(M_TRIM_THRESHOLD, 512 << 20);
 
@@ -478,6 +537,8 @@ int main(int argc, char **argv)
 		(unsigned long long)to_dev.held);
 out_pkt:
 	close(pfd);
+	dl_free_queue(&to_tap);
+	dl_free_queue(&to_dev);
 out_tap:
 	close(tfd);
 	return ret;

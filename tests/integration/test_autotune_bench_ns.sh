@@ -7,9 +7,9 @@
 # Checks that every arm ran (numeric steps, not nan: the bench once failed
 # every run unnoticed, its clusters having no job secret), the CSV has one
 # row per arm, the static arm names its grid best, the online arm
-# switched configs, the steps/s series has every arm in its bins, a bad
-# --bin is refused, and the namespaces and the delay line are gone
-# afterwards.  Figures are
+# switched configs, the steps/s series has every arm in its bins, every
+# run line gives the delay line's CPU share, a bad --bin is refused, and
+# the namespaces and the delay line are gone afterwards.  Figures are
 # not judged here (make bench-autotune).  77 without namespaces.
 set -u
 cd "$(dirname "$0")/../.."
@@ -66,6 +66,12 @@ after=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 left=$(comm -13 <(echo "$before") <(echo "$after"))
 [ -z "$left" ] || die "namespaces left behind: $left"
 grep -q "server link delayed 1 ms" "$TMP/log" || die "the delay was not applied"
+# every run line says how busy the delay line was (a busy line, not the
+# link's rate, may have set the speed: docs/autotune-bench.md)
+for arm in default static oneshot online; do
+	grep -Eq "round 1 $arm: [0-9]+ steps \(delay line: [0-9]+ % of a CPU\)" "$TMP/log" ||
+		die "the $arm run's line gives no delay-line CPU share: $(grep "round 1 $arm" "$TMP/log")"
+done
 lines_after=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
 [ "$lines_after" -le "$lines_before" ] || die "a delay line left running"
 echo "ok four arms ran: $(awk -F, 'NR > 1 { printf "%s %s; ", $2, $4 }' "$csv")"
