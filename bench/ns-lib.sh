@@ -129,9 +129,6 @@ ns_delay() {
 	ip -n "$SW" link set "d$i" master br0 mtu "$MTU" up
 }
 
-# ns_delay_set I MS: node I's line (ns_delay) delays by MS milliseconds
-# from now on (frames already in it keep theirs).  Returns once the line
-# said so in $TMP/delayline$I.err, 1 if it did not within 2 s.
 # ns_line_mark: start counting the delay lines' CPU time (ns_line_cpu).
 ns_line_mark() {
 	NS_LINE_T0=$(date +%s%N)
@@ -150,11 +147,13 @@ ns_line_ticks() {
 
 # ns_line_cpu: percent of one CPU the delay lines used, summed, since
 # ns_line_mark (nothing without a line).  A busy line is what limits
-# the link, not its tbf rate: each frame costs it two system calls
-# (tests/helpers/delayline.c), and on a 2-vCPU guest whose system calls
-# and page faults are dear it moved about 2.5 Gbit/s of one flow.  The
-# benches warn from 50 %: VGG-16 behind a line at 55-68 % of a CPU ran
-# at 0.3-0.4 of its speed behind one at 27-35 % (docs/autotune-bench.md).
+# the link, not its tbf rate: the line shares the machine's CPUs with
+# the job, and each frame costs it two system calls
+# (tests/helpers/delayline.c).  On a 2-vCPU guest whose page faults are
+# dear, the line before stop 42 moved 1.4-1.9 Gbit/s of one flow over
+# a 5 Gbit/s link (bench/delayline-bench.sh).  The benches warn from
+# 50 %: VGG-16 behind the old line, at 55-68 % of a CPU, ran at 0.36-0.55 of its
+# speed behind the new one, at 27-35 % (docs/autotune-bench.md).
 ns_line_cpu() {
 	[ "${#DL_PIDS[@]}" -gt 0 ] && [ -n "${NS_LINE_T0:-}" ] || return 0
 	awk -v c="$(( $(ns_line_ticks) - NS_LINE_C0 ))" -v hz="$(getconf CLK_TCK)" \
@@ -162,6 +161,9 @@ ns_line_cpu() {
 		'BEGIN { if (ns > 0) printf "%.0f\n", 100 * c / hz / (ns / 1e9) }'
 }
 
+# ns_delay_set I MS: node I's line (ns_delay) delays by MS milliseconds
+# from now on (frames already in it keep theirs).  Returns once the line
+# said so in $TMP/delayline$I.err, 1 if it did not within 2 s.
 ns_delay_set() {
 	local i=$1 us pid k v
 	pid=DL_PID_$i
