@@ -218,13 +218,6 @@ bg_stop() {
 	BG_PIDS=()
 }
 
-# line_check: warn when the delay line was busy enough to set the
-# link's speed itself (ns_line_cpu, LINE_CPU of the last run)
-line_check() {
-	[ -n "${LINE_CPU:-}" ] && [ "$LINE_CPU" -ge 50 ] || return 0
-	echo "autotune-bench: the delay line used $LINE_CPU % of a CPU in that run: it, not the link's rate, may have set the speed (docs/autotune-bench.md, \"The delay line's own limit\")" >&2
-}
-
 timeout_wait() { # PID SECONDS -> exit status, or 124 after killing it
 	local pid=$1 i
 	for ((i = 0; i < $2 * 10; i++)); do
@@ -375,7 +368,7 @@ for model in $MODELS; do
 				pb=$(bytes "$part")
 				run "$model" "$GRID_S" "$first" 0 "$pb" $((pb * cn))
 				echo "  grid $part x $cn at $first Gbit/s: $STEPS steps in ${GRID_S}s${LINE_CPU:+ (delay line: $LINE_CPU % of a CPU)}" >&2
-				line_check
+				ns_line_warn autotune-bench "${LINE_CPU:-}"
 				if [ "$STEPS" != nan ] && [ "$STEPS" -gt "$bestv" ]; then
 					bestv=$STEPS best="$pb $((pb * cn))"
 				fi
@@ -403,7 +396,7 @@ for model in $MODELS; do
 			esac
 			run "$model" "$TOTAL" "$RATES" "$BG" "$part" "$credit" "${args[@]}"
 			echo "  round $round $arm: $STEPS steps${LINE_CPU:+ (delay line: $LINE_CPU % of a CPU)}" >&2
-			line_check
+			ns_line_warn autotune-bench "${LINE_CPU:-}"
 			# the tuners' logs of every run (packed into the output
 			# at the end; KEEP_TMP=1 keeps them unpacked too)
 			mkdir -p "$TMP/runs"

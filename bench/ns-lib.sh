@@ -161,6 +161,13 @@ ns_line_cpu() {
 		'BEGIN { if (ns > 0) printf "%.0f\n", 100 * c / hz / (ns / 1e9) }'
 }
 
+# ns_line_warn NAME CPU: NAME's warning on stderr when the delay lines
+# used CPU % of a CPU (ns_line_cpu), 50 or more, in the last run.
+ns_line_warn() {
+	[ -n "${2:-}" ] && [ "$2" -ge 50 ] || return 0
+	echo "$1: the delay line(s) used $2 % of a CPU in that run: they, not the link's rate, may have set the speed (docs/autotune-bench.md, \"The delay line's own limit\")" >&2
+}
+
 # ns_delay_set I MS: node I's line (ns_delay) delays by MS milliseconds
 # from now on (frames already in it keep theirs).  Returns once the line
 # said so in $TMP/delayline$I.err, 1 if it did not within 2 s.

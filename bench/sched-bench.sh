@@ -252,8 +252,7 @@ measure() {
 		printf '  %-8s %-7s part=%-5s credit=%-3s run %d: %s steps/s (compute %s ms, fwd wait %s ms) %s%s\n' \
 			"$phase" "$sched" "${part:--}" "${cn:--}" "$r" "$1" "$3" "$4" "$5" \
 			"${LINE_CPU:+ (delay lines: $LINE_CPU % of a CPU)}" >&2
-		[ -z "${LINE_CPU:-}" ] || [ "$LINE_CPU" -lt 50 ] ||
-			echo "sched-bench: the delay lines used $LINE_CPU % of a CPU in that run: they, not the links' rate, may have set the speed (docs/autotune-bench.md, \"The delay line's own limit\")" >&2
+		ns_line_warn sched-bench "${LINE_CPU:-}"
 		echo "$model,$s,$WORKERS,$RATE,$TFLOPS,$BATCH,$sched,$pb,$cn,$cb,$phase,$r,$1,$2,$3,$4,$5" >>"$CSV"
 	done
 }
