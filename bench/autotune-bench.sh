@@ -149,17 +149,10 @@ bytes() { # 4K -> 4096
 
 # --- namespaces -------------------------------------------------------
 
-ID=pat$$
-SW=$ID-sw
-NODES=() # 0 scheduler, 1 server, 2-3 workers, 4 traffic
-RUN_PIDS=()
-TMP=$(mktemp -d /tmp/psched-autotune-bench.XXXXXX)
 DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
-
 . "$(dirname "$0")/ns-lib.sh"
+ns_init pat autotune-bench # NODES: 0 scheduler, 1 server, 2-3 workers, 4 traffic
 kill_nodes() { ns_kill_nodes; }
-trap ns_cleanup EXIT
-trap 'exit 130' INT TERM
 
 set_rate() { ns_set_rate "$1"; } # every link, both directions
 

@@ -16,14 +16,8 @@ DELAYLINE=${DL_BIN:-$(pwd)/$BUILD/tests/helpers/delayline}
 [ "$(id -u)" = 0 ] || { echo "delayline-bench: needs root (network namespaces)" >&2; exit 77; }
 [ "$DELAY" = none ] || [ -x "$DELAYLINE" ] ||
 	{ echo "delayline-bench: no delay line at $DELAYLINE (make tests)" >&2; exit 1; }
-ID=pdb$$
-SW=$ID-sw
-NODES=()
-RUN_PIDS=()
-MTU=9000
-TMP=$(mktemp -d /tmp/psched-delayline-bench.XXXXXX)
 . bench/ns-lib.sh
-trap 'ns_cleanup; rm -rf "$TMP"' EXIT
+ns_init pdb delayline-bench
 ns_topology 2 10.81.0 2>"$TMP/topology.err" ||
 	{ echo "delayline-bench: namespaces: $(cat "$TMP/topology.err")" >&2; exit 1; }
 if [ "$DELAY" != none ]; then

@@ -1,15 +1,32 @@
 # shellcheck shell=bash
-# Shared by bench/sched-bench.sh and bench/autotune-bench.sh: a cluster in
-# network namespaces, each node's eth0 a veth to a bridge in a "switch"
-# namespace, links shaped with tbf.  The includer sets ID (unique per
-# run), SW (the switch namespace), MTU, NODES=() and RUN_PIDS=() (pids of
-# the nodes it starts) and TMP, then sources this file; ns_cleanup runs on
-# EXIT.  The job's secret is made here unless the caller gave one.
+# Shared by the benches and tests that build a cluster in network
+# namespaces (bench/sched-bench.sh, bench/autotune-bench.sh,
+# bench/delayline-bench.sh, tests/integration/test_delayline.sh and
+# test_link_floor.sh): each node's eth0 a veth to a bridge in a "switch"
+# namespace, links shaped with tbf.  The includer may set MTU (9000 if
+# not), sources this file and calls ns_init first.  The job's secret is
+# made here unless the caller gave one.
 
 if [ -z "${PS_JOB_TOKEN:-}" ] && [ -z "${PS_JOB_TOKEN_FILE:-}" ]; then
 	PS_JOB_TOKEN=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
 	export PS_JOB_TOKEN
 fi
+
+# ns_init TAG NAME: this run's names and state: ID (TAG and the script's
+# pid, unique per run), SW (the switch namespace), NODES=() (the node
+# namespaces), RUN_PIDS=() (pids of the nodes the includer starts), MTU
+# (9000 unless set) and TMP (a new /tmp/psched-NAME.XXXXXX); ns_cleanup
+# runs on EXIT and removes them all, INT or TERM exits with 130.
+ns_init() {
+	ID=$1$$
+	SW=$ID-sw
+	NODES=()
+	RUN_PIDS=()
+	MTU=${MTU:-9000}
+	TMP=$(mktemp -d "/tmp/psched-$2.XXXXXX") || exit 1
+	trap ns_cleanup EXIT
+	trap 'exit 130' INT TERM
+}
 
 ns_kill_nodes() {
 	local p

@@ -105,17 +105,10 @@ bytes() { # 4K -> 4096
 
 # --- namespaces -------------------------------------------------------
 
-ID=psb$$
-SW=$ID-sw
-NODES=()   # namespace per node: 0 = scheduler, then servers, then workers
-RUN_PIDS=()
-TMP=$(mktemp -d /tmp/psched-sched-bench.XXXXXX)
 DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
-
 . "$(dirname "$0")/ns-lib.sh"
+ns_init psb sched-bench # NODES: 0 scheduler, then servers, then workers
 kill_nodes() { ns_kill_nodes; }
-trap ns_cleanup EXIT
-trap 'exit 130' INT TERM
 
 # topology NNODES NSERVERS: node i at 10.77.0.(i+1), every link shaped
 # at $RATE Gbit/s both ways, the servers' links (nodes 1..NSERVERS)

@@ -22,14 +22,8 @@ for t in ip tc python3; do
 	command -v "$t" >/dev/null || { echo "needs $t"; exit 77; }
 done
 
-ID=pdl$$
-SW=$ID-sw
-NODES=()
-RUN_PIDS=()
-MTU=9000
-TMP=$(mktemp -d /tmp/psched-delayline.XXXXXX)
 . bench/ns-lib.sh
-trap ns_cleanup EXIT
+ns_init pdl delayline
 die() {
 	echo "FAIL: $*"
 	for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done

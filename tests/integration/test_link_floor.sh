@@ -28,14 +28,8 @@ for t in ip tc; do
 	command -v "$t" >/dev/null || { echo "needs $t"; exit 77; }
 done
 
-ID=plf$$
-SW=$ID-sw
-NODES=()
-RUN_PIDS=()
-MTU=9000
-TMP=$(mktemp -d /tmp/psched-link-floor.XXXXXX)
 . bench/ns-lib.sh
-trap ns_cleanup EXIT
+ns_init plf link-floor
 die() {
 	echo "FAIL: $*"
 	for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
