@@ -28,6 +28,14 @@ ns_init() {
 	trap 'exit 130' INT TERM
 }
 
+# ns_die MSG: a test's failure: MSG, the tail of every non-empty
+# $TMP/*.err, exit 1.
+ns_die() {
+	echo "FAIL: $*"
+	for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
+	exit 1
+}
+
 ns_kill_nodes() {
 	local p
 	for p in "${RUN_PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done

@@ -24,25 +24,20 @@ done
 
 . bench/ns-lib.sh
 ns_init pdl delayline
-die() {
-	echo "FAIL: $*"
-	for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
-	exit 1
-}
 
 # bad input first (no namespaces needed)
 out=$("$DELAYLINE" --dev lo --tap x --delay-us -5 2>&1); rc=$?
-[ $rc = 2 ] && [[ $out == *"--delay-us '-5'"* ]] || die "negative delay: rc $rc, '$out'"
+[ $rc = 2 ] && [[ $out == *"--delay-us '-5'"* ]] || ns_die "negative delay: rc $rc, '$out'"
 out=$("$DELAYLINE" --dev lo 2>&1); rc=$?
-[ $rc = 2 ] && [[ $out == *usage* ]] || die "missing --tap: rc $rc, '$out'"
+[ $rc = 2 ] && [[ $out == *usage* ]] || ns_die "missing --tap: rc $rc, '$out'"
 
 if ! ns_topology 2 10.79.0 2>"$TMP/topology.err"; then
 	echo "cannot build namespaces: $(cat "$TMP/topology.err")"
 	exit 77
 fi
 out=$(ip netns exec "$SW" "$DELAYLINE" --dev nosuchdev --tap dz --delay-us 10 2>&1); rc=$?
-[ $rc = 1 ] && [[ $out == *nosuchdev* ]] || die "missing device: rc $rc, '$out'"
-ip -n "$SW" link show dz >/dev/null 2>&1 && die "tap dz left behind after a failed start"
+[ $rc = 1 ] && [[ $out == *nosuchdev* ]] || ns_die "missing device: rc $rc, '$out'"
+ip -n "$SW" link show dz >/dev/null 2>&1 && ns_die "tap dz left behind after a failed start"
 
 # rtt PORT -> median of 21 one-byte round trips from node 0 to node 1, ms
 rtt() {
@@ -78,22 +73,22 @@ t.sort(); print("%.3f" % t[10])
 	wait "$srv" 2>/dev/null
 }
 
-base=$(rtt 7101) || die "round trips without the line"
+base=$(rtt 7101) || ns_die "round trips without the line"
 DELAY_MS=5
-ns_delay 1 "$DELAY_MS" || die "ns_delay"
-lined=$(rtt 7102) || die "round trips through the line"
+ns_delay 1 "$DELAY_MS" || ns_die "ns_delay"
+lined=$(rtt 7102) || ns_die "round trips through the line"
 echo "round trip: ${base} ms direct, ${lined} ms through a ${DELAY_MS} ms line"
 awk -v b="$base" -v l="$lined" -v d="$DELAY_MS" 'BEGIN {
 	add = l - b; want = 2 * d
 	exit !(add >= want - 0.2 && add <= want + 3) }' ||
-	die "the line added $(awk -v b="$base" -v l="$lined" 'BEGIN { print l - b }') ms, want ~$((2 * DELAY_MS))"
+	ns_die "the line added $(awk -v b="$base" -v l="$lined" 'BEGIN { print l - b }') ms, want ~$((2 * DELAY_MS))"
 
 # a path that changes during a run: 5 -> 1 ms, and a bad value refused
-ns_delay_set 1 1 || die "ns_delay_set 1 ms"
-cut=$(rtt 7104) || die "round trips after the change"
+ns_delay_set 1 1 || ns_die "ns_delay_set 1 ms"
+cut=$(rtt 7104) || ns_die "round trips after the change"
 echo "round trip: ${cut} ms after the line went to 1 ms"
 awk -v b="$base" -v l="$cut" 'BEGIN { add = l - b; exit !(add >= 1.8 && add <= 4) }' ||
-	die "after the change to 1 ms the line added $(awk -v b="$base" -v l="$cut" 'BEGIN { print l - b }') ms, want ~2"
+	ns_die "after the change to 1 ms the line added $(awk -v b="$base" -v l="$cut" 'BEGIN { print l - b }') ms, want ~2"
 echo "12ms" >"$TMP/delayline1.us"
 kill -HUP "${DL_PIDS[0]}"
 for ((k = 0; k < 40; k++)); do
@@ -101,10 +96,10 @@ for ((k = 0; k < 40; k++)); do
 	sleep 0.05
 done
 grep -q "delay-file '12ms': want 0\.\.10000000" "$TMP/delayline1.err" ||
-	die "a bad delay file was not refused: $(tail -n 2 "$TMP/delayline1.err")"
-kept=$(rtt 7105) || die "round trips after a bad delay file"
+	ns_die "a bad delay file was not refused: $(tail -n 2 "$TMP/delayline1.err")"
+kept=$(rtt 7105) || ns_die "round trips after a bad delay file"
 awk -v b="$base" -v l="$kept" 'BEGIN { add = l - b; exit !(add >= 1.8 && add <= 4) }' ||
-	die "after a bad delay file the line added $(awk -v b="$base" -v l="$kept" 'BEGIN { print l - b }') ms, want ~2 (kept)"
+	ns_die "after a bad delay file the line added $(awk -v b="$base" -v l="$kept" 'BEGIN { print l - b }') ms, want ~2 (kept)"
 
 # 48 MiB at 1 Gbit/s through the line, checked end to end
 ns_set_rate 1
@@ -135,24 +130,24 @@ for i in range(48):
 c.shutdown(socket.SHUT_WR); c.recv(1)
 dt = time.perf_counter() - t
 print(n, h.hexdigest(), "%.3f" % (n * 8 / dt / 1e9))
-' 2>"$TMP/source.err") || die "sending through the line"
-wait "$sink" || die "the sink failed"
+' 2>"$TMP/source.err") || ns_die "sending through the line"
+wait "$sink" || ns_die "the sink failed"
 got=$(cat "$TMP/sink.out")
 set -- $sent
-[ "$got" = "$1 $2" ] || die "sent '$1 $2', received '$got'"
+[ "$got" = "$1 $2" ] || ns_die "sent '$1 $2', received '$got'"
 echo "48 MiB intact through the line at $3 Gbit/s (link 1 Gbit/s)"
-awk -v g="$3" 'BEGIN { exit !(g >= 0.5 && g <= 1.1) }' || die "rate $3 Gbit/s over a 1 Gbit/s link"
+awk -v g="$3" 'BEGIN { exit !(g >= 0.5 && g <= 1.1) }' || ns_die "rate $3 Gbit/s over a 1 Gbit/s link"
 
 dl=${DL_PIDS[0]}
 kill "$dl" && wait "$dl"
 rc=$?
-[ $rc = 0 ] || die "the line exited $rc on SIGTERM"
+[ $rc = 0 ] || ns_die "the line exited $rc on SIGTERM"
 DL_PIDS=()
 cat "$TMP/delayline1.err"
 # A frame or two the node sends before the tap is up (IPv6 neighbour
 # discovery as eth0 comes up) is refused by the down tap and counted.
 awk '{ for (i = 1; i <= NF; i++) if ($(i) == "dropped") d += $(i - 1) } END { exit !(d <= 2) }' \
-	"$TMP/delayline1.err" || die "the line dropped frames"
-grep -q 'bridge->node [1-9][0-9]* frames' "$TMP/delayline1.err" || die "no frames counted toward the node"
-ip -n "$SW" link show d1 >/dev/null 2>&1 && die "tap d1 still there after the line exited"
+	"$TMP/delayline1.err" || ns_die "the line dropped frames"
+grep -q 'bridge->node [1-9][0-9]* frames' "$TMP/delayline1.err" || ns_die "no frames counted toward the node"
+ip -n "$SW" link show d1 >/dev/null 2>&1 && ns_die "tap d1 still there after the line exited"
 exit 0

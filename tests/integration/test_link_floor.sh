@@ -30,17 +30,12 @@ done
 
 . bench/ns-lib.sh
 ns_init plf link-floor
-die() {
-	echo "FAIL: $*"
-	for f in "$TMP"/*.err; do [ -s "$f" ] && { echo "== $f"; tail -n 5 "$f"; }; done
-	exit 1
-}
 
 if ! ns_topology 4 10.81.0 2>"$TMP/topology.err"; then
 	echo "cannot build namespaces: $(cat "$TMP/topology.err")"
 	exit 77
 fi
-ns_delay 1 2 || die "ns_delay"
+ns_delay 1 2 || ns_die "ns_delay"
 # A sanitizer build's workers step more slowly (TSan: 2 reports in 6 s
 # of the credit-bound job): longer jobs there.
 SECS=8
@@ -63,7 +58,7 @@ job() {
 		"$BIN/ps-scheduler" --root-port 0 >"$TMP/sched.out" 2>"$TMP/sched.err" &
 	RUN_PIDS+=($!)
 	port=$(ns_sched_port "$TMP/sched.out" 200)
-	[ -n "$port" ] || die "the scheduler printed no port"
+	[ -n "$port" ] || ns_die "the scheduler printed no port"
 	env+=(DMLC_PS_ROOT_PORT="$port")
 	ip netns exec "${NODES[1]}" env "${env[@]}" DMLC_NODE_HOST=10.81.0.2 \
 		"$BIN/ps-server" >"$TMP/server.out" 2>"$TMP/server.err" &
@@ -78,12 +73,12 @@ job() {
 	done
 	if [ -n "$at" ]; then
 		sleep "$at"
-		ns_delay_set 1 2 || die "ns_delay_set 2 ms"
+		ns_delay_set 1 2 || ns_die "ns_delay_set 2 ms"
 		sleep 5
 		for i in 1 2; do wc -l <"$TMP/worker$i.err" >"$TMP/mark$i"; done
 	fi
 	for p in "${w[@]}"; do
-		wait "$p" || die "a worker failed ($1 Gbit/s, $2 B x $3 B)"
+		wait "$p" || ns_die "a worker failed ($1 Gbit/s, $2 B x $3 B)"
 	done
 	ns_kill_nodes
 }
@@ -109,7 +104,7 @@ check_rtt() {
 	r=$(rtt "$TMP/worker$1.err")
 	echo "worker $1: median minimum round trip reported $r us"
 	[ "$r" -ge 3900 ] && [ "$r" -lt 40000 ] ||
-		die "worker $1 reported a minimum round trip of $r us behind a 4 ms delay line"
+		ns_die "worker $1 reported a minimum round trip of $r us behind a 4 ms delay line"
 }
 
 job 5 65536 131072
@@ -117,10 +112,10 @@ for i in 1 2; do
 	check_rtt "$i"
 	set -- $(reports "$TMP/worker$i.err")
 	echo "5 Gbit/s, 64 KiB x 2: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
-	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports"
+	[ "$1" -ge 2 ] || ns_die "worker $i sent $1 metrics reports"
 	awk -v r="$3" 'BEGIN { exit !(r < 0.5 * 625e6) }' ||
-		die "worker $i read $3 B/s on a 625 MB/s link with 128 KiB of credit (not credit-bound?)"
-	[ $(($2 * 3)) -ge $(($1 * 2)) ] || die "worker $i: only $2 of $1 credit-bound reports said floor"
+		ns_die "worker $i read $3 B/s on a 625 MB/s link with 128 KiB of credit (not credit-bound?)"
+	[ $(($2 * 3)) -ge $(($1 * 2)) ] || ns_die "worker $i: only $2 of $1 credit-bound reports said floor"
 done
 
 job 1 262144 8388608
@@ -128,18 +123,18 @@ for i in 1 2; do
 	check_rtt "$i"
 	set -- $(reports "$TMP/worker$i.err")
 	echo "1 Gbit/s, 256 KiB x 32: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
-	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports"
+	[ "$1" -ge 2 ] || ns_die "worker $i sent $1 metrics reports"
 	# A sanitizer build's workers cannot fill the link on every host
 	# (TSan on an AMD EPYC host read 30-54 MB/s, stop 36): the rate is
 	# asserted in the plain build only.
 	[ "$SAN" = 1 ] || awk -v r="$3" 'BEGIN { exit !(r > 0.6 * 125e6) }' ||
-		die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
+		ns_die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
 	# Nor can they keep the credit from running out now and then: one
 	# TSan run of 2 workers x 5 reports had 1 floor (stop 38).  A
 	# sanitizer build allows a quarter of the reports, the plain none.
 	max=$([ "$SAN" = 1 ] && echo $(($1 / 4)) || echo 0)
 	[ "$2" -le "$max" ] ||
-		die "worker $i: $2 of $1 reports of a full link said floor (at most $max allowed)"
+		ns_die "worker $i: $2 of $1 reports of a full link said floor (at most $max allowed)"
 done
 
 # The path lengthens during a job: no delay, then 2 ms each way, at 5
@@ -161,17 +156,17 @@ for nn in "${NODES[@]}"; do
 		exit 0
 	}
 done
-ns_delay_set 1 0 || die "ns_delay_set 0 ms"
+ns_delay_set 1 0 || ns_die "ns_delay_set 0 ms"
 job 5 65536 131072 $((SECS + 12)) 4
 for i in 1 2; do
 	tail -n +"$(($(cat "$TMP/mark$i") + 1))" "$TMP/worker$i.err" >"$TMP/after$i.log"
 	r=$(rtt "$TMP/after$i.log")
 	set -- $(reports "$TMP/after$i.log")
 	echo "path lengthened to 4 ms (min-rtt window 5 s): worker $i: $1 reports after it, $2 floors, median minimum round trip $r us"
-	[ "$1" -ge 2 ] || die "worker $i sent $1 metrics reports after the path lengthened"
+	[ "$1" -ge 2 ] || ns_die "worker $i sent $1 metrics reports after the path lengthened"
 	[ "$r" -ge 3900 ] && [ "$r" -lt 40000 ] ||
-		die "worker $i reported a round trip of $r us after the path lengthened to 4 ms"
+		ns_die "worker $i reported a round trip of $r us after the path lengthened to 4 ms"
 	[ $(($2 * 3)) -ge $(($1 * 2)) ] ||
-		die "worker $i: only $2 of $1 credit-bound reports after the path lengthened said floor"
+		ns_die "worker $i: only $2 of $1 credit-bound reports after the path lengthened said floor"
 done
 echo "ok: credit-bound readings are floors, a full link's are not; reports carry the round trip, also after the path lengthened (5 s min-rtt window)"
