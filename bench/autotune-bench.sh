@@ -152,7 +152,6 @@ bytes() { # 4K -> 4096
 DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
 . "$(dirname "$0")/ns-lib.sh"
 ns_init pat autotune-bench # NODES: 0 scheduler, 1 server, 2-3 workers, 4 traffic
-kill_nodes() { ns_kill_nodes; }
 
 set_rate() { ns_set_rate "$1"; } # every link, both directions
 
@@ -250,7 +249,7 @@ run() {
 		PS_VERBOSE=1 "$BIN/ps-scheduler" --root-port 0 "$@" >"$TMP/sched.out" 2>"$TMP/sched.err" &
 	RUN_PIDS+=($!)
 	port=$(ns_sched_port "$TMP/sched.out" 200)
-	[ -n "$port" ] || { kill_nodes; STEPS=nan; return; }
+	[ -n "$port" ] || { ns_kill_nodes; STEPS=nan; return; }
 	env+=(DMLC_PS_ROOT_PORT="$port")
 	ip netns exec "${NODES[1]}" env "${env[@]}" DMLC_NODE_HOST=10.78.0.2 \
 		"$BIN/ps-server" >"$TMP/server.out" 2>"$TMP/server.err" &
@@ -294,7 +293,7 @@ run() {
 	done
 	LINE_CPU=$(ns_line_cpu)
 	bg_stop
-	kill_nodes
+	ns_kill_nodes
 	if [ "$status" != ok ]; then
 		tail -n 3 "$TMP"/worker*.err | sed 's/^/    /' >&2
 		STEPS=nan

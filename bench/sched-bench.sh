@@ -108,7 +108,6 @@ bytes() { # 4K -> 4096
 DELAYLINE=$(pwd)/$BUILD/tests/helpers/delayline
 . "$(dirname "$0")/ns-lib.sh"
 ns_init psb sched-bench # NODES: 0 scheduler, then servers, then workers
-kill_nodes() { ns_kill_nodes; }
 
 # topology NNODES NSERVERS: node i at 10.77.0.(i+1), every link shaped
 # at $RATE Gbit/s both ways, the servers' links (nodes 1..NSERVERS)
@@ -142,7 +141,7 @@ run_point() {
 	RUN_PIDS+=($!)
 	port=$(ns_sched_port "$TMP/sched.out" 100)
 	if [ -z "$port" ]; then
-		kill_nodes
+		ns_kill_nodes
 		RESULT="nan nan nan nan no-scheduler"
 		return
 	fi
@@ -175,7 +174,7 @@ run_point() {
 		fi
 	done
 	LINE_CPU=$(ns_line_cpu)
-	kill_nodes
+	ns_kill_nodes
 	if [ "$status" != ok ]; then
 		for i in "$TMP"/worker*.err; do
 			[ -s "$i" ] && tail -n 3 "$i" | sed 's/^/    /' >&2
