@@ -41,6 +41,7 @@ struct psd_autotune {
 	uint64_t samples;	     /* tuner samples already shown */
 	uint64_t quiet_ms; /* config running, no window reported since */
 	enum psd_tuner_phase phase;
+	unsigned search; /* the tuner's search number last shown */
 };
 
 static void at_fill_opts(const struct psched_cfg *cfg, struct psd_tuner_opts *o)
@@ -110,6 +111,7 @@ int psd_autotune_create(const struct psched_cfg *cfg, unsigned slots,
 	psd_tuner_current(at->t, &at->cur);
 	at->want = true; /* every node starts on the tuner's first config */
 	at->phase = psd_tuner_phase(at->t);
+	at->search = psd_tuner_search(at->t);
 	*out = at;
 	return 0;
 }
@@ -136,6 +138,13 @@ static void at_show(struct psd_autotune *at)
 		psd_tuner_progress(at->t, line, sizeof(line));
 		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__, "%s", line);
 	}
+	/* a retune can open another (a faster link during a search) */
+	if (ph == PSD_TUNER_RETUNE && psd_tuner_search(at->t) != at->search)
+		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
+			     "autotune: search reopened at sample %" PRIu64
+			     ": %s",
+			     at->samples, psd_tuner_why(at->t));
+	at->search = psd_tuner_search(at->t);
 	if (ph == at->phase)
 		return;
 	if (ph == PSD_TUNER_LOCKED && !psd_tuner_best(at->t, &best, &score))
@@ -144,10 +153,6 @@ static void at_show(struct psd_autotune *at)
 			     " bytes, credit %" PRIu64
 			     " bytes (%.4g steps/s) after %" PRIu64 " samples",
 			     best.partition_bytes, best.credit_bytes, score,
-			     at->samples);
-	else if (ph == PSD_TUNER_RETUNE)
-		psd_log_emit(PSD_LOG_INFO, __FILE__, __LINE__,
-			     "autotune: search reopened at sample %" PRIu64,
 			     at->samples);
 	at->phase = ph;
 }

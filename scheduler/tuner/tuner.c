@@ -575,7 +575,7 @@ static int tuner_rebuild(struct psd_tuner *t, unsigned int drop)
  * input moved) the old samples keep their weight and the model leads.
  */
 static int tuner_begin_search(struct psd_tuner *t, bool aged,
-			      unsigned int design)
+			      unsigned int design, const char *why)
 {
 	unsigned int i;
 	int ret;
@@ -598,6 +598,7 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
 	t->search_samples = 0;
 	t->search_given = design;
 	t->phase = PSD_TUNER_RETUNE;
+	t->why = why;
 	t->ndev = 0;
 	t->probing = false; /* a probe cut short by a worker change */
 	return 0;
@@ -639,7 +640,9 @@ static int tuner_rise_search(struct psd_tuner *t, uint64_t step)
 	}
 	ret = given > 1 ? tuner_rebuild(t, 0) : 0;
 	if (!ret)
-		ret = tuner_begin_search(t, false, novel ? design : 0);
+		ret = tuner_begin_search(
+			t, false, novel ? design : 0,
+			"a faster link (the search starts over on it)");
 	if (ret)
 		return ret;
 	/* the newest @given observations (a trim keeps them) open it */
@@ -701,7 +704,11 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
 	 * model-led search at 5 Gbit/s walked to 16 KiB partitions with
 	 * starved credit and ran at half the one-shot arm's rate
 	 * (docs/autotune-bench.md) */
-	ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim);
+	ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim,
+				 t->explored ? "the conditions moved to ones "
+					       "sampled before"
+					     : "the conditions moved to ones "
+					       "never sampled");
 	if (!ret)
 		ret = tuner_observe(t, score);
 	t->search_given++;
@@ -828,7 +835,8 @@ static int tuner_watch(struct psd_tuner *t, uint64_t step, double score)
 	t->dev[t->ndev++] = score;
 	if (t->ndev < t->o.retune_windows)
 		return 0;
-	ret = tuner_begin_search(t, true, 2 * t->dim);
+	ret = tuner_begin_search(t, true, 2 * t->dim,
+				 "the locked config's step rate drifted");
 	if (ret) {
 		t->ndev = 0;
 		return ret;
@@ -976,7 +984,8 @@ int psd_tuner_workers_changed(struct psd_tuner *t)
 		return 0; /* still discarding anyway */
 	if (!t->discard)
 		t->discard = 1;
-	return tuner_begin_search(t, true, 2 * t->dim);
+	return tuner_begin_search(t, true, 2 * t->dim,
+				  "the set of workers changed");
 }
 
 enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)
@@ -987,6 +996,16 @@ enum psd_tuner_phase psd_tuner_phase(const struct psd_tuner *t)
 uint64_t psd_tuner_samples(const struct psd_tuner *t)
 {
 	return t->samples;
+}
+
+const char *psd_tuner_why(const struct psd_tuner *t)
+{
+	return t->why ? t->why : "";
+}
+
+unsigned int psd_tuner_search(const struct psd_tuner *t)
+{
+	return t->search;
 }
 
 void psd_tuner_current(const struct psd_tuner *t, struct psd_tuner_config *cfg)

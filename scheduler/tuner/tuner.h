@@ -196,6 +196,13 @@ uint64_t psd_tuner_samples(const struct psd_tuner *t);
 /* "warmup", "explore", "locked", "retune". */
 const char *psd_tuner_phase_name(enum psd_tuner_phase phase);
 void psd_tuner_current(const struct psd_tuner *t, struct psd_tuner_config *cfg);
+/*
+ * What opened the current or last retune, e.g. "a faster link (the
+ * search starts over on it)"; "" before any.
+ */
+const char *psd_tuner_why(const struct psd_tuner *t);
+/* The search number: 0 for the first, +1 per retune. */
+unsigned int psd_tuner_search(const struct psd_tuner *t);
 
 /*
  * The locked-in config and its reference score (mean of its samples).

@@ -75,6 +75,7 @@ struct psd_tuner {
 	/* this search started under conditions sampled before: the model
 	 * leads, the end game is the last sample only (tuner_next) */
 	bool explored;
+	const char *why; /* what opened the last retune (psd_tuner_why()) */
 	struct tuner_obs *obs;
 	unsigned int nobs;
 	unsigned int obs_cap;

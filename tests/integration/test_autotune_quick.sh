@@ -56,7 +56,8 @@ head -n 1 "$CSV" | grep -qx \
 # The CSV is checked by an independent reader: rows numbered 1..N
 # (chosen rows repeat the sample they follow), steps non-decreasing,
 # scores positive, configs valid, phases known, last row chosen and equal
-# to the last lock-in; at least 1 warmup, 3 explore samples, 2 configs.
+# to the last lock-in; 1 warmup, then at least 3 search samples before
+# the first lock-in, 2 configs.
 python3 - "$CSV" <<'EOF' || die "CSV check failed: $(cat "$CSV")"
 import csv, math, sys
 rows = list(csv.DictReader(open(sys.argv[1])))
@@ -79,8 +80,13 @@ for r in rows:
     assert float(r["score_steps_per_s"]) > 0
     prev_sample, prev_step = s, st
     phases.append(ph)
-assert phases.count("warmup") == 1, phases
-assert phases.count("explore") >= 3, phases
+assert phases.count("warmup") == 1 and phases[0] == "warmup", phases
+# the first search: explore rows, or retune rows once a faster link
+# reading started it over (tuner_rise_search; on loopback the warmup's
+# cold reading can be the slow one); at least 3 samples before a lock-in
+first = phases[1:phases.index("chosen")]
+assert first and first[0] == "explore", phases
+assert sum(ph in ("explore", "retune") for ph in first) >= 3, phases
 assert len(configs) >= 2, configs
 assert phases[-1] == "chosen", phases[-1]
 locks = [r for r in rows[:-1] if r["phase"] == "chosen"]
@@ -95,6 +101,12 @@ commits=$(grep -c "config epoch [0-9]*: partition" "$TMP/sched.err")
 [ "$commits" -ge 2 ] || die "only $commits config switches committed"
 grep -q "tuner explore: sample" "$TMP/sched.err" || die "no progress line"
 grep -q "autotune: chosen config" "$TMP/sched.err" || die "no chosen line"
+# every search reopened says why, once per search (a retune row of a new
+# search: its first row, or the first after a lock-in or another search)
+reopens=$(grep -c "autotune: search reopened at sample [0-9]*: [a-z]" "$TMP/sched.err")
+opened=$(awk -F, 'NR > 1 && $9 == "retune" && prev != "retune" { n++ } { prev = $9 } END { print n + 0 }' "$CSV")
+[ "$reopens" -ge "$opened" ] ||
+	die "$opened retunes in the CSV, $reopens reasons on stderr: $(grep reopened "$TMP/sched.err")"
 # --autotune-conditions: the workers' metrics carried a link bandwidth and
 # a compute time, and the scheduler counted both workers (the round trip
 # is shown too: 0 where the transport cannot tell)

@@ -254,8 +254,10 @@ static void test_tuner_workers_changed_retunes(void)
 	o.log_path = csv_tmp_path(path, sizeof(path));
 	sim_init(&s, &o, 9);
 	sim_run_until(&s, PSD_TUNER_LOCKED);
+	CHECK_STR(psd_tuner_why(s.t), "");
 	CHECK_EQ(psd_tuner_workers_changed(s.t), 0);
 	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	CHECK_STR(psd_tuner_why(s.t), "the set of workers changed");
 	sim_run_until(&s, PSD_TUNER_LOCKED);
 	CHECK(sim_locked_quality(&s) > 0.9);
 	sim_fini(&s);

@@ -171,6 +171,7 @@ static void test_tuner_retune_budget(void)
 	CHECK_U64(psd_tuner_samples(s.t), ==, o.warmup_samples + 12);
 	s.scale = 0.5; /* every later sample drifts */
 	sim_run_until(&s, PSD_TUNER_RETUNE);
+	CHECK_STR(psd_tuner_why(s.t), "the locked config's step rate drifted");
 	before = psd_tuner_samples(s.t);
 	sim_run_until(&s, PSD_TUNER_LOCKED);
 	/* the retune_windows drift samples count: 6 - 3 more */
@@ -287,6 +288,8 @@ static void test_tuner_condition_move_reopens_without_ageing(void)
 	for (i = 0; i < o.steps_per_sample; i++)
 		sim_step(&s);
 	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
+	CHECK_STR(psd_tuner_why(s.t),
+		  "the conditions moved to ones never sampled");
 	for (i = 0; i < s.t->nobs; i++)
 		CHECK_NEAR(s.t->obs[i].weight, 1.0, 0.0);
 	sim_fini(&s);
@@ -623,6 +626,8 @@ static void test_tuner_rise_starts_search_over(void)
 	sim_one_sample(&s);
 	CHECK_EQ(psd_tuner_phase(s.t), PSD_TUNER_RETUNE);
 	CHECK_INT(s.t->search, ==, 1);
+	CHECK_INT(psd_tuner_search(s.t), ==, 1);
+	CHECK(strstr(psd_tuner_why(s.t), "faster link") != NULL);
 	CHECK_INT(s.t->search_samples, ==, 2);
 	for (i = 0; i < s.t->nobs; i++) {
 		bool after_rise = i >= n0;
