@@ -38,6 +38,7 @@ MODELS="vgg16 resnet50"
 RATES="5 1 3"
 BG=1         # one more phase at the last rate with background traffic
 PHASE_ARG="" # --phase, seconds per phase (default per model: model_phase)
+FIRST_ARG="" # --first-phase, seconds of the first phase (default: --phase)
 ROUNDS=3
 GRID_PARTS="256K 1M 4M 16M"
 GRID_CREDITS="1 4 16"
@@ -64,6 +65,9 @@ usage: bench/autotune-bench.sh [options]
   --rates "R ..."    rate schedule, Gbit/s [$RATES]
   --no-background    no background-traffic phase
   --phase S          seconds per phase [per model: vgg16 240, others 60]
+  --first-phase S    seconds of the first phase only [--phase]: long
+                     enough for a first search to lock in under the
+                     first condition (VGG-16's takes about 420 s)
   --rounds N         interleaved rounds (medians) [$ROUNDS]
   --grid-seconds S   seconds per grid point [vgg16 24, others 8]
   --arms "A ..."     arms [$ARMS]
@@ -91,6 +95,7 @@ while [ $# -gt 0 ]; do
 	--rates) RATES=$2; shift ;;
 	--no-background) BG=0 ;;
 	--phase) PHASE_ARG=$2; shift ;;
+	--first-phase) FIRST_ARG=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
 	--grid-seconds) GRID_ARG=$2; shift ;;
 	--arms) ARMS=$2; shift ;;
@@ -125,8 +130,15 @@ auto) ;;
 *[!0-9]* | 0) echo "autotune-bench: --bin takes whole seconds > 0, not '$BIN_ARG'" >&2; exit 2 ;;
 esac
 
-# model_phase MODEL: PHASE_S, GRID_S, BIN_S and TOTAL for MODEL: the
-# options' values, else seconds that give the tuners enough samples.
+for v in "--phase:$PHASE_ARG" "--first-phase:$FIRST_ARG"; do
+	case ${v#*:} in
+	"") ;;
+	*[!0-9]* | 0) echo "autotune-bench: ${v%%:*} takes whole seconds > 0, not '${v#*:}'" >&2; exit 2 ;;
+	esac
+done
+
+# model_phase MODEL: PHASE_S, FIRST_S, GRID_S, BIN_S and TOTAL for MODEL:
+# the options' values, else seconds that give the tuners enough samples.
 # VGG-16 moves 553 MB of gradients per worker each way a step (9-15 s a
 # step at 1 Gbit/s): a 12-sample search of 2 steps a sample takes 3-6
 # minutes there, so 60 s phases end before it does.
@@ -135,8 +147,9 @@ model_phase() {
 	vgg16) PHASE_S=${PHASE_ARG:-240} GRID_S=${GRID_ARG:-24} ;;
 	*) PHASE_S=${PHASE_ARG:-60} GRID_S=${GRID_ARG:-8} ;;
 	esac
+	FIRST_S=${FIRST_ARG:-$PHASE_S}
 	BIN_S=${BIN_ARG:-$((PHASE_S / 12 > 2 ? PHASE_S / 12 : 2))}
-	TOTAL=$((nphases * PHASE_S))
+	TOTAL=$((FIRST_S + (nphases - 1) * PHASE_S))
 }
 
 bytes() { # 4K -> 4096
@@ -225,8 +238,9 @@ timeout_wait() { # PID SECONDS -> exit status, or 124 after killing it
 }
 
 # run MODEL SECONDS SCHEDULE-RATES BG PART CREDIT SCHED-ARGS...: one job;
-# the rate follows the schedule (one phase per rate, PHASE_S each, from
-# the first step on), BG=1 adds a phase with traffic.  Sets STEPS (timed
+# the rate follows the schedule (one phase per rate, FIRST_S the first,
+# PHASE_S each after it, from the first step on), BG=1 adds a phase with
+# traffic.  Sets STEPS (timed
 # steps, or nan) and leaves the logs in $TMP/{sched,worker*}.{out,err},
 # the progress files in $TMP/prog*.csv.
 run() {
@@ -275,14 +289,14 @@ run() {
 	local rest="" k=1
 	[[ "$rates" == *" "* ]] && rest=${rates#* }
 	for r in $rest; do
-		sleep "$PHASE_S"
+		sleep "$([ "$k" = 1 ] && echo "$FIRST_S" || echo "$PHASE_S")"
 		k=$((k + 1))
 		# the path first: a rate over the old delay is a mixed phase
 		[ -z "$DELAYS" ] || ns_delay_set 1 "$(phase_delay "$k")" || status=delay
 		set_rate "$r"
 	done
 	if [ "$bg" = 1 ]; then
-		sleep "$PHASE_S"
+		sleep "$([ "$k" = 1 ] && echo "$FIRST_S" || echo "$PHASE_S")"
 		bg_start
 	fi
 	limit=$((120 + 2 * ${secs%.*}))
@@ -325,7 +339,7 @@ echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAYS:-$DELAY_
 # phase labels of the plot: RATE, or RATE@DELAY with --delays
 LABELS=$RATES
 [ -z "$DELAYS" ] || LABELS=$(paste -d@ <(echo $RATES | tr ' ' '\n') <(echo $DELAYS | tr ' ' '\n') | xargs)
-PHASES=""    # MODEL=SECONDS,... for the plot
+PHASES=""    # MODEL=FIRST:SECONDS,... for the plot
 start=$(date +%s)
 
 # steps/s over time from a progress file, $BIN_S s bins from its first step
@@ -349,8 +363,8 @@ switches() { # MODEL ARM
 
 for model in $MODELS; do
 	model_phase "$model"
-	PHASES=${PHASES:+$PHASES,}$model=$PHASE_S
-	echo "== $model: ${PHASE_S}s per phase (${TOTAL}s per run), grid points ${GRID_S}s" >&2
+	PHASES=${PHASES:+$PHASES,}$model=$FIRST_S:$PHASE_S
+	echo "== $model: ${PHASE_S}s per phase$([ "$FIRST_S" = "$PHASE_S" ] || echo ", the first ${FIRST_S}s") (${TOTAL}s per run), grid points ${GRID_S}s" >&2
 	# the static arm's config: the best of a small grid at the first rate
 	best="" bestv=0
 	if [[ " $ARMS " == *" static "* ]]; then

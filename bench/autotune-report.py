@@ -48,11 +48,14 @@ def plot(steps_csv, sw_csv, png, phase_s, rates, bg, tmp):
     rows = list(csv.DictReader(open(steps_csv)))
     models = list(dict.fromkeys(r["model"] for r in rows))
     arms = list(dict.fromkeys(r["arm"] for r in rows))
-    # seconds per phase: one figure for every model, or MODEL=S,...
-    if "=" in phase_s:
-        per = {k: float(v) for k, v in (x.split("=") for x in phase_s.split(","))}
-    else:
-        per = {m: float(phase_s) for m in models}
+    # seconds per phase: one figure for every model, or MODEL=S,...; S
+    # is SECONDS or FIRST:SECONDS (a first phase of its own length)
+    if "=" not in phase_s:
+        phase_s = ",".join(f"{m}={phase_s}" for m in models)
+    per = {}
+    for k, v in (x.split("=") for x in phase_s.split(",")):
+        first, _, rest = v.partition(":")
+        per[k] = (float(first), float(rest or first))
     # RATE, or RATE@DELAY (one-way ms, --delays)
     rl = [f"{r.split('@')[0]} Gbit/s, {r.split('@')[1]} ms" if "@" in r else f"{r} Gbit/s"
           for r in rates.split()]
@@ -75,10 +78,11 @@ def plot(steps_csv, sw_csv, png, phase_s, rates, bg, tmp):
                         fh.write(f'{r["t_s"]},{r["steps_per_s"]}\n')
             files.append((a, f))
         script.append("unset arrow; unset label; unset object")
-        ps = per[m]
+        first, ps = per[m]
         for i, name in enumerate(phases):
-            x0 = i * ps
-            script.append(f'set object {i + 1} rect from {x0},graph 0 to {x0 + ps},graph 1 '
+            x0 = 0 if i == 0 else first + (i - 1) * ps
+            x1 = first if i == 0 else x0 + ps
+            script.append(f'set object {i + 1} rect from {x0},graph 0 to {x1},graph 1 '
                           f'behind fc rgb "{"#e8e8e8" if i % 2 else "#ffffff"}" fs solid noborder')
             script.append(f'set label "{name}" at {x0 + 1},graph 0.95 font ",8"')
         k = 1

@@ -3,7 +3,8 @@
 # bench/autotune-bench.sh end to end, shortened: the namespace cluster
 # with a link whose rate follows a schedule (5 -> 1 -> 3 Gbit/s, then
 # background traffic) and 1 ms of delay each way on the server's link
-# (the delay line), the 2x2 grid and the four arms in one round.
+# (the delay line), the 2x2 grid and the four arms in one round, the
+# first phase longer than the others (--first-phase).
 # Checks that every arm ran (numeric steps, not nan: the bench once failed
 # every run unnoticed, its clusters having no job secret), the CSV has one
 # row per arm, the static arm names its grid best, the online arm
@@ -23,10 +24,13 @@ die() { echo "FAIL: $*"; [ -f "$TMP/log" ] && tail -n 30 "$TMP/log"; exit 1; }
 bash bench/autotune-bench.sh --bin 0 >"$TMP/bin.log" 2>&1
 [ $? = 2 ] && grep -q -- "--bin takes whole seconds" "$TMP/bin.log" ||
 	die "--bin 0 not refused: $(cat "$TMP/bin.log")"
+bash bench/autotune-bench.sh --first-phase 2m >"$TMP/first.log" 2>&1
+[ $? = 2 ] && grep -q -- "--first-phase takes whole seconds > 0, not '2m'" "$TMP/first.log" ||
+	die "--first-phase 2m not refused: $(cat "$TMP/first.log")"
 before=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 lines_before=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
-bash bench/autotune-bench.sh --smoke --phase 5 --grid-seconds 2 --delay-ms 1 \
-	--out "$TMP/out" >"$TMP/log" 2>&1
+bash bench/autotune-bench.sh --smoke --phase 5 --first-phase 7 --grid-seconds 2 \
+	--delay-ms 1 --out "$TMP/out" >"$TMP/log" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	echo "network namespaces unavailable: $(tail -n 1 "$TMP/log")"
@@ -66,6 +70,11 @@ after=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 left=$(comm -13 <(echo "$before") <(echo "$after"))
 [ -z "$left" ] || die "namespaces left behind: $left"
 grep -q "server link delayed 1 ms" "$TMP/log" || die "the delay was not applied"
+# --first-phase: 7 s, then 5 s for each of the other three phases
+grep -q "5s per phase, the first 7s (22s per run)" "$TMP/log" ||
+	die "the first phase's length is not in the run: $(grep "per phase" "$TMP/log")"
+awk -F, 'NR > 1 && $2 == "default" && $3 > m { m = $3 } END { exit !(m >= 19) }' "$st" ||
+	die "the default run's steps end before 19 s of its 22: $(grep ",default," "$st" | tail -n 2)"
 # every run line says how busy the delay line was (a busy line, not the
 # link's rate, may have set the speed: docs/autotune-bench.md)
 for arm in default static oneshot online; do
