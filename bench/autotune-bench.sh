@@ -70,6 +70,8 @@ usage: bench/autotune-bench.sh [options]
                      first condition (VGG-16's takes about 420 s)
   --rounds N         interleaved rounds (medians) [$ROUNDS]
   --grid-seconds S   seconds per grid point [vgg16 24, others 8]
+  --grid-parts "P ..."    the static arm's grid: partitions [$GRID_PARTS]
+  --grid-credits "N ..."  and credits, in partitions [$GRID_CREDITS]
   --arms "A ..."     arms [$ARMS]
   --bin S            seconds per bin of the steps/s plot [phase / 12, at
                      least 2: VGG-16's steps take up to 15 s]
@@ -98,6 +100,8 @@ while [ $# -gt 0 ]; do
 	--first-phase) FIRST_ARG=$2; shift ;;
 	--rounds) ROUNDS=$2; shift ;;
 	--grid-seconds) GRID_ARG=$2; shift ;;
+	--grid-parts) GRID_PARTS=$2; shift ;;
+	--grid-credits) GRID_CREDITS=$2; shift ;;
 	--arms) ARMS=$2; shift ;;
 	--out) OUT=$2; shift ;;
 	--delay-ms) DELAY_MS=$2; shift ;;
@@ -129,6 +133,15 @@ case ${BIN_ARG:-auto} in
 auto) ;;
 *[!0-9]* | 0) echo "autotune-bench: --bin takes whole seconds > 0, not '$BIN_ARG'" >&2; exit 2 ;;
 esac
+
+for p in $GRID_PARTS; do
+	[[ "$p" =~ ^[1-9][0-9]*[KM]?$ ]] ||
+		{ echo "autotune-bench: --grid-parts takes sizes like 64K or 1M, not '$p'" >&2; exit 2; }
+done
+for c in $GRID_CREDITS; do
+	[[ "$c" =~ ^[1-9][0-9]*$ ]] ||
+		{ echo "autotune-bench: --grid-credits takes whole numbers of partitions > 0, not '$c'" >&2; exit 2; }
+done
 
 for v in "--phase:$PHASE_ARG" "--first-phase:$FIRST_ARG"; do
 	case ${v#*:} in

@@ -4,7 +4,8 @@
 # with a link whose rate follows a schedule (5 -> 1 -> 3 Gbit/s, then
 # background traffic) and 1 ms of delay each way on the server's link
 # (the delay line), the 2x2 grid and the four arms in one round, the
-# first phase longer than the others (--first-phase).
+# first phase longer than the others (--first-phase), the grid's
+# partitions given (--grid-parts).
 # Checks that every arm ran (numeric steps, not nan: the bench once failed
 # every run unnoticed, its clusters having no job secret), the CSV has one
 # row per arm, the static arm names its grid best, the online arm
@@ -29,8 +30,11 @@ bash bench/autotune-bench.sh --first-phase 2m >"$TMP/first.log" 2>&1
 	die "--first-phase 2m not refused: $(cat "$TMP/first.log")"
 before=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 lines_before=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
+bash bench/autotune-bench.sh --grid-credits "1 0" >"$TMP/grid.log" 2>&1
+[ $? = 2 ] && grep -q -- "--grid-credits takes whole numbers of partitions > 0, not '0'" "$TMP/grid.log" ||
+	die "--grid-credits '1 0' not refused: $(cat "$TMP/grid.log")"
 bash bench/autotune-bench.sh --smoke --phase 5 --first-phase 7 --grid-seconds 2 \
-	--delay-ms 1 --out "$TMP/out" >"$TMP/log" 2>&1
+	--grid-parts "512K 2M" --delay-ms 1 --out "$TMP/out" >"$TMP/log" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	echo "network namespaces unavailable: $(tail -n 1 "$TMP/log")"
@@ -44,8 +48,11 @@ for arm in default static oneshot online; do
 	n=$(awk -F, -v a=$arm 'NR > 1 && $2 == a && $4 ~ /^[0-9]+$/ && $4 > 0' "$csv" | wc -l)
 	[ "$n" = 1 ] || die "arm $arm: $n rows with steps, want 1: $(cat "$csv")"
 done
-awk -F, 'NR > 1 && $2 == "static" { exit !($5 > 0 && $6 > 0) }' "$csv" ||
-	die "the static arm names no grid config: $(cat "$csv")"
+# from the grid asked for: 512K or 2M partitions, 1 or 4 of them
+awk -F, 'NR > 1 && $2 == "static" { p = $5; c = $6 / $5
+	exit !((p == 524288 || p == 2097152) && (c == 1 || c == 4)) }' "$csv" ||
+	die "the static arm names no config of its grid: $(cat "$csv")"
+[ "$(grep -c "^  grid " "$TMP/log")" = 4 ] || die "not a 2x2 grid: $(grep "^  grid " "$TMP/log")"
 # the steps/s series: every arm, in bins of phase / 12 seconds, at least
 # 2 (5 s phases: 2 s, centred at 1, 3, 5, ...)
 st=$TMP/out/autotune-bench-steps.csv
