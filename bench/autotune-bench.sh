@@ -129,10 +129,16 @@ case ${WLEN:-300} in
 *[!0-9]*) echo "autotune-bench: --min-rtt-wlen takes whole seconds, not '$WLEN'" >&2; exit 2 ;;
 esac
 
-case ${BIN_ARG:-auto} in
-auto) ;;
-*[!0-9]* | 0) echo "autotune-bench: --bin takes whole seconds > 0, not '$BIN_ARG'" >&2; exit 2 ;;
-esac
+# whole_secs OPTION VALUE: exit 2 unless VALUE (given) is whole seconds > 0
+whole_secs() {
+	case $2 in
+	"") ;;
+	*[!0-9]* | 0) echo "autotune-bench: $1 takes whole seconds > 0, not '$2'" >&2; exit 2 ;;
+	esac
+}
+whole_secs --bin "$BIN_ARG"
+whole_secs --phase "$PHASE_ARG"
+whole_secs --first-phase "$FIRST_ARG"
 
 for p in $GRID_PARTS; do
 	[[ "$p" =~ ^[1-9][0-9]*[KM]?$ ]] ||
@@ -141,13 +147,6 @@ done
 for c in $GRID_CREDITS; do
 	[[ "$c" =~ ^[1-9][0-9]*$ ]] ||
 		{ echo "autotune-bench: --grid-credits takes whole numbers of partitions > 0, not '$c'" >&2; exit 2; }
-done
-
-for v in "--phase:$PHASE_ARG" "--first-phase:$FIRST_ARG"; do
-	case ${v#*:} in
-	"") ;;
-	*[!0-9]* | 0) echo "autotune-bench: ${v%%:*} takes whole seconds > 0, not '${v#*:}'" >&2; exit 2 ;;
-	esac
 done
 
 # model_phase MODEL: PHASE_S, FIRST_S, GRID_S, BIN_S and TOTAL for MODEL:
@@ -299,17 +298,18 @@ run() {
 		kill -0 "${wpids[0]}" 2>/dev/null || break
 		sleep 0.05
 	done
-	local rest="" k=1
+	local rest="" k=1 len=$FIRST_S
 	[[ "$rates" == *" "* ]] && rest=${rates#* }
 	for r in $rest; do
-		sleep "$([ "$k" = 1 ] && echo "$FIRST_S" || echo "$PHASE_S")"
+		sleep "$len"
+		len=$PHASE_S
 		k=$((k + 1))
 		# the path first: a rate over the old delay is a mixed phase
 		[ -z "$DELAYS" ] || ns_delay_set 1 "$(phase_delay "$k")" || status=delay
 		set_rate "$r"
 	done
 	if [ "$bg" = 1 ]; then
-		sleep "$([ "$k" = 1 ] && echo "$FIRST_S" || echo "$PHASE_S")"
+		sleep "$len"
 		bg_start
 	fi
 	limit=$((120 + 2 * ${secs%.*}))

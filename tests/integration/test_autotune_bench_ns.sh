@@ -21,18 +21,20 @@ TMP=$(mktemp -d /tmp/psched-atbench.XXXXXX)
 trap 'rm -rf "$TMP"' EXIT
 die() { echo "FAIL: $*"; [ -f "$TMP/log" ] && tail -n 30 "$TMP/log"; exit 1; }
 
-# a bad plot bin is refused before any namespace is made
-bash bench/autotune-bench.sh --bin 0 >"$TMP/bin.log" 2>&1
-[ $? = 2 ] && grep -q -- "--bin takes whole seconds" "$TMP/bin.log" ||
-	die "--bin 0 not refused: $(cat "$TMP/bin.log")"
-bash bench/autotune-bench.sh --first-phase 2m >"$TMP/first.log" 2>&1
-[ $? = 2 ] && grep -q -- "--first-phase takes whole seconds > 0, not '2m'" "$TMP/first.log" ||
-	die "--first-phase 2m not refused: $(cat "$TMP/first.log")"
+# refused WANT ARGS...: the bench refuses ARGS with exit 2 and a message
+# containing WANT, before any namespace is made
+refused() {
+	local want=$1
+	shift
+	bash bench/autotune-bench.sh "$@" >"$TMP/bad.log" 2>&1
+	[ $? = 2 ] && grep -q -- "$want" "$TMP/bad.log" ||
+		die "$* not refused: $(cat "$TMP/bad.log")"
+}
+refused "--bin takes whole seconds" --bin 0
+refused "--first-phase takes whole seconds > 0, not '2m'" --first-phase 2m
+refused "--grid-credits takes whole numbers of partitions > 0, not '0'" --grid-credits "1 0"
 before=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 lines_before=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
-bash bench/autotune-bench.sh --grid-credits "1 0" >"$TMP/grid.log" 2>&1
-[ $? = 2 ] && grep -q -- "--grid-credits takes whole numbers of partitions > 0, not '0'" "$TMP/grid.log" ||
-	die "--grid-credits '1 0' not refused: $(cat "$TMP/grid.log")"
 bash bench/autotune-bench.sh --smoke --phase 5 --first-phase 7 --grid-seconds 2 \
 	--grid-parts "512K 2M" --delay-ms 1 --out "$TMP/out" >"$TMP/log" 2>&1
 rc=$?
