@@ -18,7 +18,7 @@ from attack import PUSH, check, closed_by_peer, failures, hdr  # noqa: E402
 
 # ---- shared memory (common/transport/shm/shm_internal.h) ----------------
 SHM_MAGIC = 0x31306D6873737070
-SHM_CTL, SHM_RING = 4096, 2 << 20
+SHM_CTL, SHM_RING = 4096, 8 << 20
 SHM_MAP = 2 * SHM_CTL + 2 * SHM_RING
 SHM_HELLO = struct.Struct("<QQII")
 

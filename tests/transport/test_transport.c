@@ -324,12 +324,13 @@ static void *tt_req_sender_main(void *arg)
  * blocked in rx_data after the first): shm returns from each send once
  * the frame is posted, up to its window of 64 unacknowledged requests
  * (SHM_CMA_WINDOW), then blocks; every transport delivers them all
- * intact once the receiver resumes.
+ * intact once the receiver resumes.  4 MiB: above what shm places in
+ * its ring (4 MiB - 4 KiB), so shm's receiver reads them from ours.
  */
 static void test_transport_requests_pipelined(void)
 {
 	enum { WINDOW = 64, N = WINDOW + 5 };
-	static const size_t len = 64 << 10;
+	static const size_t len = 4 << 20;
 	struct tt_req_sender s = { .len = len, .count = N };
 	struct tt_node a, b;
 	struct psd_conn *ab;
@@ -350,7 +351,17 @@ static void test_transport_requests_pipelined(void)
 	b.gate = true;
 	pthread_mutex_unlock(&b.lock);
 	CHECK_EQ(pthread_create(&thr, NULL, tt_req_sender_main, &s), 0);
-	usleep((useconds_t)test_timeout_ms(700) * 1000);
+	/* Until the sender stops: no more sent in 500 ms (filling 4 MiB
+	 * buffers takes a while, longer under the sanitizers). */
+	for (i = 0, sent = UINT_MAX; i < 120; i++) {
+		unsigned now;
+
+		usleep((useconds_t)test_timeout_ms(500) * 1000);
+		now = atomic_load(&s.sent);
+		if (now == sent || now == N)
+			break;
+		sent = now;
+	}
 	sent = atomic_load(&s.sent);
 	pthread_mutex_lock(&b.lock);
 	b.gate = false;
@@ -699,14 +710,17 @@ static void tt_fill_cb(void *arg, uint8_t *dst, size_t len)
  * and the receiver may read it there) or the caller's buffer carries it
  * (every other transport, and shm above its placing limit).  The
  * receiver takes rx_inplace whenever it is offered; only shm offers it,
- * and only for placed payloads.
+ * and only for placed payloads: filled ones, and plain sends from 32 KiB
+ * (SHM_CMA_MIN) up to the limit, which shm copies into the ring.
  */
 static void test_transport_send_fill(void)
 {
 	/* Sizes so that placed payloads land at many ring offsets, some
-	 * needing padding, one above the 1 MiB - 4 KiB placing limit. */
-	static const size_t sizes[] = { 700001, 5000,	       300000, 1,
-					2,	(1 << 20) + 3, 65536,  999999 };
+	 * needing padding, one above the 4 MiB - 4 KiB placing limit. */
+	static const size_t sizes[] = {
+		700001, 5000, 3000000, 1, 2, (4 << 20) + 3, 65536, 999999
+	};
+	const size_t place_max = (4 << 20) - 4096, plain_min = 32 << 10;
 	struct tt_fill_arg a = { 0 };
 	struct tt_node x, b;
 	struct psd_conn *ab;
@@ -719,7 +733,7 @@ static void test_transport_send_fill(void)
 	bool shm = !strcmp(tt_transport(), "shm");
 
 	tt_ops(); /* skips before anything is allocated */
-	buf = malloc(2 << 20);
+	buf = malloc(5 << 20);
 	CHECK(buf != NULL);
 	tt_node_init(&x, false);
 	tt_node_init(&b, true);
@@ -733,6 +747,9 @@ static void test_transport_send_fill(void)
 				/* A plain send in between (ring or CMA). */
 				CHECK_EQ(tt_send(ab, 7, step, buf, sizes[i]),
 					 0);
+				if (sizes[i] >= plain_min &&
+				    sizes[i] <= place_max)
+					placed++;
 			} else {
 				a.seed = tt_seed(7, step, sizes[i]);
 				/* The fallback buffer holds garbage: only
@@ -741,7 +758,7 @@ static void test_transport_send_fill(void)
 				CHECK_EQ(psd_conn_send_fill(ab, &h, tt_fill_cb,
 							    &a, buf),
 					 0);
-				if (sizes[i] && sizes[i] < (1 << 20) - 4096)
+				if (sizes[i] && sizes[i] <= place_max)
 					placed++;
 			}
 			want++;

@@ -164,56 +164,6 @@ static int shm_tx_wait_ack(struct shm_conn *sc, uint64_t window,
 	return 0;
 }
 
-static int shm_send(struct psd_conn *c, const struct psd_hdr *h,
-		    const struct iovec *iov, int niov, unsigned timeout_ms)
-{
-	struct shm_conn *sc = to_shm(c);
-	uint8_t buf[sizeof(struct shm_frame) +
-		    SHM_MAX_IOV * sizeof(struct shm_riov)];
-	struct shm_frame fr = { .mode = SHM_INLINE };
-	struct shm_riov rv;
-	uint64_t from = SHM_NO_STREAM;
-	int i, ret;
-
-	if (niov > SHM_MAX_IOV)
-		return -EINVAL;
-	psd_hdr_encode(h, fr.hdr);
-	if (h->length >= SHM_CMA_MIN && atomic_load(&sc->tx.ctl->cma_ok))
-		fr.mode = psd_msg_is_request(h->type) ? SHM_CMA_ASYNC : SHM_CMA;
-	for (i = 0; i < niov && fr.mode != SHM_INLINE; i++) {
-		if (!iov[i].iov_len)
-			continue;
-		rv.base = (uint64_t)(uintptr_t)iov[i].iov_base;
-		rv.len = iov[i].iov_len;
-		memcpy(buf + sizeof(fr) + fr.niov++ * sizeof(rv), &rv,
-		       sizeof(rv));
-	}
-	memcpy(buf, &fr, sizeof(fr));
-	/* Bound what the receiver still has to read of us. */
-	if (fr.mode == SHM_CMA_ASYNC) {
-		ret = shm_tx_wait_ack(sc, SHM_CMA_WINDOW - 1, timeout_ms, NULL);
-		if (ret)
-			return ret;
-	}
-	ret = shm_tx_put(sc, buf, sizeof(fr) + fr.niov * sizeof(rv), true,
-			 timeout_ms);
-	if (ret)
-		return ret;
-	if (fr.mode == SHM_CMA_ASYNC) {
-		sc->cma_sent++;
-		return 0;
-	}
-	if (fr.mode == SHM_CMA) {
-		sc->cma_sent++;
-		ret = shm_tx_wait_ack(sc, 0, timeout_ms, &from);
-		if (ret || from == SHM_NO_STREAM)
-			return ret;
-	} else {
-		from = 0;
-	}
-	return shm_tx_stream(sc, iov, niov, from, timeout_ms);
-}
-
 /* ->send_fill(): the frame, padding so that the payload does not wrap,
  * and the payload, which @fill writes in the ring; posted in one go. */
 static int shm_send_fill(struct psd_conn *c, const struct psd_hdr *h,
@@ -254,6 +204,87 @@ static int shm_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 		     len);
 	shm_tx_publish(sc, need);
 	return 0;
+}
+
+/* A payload from SHM_CMA_MIN to SHM_PLACE_MAX: the caller's pieces,
+ * copied one after another into the ring by shm_send_fill(). */
+struct shm_gather {
+	const struct iovec *iov;
+	int niov;
+};
+
+static void shm_gather_fill(void *arg, uint8_t *dst, size_t len)
+{
+	const struct shm_gather *g = arg;
+	int i;
+
+	for (i = 0; i < g->niov && len; i++) {
+		size_t n = g->iov[i].iov_len < len ? g->iov[i].iov_len : len;
+
+		memcpy(dst, g->iov[i].iov_base, n);
+		dst += n;
+		len -= n;
+	}
+}
+
+static int shm_send(struct psd_conn *c, const struct psd_hdr *h,
+		    const struct iovec *iov, int niov, unsigned timeout_ms)
+{
+	struct shm_conn *sc = to_shm(c);
+	uint8_t buf[sizeof(struct shm_frame) +
+		    SHM_MAX_IOV * sizeof(struct shm_riov)];
+	struct shm_frame fr = { .mode = SHM_INLINE };
+	struct shm_riov rv;
+	uint64_t from = SHM_NO_STREAM;
+	int i, ret;
+
+	if (h->length >= SHM_CMA_MIN && h->length <= SHM_PLACE_MAX) {
+		struct shm_gather g = { iov, niov };
+		uint64_t sum = 0;
+
+		for (i = 0; i < niov; i++)
+			sum += iov[i].iov_len;
+		if (sum != h->length)
+			return -EINVAL;
+		return shm_send_fill(c, h, shm_gather_fill, &g, timeout_ms);
+	}
+	if (niov > SHM_MAX_IOV)
+		return -EINVAL;
+	psd_hdr_encode(h, fr.hdr);
+	if (h->length >= SHM_CMA_MIN && atomic_load(&sc->tx.ctl->cma_ok))
+		fr.mode = psd_msg_is_request(h->type) ? SHM_CMA_ASYNC : SHM_CMA;
+	for (i = 0; i < niov && fr.mode != SHM_INLINE; i++) {
+		if (!iov[i].iov_len)
+			continue;
+		rv.base = (uint64_t)(uintptr_t)iov[i].iov_base;
+		rv.len = iov[i].iov_len;
+		memcpy(buf + sizeof(fr) + fr.niov++ * sizeof(rv), &rv,
+		       sizeof(rv));
+	}
+	memcpy(buf, &fr, sizeof(fr));
+	/* Bound what the receiver still has to read of us. */
+	if (fr.mode == SHM_CMA_ASYNC) {
+		ret = shm_tx_wait_ack(sc, SHM_CMA_WINDOW - 1, timeout_ms, NULL);
+		if (ret)
+			return ret;
+	}
+	ret = shm_tx_put(sc, buf, sizeof(fr) + fr.niov * sizeof(rv), true,
+			 timeout_ms);
+	if (ret)
+		return ret;
+	if (fr.mode == SHM_CMA_ASYNC) {
+		sc->cma_sent++;
+		return 0;
+	}
+	if (fr.mode == SHM_CMA) {
+		sc->cma_sent++;
+		ret = shm_tx_wait_ack(sc, 0, timeout_ms, &from);
+		if (ret || from == SHM_NO_STREAM)
+			return ret;
+	} else {
+		from = 0;
+	}
+	return shm_tx_stream(sc, iov, niov, from, timeout_ms);
 }
 
 /* ---- receive ---------------------------------------------------------- */
