@@ -52,6 +52,7 @@ ARMS="default static oneshot online"
 DELAY_MS=0
 DELAYS=""    # --delays, one-way ms per rate phase (a path that changes)
 WLEN=""      # --min-rtt-wlen, net.ipv4.tcp_min_rtt_wlen in every namespace
+TCPMEM=""    # --tcp-mem, the largest TCP send and receive buffer (bytes)
 BIN_ARG=""   # --bin, plot bins, seconds (default: the phase / 12, at least 2)
 SPS=2        # --autotune-steps-per-sample
 MAXS=12      # --autotune-max-samples
@@ -84,6 +85,10 @@ usage: bench/autotune-bench.sh [options]
                      (the kernel's window of a connection's least round
                      trip, 300 s by default; README: shorter where paths
                      change)
+  --tcp-mem SIZE     the largest TCP send and receive buffer in every
+                     node's namespace (net.ipv4.tcp_wmem and tcp_rmem's
+                     maximum, e.g. 32M, as hosts on long fast paths set
+                     it) [the kernel's: 4 MiB send, 32 MiB receive here]
   --tag NAME         file name stem [$TAG]
   --out DIR          [docs]
 EOF
@@ -107,6 +112,7 @@ while [ $# -gt 0 ]; do
 	--delay-ms) DELAY_MS=$2; shift ;;
 	--delays) DELAYS=$2; shift ;;
 	--min-rtt-wlen) WLEN=$2; shift ;;
+	--tcp-mem) TCPMEM=$2; shift ;;
 	--bin) BIN_ARG=$2; shift ;;
 	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
@@ -144,6 +150,8 @@ for p in $GRID_PARTS; do
 	[[ "$p" =~ ^[1-9][0-9]*[KM]?$ ]] ||
 		{ echo "autotune-bench: --grid-parts takes sizes like 64K or 1M, not '$p'" >&2; exit 2; }
 done
+[ -z "$TCPMEM" ] || [[ "$TCPMEM" =~ ^[1-9][0-9]*[KM]?$ ]] ||
+	{ echo "autotune-bench: --tcp-mem takes a size like 512K or 32M, not '$TCPMEM'" >&2; exit 2; }
 for c in $GRID_CREDITS; do
 	[[ "$c" =~ ^[1-9][0-9]*$ ]] ||
 		{ echo "autotune-bench: --grid-credits takes whole numbers of partitions > 0, not '$c'" >&2; exit 2; }
@@ -187,6 +195,10 @@ topology() {
 	local nn
 	for nn in ${WLEN:+"${NODES[@]}"}; do
 		ip netns exec "$nn" sysctl -qw net.ipv4.tcp_min_rtt_wlen="$WLEN" || return 1
+	done
+	for nn in ${TCPMEM:+"${NODES[@]}"}; do
+		ip netns exec "$nn" sysctl -qw net.ipv4.tcp_wmem="4096 16384 $(bytes "$TCPMEM")" \
+			net.ipv4.tcp_rmem="4096 131072 $(bytes "$TCPMEM")" || return 1
 	done
 	if [ -n "$DELAYS" ]; then
 		ns_delay 1 "${DELAYS%% *}" line
@@ -348,7 +360,7 @@ echo "model,arm,t_s,steps_per_s" >"$STEPCSV"
 : >"$TMP/switches.csv"
 nphases=$(echo $RATES | wc -w)
 [ "$BG" = 1 ] && nphases=$((nphases + 1))
-echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAYS:-$DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), $nphases phases, $ROUNDS round(s), arms: $ARMS" >&2
+echo "autotune-bench: rates $RATES Gbit/s, server link delayed ${DELAYS:-$DELAY_MS} ms each way$([ "$BG" = 1 ] && echo " + background traffic"), $nphases phases, $ROUNDS round(s), arms: $ARMS${TCPMEM:+, TCP buffers up to $TCPMEM}" >&2
 # phase labels of the plot: RATE, or RATE@DELAY with --delays
 LABELS=$RATES
 [ -z "$DELAYS" ] || LABELS=$(paste -d@ <(echo $RATES | tr ' ' '\n') <(echo $DELAYS | tr ' ' '\n') | xargs)

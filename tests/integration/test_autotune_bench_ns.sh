@@ -5,7 +5,8 @@
 # background traffic) and 1 ms of delay each way on the server's link
 # (the delay line), the 2x2 grid and the four arms in one round, the
 # first phase longer than the others (--first-phase), the grid's
-# partitions given (--grid-parts).
+# partitions given (--grid-parts), every namespace's TCP buffers raised
+# (--tcp-mem: a failing sysctl fails the run).
 # Checks that every arm ran (numeric steps, not nan: the bench once failed
 # every run unnoticed, its clusters having no job secret), the CSV has one
 # row per arm, the static arm names its grid best, the online arm
@@ -33,16 +34,18 @@ refused() {
 refused "--bin takes whole seconds" --bin 0
 refused "--first-phase takes whole seconds > 0, not '2m'" --first-phase 2m
 refused "--grid-credits takes whole numbers of partitions > 0, not '0'" --grid-credits "1 0"
+refused "--tcp-mem takes a size like 512K or 32M, not '8Q'" --tcp-mem 8Q
 before=$(ls /var/run/netns 2>/dev/null | grep "^pat" | sort)
 lines_before=$(pgrep -c -f "helpers/delayline --dev p1 --tap d1" || true)
 bash bench/autotune-bench.sh --smoke --phase 5 --first-phase 7 --grid-seconds 2 \
-	--grid-parts "512K 2M" --delay-ms 1 --out "$TMP/out" >"$TMP/log" 2>&1
+	--grid-parts "512K 2M" --delay-ms 1 --tcp-mem 8M --out "$TMP/out" >"$TMP/log" 2>&1
 rc=$?
 if [ $rc = 77 ]; then
 	echo "network namespaces unavailable: $(tail -n 1 "$TMP/log")"
 	exit 77
 fi
 [ $rc = 0 ] || die "autotune-bench exited $rc"
+grep -q "TCP buffers up to 8M" "$TMP/log" || die "no --tcp-mem in the run's header"
 csv=$TMP/out/autotune-bench.csv
 [ -f "$csv" ] || die "no CSV"
 grep -q "nan" "$TMP/log" && die "a run failed (nan steps)"
