@@ -207,7 +207,8 @@ static int shm_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 }
 
 /* A payload from SHM_CMA_MIN to SHM_PLACE_MAX: the caller's pieces,
- * copied one after another into the ring by shm_send_fill(). */
+ * copied one after another into the ring by shm_send_fill().  shm_send()
+ * checked that they add up to the header's length, the @len given. */
 struct shm_gather {
 	const struct iovec *iov;
 	int niov;
@@ -218,12 +219,11 @@ static void shm_gather_fill(void *arg, uint8_t *dst, size_t len)
 	const struct shm_gather *g = arg;
 	int i;
 
-	for (i = 0; i < g->niov && len; i++) {
-		size_t n = g->iov[i].iov_len < len ? g->iov[i].iov_len : len;
-
-		memcpy(dst, g->iov[i].iov_base, n);
-		dst += n;
-		len -= n;
+	(void)len;
+	for (i = 0; i < g->niov; i++) {
+		if (g->iov[i].iov_len)
+			memcpy(dst, g->iov[i].iov_base, g->iov[i].iov_len);
+		dst += g->iov[i].iov_len;
 	}
 }
 
