@@ -146,12 +146,13 @@ whole_secs --bin "$BIN_ARG"
 whole_secs --phase "$PHASE_ARG"
 whole_secs --first-phase "$FIRST_ARG"
 
-for p in $GRID_PARTS; do
-	[[ "$p" =~ ^[1-9][0-9]*[KM]?$ ]] ||
-		{ echo "autotune-bench: --grid-parts takes sizes like 64K or 1M, not '$p'" >&2; exit 2; }
-done
-[ -z "$TCPMEM" ] || [[ "$TCPMEM" =~ ^[1-9][0-9]*[KM]?$ ]] ||
-	{ echo "autotune-bench: --tcp-mem takes a size like 512K or 32M, not '$TCPMEM'" >&2; exit 2; }
+# size_arg OPTION WHAT VALUE: exit 2 unless VALUE is a size like 64K or 1M
+size_arg() {
+	[[ "$3" =~ ^[1-9][0-9]*[KM]?$ ]] ||
+		{ echo "autotune-bench: $1 takes $2, not '$3'" >&2; exit 2; }
+}
+for p in $GRID_PARTS; do size_arg --grid-parts "sizes like 64K or 1M" "$p"; done
+[ -z "$TCPMEM" ] || size_arg --tcp-mem "a size like 512K or 32M" "$TCPMEM"
 for c in $GRID_CREDITS; do
 	[[ "$c" =~ ^[1-9][0-9]*$ ]] ||
 		{ echo "autotune-bench: --grid-credits takes whole numbers of partitions > 0, not '$c'" >&2; exit 2; }
