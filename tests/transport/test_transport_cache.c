@@ -27,6 +27,14 @@ static uint64_t tt_cached(void)
 	return st.cached;
 }
 
+static uint64_t tt_regrants(void)
+{
+	struct psd_rdma_stats st;
+
+	psd_rdma_stats(&st);
+	return st.regrants;
+}
+
 /* The device's PS_RDMA_MR_BUDGET (set when its first connection opens). */
 static uint64_t tt_budget(void)
 {
@@ -93,6 +101,74 @@ static void test_cache_hits(void)
 	}
 	/* Above RDMT_LAND_MAX_MSG (4 MiB): RTS/CTS every time. */
 	CHECK_U64(tt_run(ab, &b, buf, (4 << 20) + 8, 20, 4, false), ==, 0);
+	psd_conn_put(ab);
+	tt_node_fini(&a);
+	tt_node_fini(&b);
+	free(buf);
+}
+
+/* The receiver answers every push from inside the upcall, as a server
+ * does: a small PULL_RESP of key TT_ANS_KEY, steps counted here. */
+#define TT_ANS_KEY 60
+static unsigned tt_ans_step;
+
+static void tt_answer_rx_data(void *arg, struct psd_conn *c,
+			      const struct psd_hdr *h, void *payload)
+{
+	static uint8_t ans[64];
+	struct tt_node *n = arg;
+	bool push = h->type == PSD_MSG_PUSH;
+	int ret;
+
+	tt_rx_data(arg, c, h, payload);
+	if (!push)
+		return;
+	ret = tt_send_type(c, PSD_MSG_PULL_RESP, TT_ANS_KEY, tt_ans_step++, ans,
+			   sizeof(ans));
+	if (ret) {
+		pthread_mutex_lock(&n->lock);
+		tt_bad(n, "answer from the upcall failed", h);
+		pthread_mutex_unlock(&n->lock);
+	}
+}
+
+/* A push copied out of its landing buffer and answered from the upcall:
+ * the answer carries the buffer's re-grant (no GRANT message), so the
+ * sender holds the grant as soon as it has the answer. */
+static void test_cache_regrant_on_answer(void)
+{
+	static const size_t sizes[] = { 65536, 1 << 20 };
+	struct tt_node a, b;
+	struct psd_conn *ab;
+	uint64_t c0, r0, cached, regrants;
+	uint8_t *buf;
+	size_t i;
+
+	tt_rdma_only();
+	buf = malloc(1 << 20);
+	CHECK(buf != NULL);
+	tt_ans_step = 0;
+	tt_node_init(&a, false);
+	tt_node_init_rx(&b, true, tt_rx_header, tt_answer_rx_data);
+	ab = tt_connect(&a, b.port);
+	for (i = 0; i < PSD_ARRAY_SIZE(sizes); i++) {
+		c0 = tt_cached();
+		r0 = tt_regrants();
+		tt_run(ab, &b, buf, sizes[i], 5 + i, 12, true);
+		tt_wait(&a, 12 * (i + 1), 0, 60000, "answers");
+		tt_check_clean(&a);
+		cached = tt_cached() - c0;
+		regrants = tt_regrants() - r0;
+		printf("# %zu bytes: %llu of 12 cached, %llu re-grants on "
+		       "answers\n",
+		       sizes[i], (unsigned long long)cached,
+		       (unsigned long long)regrants);
+		CHECK_U64(cached, >=, 9);
+		/* Every cached push was granted again on its answer (the
+		 * first grant is a GRANT: that push came by RTS/CTS). */
+		CHECK_U64(regrants, >=, cached);
+	}
+	CHECK_U64(a.next_step[TT_ANS_KEY], ==, 24);
 	psd_conn_put(ab);
 	tt_node_fini(&a);
 	tt_node_fini(&b);
@@ -258,6 +334,7 @@ static void test_cache_off(void)
 const struct test_case test_list[] = {
 	{ "cache_hits", test_cache_hits },
 	{ "cache_discard", test_cache_discard },
+	{ "cache_regrant_on_answer", test_cache_regrant_on_answer },
 	{ "cache_ranges_and_cap", test_cache_ranges_and_cap },
 	{ "cache_off", test_cache_off },
 	{ NULL, NULL },

@@ -214,6 +214,36 @@ static void test_grant_tab(void)
 	free(g.v);
 }
 
+/* A re-grant piggybacked on a SEND names only slot and generation: it
+ * is taken only for a grant this side has written into. */
+static void test_grant_again(void)
+{
+	struct rdmt_grant_tab g = { 0 };
+
+	CHECK_EQ(psd_rdmt_grant_again(&g, 0, 2), -EPROTO); /* no grants */
+	CHECK_EQ(psd_rdmt_grant_take(&g, 2, false, 7, 3, 4096, MIB, 0x2000, 11),
+		 0);
+	/* READY: not written yet, so nothing was taken back. */
+	CHECK_EQ(psd_rdmt_grant_again(&g, 2, 8), -EPROTO);
+	CHECK_EQ(g.v[2].state, RDMT_GRANT_READY);
+	g.v[2].state = RDMT_GRANT_USED;
+	CHECK_EQ(psd_rdmt_grant_again(&g, 3, 8), -EPROTO); /* unknown slot */
+	CHECK_EQ(psd_rdmt_grant_again(&g, RDMT_LAND_SLOTS + 1, 8), -EPROTO);
+	CHECK_EQ(psd_rdmt_grant_again(&g, 2, 0), -EPROTO);
+	CHECK_EQ(psd_rdmt_grant_again(&g, 2, 7), -EPROTO); /* same gen */
+	CHECK_EQ(g.v[2].state, RDMT_GRANT_USED);
+	CHECK_EQ(psd_rdmt_grant_again(&g, 2, 8), 0);
+	CHECK_EQ(g.v[2].state, RDMT_GRANT_READY);
+	CHECK_EQ(g.v[2].gen, 8u);
+	CHECK_U64(g.v[2].addr, ==, 0x2000);
+	CHECK_EQ(g.v[2].rkey, 11u);
+	CHECK_EQ(psd_rdmt_grant_find(&g, 3, 4096, MIB), 2);
+	/* Released, then a re-grant of it: refused. */
+	CHECK_EQ(psd_rdmt_grant_take(&g, 2, true, 0, 0, 0, 0, 0, 0), 0);
+	CHECK_EQ(psd_rdmt_grant_again(&g, 2, 9), -EPROTO);
+	free(g.v);
+}
+
 /*
  * The protocol as land.c and send.c run it, with grants and releases
  * delayed on the wire (FIFO, delivered at random moments) and writes
@@ -233,7 +263,7 @@ struct m_buf {
 
 struct m_msg {
 	unsigned slot, gen;
-	bool release, revoke;
+	bool release, revoke, again;
 	uint64_t key, off, len, addr;
 };
 
@@ -244,7 +274,7 @@ static void test_land_model(void)
 	struct rdmt_land_tab t = land_new(24 * rdmt_land_size(65536));
 	struct rdmt_grant_tab g = { 0 };
 	unsigned nbufs = 0, wh = 0, wl = 0, cached = 0, rts = 0;
-	unsigned revokes = 0, returned = 0;
+	unsigned revokes = 0, returned = 0, agains = 0;
 	int revoke;
 	uint64_t part = 65536, step;
 	const char *why;
@@ -276,6 +306,13 @@ static void test_land_model(void)
 				((struct m_buf *)rb)->live = false;
 				g.v[m->slot].state = RDMT_GRANT_NONE;
 				returned++;
+				continue;
+			}
+			if (m->again) {
+				CHECK_EQ(psd_rdmt_grant_again(&g, m->slot,
+							      m->gen),
+					 0);
+				agains++;
 				continue;
 			}
 			CHECK_EQ(psd_rdmt_grant_take(&g, m->slot, m->release,
@@ -332,9 +369,11 @@ static void test_land_model(void)
 			unsigned gen = psd_rdmt_land_grant(
 				&t, (unsigned)slot, key, off, len, NULL, NULL);
 
+			/* A GRANT, or only (slot, gen) on another SEND. */
 			wire[(wh + wl++) % M_WIRE] =
 				(struct m_msg){ .slot = (unsigned)slot,
 						.gen = gen,
+						.again = test_rng_below(2),
 						.key = key,
 						.off = off,
 						.len = len,
@@ -361,9 +400,10 @@ static void test_land_model(void)
 	/* Config switches left ranges unused: revoked, and given back. */
 	CHECK_U64(revokes, >, 0);
 	CHECK_U64(returned, >, 0);
+	CHECK_U64(agains, >, 0);
 	printf("# model: %u cached writes, %u RTS/CTS, %u revoked, %u "
-	       "returned\n",
-	       cached, rts, revokes, returned);
+	       "returned, %u re-granted on another SEND\n",
+	       cached, rts, revokes, returned, agains);
 	CHECK_U64(cached, >, 3 * rts); /* the cache carries most messages */
 	free(t.v);
 	free(g.v);
@@ -374,6 +414,7 @@ const struct test_case test_list[] = {
 	{ "land_limits", test_land_limits },
 	{ "land_cap", test_land_cap },
 	{ "grant_tab", test_grant_tab },
+	{ "grant_again", test_grant_again },
 	{ "land_model", test_land_model },
 	{ NULL, NULL },
 };

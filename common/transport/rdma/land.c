@@ -93,8 +93,30 @@ int psd_rdmt_land_offer(struct rdmt_conn *rc, const struct psd_hdr *h)
 	return land_post(rc, (unsigned)slot, RDMT_GRANT_GIVE, gen, &t->v[slot]);
 }
 
-/* Van thread: after delivering BUSY @slot, grant it again or release it. */
-static int land_again(struct rdmt_conn *rc, unsigned slot)
+/* Van thread: post the re-grant no SEND took along as a GRANT. */
+static int land_flush(struct rdmt_conn *rc)
+{
+	uint32_t cookie;
+	unsigned slot;
+
+	pthread_mutex_lock(&rc->dev->lock);
+	cookie = rc->regrant;
+	rc->regrant = 0;
+	pthread_mutex_unlock(&rc->dev->lock);
+	if (!cookie)
+		return 0;
+	slot = cookie & 0xffffu;
+	return land_post(rc, slot, RDMT_GRANT_GIVE, cookie >> 16,
+			 &rc->land.v[slot]);
+}
+
+/*
+ * Van thread: BUSY @slot is free again (its payload is copied out or
+ * delivered): grant it again or release it.  @defer: the re-grant waits
+ * in rc->regrant for the next SEND to the peer (the answer the upcall
+ * about to run is likely to send); land_flush() posts it otherwise.
+ */
+static int land_again(struct rdmt_conn *rc, unsigned slot, bool defer)
 {
 	struct rdmt_land_tab *t = &rc->land;
 	struct rdmt_land *l = &t->v[slot];
@@ -104,7 +126,12 @@ static int land_again(struct rdmt_conn *rc, unsigned slot)
 	if (psd_rdmt_land_done(t, slot, &buf, &mr)) {
 		gen = psd_rdmt_land_grant(t, slot, l->key, l->off, l->len, NULL,
 					  NULL);
-		return land_post(rc, slot, RDMT_GRANT_GIVE, gen, l);
+		if (!defer)
+			return land_post(rc, slot, RDMT_GRANT_GIVE, gen, l);
+		pthread_mutex_lock(&rc->dev->lock);
+		rc->regrant = slot | gen << 16;
+		pthread_mutex_unlock(&rc->dev->lock);
+		return 0;
 	}
 	/* The peer's grant is used up: nothing can write here any more. */
 	ibv_dereg_mr(mr);
@@ -172,10 +199,35 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 		payload = dst;
 	}
 	rc->n_landed++;
+	/* Copied out (or dropped): the buffer is free before the upcall, so
+	 * its answer can carry the re-grant and the peer's next write of
+	 * the range need not wait for a GRANT behind it. */
+	if (payload != buf) {
+		ret = land_again(rc, (unsigned)slot, true);
+		if (ret)
+			return ret;
+	}
 	psd_van_rx_msg(&rc->base, &rc->rx_hdr, payload);
 	if (atomic_load(&rc->base.closed))
 		return -ECONNRESET;
-	return land_again(rc, (unsigned)slot);
+	if (payload != buf)
+		return land_flush(rc);
+	return land_again(rc, (unsigned)slot, false);
+}
+
+/* Progress thread, dev->lock held: a SEND carried a re-grant. */
+void psd_rdmt_on_regrant(struct rdmt_conn *rc, uint32_t cookie)
+{
+	if (psd_rdmt_grant_again(&rc->grants, cookie & 0xffffu, cookie >> 16)) {
+		psd_err("rdma: dropping connection from %s: re-grant of "
+			"landing buffer %u (generation %u), which this side "
+			"has not written",
+			rc->base.peer, cookie & 0xffffu, cookie >> 16);
+		psd_rdmt_set_err(rc, -EPROTO);
+		return;
+	}
+	atomic_fetch_add(&psd_rdmt_st_regrants, 1);
+	pthread_cond_broadcast(&rc->cond);
 }
 
 /* Progress thread, dev->lock held: a GRANT from the peer. */

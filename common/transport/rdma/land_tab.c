@@ -202,6 +202,22 @@ int psd_rdmt_grant_take(struct rdmt_grant_tab *t, unsigned slot, bool release,
 	return 0;
 }
 
+int psd_rdmt_grant_again(struct rdmt_grant_tab *t, unsigned slot, unsigned gen)
+{
+	struct rdmt_grant *g;
+
+	gen &= RDMT_LAND_GEN_MASK;
+	if (!t->v || slot >= t->n || !gen)
+		return -EPROTO;
+	g = &t->v[slot];
+	/* Granted again only after our write into it was taken. */
+	if (g->state != RDMT_GRANT_USED || gen == g->gen)
+		return -EPROTO;
+	g->gen = (uint16_t)gen;
+	g->state = RDMT_GRANT_READY;
+	return 0;
+}
+
 int psd_rdmt_grant_revoke(struct rdmt_grant_tab *t, unsigned slot, unsigned gen)
 {
 	struct rdmt_grant *g;

@@ -129,6 +129,10 @@ int psd_rdmt_grant_find(const struct rdmt_grant_tab *t, uint64_t key,
 int psd_rdmt_grant_take(struct rdmt_grant_tab *t, unsigned slot, bool release,
 			unsigned gen, uint64_t key, uint64_t off, uint64_t len,
 			uint64_t addr, uint32_t rkey);
+/* The peer granted slot @slot again with generation @gen (a regrant
+ * piggybacked on a SEND): the range, address and rkey stay.  -EPROTO
+ * unless the slot is USED (our write into it is what it took back). */
+int psd_rdmt_grant_again(struct rdmt_grant_tab *t, unsigned slot, unsigned gen);
 /* The peer revokes slot @slot of generation @gen: 1 when it is READY
  * (now RETURN: the caller posts a RETURN), 0 when it was used already
  * (the write is on its way and the peer releases it after) or unknown. */

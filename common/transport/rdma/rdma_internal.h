@@ -76,6 +76,10 @@
  * over in the landing buffer itself, else it is copied once into the
  * chosen buffer.  Then it grants the slot again with the next generation,
  * or releases it (status 1) and frees it.
+ * A re-grant of a slot the peer knows needs only (slot, generation): it
+ * rides in the regrant field of whatever SEND goes to the peer next, when
+ * one goes while the message is delivered (the answer to a push, copied
+ * out of the landing buffer before the upcall); else it goes as a GRANT.
  * A grant is one write: the sender marks it USED and the next message
  * of the range waits for the next grant or the release (RTS/CTS then) --
  * no new dependency: an RTS would queue behind that write too;
@@ -151,7 +155,7 @@
 #include "land_tab.h"
 
 #define RDMT_MAGIC	0x44525350u /* "PSRD" */
-#define RDMT_VERSION	2u	    /* 2: GRANT (rendezvous cache) */
+#define RDMT_VERSION	3u /* 2: GRANT (rendezvous cache); 3: regrant */
 #define RDMT_MAX_IOV	8
 #define RDMT_CTL_SLOTS	4
 #define RDMT_SPARE_RECV 2 /* for CREDIT messages, never counted */
@@ -187,10 +191,10 @@ struct rdmt_wire {
 	uint8_t op;
 	uint8_t status; /* CTS */
 	uint16_t credits;
-	uint32_t cookie; /* RTS/CTS: names the large message */
-	uint64_t addr;	 /* CTS */
-	uint32_t rkey;	 /* CTS */
-	uint32_t reserved;
+	uint32_t cookie;  /* RTS/CTS: names the large message */
+	uint64_t addr;	  /* CTS */
+	uint32_t rkey;	  /* CTS */
+	uint32_t regrant; /* any SEND: slot | gen << 16 granted again, or 0 */
 };
 
 #define RDMT_WIRE_SIZE sizeof(struct rdmt_wire)
@@ -335,7 +339,8 @@ struct rdmt_conn {
 
 	/* receiver state, van thread only */
 	struct rdmt_land_tab land; /* our grants to the peer */
-	bool rx_grant;		   /* grant the range once this RTS is in */
+	uint32_t regrant; /* slot | gen << 16 for the next SEND; dev->lock */
+	bool rx_grant;	  /* grant the range once this RTS is in */
 	enum rdmt_rx_state rx_state;
 	struct psd_hdr rx_hdr;
 	uint8_t *rx_dst;
@@ -347,7 +352,7 @@ struct rdmt_conn {
 /* Counters for tests and logs (dev.c). */
 extern atomic_uint_fast64_t psd_rdmt_st_regs, psd_rdmt_st_evicts,
 	psd_rdmt_st_rndv, psd_rdmt_st_eager, psd_rdmt_st_copy,
-	psd_rdmt_st_reg_fail, psd_rdmt_st_cached;
+	psd_rdmt_st_reg_fail, psd_rdmt_st_cached, psd_rdmt_st_regrants;
 
 static inline struct rdmt_conn *to_rdmt(struct psd_conn *c)
 {
@@ -390,6 +395,7 @@ int psd_rdmt_send_dev(struct psd_conn *c, const struct psd_hdr *h,
 int psd_rdmt_land_offer(struct rdmt_conn *rc, const struct psd_hdr *h);
 int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e);
 void psd_rdmt_on_grant(struct rdmt_conn *rc, const uint8_t *p, uint32_t len);
+void psd_rdmt_on_regrant(struct rdmt_conn *rc, uint32_t cookie);
 void psd_rdmt_maybe_return(struct rdmt_conn *rc);
 int psd_rdmt_rx_return(struct rdmt_conn *rc, const uint8_t *p, uint32_t len);
 void psd_rdmt_land_fini(struct rdmt_conn *rc);

@@ -75,6 +75,8 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 	}
 	rc->tx_credits += le16toh(w->credits);
 	pthread_cond_broadcast(&rc->cond);
+	if (w->regrant)
+		psd_rdmt_on_regrant(rc, le32toh(w->regrant));
 	if (rc->nreturn)
 		psd_rdmt_maybe_return(rc);
 	switch (w->op) {

@@ -26,7 +26,7 @@ uint8_t *psd_rdmt_tx_slot(struct rdmt_conn *rc, unsigned slot)
 
 /*
  * dev->lock held: post a SEND of @len bytes from slot @slot (kind @kind)
- * with the credits we owe piggybacked.
+ * with the credits we owe and a pending re-grant piggybacked.
  */
 int psd_rdmt_post_slot(struct rdmt_conn *rc, unsigned kind, unsigned slot,
 		       size_t len)
@@ -47,11 +47,13 @@ int psd_rdmt_post_slot(struct rdmt_conn *rc, unsigned kind, unsigned slot,
 	int ret;
 
 	w->credits = htole16((uint16_t)give);
+	w->regrant = htole32(rc->regrant);
 	if (len <= rc->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
 	ret = -ibv_post_send(rc->qp, &wr, &bad);
 	if (ret)
 		return ret;
+	rc->regrant = 0;
 	rc->rx_unannounced -= give;
 	rc->peer_credits += give;
 	rc->tx_outstanding++;
