@@ -130,6 +130,7 @@ static int land_again(struct rdmt_conn *rc, unsigned slot, bool defer)
 			return land_post(rc, slot, RDMT_GRANT_GIVE, gen, l);
 		pthread_mutex_lock(&rc->dev->lock);
 		rc->regrant = slot | gen << 16;
+		rc->regrant_by = pthread_self();
 		pthread_mutex_unlock(&rc->dev->lock);
 		return 0;
 	}

@@ -340,7 +340,8 @@ struct rdmt_conn {
 	/* receiver state, van thread only */
 	struct rdmt_land_tab land; /* our grants to the peer */
 	uint32_t regrant; /* slot | gen << 16 for the next SEND; dev->lock */
-	bool rx_grant;	  /* grant the range once this RTS is in */
+	pthread_t regrant_by; /* the (van) thread that set it */
+	bool rx_grant;	      /* grant the range once this RTS is in */
 	enum rdmt_rx_state rx_state;
 	struct psd_hdr rx_hdr;
 	uint8_t *rx_dst;

@@ -27,9 +27,14 @@ uint8_t *psd_rdmt_tx_slot(struct rdmt_conn *rc, unsigned slot)
 /*
  * dev->lock held: post a SEND of @len bytes from slot @slot (kind @kind)
  * with the credits we owe and a pending re-grant piggybacked.
+ * @drop_lock: unlock around ibv_post_send() (a sender thread, holding
+ * the connection and its send_lock; see rdmt_post_writes() for why).
+ * Such a post takes the re-grant only on the thread that set it (the
+ * van thread): a GRANT or REVOKE that thread posts later then cannot
+ * overtake it on the wire.
  */
-int psd_rdmt_post_slot(struct rdmt_conn *rc, unsigned kind, unsigned slot,
-		       size_t len)
+static int rdmt_post(struct rdmt_conn *rc, unsigned kind, unsigned slot,
+		     size_t len, bool drop_lock)
 {
 	uint8_t *buf = psd_rdmt_tx_slot(rc, slot);
 	struct rdmt_wire *w = (struct rdmt_wire *)(void *)buf;
@@ -44,20 +49,41 @@ int psd_rdmt_post_slot(struct rdmt_conn *rc, unsigned kind, unsigned slot,
 	struct ibv_send_wr *bad;
 	unsigned give =
 		rc->rx_unannounced > 0xffff ? 0xffff : rc->rx_unannounced;
+	uint32_t regrant = rc->regrant;
 	int ret;
 
+	if (drop_lock && !pthread_equal(rc->regrant_by, pthread_self()))
+		regrant = 0;
 	w->credits = htole16((uint16_t)give);
-	w->regrant = htole32(rc->regrant);
+	w->regrant = htole32(regrant);
 	if (len <= rc->max_inline)
 		wr.send_flags |= IBV_SEND_INLINE;
-	ret = -ibv_post_send(rc->qp, &wr, &bad);
-	if (ret)
-		return ret;
-	rc->regrant = 0;
+	/* Counted before the post: its completion may come first. */
 	rc->rx_unannounced -= give;
 	rc->peer_credits += give;
 	rc->tx_outstanding++;
-	return 0;
+	if (regrant)
+		rc->regrant = 0;
+	if (drop_lock)
+		pthread_mutex_unlock(&rc->dev->lock);
+	ret = -ibv_post_send(rc->qp, &wr, &bad);
+	if (drop_lock)
+		pthread_mutex_lock(&rc->dev->lock);
+	if (!ret)
+		return 0;
+	rc->rx_unannounced += give;
+	rc->peer_credits -= give;
+	rc->tx_outstanding--;
+	if (regrant && !rc->regrant)
+		rc->regrant = regrant;
+	pthread_cond_broadcast(&rc->cond);
+	return ret;
+}
+
+int psd_rdmt_post_slot(struct rdmt_conn *rc, unsigned kind, unsigned slot,
+		       size_t len)
+{
+	return rdmt_post(rc, kind, slot, len, false);
 }
 
 /* dev->lock held: send a CREDIT message if enough credits are owed. */
@@ -192,8 +218,8 @@ static int rdmt_send_copy(struct rdmt_conn *rc, const struct psd_hdr *h,
 		rdmt_iov_copy(buf + hl, iov, niov, off, n);
 		pthread_mutex_lock(&d->lock);
 		ret = rc->err
-			      ?: psd_rdmt_post_slot(rc, RDMT_WR_SEND, slot,
-						    hl + n);
+			      ?: rdmt_post(rc, RDMT_WR_SEND, slot, hl + n,
+					   true);
 		if (ret) {
 			rc->free_data[rc->nfree_data++] = slot;
 			psd_rdmt_set_err(rc, ret);
@@ -215,7 +241,9 @@ static int rdmt_send_copy(struct rdmt_conn *rc, const struct psd_hdr *h,
  * bytes of the write that carries the immediate, and it checks them
  * against the whole message (a key list's keys, lengths and values are
  * three pieces).  On 0 the batch owns the references in @mrs (cleared
- * here) until the write completes.
+ * here) until the write completes.  Drops dev->lock around the post:
+ * everything the write's completion and the peer's answer to it touch
+ * (batch, credits, the grant's state) must be set before the call.
  */
 static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 			    int niov, struct rdmt_mr **mrs, unsigned wb,
@@ -252,16 +280,32 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
 	wr.imm_data = htonl(imm);
 	wr.wr_id = psd_rdmt_wr_id(rc, RDMT_WR_WRITE, wb | RDMT_WB_LAST);
-	ret = -ibv_post_send(rc->qp, &wr, &bad);
-	if (ret)
-		return ret;
+	/* The batch is the write's before it is posted: its completion
+	 * may be reaped before ibv_post_send() returns. */
 	rc->tx_outstanding++;
 	rc->wb_busy[wb] = true;
 	for (i = 0; i < niov; i++) {
 		rc->wb_mrs[wb][i] = mrs[i];
 		mrs[i] = NULL;
 	}
-	return 0;
+	/* Soft-RoCE (rxe) moves the whole write inside ibv_post_send():
+	 * with dev->lock held, the progress thread could take no
+	 * completion (the answers, credits and grants this side waits
+	 * for) meanwhile.  The caller holds the connection (no fini) and
+	 * its send_lock (no other sender); the QP takes concurrent posts. */
+	pthread_mutex_unlock(&rc->dev->lock);
+	ret = -ibv_post_send(rc->qp, &wr, &bad);
+	pthread_mutex_lock(&rc->dev->lock);
+	if (!ret)
+		return 0;
+	rc->tx_outstanding--;
+	rc->wb_busy[wb] = false;
+	for (i = 0; i < niov; i++) {
+		mrs[i] = rc->wb_mrs[wb][i];
+		rc->wb_mrs[wb][i] = NULL;
+	}
+	pthread_cond_broadcast(&rc->cond);
+	return ret;
 }
 
 /* dev->lock held: write batch @wb is posted; wait for it.  On a timeout
@@ -374,14 +418,15 @@ static int rdmt_send_cached(struct rdmt_conn *rc, const struct psd_hdr *h,
 		goto out_unlock;
 	rc->tx_credits--;
 	rc->tx_key = h->key;
+	/* Before the post: the re-grant may come before it returns. */
+	g->state = RDMT_GRANT_USED;
+	rc->wb_next = (wb + 1) % RDMT_WB;
 	ret = rdmt_post_writes(rc, iov, niov, mrs, wb, g->addr, g->rkey,
 			       rdmt_imm_land((unsigned)gi, g->gen), h);
 	if (ret) {
 		psd_rdmt_set_err(rc, ret);
 		goto out_unlock;
 	}
-	g->state = RDMT_GRANT_USED;
-	rc->wb_next = (wb + 1) % RDMT_WB;
 	/* As RTS/CTS: a request's buffers wait for its answer. */
 	if (!psd_msg_is_request(h->type))
 		ret = rdmt_wait_write(rc, wb, dl);
@@ -447,8 +492,8 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 	w->op = RDMT_OP_RTS;
 	w->cookie = htole32(rc->tx_cookie);
 	psd_hdr_encode(h, (uint8_t *)w + RDMT_WIRE_SIZE);
-	ret = psd_rdmt_post_slot(rc, RDMT_WR_SEND, slot,
-				 RDMT_WIRE_SIZE + PSD_HDR_SIZE);
+	ret = rdmt_post(rc, RDMT_WR_SEND, slot, RDMT_WIRE_SIZE + PSD_HDR_SIZE,
+			true);
 	if (ret) {
 		rc->free_data[rc->nfree_data++] = slot;
 		psd_rdmt_set_err(rc, ret);
@@ -497,11 +542,11 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 	}
 	if (!ret) {
 		rc->tx_credits--;
+		rc->wb_next = (wb + 1) % RDMT_WB;
 		ret = rdmt_post_writes(rc, iov, niov, mrs, wb, rc->cts_addr,
 				       rc->cts_rkey, rc->tx_cookie, NULL);
 		if (ret)
 			psd_rdmt_set_err(rc, ret);
-		rc->wb_next = (wb + 1) % RDMT_WB;
 	}
 	/* A request's buffers stay untouched until its answer, which comes
 	 * after the write landed (KV API): do not wait for the write. */
