@@ -51,6 +51,17 @@ for b in "$BUILD" ${PS_TEST_RDMA_ASAN_BUILD:-build-asan}; do
 	part "$b: transport choice (auto picks rdma)" env BUILD="$b" \
 		PS_TEST_EXPECT_RDMA=1 bash tests/integration/test_transport_choice.sh
 done
+# The transport's threads (senders post outside dev->lock, the progress
+# thread reaps completions meanwhile) under ThreadSanitizer.
+tb=${PS_TEST_RDMA_TSAN_BUILD:-build-tsan}
+if [ -x "$tb/tests/transport/test_transport" ]; then
+	for t in test_transport test_transport_cache test_transport_fail; do
+		part "$tb: transport conformance $t (rdma)" \
+			env TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$tb/tests/transport/$t"
+	done
+else
+	echo "(no $tb tree)"
+fi
 [ $fail = 0 ] && echo "all RDMA VM parts passed"
 [ $fail = 0 ] && exit 0
 exit 1

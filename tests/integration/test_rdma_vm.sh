@@ -12,7 +12,9 @@
 #      transport-choice test (auto must pick rdma there);
 #  (c) (a) and (b) again with the ASan build (build-asan, built first),
 #      without the key-list and row-sparse tests unless
-#      PS_TEST_RDMA_ASAN_FULL=1 (rdma_vm_suite.sh says why).
+#      PS_TEST_RDMA_ASAN_FULL=1 (rdma_vm_suite.sh says why);
+#  (d) (a) with the TSan build (build-tsan, built first;
+#      PS_TEST_RDMA_TSAN=0 skips the build).
 # Exits 77 with the reason when the VM cannot run here (no runner, qemu
 # missing and not installable, no kernel with rdma_rxe, ...).
 # RDMA_VM_TIMEOUT bounds the whole VM (default 1500 s: emulation is slow;
@@ -35,6 +37,11 @@ if [ "${PS_TEST_RDMA_ASAN:-1}" = 1 ]; then
 	echo "== building the ASan tree (build-asan)"
 	make --no-print-directory asan-build >"$BUILD/test-logs/asan-build-rdma.log" 2>&1 ||
 		{ echo "FAIL: ASan build"; tail -n 30 "$BUILD/test-logs/asan-build-rdma.log"; exit 1; }
+fi
+if [ "${PS_TEST_RDMA_TSAN:-1}" = 1 ]; then
+	echo "== building the TSan tree (build-tsan)"
+	make --no-print-directory tsan-build >"$BUILD/test-logs/tsan-build-rdma.log" 2>&1 ||
+		{ echo "FAIL: TSan build"; tail -n 30 "$BUILD/test-logs/tsan-build-rdma.log"; exit 1; }
 fi
 echo "== booting the soft-RoCE VM ($RUNNER, timeout ${RDMA_VM_TIMEOUT}s)"
 BUILD=$BUILD "$RUNNER" bash tests/integration/rdma_vm_suite.sh

@@ -190,7 +190,7 @@ static void *rdmt_progress_thread(void *arg)
 	unsigned unacked = 0;
 	int n;
 
-	while (!d->stop) {
+	while (!atomic_load(&d->stop)) {
 		n = ibv_poll_cq(d->cq, PSD_ARRAY_SIZE(wc), wc);
 		if (n > 0) {
 			rdmt_poll_batch(d, wc, n);
@@ -235,7 +235,7 @@ static void rdmt_dev_free(struct rdmt_dev *d)
 	uint64_t one = 1;
 
 	if (d->thread) {
-		d->stop = true;
+		atomic_store(&d->stop, true);
 		(void)!write(d->wakefd, &one, sizeof(one));
 		pthread_join(d->thread, NULL);
 	}

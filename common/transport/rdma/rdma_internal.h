@@ -253,8 +253,8 @@ struct rdmt_dev {
 	int epfd;
 	int wakefd;
 	pthread_t thread;
-	bool stop;
-	int refs; /* guarded by rdmt_glock */
+	atomic_bool stop; /* read by the progress thread unlocked */
+	int refs;	  /* guarded by rdmt_glock */
 	struct rdmt_conn *conns[RDMT_MAX_CONNS];
 	uint16_t gens[RDMT_MAX_CONNS];
 	struct rdmt_knobs k;
