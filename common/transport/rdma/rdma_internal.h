@@ -19,7 +19,11 @@
  * for -- a free send slot, send credits, the receiver's clear-to-send, the
  * completion of its RDMA write -- is reaped by the progress thread and
  * handed to the sender through a condition variable, so a send never
- * depends on its own thread running ->progress().  A send does depend on
+ * depends on its own thread running ->progress().  A sender thread
+ * posts its SENDs and writes with dev->lock released (soft-RoCE runs
+ * the whole transfer inside ibv_post_send(), and the progress thread
+ * must reap completions meanwhile): what the completion or the peer's
+ * answer touches is set before the post.  A send does depend on
  * the peer's van thread answering a large message's header, exactly as a
  * large TCP send depends on the peer's van thread draining the socket.
  *
