@@ -146,6 +146,7 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	struct rdmt_land *l;
 	const char *why;
 	uint8_t *buf, *payload;
+	bool copied;
 	void *dst;
 	int slot, ret;
 
@@ -203,7 +204,8 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	/* Copied out (or dropped): the buffer is free before the upcall, so
 	 * its answer can carry the re-grant and the peer's next write of
 	 * the range need not wait for a GRANT behind it. */
-	if (payload != buf) {
+	copied = payload != buf;
+	if (copied) {
 		ret = land_again(rc, (unsigned)slot, true);
 		if (ret)
 			return ret;
@@ -211,7 +213,7 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	psd_van_rx_msg(&rc->base, &rc->rx_hdr, payload);
 	if (atomic_load(&rc->base.closed))
 		return -ECONNRESET;
-	if (payload != buf)
+	if (copied)
 		return land_flush(rc);
 	return land_again(rc, (unsigned)slot, false);
 }

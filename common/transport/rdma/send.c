@@ -532,13 +532,19 @@ static int rdmt_send_rndv(struct rdmt_conn *rc, const struct psd_hdr *h,
 		ret = rdmt_send_copy(rc, h, iov, niov, false, dl);
 		goto out_put;
 	}
-	ret = rdmt_wait_tx(rc, false, dl);
-	wb = rc->wb_next;
-	while (!ret && rc->wb_busy[wb]) {
-		if (rc->err)
-			ret = rc->err;
-		else if (pthread_cond_timedwait(&rc->cond, &d->lock, dl))
+	/* A credit and a free write batch at once: while this waits for
+	 * the batch, the van thread's CTS or GRANT may spend credits. */
+	for (;;) {
+		ret = rdmt_wait_tx(rc, false, dl);
+		if (ret)
+			break;
+		wb = rc->wb_next;
+		if (!rc->wb_busy[wb])
+			break;
+		if (pthread_cond_timedwait(&rc->cond, &d->lock, dl)) {
 			ret = rdmt_wait_tx_timeout(rc);
+			break;
+		}
 	}
 	if (!ret) {
 		rc->tx_credits--;
