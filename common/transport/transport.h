@@ -265,6 +265,7 @@ struct psd_rdma_stats {
 	uint64_t rndv;	       /* messages RDMA-written in place */
 	uint64_t cached;       /* of those: by a cached grant, no RTS/CTS */
 	uint64_t regrants;     /* grants renewed on another SEND, no GRANT */
+	uint64_t grants;       /* grants taken from GRANT messages */
 	uint64_t copy;	       /* large messages copied through SENDs */
 	uint64_t regs;	       /* memory registrations */
 	uint64_t evictions;    /* cached registrations dropped */

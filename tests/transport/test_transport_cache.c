@@ -35,6 +35,14 @@ static uint64_t tt_regrants(void)
 	return st.regrants;
 }
 
+static uint64_t tt_grants(void)
+{
+	struct psd_rdma_stats st;
+
+	psd_rdma_stats(&st);
+	return st.grants;
+}
+
 /* The device's PS_RDMA_MR_BUDGET (set when its first connection opens). */
 static uint64_t tt_budget(void)
 {
@@ -140,7 +148,7 @@ static void test_cache_regrant_on_answer(void)
 	static const size_t sizes[] = { 65536, 1 << 20 };
 	struct tt_node a, b;
 	struct psd_conn *ab;
-	uint64_t c0, r0, cached, regrants;
+	uint64_t c0, r0, g0, cached, regrants, grants;
 	uint8_t *buf;
 	size_t i;
 
@@ -154,19 +162,25 @@ static void test_cache_regrant_on_answer(void)
 	for (i = 0; i < PSD_ARRAY_SIZE(sizes); i++) {
 		c0 = tt_cached();
 		r0 = tt_regrants();
+		g0 = tt_grants();
 		tt_run(ab, &b, buf, sizes[i], 5 + i, 12, true);
 		tt_wait(&a, 12 * (i + 1), 0, 60000, "answers");
 		tt_check_clean(&a);
 		cached = tt_cached() - c0;
 		regrants = tt_regrants() - r0;
+		grants = tt_grants() - g0;
 		printf("# %zu bytes: %llu of 12 cached, %llu re-grants on "
-		       "answers\n",
+		       "answers, %llu GRANT messages\n",
 		       sizes[i], (unsigned long long)cached,
-		       (unsigned long long)regrants);
+		       (unsigned long long)regrants,
+		       (unsigned long long)grants);
 		CHECK_U64(cached, >=, 9);
 		/* Every cached push was granted again on its answer (the
 		 * first grant is a GRANT: that push came by RTS/CTS). */
 		CHECK_U64(regrants, >=, cached);
+		/* And none came as a GRANT message: those are only for the
+		 * pushes that came by RTS/CTS (the range's first grant). */
+		CHECK_U64(grants, <=, 12 - cached);
 	}
 	CHECK_U64(a.next_step[TT_ANS_KEY], ==, 24);
 	psd_conn_put(ab);

@@ -25,7 +25,7 @@ static struct rdmt_dev *rdmt_the_dev; /* guarded by rdmt_glock */
 
 atomic_uint_fast64_t psd_rdmt_st_regs, psd_rdmt_st_evicts, psd_rdmt_st_rndv,
 	psd_rdmt_st_eager, psd_rdmt_st_copy, psd_rdmt_st_reg_fail,
-	psd_rdmt_st_cached, psd_rdmt_st_regrants;
+	psd_rdmt_st_cached, psd_rdmt_st_regrants, psd_rdmt_st_grants;
 
 /* Copy the device's knobs from @src (the van's; NULL: the defaults).
  * options.c validated every range. */
@@ -433,6 +433,7 @@ void psd_rdma_stats(struct psd_rdma_stats *st)
 	st->reg_failures = atomic_load(&psd_rdmt_st_reg_fail);
 	st->cached = atomic_load(&psd_rdmt_st_cached);
 	st->regrants = atomic_load(&psd_rdmt_st_regrants);
+	st->grants = atomic_load(&psd_rdmt_st_grants);
 	pthread_mutex_lock(&rdmt_glock);
 	d = rdmt_the_dev;
 	if (d) {

@@ -268,6 +268,8 @@ void psd_rdmt_on_grant(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 		psd_rdmt_set_err(rc, ret);
 		return;
 	}
+	if (w->status == RDMT_GRANT_GIVE)
+		atomic_fetch_add(&psd_rdmt_st_grants, 1);
 	pthread_cond_broadcast(&rc->cond);
 }
 

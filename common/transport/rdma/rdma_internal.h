@@ -357,7 +357,8 @@ struct rdmt_conn {
 /* Counters for tests and logs (dev.c). */
 extern atomic_uint_fast64_t psd_rdmt_st_regs, psd_rdmt_st_evicts,
 	psd_rdmt_st_rndv, psd_rdmt_st_eager, psd_rdmt_st_copy,
-	psd_rdmt_st_reg_fail, psd_rdmt_st_cached, psd_rdmt_st_regrants;
+	psd_rdmt_st_reg_fail, psd_rdmt_st_cached, psd_rdmt_st_regrants,
+	psd_rdmt_st_grants;
 
 static inline struct rdmt_conn *to_rdmt(struct psd_conn *c)
 {
