@@ -152,8 +152,13 @@ static int rdmt_take_priv(struct rdmt_conn *rc, const void *data, size_t len)
 			rc->dev->k.buf_bytes);
 		return -EPROTO;
 	}
-	rc->tx_credits = le16toh(p.recv_depth);
+	/* The connecting side learns these once established, when the
+	 * progress thread may have taken a message from the peer already
+	 * (TSan saw it): add the credits, under the lock. */
+	pthread_mutex_lock(&rc->dev->lock);
+	rc->tx_credits += le16toh(p.recv_depth);
 	rc->peer_buf = le32toh(p.buf_bytes);
+	pthread_mutex_unlock(&rc->dev->lock);
 	if ((int32_t)le32toh((uint32_t)p.node_id) >= 0 &&
 	    !strchr(rc->base.peer, '#'))
 		snprintf(rc->base.peer + strlen(rc->base.peer),
