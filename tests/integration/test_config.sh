@@ -24,7 +24,12 @@ for i in 1 2 3; do
 done
 commits=$(grep -c "config epoch [0-9]*: partition" "$TMP/sched.err")
 [ "$commits" -ge 10 ] || die "only $commits config switches committed"
-grep -q "called off" "$TMP/sched.err" && die "a config switch was called off"
+# A switch proposed as the last worker leaves is called off with "no
+# worker is left to apply it" (seen with 2 VMs and ASan on 2 vCPUs);
+# any other reason (a worker that did not answer) fails the test.
+if grep "called off" "$TMP/sched.err" | grep -v "no worker is left to apply it"; then
+	die "a config switch was called off"
+fi
 if grep -E "another config epoch|refused|already pushed step" "$TMP"/*.err; then
 	die "a chunk was cut with the wrong config"
 fi
