@@ -19,37 +19,13 @@ static void tt_rdma_only(void)
 		test_skip("RDMA transport only (the rendezvous cache)");
 }
 
-static uint64_t tt_cached(void)
+/* The RDMA transport's counters (process-wide). */
+static struct psd_rdma_stats tt_stats(void)
 {
 	struct psd_rdma_stats st;
 
 	psd_rdma_stats(&st);
-	return st.cached;
-}
-
-static uint64_t tt_regrants(void)
-{
-	struct psd_rdma_stats st;
-
-	psd_rdma_stats(&st);
-	return st.regrants;
-}
-
-static uint64_t tt_grants(void)
-{
-	struct psd_rdma_stats st;
-
-	psd_rdma_stats(&st);
-	return st.grants;
-}
-
-/* The device's PS_RDMA_MR_BUDGET (set when its first connection opens). */
-static uint64_t tt_budget(void)
-{
-	struct psd_rdma_stats st;
-
-	psd_rdma_stats(&st);
-	return st.mr_budget;
+	return st;
 }
 
 /* Send @n messages of @len bytes on key @key (answers, or pushes when
@@ -57,7 +33,7 @@ static uint64_t tt_budget(void)
 static uint64_t tt_run(struct psd_conn *c, struct tt_node *rx, uint8_t *buf,
 		       size_t len, uint64_t key, unsigned n, bool push)
 {
-	uint64_t c0 = tt_cached(), want, step;
+	uint64_t c0 = tt_stats().cached, want, step;
 	unsigned i;
 	int ret;
 
@@ -78,7 +54,7 @@ static uint64_t tt_run(struct psd_conn *c, struct tt_node *rx, uint8_t *buf,
 		tt_wait(rx, want, 0, 60000, "cached exchange");
 		tt_check_clean(rx);
 	}
-	return tt_cached() - c0;
+	return tt_stats().cached - c0;
 }
 
 static void test_cache_hits(void)
@@ -160,15 +136,15 @@ static void test_cache_regrant_on_answer(void)
 	tt_node_init_rx(&b, true, tt_rx_header, tt_answer_rx_data);
 	ab = tt_connect(&a, b.port);
 	for (i = 0; i < PSD_ARRAY_SIZE(sizes); i++) {
-		c0 = tt_cached();
-		r0 = tt_regrants();
-		g0 = tt_grants();
+		c0 = tt_stats().cached;
+		r0 = tt_stats().regrants;
+		g0 = tt_stats().grants;
 		tt_run(ab, &b, buf, sizes[i], 5 + i, 12, true);
 		tt_wait(&a, 12 * (i + 1), 0, 60000, "answers");
 		tt_check_clean(&a);
-		cached = tt_cached() - c0;
-		regrants = tt_regrants() - r0;
-		grants = tt_grants() - g0;
+		cached = tt_stats().cached - c0;
+		regrants = tt_stats().regrants - r0;
+		grants = tt_stats().grants - g0;
 		printf("# %zu bytes: %llu of 12 cached, %llu re-grants on "
 		       "answers, %llu GRANT messages\n",
 		       sizes[i], (unsigned long long)cached,
@@ -243,7 +219,7 @@ static void test_cache_discard(void)
 	ab = tt_connect(&a, b.port);
 	CHECK_U64(tt_run(ab, &b, buf, 1 << 20, 2, 4, false), >=, 2);
 	atomic_store(&tt_drop2, true);
-	c0 = tt_cached();
+	c0 = tt_stats().cached;
 	for (i = 0; i < 6; i++) {
 		pthread_mutex_lock(&b.lock);
 		want = b.msgs + 1;
@@ -253,7 +229,7 @@ static void test_cache_discard(void)
 	}
 	tt_check_clean(&b);
 	CHECK_U64(b.discarded, ==, 6);
-	CHECK_U64(tt_cached() - c0, >=, 4);
+	CHECK_U64(tt_stats().cached - c0, >=, 4);
 	atomic_store(&tt_drop2, false);
 	/* Kept again afterwards, intact and in order. */
 	CHECK_U64(tt_run(ab, &b, buf, 1 << 20, 2, 3, false), >=, 2);
@@ -302,7 +278,7 @@ static void test_cache_ranges_and_cap(void)
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
 	ab = tt_connect(&a, b.port);
-	CHECK_U64(tt_budget(), ==, tt_cfg.rdma_mr_budget);
+	CHECK_U64(tt_stats().mr_budget, ==, tt_cfg.rdma_mr_budget);
 	for (round = 0; round < 3; round++)
 		for (k = 0; k < 4; k++)
 			tt_run(ab, &b, buf, 1 << 20, 30 + k, 1, false);
@@ -336,7 +312,7 @@ static void test_cache_off(void)
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
 	ab = tt_connect(&a, b.port);
-	CHECK_U64(tt_budget(), ==, 0);
+	CHECK_U64(tt_stats().mr_budget, ==, 0);
 	CHECK_U64(tt_run(ab, &b, buf, 1 << 20, 5, 5, false), ==, 0);
 	psd_conn_put(ab);
 	tt_node_fini(&a);
