@@ -53,6 +53,8 @@ struct bopts {
 	bool scatter;	   /* zipf rank k is row (k * odd) % rows, not row k */
 	bool sparse_split; /* --sparse-op push-pull: a push and a pull, not
 			    * one row-sparse pushpull */
+	double rate;	   /* --rate: Goodput cap in Gbit/s, shared evenly by
+			    * the workers; 0 = none */
 };
 
 struct bresult {

@@ -341,6 +341,31 @@ int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r)
 	return -EPIPE;
 }
 
+/*
+ * --rate: before round @it of a window that began at @t0, sleep until
+ * the rounds done so far are no more than this worker's share of the
+ * rate (o->rate / o->workers Gbit/s of Goodput), so a window's Goodput
+ * is at most the rate however fast the cluster is.
+ */
+static void bench_pace(const struct bopts *o, const struct bkeys *k, double t0,
+		       uint64_t it)
+{
+	double bits = (double)it * k->nk * k->size * 8;
+	double due, left;
+	struct timespec ts;
+
+	if (!(o->rate > 0) || !it)
+		return;
+	due = t0 + bits / (o->rate / o->workers * 1e9);
+	left = due - bench_now_s();
+	if (left <= 0)
+		return;
+	ts.tv_sec = (time_t)left;
+	ts.tv_nsec = (long)((left - (double)ts.tv_sec) * 1e9);
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
 /* One measured window: iterations until o->seconds are up (at least 3). */
 static int bench_window(struct psched_node *node, const struct bopts *o,
 			struct bworker *bw, struct bkeys *k, struct bstop *st,
@@ -361,9 +386,12 @@ static int bench_window(struct psched_node *node, const struct bopts *o,
 		if (ret)
 			break;
 		st->up = up ? 1.0f : 0.0f;
+		bench_pace(o, k, t0, it);
 		ret = bench_iter(node, o, bw, k, w->lat + w->nlat, st);
 		w->nlat += k->nk;
 	}
+	if (!ret)
+		bench_pace(o, k, t0, it); /* the last round's share of time */
 	w->iters = it;
 	w->reqs = it * k->nk;
 	w->el = bench_now_s() - t0;

@@ -71,6 +71,22 @@ static int parse_seconds(const char *val, double *out)
 	return 0;
 }
 
+/* --rate: Gbit/s, above 0 and up to 10000. */
+static int parse_rate(const char *val, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(val, &end);
+	if (errno || end == val || *end || !isfinite(v) || !(v > 0) ||
+	    v > 10000)
+		return bad_arg("rate", val,
+			       "Gbit/s above 0 and up to 10000 (e.g. 9.4)");
+	*out = v;
+	return 0;
+}
+
 static int parse_mode(const char *val, enum bmode *out)
 {
 	unsigned m;
@@ -235,6 +251,8 @@ static int parse_one(int c, const char *val, struct bopts *o,
 	case 'T':
 		o->stream = true;
 		return 0;
+	case 'A':
+		return parse_rate(val, &o->rate);
 	default: /* getopt has said what is wrong */
 		return -EINVAL;
 	}
@@ -265,6 +283,7 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 		{ "sparse-op", required_argument, NULL, 'O' },
 		{ "hugepages", no_argument, NULL, 'H' },
 		{ "stream", no_argument, NULL, 'T' },
+		{ "rate", required_argument, NULL, 'A' },
 		{ NULL, 0, NULL, 0 },
 	};
 	const char *sizes = "4K,64K,1M,16M,64M";
@@ -296,6 +315,13 @@ int bench_parse_opts(int argc, char **argv, struct bopts *o)
 			"ps-bench: --stream: one worker (--workers 1) and "
 			"--mode push, pull or pushpull only (several workers "
 			"must stop at the same step)\n");
+		return -EINVAL;
+	}
+	if (o->rate > 0 &&
+	    (o->stream || o->mode == MODE_SPARSE || o->kl_keys)) {
+		fprintf(stderr, "ps-bench: --rate paces rounds of --mode push, "
+				"pull or pushpull: not with --stream, --mode "
+				"sparse or --keys-per-request\n");
 		return -EINVAL;
 	}
 	if (o->mode == MODE_SPARSE)
@@ -337,6 +363,11 @@ void bench_usage(void)
 	       "all keys in flight (as ib_write_bw keeps its\n"
 	       "                  writes outstanding); one worker; the "
 	       "baselines keep their pattern\n"
+	       "  --rate G        hold Goodput to at most G Gbit/s (each "
+	       "worker "
+	       "G / workers):\n                  a worker sleeps before a "
+	       "round it would start early, so CPU\n                  use "
+	       "can be compared at another tool's throughput [none]\n"
 	       "  --csv           CSV instead of the table\n"
 	       "  --json          one JSON object instead of the table\n"
 	       "  --keys-per-request N  key-list mode, 1..200000000: each "

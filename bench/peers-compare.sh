@@ -25,7 +25,10 @@
 # push+pull 1 MiB x 40 (ps-lite: ZPush + ZPull), push 4 KiB x 40, push
 # 64 MiB x 4, serial 4 KiB (1 key, one request at a time: microseconds per
 # request).  CPU cores = task-clock of the whole run (perf stat; both tools'
-# start-up included) / wall time.  ps-bench's push+pull 1 MiB is also run
+# start-up included) / wall time.  Each ps-bench workload runs a second
+# time held to the ps-lite run's Goodput (ps-bench --rate), for the cores
+# each tool needs for the same work per second (the closed-loop runs
+# compare cores at different speeds).  ps-bench's push+pull 1 MiB is also run
 # once per round with its baselines, for the ratio to TCPmax, and so is
 # push 1 MiB.
 set -u
@@ -84,7 +87,7 @@ WL=("push1M push push 1048576 40"
     "push64M push push 67108864 4"
     "serial4K push push 4096 1")
 
-echo "# round workload psl_gbps psl_cores psched_gbps psched_cores psl_us psched_us psl_ms_per_GiB psched_ms_per_GiB"
+echo "# round workload psl_gbps psl_cores psched_gbps psched_cores psl_us psched_us psl_ms_per_GiB psched_ms_per_GiB psched_at_psl_rate_gbps psched_at_psl_rate_cores"
 for ((r = 1; r <= ROUNDS; r++)); do
 	for w in "${WL[@]}"; do
 		set -- $w
@@ -97,14 +100,24 @@ for ((r = 1; r <= ROUNDS; r++)); do
 		bg=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $4}' "$TMP/out")
 		bus=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 && $5 > 0 {printf "%.2f", 1e6/$5}' "$TMP/out")
 		bb=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1 * $2 * $3}' "$TMP/out")
+		# the same workload held to ps-lite's Goodput (--rate): the
+		# cores each tool needs for the same work per second
+		rg=0 rc=0
+		if awk -v g="${pg:-0}" 'BEGIN{exit !(g > 0)}'; then
+			set -- $(cpu env PS_TRANSPORT=tcp "$BENCH" --mode "$bm" \
+				--size "$size" --keys "$keys" --seconds "$SECS" --runs 1 \
+				--no-baseline --rate "$pg")
+			rc=$1
+			rg=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $4}' "$TMP/out")
+		fi
 		echo "$r $name ${pg:-0} $pc ${bg:-0} $bc ${pus:-0} ${bus:-0}" \
-			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}")"
+			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}") ${rg:-0} $rc"
 		case "${PSL_KEEP:-}:$name" in
 		:*|*:push4K|*:push64M|*:serial4K) continue ;;
 		esac
 		psl "$PSL_KEEP" "$pm" "$size" "$keys"
 		echo "$r $name-keep ${pg:-0} $pc ${bg:-0} $bc 0 0" \
-			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}")"
+			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}") 0 0"
 	done
 	for m in pushpull push; do
 		env PS_TRANSPORT=tcp "$BENCH" --mode $m --size 1M --keys 40 \
@@ -128,8 +141,8 @@ for line in open(sys.argv[1]):
 def med(xs):
     return st.median(xs) if xs else float('nan')
 print()
-print("| workload | ps-lite | psched | psched / ps-lite | cores ps-lite / psched | CPU ms per GiB ps-lite / psched |")
-print("|---|---|---|---|---|---|")
+print("| workload | ps-lite | psched | psched / ps-lite | cores ps-lite / psched | cores at ps-lite's Goodput: ps-lite / psched (psched's Gbit/s) | CPU ms per GiB ps-lite / psched |")
+print("|---|---|---|---|---|---|---|")
 for name, rs in rows.items():
     if name == 'serial4K':
         pl, ps = med([r[4] for r in rs]), med([r[5] for r in rs])
@@ -139,8 +152,12 @@ for name, rs in rows.items():
         pl, ps = med([r[0] for r in rs]), med([r[2] for r in rs])
         ratio = med([r[2] / r[0] for r in rs if r[0] > 0])
         unit = "Gbit/s"
+    paced = [r for r in rs if len(r) > 9 and r[9] > 0]
+    at = (f"{med([r[1] for r in paced]):.2f} / {med([r[9] for r in paced]):.2f} "
+          f"({med([r[8] for r in paced]):.2f}); psched fewer in "
+          f"{sum(r[9] < r[1] for r in paced)} of {len(paced)}" if paced else "")
     print(f"| {name} ({unit}) | {pl:.2f} | {ps:.2f} | {ratio:.2f} | "
-          f"{med([r[1] for r in rs]):.2f} / {med([r[3] for r in rs]):.2f} | "
+          f"{med([r[1] for r in rs]):.2f} / {med([r[3] for r in rs]):.2f} | {at} | "
           f"{med([r[6] for r in rs]):.0f} / {med([r[7] for r in rs]):.0f} |")
 for m, ts in tmax.items():
     print(f"\n{m} 1 MiB vs TCPmax (same ps-bench run): TCPmax "

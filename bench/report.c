@@ -99,11 +99,12 @@ static void report_json(const struct bopts *o, const struct bresult *res,
 	printf("{\"config\": {\"mode\": \"%s\", \"servers\": %u, "
 	       "\"workers\": %u, \"transport\": \"%s\", \"dtype\": \"%s\", "
 	       "\"seconds\": %g, \"runs\": %u, \"keys_per_server\": %u, "
-	       "\"baseline\": %s},\n \"results\": [",
+	       "\"baseline\": %s, ",
 	       bench_mode_names[o->mode], o->servers, o->workers,
 	       o->transport[0] ? o->transport : "auto",
 	       o->dtype == PSCHED_RAW ? "raw" : "f32", o->seconds, o->runs,
 	       o->keys, o->baseline ? "true" : "false");
+	json_num("rate_gbps", o->rate, "},\n \"results\": [");
 	for (i = 0; i < o->nsizes; i++) {
 		const struct bresult *r = &res[i];
 

@@ -28,6 +28,10 @@ bad runs 0
 bad keys -1
 bad keys 1x
 bad dtype f64
+bad rate 0
+bad rate 1x
+bad rate -2
+bad rate 10001
 grep -q "from 1 to 64" <("$B" --workers 2abc 2>&1) || die "no range in the --workers message"
 "$B" --csv --json >/dev/null 2>&1; [ $? = 2 ] || die "--csv --json accepted"
 "$B" stray >/dev/null 2>&1; [ $? = 2 ] || die "a stray argument accepted"
@@ -35,6 +39,8 @@ grep -q "from 1 to 64" <("$B" --workers 2abc 2>&1) || die "no range in the --wor
 [ $rc = 2 ] && grep -q -- "--stream" "$TMP/err" ||
 	die "--stream --workers 2: exit $rc, $(cat "$TMP/err")"
 "$B" --stream --mode sparse >/dev/null 2>&1; [ $? = 2 ] || die "--stream --mode sparse accepted"
+"$B" --rate 1 --stream >"$TMP/out" 2>"$TMP/err"; rc=$?
+[ $rc = 2 ] && grep -q -- "--rate" "$TMP/err" || die "--rate --stream: exit $rc, $(cat "$TMP/err")"
 echo "ok bad arguments"
 
 # --stream: every key in flight, no barrier; the run completes requests
@@ -46,6 +52,22 @@ for m in push pushpull; do
 		die "--stream --mode $m: no figures: $(cat "$TMP/st")"
 done
 echo "ok --stream: $(tail -n 1 "$TMP/st")"
+
+# --rate: Goodput (summed over workers) never above the cap; unpaced, the
+# same run moves far more here (a 64 KiB push round of 8 keys takes well
+# under a millisecond), so the cap is what holds it
+for w in 1 2; do
+	"$B" --rate 0.2 --workers $w --mode push --size 64K --keys 8 --seconds 0.5 --runs 2 \
+		--no-baseline --csv >"$TMP/rt" 2>"$TMP/rt.err" ||
+		die "--rate 0.2 --workers $w failed: $(tail -n 5 "$TMP/rt.err")"
+	awk -F, '$1 == 65536 { ok = $4 > 0.02 && $4 <= 0.2 } END { exit !ok }' "$TMP/rt" ||
+		die "--rate 0.2 --workers $w: Goodput not within (0.02, 0.2]: $(cat "$TMP/rt")"
+done
+"$B" --workers 1 --mode push --size 64K --keys 8 --seconds 0.5 --runs 2 --no-baseline --csv \
+	>"$TMP/rt0" 2>"$TMP/rt.err" || die "unpaced 64K push failed: $(tail -n 5 "$TMP/rt.err")"
+awk -F, '$1 == 65536 { ok = $4 > 0.2 } END { exit !ok }' "$TMP/rt0" ||
+	echo "note: unpaced 64K push ran at or below 0.2 Gbit/s, so --rate was not shown to hold anything back: $(cat "$TMP/rt0")"
+echo "ok --rate 0.2: $(tail -n 1 "$TMP/rt"), unpaced $(tail -n 1 "$TMP/rt0")"
 
 # --json: one object, config + one entry per size with every field
 "$B" --size 4K,8K --seconds 0.2 --runs 1 --json >"$TMP/json" 2>"$TMP/json.err" ||
