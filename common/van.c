@@ -582,8 +582,7 @@ int psd_conn_rx_wait(struct psd_conn *c, int wake_fd, bool (*done)(void *),
 	int ret = 1, n;
 
 	if (!c->ops->caller_rx || c->fd < 0 || psd_van_is_self(van) ||
-	    !atomic_load(&c->authed) || atomic_load(&c->closed) ||
-	    atomic_load(&c->pair))
+	    !atomic_load(&c->authed) || atomic_load(&c->closed))
 		return -EAGAIN;
 	if (pthread_mutex_trylock(&c->rx_lock))
 		return -EAGAIN; /* the van is in it */

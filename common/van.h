@@ -88,8 +88,10 @@ bool psd_van_is_self(const struct psd_van *van);
  * as usual, on this thread: a caller waiting for one answer takes it
  * without the van thread's wake-up and hand-off.  0: done after this
  * thread read input; 1: done before it read anything; -EAGAIN: @c
- * cannot be taken now (its transport does not allow it, a split pair,
- * not authenticated, or the van is reading it), wait otherwise;
+ * cannot be taken now (its transport does not allow it, not
+ * authenticated, or the van is reading it), wait otherwise; of a split
+ * pair, pass the connection the awaited message comes on (a worker's
+ * answers connection; a failure there drops the pair, as the van's own);
  * -ETIMEDOUT; another -errno: @c failed (the van drops it with that
  * error).
  */

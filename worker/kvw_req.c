@@ -377,6 +377,7 @@ static bool kvw_rx_done(void *arg)
 static struct psd_conn *kvw_rx_conn(struct psched_node *n, struct psd_kvw *w,
 				    const struct kvw_req *r)
 {
+	struct psd_conn *c;
 	struct psd_peer *p;
 
 	if (!n->cfg.caller_rx || n->cfg.poll_us || w->rx_efd < 0 ||
@@ -384,11 +385,13 @@ static struct psd_conn *kvw_rx_conn(struct psched_node *n, struct psd_kvw *w,
 		return NULL;
 	p = psd_node_peer(n, psd_server_id(r->chunks[0].srank));
 	/* (A dead peer's connection is closed: psd_conn_rx_wait() sees
-	 * it; p->dead is the node lock's.) */
-	if (!p || !p->conn || !p->conn->ops->caller_rx)
+	 * it; p->dead is the node lock's.)  A split pair's answers come
+	 * on p->ans, set before the first request. */
+	c = p ? (p->ans ? p->ans : p->conn) : NULL;
+	if (!c || !c->ops->caller_rx)
 		return NULL;
-	psd_conn_get(p->conn);
-	return p->conn;
+	psd_conn_get(c);
+	return c;
 }
 
 /*
