@@ -10,7 +10,10 @@
 #     SIZE    bytes per push and per ib_write_bw write [65536]
 #     ROUNDS  rounds [5]; each build runs twice per round
 #     KEYS    keys in flight per round (ps-bench --keys) [40]
-#     TREE    build trees (default: build); e.g. build /work/old/build
+#     TREE    build trees (default: build); e.g. build /work/old/build;
+#             TREE+ARG adds one ps-bench argument, last, to that entry's
+#             runs (build+--stream, build+--keys=128), so one tree can
+#             run two ways in one boot
 #
 # ps-bench runs --mode push --size SIZE --dtype raw (the server stores,
 # as ib_write_bw's target does nothing) --seconds 3 --runs 1.
@@ -28,7 +31,7 @@ case $ROUNDS in '' | *[!0-9]* | 0) echo "rdma-ab: ROUNDS must be 1..99, not '$RO
 case $SIZE in '' | *[!0-9]* | 0) echo "rdma-ab: SIZE must be a byte count, not '$SIZE'" >&2; exit 2 ;; esac
 case $KEYS in '' | *[!0-9]* | 0) echo "rdma-ab: KEYS must be 1..65536, not '$KEYS'" >&2; exit 2 ;; esac
 for t in "${TREES[@]}"; do
-	[ -x "$t/bin/ps-bench" ] || { echo "rdma-ab: no $t/bin/ps-bench" >&2; exit 2; }
+	[ -x "${t%%+*}/bin/ps-bench" ] || { echo "rdma-ab: no ${t%%+*}/bin/ps-bench" >&2; exit 2; }
 done
 log=$(mktemp /tmp/rdma-ab.XXXXXX)
 # ib_write_bw iterations: about 128 MiB a run, 20..2000
@@ -57,8 +60,10 @@ ib() {
 	[ -n "$bw" ] && echo "ib $bw"
 }
 psb() {
-	"$1/bin/ps-bench" --transport rdma --root-uri "$addr" --mode push --size "$SIZE" \
-		--seconds 3 --runs 1 --dtype raw --no-baseline --csv --keys "$KEYS" 2>/dev/null |
+	local extra=()
+	case $1 in *+*) extra=("${1#*+}") ;; esac
+	"${1%%+*}/bin/ps-bench" --transport rdma --root-uri "$addr" --mode push --size "$SIZE" \
+		--seconds 3 --runs 1 --dtype raw --no-baseline --csv --keys "$KEYS" "${extra[@]}" 2>/dev/null |
 		awk -F, -v t="$1" -v s="$SIZE" '$1 == s {print "psb", t, $4}'
 }
 for r in $(seq "$ROUNDS"); do

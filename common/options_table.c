@@ -156,7 +156,7 @@ const struct opt psd_opts[] = {
 	  OPT_BOOL,
 	  OFF(tcp_split),
 	  0,
-	  "0",
+	  "1",
 	  "worker: a second TCP connection to each server, so that requests "
 	  "and answers each have their own (1|0; 0 = one connection carries "
 	  "both directions)" },

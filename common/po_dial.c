@@ -3,7 +3,8 @@
  * Postoffice, worker side: dialling every server and the hello that
  * authenticates each data connection (auth.h).
  *
- * With PS_TCP_SPLIT=1 a TCP link to a server is a pair of connections, as
+ * With PS_TCP_SPLIT=1 (the default) a TCP link to a server is a pair of
+ * connections, as
  * in ps-lite's ZeroMQ van, so that each direction is one ordered stream
  * that no send of the other direction waits behind: the request
  * connection (Hello.channel 1, p->conn) carries our requests, the answers
