@@ -344,19 +344,20 @@ int bench_sync_wait(const struct bopts *o, unsigned si, unsigned r)
 /*
  * --rate: before round @it of a window that began at @t0, sleep until
  * the rounds done so far are no more than this worker's share of the
- * rate (o->rate / o->workers Gbit/s of Goodput), so a window's Goodput
+ * rate (o->rate / the job's workers Gbit/s of Goodput), so a window's Goodput
  * is at most the rate however fast the cluster is.
  */
-static void bench_pace(const struct bopts *o, const struct bkeys *k, double t0,
-		       uint64_t it)
+static void bench_pace(struct psched_node *node, const struct bopts *o,
+		       const struct bkeys *k, double t0, uint64_t it)
 {
 	double bits = (double)it * k->nk * k->size * 8;
+	unsigned nw = psched_num_workers(node);
 	double due, left;
 	struct timespec ts;
 
 	if (!(o->rate > 0) || !it)
 		return;
-	due = t0 + bits / (o->rate / o->workers * 1e9);
+	due = t0 + bits / (o->rate / (nw ? nw : 1) * 1e9);
 	left = due - bench_now_s();
 	if (left <= 0)
 		return;
@@ -386,12 +387,12 @@ static int bench_window(struct psched_node *node, const struct bopts *o,
 		if (ret)
 			break;
 		st->up = up ? 1.0f : 0.0f;
-		bench_pace(o, k, t0, it);
+		bench_pace(node, o, k, t0, it);
 		ret = bench_iter(node, o, bw, k, w->lat + w->nlat, st);
 		w->nlat += k->nk;
 	}
 	if (!ret)
-		bench_pace(o, k, t0, it); /* the last round's share of time */
+		bench_pace(node, o, k, t0, it); /* the last round's time */
 	w->iters = it;
 	w->reqs = it * k->nk;
 	w->el = bench_now_s() - t0;

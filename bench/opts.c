@@ -71,7 +71,7 @@ static int parse_seconds(const char *val, double *out)
 	return 0;
 }
 
-/* --rate: Gbit/s, above 0 and up to 10000. */
+/* --rate: Gbit/s, from 0.001 (1 Mbit/s) up to 10000. */
 static int parse_rate(const char *val, double *out)
 {
 	char *end;
@@ -79,10 +79,10 @@ static int parse_rate(const char *val, double *out)
 
 	errno = 0;
 	v = strtod(val, &end);
-	if (errno || end == val || *end || !isfinite(v) || !(v > 0) ||
+	if (errno || end == val || *end || !isfinite(v) || !(v >= 0.001) ||
 	    v > 10000)
 		return bad_arg("rate", val,
-			       "Gbit/s above 0 and up to 10000 (e.g. 9.4)");
+			       "Gbit/s from 0.001 up to 10000 (e.g. 9.4)");
 	*out = v;
 	return 0;
 }

@@ -203,6 +203,13 @@ static void van_conn_silence(struct psd_van *van, struct psd_conn *c)
 	c->ops->close(c);
 }
 
+/* @c is closed: wait until no caller is in psd_conn_rx_wait() on it. */
+static void van_rx_quiesce(struct psd_conn *c)
+{
+	pthread_mutex_lock(&c->rx_lock);
+	pthread_mutex_unlock(&c->rx_lock);
+}
+
 /* Van thread: forget @c for good, and the other connection of its split
  * pair: both are silenced before either's closed callback, so that no
  * message arrives on one after the owner heard the other is gone. */
@@ -217,6 +224,13 @@ static void van_conn_drop(struct psd_van *van, struct psd_conn *c, int err)
 	van_conn_silence(van, c);
 	if (pair)
 		van_conn_silence(van, pair);
+	/* A caller receiving on either itself (psd_conn_rx_wait()) stops at
+	 * its next look, which finds it closed (the shutdown wakes its
+	 * poll): wait for that, so that nothing it reads lands after the
+	 * closed callback failed the requests. */
+	van_rx_quiesce(c);
+	if (pair)
+		van_rx_quiesce(pair);
 	pthread_mutex_lock(&van->lock);
 	if (!c->in_list) {
 		pthread_mutex_unlock(&van->lock);
@@ -582,7 +596,8 @@ int psd_conn_rx_wait(struct psd_conn *c, int wake_fd, bool (*done)(void *),
 	int ret = 1, n;
 
 	if (!c->ops->caller_rx || c->fd < 0 || psd_van_is_self(van) ||
-	    !atomic_load(&c->authed) || atomic_load(&c->closed))
+	    !atomic_load(&c->authed) || atomic_load(&c->closed) ||
+	    (atomic_load(&c->pair) && c->channel != PSD_CHAN_ANS))
 		return -EAGAIN;
 	if (pthread_mutex_trylock(&c->rx_lock))
 		return -EAGAIN; /* the van is in it */

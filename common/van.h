@@ -89,9 +89,11 @@ bool psd_van_is_self(const struct psd_van *van);
  * without the van thread's wake-up and hand-off.  0: done after this
  * thread read input; 1: done before it read anything; -EAGAIN: @c
  * cannot be taken now (its transport does not allow it, not
- * authenticated, or the van is reading it), wait otherwise; of a split
- * pair, pass the connection the awaited message comes on (a worker's
- * answers connection; a failure there drops the pair, as the van's own);
+ * authenticated, the request connection of a split pair, or the van is
+ * reading it), wait otherwise; of a split pair, pass the answers
+ * connection, where the awaited message comes (a failure there drops
+ * the pair, as the van's own read's does, and a drop of either waits
+ * until this returns before the owner hears of it);
  * -ETIMEDOUT; another -errno: @c failed (the van drops it with that
  * error).
  */

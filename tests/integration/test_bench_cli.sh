@@ -32,6 +32,7 @@ bad rate 0
 bad rate 1x
 bad rate -2
 bad rate 10001
+bad rate 1e-300
 grep -q "from 1 to 64" <("$B" --workers 2abc 2>&1) || die "no range in the --workers message"
 "$B" --csv --json >/dev/null 2>&1; [ $? = 2 ] || die "--csv --json accepted"
 "$B" stray >/dev/null 2>&1; [ $? = 2 ] || die "a stray argument accepted"

@@ -18,9 +18,10 @@
 export PS_TRANSPORT=auto PS_VERBOSE=1
 unset DMLC_ENABLE_RDMA
 
-# links LOG: "shm" / "tcp" per server link, sorted, on one line
+# links LOG: "shm" / "tcp" per server link, sorted, on one line (a split
+# TCP pair, PS_TCP_SPLIT's default, also logs its second connection)
 links() {
-	sed -n 's/.*transport to server [0-9]* (.*): \(shm\|tcp\|rdma\) .*/\1/p' "$1" | sort | tr '\n' ' '
+	sed -n '/: tcp split in two connections/d; s/.*transport to server [0-9]* (.*): \(shm\|tcp\|rdma\) .*/\1/p' "$1" | sort | tr '\n' ' '
 }
 
 # 1. Local 2x2 under auto: shm everywhere, exact sums.
