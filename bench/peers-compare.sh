@@ -70,6 +70,11 @@ msgib() {
 	awk -v c="$1" -v b="$2" 'BEGIN{printf "%.0f", (b > 0 ? c*1000/(b/1073741824) : 0)}'
 }
 
+# psb_gbps: Goodput of the ps-bench run in $TMP/out (its table's row).
+psb_gbps() {
+	awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $4}' "$TMP/out"
+}
+
 # psl BIN MODE SIZE KEYS: one ps-lite run (1+1); sets pc pcs (cores, CPU
 # seconds), pg (Gbit/s), pus (us per request), pb (bytes moved).
 psl() {
@@ -97,7 +102,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 			--size "$size" --keys "$keys" --seconds "$SECS" --runs 1 \
 			--no-baseline)
 		bc=$1 bcs=$2
-		bg=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $4}' "$TMP/out")
+		bg=$(psb_gbps)
 		bus=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 && $5 > 0 {printf "%.2f", 1e6/$5}' "$TMP/out")
 		bb=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $1 * $2 * $3}' "$TMP/out")
 		# the same workload held to ps-lite's Goodput (--rate): the
@@ -108,7 +113,7 @@ for ((r = 1; r <= ROUNDS; r++)); do
 				--size "$size" --keys "$keys" --seconds "$SECS" --runs 1 \
 				--no-baseline --rate "$pg")
 			rc=$1
-			rg=$(awk '$1 ~ /^[0-9]+$/ && NF >= 5 {print $4}' "$TMP/out")
+			rg=$(psb_gbps)
 		fi
 		echo "$r $name ${pg:-0} $pc ${bg:-0} $bc ${pus:-0} ${bus:-0}" \
 			"$(msgib "$pcs" "${pb:-0}") $(msgib "$bcs" "${bb:-0}") ${rg:-0} $rc"

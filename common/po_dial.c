@@ -4,12 +4,11 @@
  * authenticates each data connection (auth.h).
  *
  * With PS_TCP_SPLIT=1 (the default) a TCP link to a server is a pair of
- * connections, as
- * in ps-lite's ZeroMQ van, so that each direction is one ordered stream
- * that no send of the other direction waits behind: the request
- * connection (Hello.channel 1, p->conn) carries our requests, the answers
- * connection (channel 2, p->ans) every server -> worker message.  The
- * server binds the request connection first and says so (PairReady);
+ * connections, as in ps-lite's ZeroMQ van, so that each direction is one
+ * ordered stream that no send of the other direction waits behind: the
+ * request connection (Hello.channel 1, p->conn) carries our requests, the
+ * answers connection (channel 2, p->ans) every server -> worker message.
+ * The server binds the request connection first and says so (PairReady);
  * only then do we dial the answers connection, which the server binds to
  * it and confirms in turn.  A failure of either drops both (van.h
  * psd_conn_pair()).  shm and rdma links, and PS_TCP_SPLIT=0, keep one

@@ -124,7 +124,8 @@ static void test_cache_regrant_on_answer(void)
 	static const size_t sizes[] = { 65536, 1 << 20 };
 	struct tt_node a, b;
 	struct psd_conn *ab;
-	uint64_t c0, r0, g0, cached, regrants, grants;
+	struct psd_rdma_stats s0, s1;
+	uint64_t cached, regrants, grants;
 	uint8_t *buf;
 	size_t i;
 
@@ -136,15 +137,14 @@ static void test_cache_regrant_on_answer(void)
 	tt_node_init_rx(&b, true, tt_rx_header, tt_answer_rx_data);
 	ab = tt_connect(&a, b.port);
 	for (i = 0; i < PSD_ARRAY_SIZE(sizes); i++) {
-		c0 = tt_stats().cached;
-		r0 = tt_stats().regrants;
-		g0 = tt_stats().grants;
+		s0 = tt_stats();
 		tt_run(ab, &b, buf, sizes[i], 5 + i, 12, true);
 		tt_wait(&a, 12 * (i + 1), 0, 60000, "answers");
 		tt_check_clean(&a);
-		cached = tt_stats().cached - c0;
-		regrants = tt_stats().regrants - r0;
-		grants = tt_stats().grants - g0;
+		s1 = tt_stats();
+		cached = s1.cached - s0.cached;
+		regrants = s1.regrants - s0.regrants;
+		grants = s1.grants - s0.grants;
 		printf("# %zu bytes: %llu of 12 cached, %llu re-grants on "
 		       "answers, %llu GRANT messages\n",
 		       sizes[i], (unsigned long long)cached,
