@@ -142,6 +142,26 @@ done
 [ -z "$(remote_pids)" ] || die "processes left after the job: $(remote_pids)"
 echo "ok job across 3 ssh hosts: $(grep -h verified "$TMP/job1.out" | tr '\n' ' ')"
 
+# remote_gone JOB WHAT: wait (30 s x MULT) until no psched process is left
+# in the namespaces; GONE_S is how long it took, or fail with each one's state
+# (lines prefixed FAIL:, which the suite's summary keeps)
+remote_gone() {
+	local t0=$SECONDS t p
+	for t in $(seq 1 $((300 * MULT))); do
+		[ -z "$(remote_pids)" ] && { GONE_S=$((SECONDS - t0)); return 0; }
+		sleep 0.1
+	done
+	for p in $(remote_pids); do
+		echo "FAIL: left $p: $(ps -o pid=,ppid=,pgid=,sid=,etimes=,stat=,args= -p "$p")" \
+			"state $(awk '/^State/ {print $2$3}' /proc/"$p"/status 2>/dev/null)" \
+			"wchan $(cat /proc/"$p"/wchan 2>/dev/null)" \
+			"threads $(ls /proc/"$p"/task 2>/dev/null | wc -l)"
+		echo "FAIL: parent of $p: $(ps -o pid=,stat=,args= -p "$(ps -o ppid= -p "$p" | tr -d ' ')" 2>/dev/null)"
+	done
+	sed 's/^/FAIL: job log: /' "$TMP/$1.err" | tail -n 12
+	die "left running after $2, $((SECONDS - t0)) s on: $(remote_pids)"
+}
+
 # wait_remote NS NAME: pid of a psched process NAME running in NS
 wait_remote() {
 	local t p
@@ -179,9 +199,8 @@ rc=$?
 [ $rc = 137 ] || { cat "$TMP/job2.err"; die "launcher exited $rc after a worker was killed, want 137"; }
 grep -q "worker 0 on $net.13 exited with status 137 (killed by SIGKILL)" "$TMP/job2.err" ||
 	{ cat "$TMP/job2.err"; die "the killed worker was not named"; }
-for t in $(seq 1 $((100 * MULT))); do [ -z "$(remote_pids)" ] && break; sleep 0.1; done
-[ -z "$(remote_pids)" ] || die "left running after the failure: $(remote_pids)"
-echo "ok killed worker named: $(grep 'exited with' "$TMP/job2.err")"
+remote_gone job2 "the failure"
+echo "ok killed worker named: $(grep 'exited with' "$TMP/job2.err"); every remote process gone in $GONE_S s"
 
 # 3. Ctrl-C (SIGINT) stops every remote process.
 "$LAUNCH" --launcher ssh -H "$TMP/hosts" --ssh "$SSH" -s 2 -w 2 --grace 2 \
@@ -194,12 +213,6 @@ kill -INT "$lpid"
 wait_pid "$lpid" 60
 rc=$?
 [ $rc = 130 ] || { cat "$TMP/job3.err"; die "launcher exited $rc on SIGINT, want 130"; }
-for t in $(seq 1 $((100 * MULT))); do [ -z "$(remote_pids)" ] && break; sleep 0.1; done
-if [ -n "$(remote_pids)" ]; then
-	# what was left and how it stands, for the next look at this
-	ps -o pid,ppid,pgid,sid,etimes,stat,args -p "$(remote_pids | paste -sd,)" >&2
-	tail -n 20 "$TMP/job3.err" >&2
-	die "left running after Ctrl-C: $(remote_pids)"
-fi
-echo "ok Ctrl-C stopped every remote process"
+remote_gone job3 Ctrl-C
+echo "ok Ctrl-C stopped every remote process (all gone in $GONE_S s)"
 exit 0
