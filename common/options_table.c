@@ -460,6 +460,15 @@ const struct opt psd_opts[] = {
 	  "1G",
 	  "rdma: bytes the registration cache keeps registered (0 = "
 	  "register per message)" },
+	{ "rdma-lane-min",
+	  { "PS_RDMA_LANE_MIN" },
+	  OPT_RANGE_UNSET,
+	  OFF(rdma_lane_min),
+	  SZ(rdma_lane_min),
+	  "",
+	  "rdma: RDMA writes from this many bytes go half on a second "
+	  "queue pair posted by another thread (0 = never, ..1G; empty = "
+	  "256K on rxe/siw, 0 on hardware)" },
 	{ "rdma-test-fail-reg",
 	  { "PS_RDMA_TEST_FAIL_REG" },
 	  OPT_BOOL,
@@ -523,6 +532,7 @@ const struct opt_range psd_opt_ranges[] = {
 	{ OFF(rdma_cq_depth), 256, 1u << 22 },
 	{ OFF(rdma_spin_us), 0, 1000000 },
 	{ OFF(rdma_mr_budget), 0, 1ull << 50 },
+	{ OFF(rdma_lane_min), 0, 1u << 30 },
 	{ OFF(gpu_stage_bytes), 4096, 1ull << 30 },
 	{ OFF(gpu_stage_bufs), 1, 64 },
 	{ OFF(gpu_streams), 1, 16 },

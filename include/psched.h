@@ -119,6 +119,7 @@ struct psched_cfg {
 	unsigned rdma_cq_depth;	  /* PS_RDMA_CQ_DEPTH 256..4M */
 	int rdma_spin_us;	  /* PS_RDMA_SPIN_US 0..1e6, -1 unset */
 	uint64_t rdma_mr_budget;  /* PS_RDMA_MR_BUDGET 0..2^50 */
+	int rdma_lane_min;	  /* PS_RDMA_LANE_MIN 0..1G, -1 unset */
 	int rdma_test_fail_reg;	  /* PS_RDMA_TEST_FAIL_REG (test hook) */
 	/* GPU tensors (README "GPU tensors"). */
 	uint64_t gpu_stage_bytes; /* PS_GPU_STAGE_BYTES: pinned slot size */

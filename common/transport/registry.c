@@ -62,5 +62,6 @@ void psd_transport_knobs_init(struct psd_transport_knobs *k,
 	k->rdma_cq_depth = cfg->rdma_cq_depth;
 	k->rdma_spin_us = cfg->rdma_spin_us;
 	k->rdma_mr_budget = cfg->rdma_mr_budget;
+	k->rdma_lane_min = cfg->rdma_lane_min;
 	k->rdma_test_fail_reg = cfg->rdma_test_fail_reg != 0;
 }

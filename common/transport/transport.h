@@ -56,6 +56,7 @@ struct psd_transport_knobs {
 	unsigned rdma_cq_depth;
 	int rdma_spin_us; /* -1: unset (20, 0 on rxe/siw) */
 	uint64_t rdma_mr_budget;
+	int rdma_lane_min; /* -1: unset (256K on rxe/siw, else 0) */
 	bool rdma_test_fail_reg;
 };
 
@@ -272,6 +273,7 @@ struct psd_rdma_stats {
 	uint64_t reg_failures; /* registrations that failed */
 	uint64_t mr_bytes;     /* bytes in the registration cache now */
 	uint64_t mr_budget;    /* rdma_mr_budget of the device's knobs */
+	uint64_t lane;	       /* writes sent half on the lane (lane.c) */
 };
 
 /*

@@ -55,7 +55,7 @@ done
 # thread reaps completions meanwhile) under ThreadSanitizer.
 tb=${PS_TEST_RDMA_TSAN_BUILD:-build-tsan}
 if [ -x "$tb/tests/transport/test_transport" ]; then
-	for t in test_transport test_transport_cache test_transport_fail; do
+	for t in test_transport test_transport_cache test_transport_fail test_transport_lane; do
 		part "$tb: transport conformance $t (rdma)" \
 			env TSAN_OPTIONS="halt_on_error=1 exitcode=66" "$tb/tests/transport/$t"
 	done

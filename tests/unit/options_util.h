@@ -66,6 +66,7 @@ static const char *const env_names[] __attribute__((unused)) = {
 	"PS_RDMA_CQ_DEPTH",
 	"PS_RDMA_SPIN_US",
 	"PS_RDMA_MR_BUDGET",
+	"PS_RDMA_LANE_MIN",
 	"PS_RDMA_TEST_FAIL_REG",
 };
 

@@ -26,6 +26,7 @@ static void test_options_transport_knob_defaults(void)
 	CHECK_EQ(cfg.rdma_cq_depth, 8192);
 	CHECK_EQ(cfg.rdma_spin_us, -1); /* 20, or 0 on rxe/siw */
 	CHECK_U64(cfg.rdma_mr_budget, ==, 1ull << 30);
+	CHECK_EQ(cfg.rdma_lane_min, -1); /* 256K on rxe/siw, else 0 */
 	CHECK_EQ(cfg.rdma_test_fail_reg, 0);
 }
 
@@ -48,6 +49,7 @@ static void test_options_transport_knobs_env(void)
 	env_set("PS_RDMA_CQ_DEPTH", "256");
 	env_set("PS_RDMA_SPIN_US", "0");
 	env_set("PS_RDMA_MR_BUDGET", "3M");
+	env_set("PS_RDMA_LANE_MIN", "1M");
 	env_set("PS_RDMA_TEST_FAIL_REG", "1");
 	from_env_ok(&cfg);
 	CHECK_STR(cfg.job_token, "s3cret");
@@ -64,6 +66,7 @@ static void test_options_transport_knobs_env(void)
 	CHECK_EQ(cfg.rdma_cq_depth, 256);
 	CHECK_EQ(cfg.rdma_spin_us, 0); /* set: kept on rxe too */
 	CHECK_U64(cfg.rdma_mr_budget, ==, 3 << 20);
+	CHECK_EQ(cfg.rdma_lane_min, 1 << 20);
 	CHECK_EQ(cfg.rdma_test_fail_reg, 1);
 	env_clear();
 }
@@ -80,8 +83,9 @@ static void test_options_transport_knobs_flags_win(void)
 			 arg("50"),
 			 arg("--rdma-mr-budget=0"),
 			 arg("--rdma-gid-index=3"),
+			 arg("--rdma-lane-min=0"),
 			 NULL };
-	int argc = 9;
+	int argc = 10;
 
 	fresh(&cfg);
 	env_set("PS_JOB_TOKEN", "env");
@@ -90,6 +94,7 @@ static void test_options_transport_knobs_flags_win(void)
 	env_set("PS_RDMA_SPIN_US", "7");
 	env_set("PS_RDMA_MR_BUDGET", "2G");
 	env_set("PS_RDMA_RECV_DEPTH", "64");
+	env_set("PS_RDMA_LANE_MIN", "64K");
 	from_env_ok(&cfg);
 	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv, true), 0);
 	CHECK_EQ(argc, 1);
@@ -99,6 +104,7 @@ static void test_options_transport_knobs_flags_win(void)
 	CHECK_EQ(cfg.rdma_spin_us, 50);
 	CHECK_U64(cfg.rdma_mr_budget, ==, 0);
 	CHECK_EQ(cfg.rdma_gid_index, 3);
+	CHECK_EQ(cfg.rdma_lane_min, 0); /* given: no lane, even on rxe */
 	CHECK_EQ(cfg.rdma_recv_depth, 64); /* no flag: the variable's */
 	env_clear();
 }
@@ -130,6 +136,9 @@ static void test_options_transport_knobs_bad(void)
 	env_bad("PS_RDMA_SPIN_US", "-1");
 	env_bad("PS_RDMA_MR_BUDGET", "1048577G");
 	env_bad("PS_RDMA_MR_BUDGET", "1X");
+	env_bad("PS_RDMA_LANE_MIN", "-1");
+	env_bad("PS_RDMA_LANE_MIN", "2G");
+	env_bad("PS_RDMA_LANE_MIN", "half");
 	env_bad("PS_RDMA_TEST_FAIL_REG", "maybe");
 	env_bad("PS_CALLER_RX", "2");
 	flag_bad("--socket-buf-bytes", "2G");

@@ -113,8 +113,10 @@ static void rdmt_listen_close(struct psd_listener *l)
 	l->fd = -1;
 }
 
-static void rdmt_fill_priv(struct rdmt_cm_priv *p, const struct rdmt_knobs *k)
+static void rdmt_fill_priv(struct rdmt_cm_priv *p, const struct rdmt_conn *rc)
 {
+	const struct rdmt_knobs *k = &rc->dev->k;
+
 	memset(p, 0, sizeof(*p));
 	p->magic = htole32(RDMT_MAGIC);
 	p->version = htole16(RDMT_VERSION);
@@ -122,6 +124,10 @@ static void rdmt_fill_priv(struct rdmt_cm_priv *p, const struct rdmt_knobs *k)
 	p->buf_bytes = htole32(k->buf_bytes);
 	p->node_id = (int32_t)htole32((uint32_t)atomic_load(&rdmt_local_id));
 	p->pid = htole32((uint32_t)getpid());
+	if (rc->lane_qp) {
+		p->lane_qpn = htole32(rc->lane_qp->qp_num);
+		p->lane_psn = htole32(rc->lane_psn);
+	}
 }
 
 /* Check the peer's private data; sets credits.  dev->lock not needed (the
@@ -159,6 +165,8 @@ static int rdmt_take_priv(struct rdmt_conn *rc, const void *data, size_t len)
 	rc->tx_credits += le16toh(p.recv_depth);
 	rc->peer_buf = le32toh(p.buf_bytes);
 	pthread_mutex_unlock(&rc->dev->lock);
+	rc->lane_peer_qpn = le32toh(p.lane_qpn) & 0xffffff;
+	rc->lane_peer_psn = le32toh(p.lane_psn) & 0xffffff;
 	if ((int32_t)le32toh((uint32_t)p.node_id) >= 0 &&
 	    !strchr(rc->base.peer, '#'))
 		snprintf(rc->base.peer + strlen(rc->base.peer),
@@ -327,7 +335,10 @@ static int rdmt_conn_setup(struct rdmt_conn *rc)
 	ret = rdmt_alloc_bufs(rc);
 	if (ret)
 		return ret;
-	return rdmt_create_qp_on(rc);
+	ret = rdmt_create_qp_on(rc);
+	if (ret)
+		return ret;
+	return psd_rdmt_lane_create(rc);
 }
 
 /* Wait for one cm event on @ch; returns its type and copies private data. */
@@ -449,7 +460,7 @@ static int rdmt_connect_to(struct psd_conn *c, const struct psd_addr *addr,
 	ret = rdmt_conn_activate(rc);
 	if (ret)
 		return ret;
-	rdmt_fill_priv(&mine, &rc->dev->k);
+	rdmt_fill_priv(&mine, rc);
 	cp.private_data = &mine;
 	cp.private_data_len = sizeof(mine);
 	if (rdma_connect(rc->id, &cp))
@@ -462,8 +473,14 @@ static int rdmt_connect_to(struct psd_conn *c, const struct psd_addr *addr,
 	ret = rdmt_take_priv(rc, plen ? &theirs : NULL, plen);
 	if (ret)
 		return ret;
+	/* The acceptor's lane was ready before it accepted. */
+	ret = psd_rdmt_lane_connect(rc, rc->lane_peer_qpn, rc->lane_peer_psn);
+	if (ret)
+		return ret;
 	pthread_mutex_lock(&rc->dev->lock);
 	rc->established = true;
+	rc->lane_up = rc->lane_qp && rc->lane_peer_qpn;
+	rc->lane_tx = rc->lane_up;
 	pthread_mutex_unlock(&rc->dev->lock);
 	return rdmt_conn_watch(rc);
 }
@@ -505,7 +522,15 @@ static int rdmt_accept_one(struct psd_listener *l, struct psd_conn *c,
 	ret = rdmt_conn_watch(rc);
 	if (ret)
 		return ret;
-	rdmt_fill_priv(&mine, &rc->dev->k);
+	/* Our lane takes writes before we accept; we write on the peer's
+	 * after its first message (lane.c). */
+	ret = psd_rdmt_lane_connect(rc, rc->lane_peer_qpn, rc->lane_peer_psn);
+	if (ret)
+		return ret;
+	pthread_mutex_lock(&rc->dev->lock);
+	rc->lane_up = rc->lane_qp && rc->lane_peer_qpn;
+	pthread_mutex_unlock(&rc->dev->lock);
+	rdmt_fill_priv(&mine, rc);
 	cp.private_data = &mine;
 	cp.private_data_len = sizeof(mine);
 	if (rdma_accept(id, &cp))
@@ -568,11 +593,12 @@ static void rdmt_drain(struct rdmt_conn *rc)
 	struct rdmt_dev *d = rc->dev;
 	struct timespec dl;
 
+	psd_rdmt_lane_fini(rc);
 	ibv_modify_qp(rc->qp, &qa, IBV_QP_STATE);
 	psd_deadline(&dl, 2000);
 	pthread_mutex_lock(&d->lock);
 	rc->err = rc->err ?: -ECONNRESET;
-	while (rc->tx_outstanding || rc->rx_posted)
+	while (rc->tx_outstanding || rc->rx_posted || rc->lane_rx_posted)
 		if (pthread_cond_timedwait(&rc->cond, &d->lock, &dl) ==
 		    ETIMEDOUT)
 			break;
@@ -594,6 +620,8 @@ static void rdmt_fini(struct psd_conn *c)
 		d->conns[rc->idx] = NULL;
 		pthread_mutex_unlock(&d->lock);
 	}
+	if (d)
+		psd_rdmt_lane_destroy(rc);
 	if (rc->qp) {
 		rdma_destroy_qp(rc->id);
 		pthread_mutex_lock(&d->lock);

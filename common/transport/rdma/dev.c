@@ -25,7 +25,8 @@ static struct rdmt_dev *rdmt_the_dev; /* guarded by rdmt_glock */
 
 atomic_uint_fast64_t psd_rdmt_st_regs, psd_rdmt_st_evicts, psd_rdmt_st_rndv,
 	psd_rdmt_st_eager, psd_rdmt_st_copy, psd_rdmt_st_reg_fail,
-	psd_rdmt_st_cached, psd_rdmt_st_regrants, psd_rdmt_st_grants;
+	psd_rdmt_st_cached, psd_rdmt_st_regrants, psd_rdmt_st_grants,
+	psd_rdmt_st_lane;
 
 /* Copy the device's knobs from @src (the van's; NULL: the defaults).
  * options.c validated every range. */
@@ -50,6 +51,8 @@ static void rdmt_knobs_load(struct rdmt_knobs *k,
 	k->gid_index = src->rdma_gid_index;
 	snprintf(k->device, sizeof(k->device), "%s", src->rdma_device);
 	k->fail_reg = src->rdma_test_fail_reg;
+	k->lane_set = src->rdma_lane_min >= 0;
+	k->lane_min = k->lane_set ? (uint64_t)src->rdma_lane_min : 262144;
 }
 
 uint64_t psd_rdmt_wr_id(struct rdmt_conn *rc, unsigned kind, unsigned slot)
@@ -102,17 +105,21 @@ static void rdmt_on_wc(struct rdmt_dev *d, const struct ibv_wc *wc)
 	if (idx >= RDMT_MAX_CONNS || d->gens[idx] != gen || !d->conns[idx])
 		return; /* connection already gone */
 	rc = d->conns[idx];
-	if (kind != RDMT_WR_RECV)
+	if (kind != RDMT_WR_RECV && kind != RDMT_WR_LANE_RECV)
 		rc->tx_outstanding--;
 	if (wc->status != IBV_WC_SUCCESS) {
 		if (kind == RDMT_WR_RECV)
 			rc->rx_posted--;
+		else if (kind == RDMT_WR_LANE_RECV)
+			rc->lane_rx_posted--;
+		else if (kind == RDMT_WR_LANE_WRITE)
+			psd_rdmt_wb_part(rc, slot);
 		else if (kind == RDMT_WR_SEND)
 			rc->free_data[rc->nfree_data++] = slot;
 		else if (kind == RDMT_WR_CTL)
 			rc->free_ctl[rc->nfree_ctl++] = slot;
 		else if (kind == RDMT_WR_WRITE && (slot & RDMT_WB_LAST))
-			psd_rdmt_wb_done(rc, slot & ~RDMT_WB_LAST);
+			psd_rdmt_wb_part(rc, slot & ~RDMT_WB_LAST);
 		rdmt_wc_error(rc, wc, kind);
 		return;
 	}
@@ -136,7 +143,13 @@ static void rdmt_on_wc(struct rdmt_dev *d, const struct ibv_wc *wc)
 		break;
 	case RDMT_WR_WRITE:
 		if (slot & RDMT_WB_LAST)
-			psd_rdmt_wb_done(rc, slot & ~RDMT_WB_LAST);
+			psd_rdmt_wb_part(rc, slot & ~RDMT_WB_LAST);
+		break;
+	case RDMT_WR_LANE_RECV:
+		psd_rdmt_lane_on_recv(rc, wc);
+		break;
+	case RDMT_WR_LANE_WRITE:
+		psd_rdmt_wb_part(rc, slot);
 		break;
 	}
 }
@@ -234,6 +247,7 @@ static void rdmt_dev_free(struct rdmt_dev *d)
 	struct rdmt_mr *m;
 	uint64_t one = 1;
 
+	psd_rdmt_lane_stop(d);
 	if (d->thread) {
 		atomic_store(&d->stop, true);
 		(void)!write(d->wakefd, &one, sizeof(one));
@@ -254,6 +268,7 @@ static void rdmt_dev_free(struct rdmt_dev *d)
 		close(d->epfd);
 	if (d->wakefd >= 0)
 		close(d->wakefd);
+	pthread_cond_destroy(&d->lane_cond);
 	pthread_mutex_destroy(&d->mr_lock);
 	pthread_mutex_destroy(&d->lock);
 	free(d);
@@ -272,6 +287,11 @@ static int rdmt_dev_setup(struct rdmt_dev *d, struct ibv_context *verbs)
 	    (!strncmp(ibv_get_device_name(verbs->device), "rxe", 3) ||
 	     !strncmp(ibv_get_device_name(verbs->device), "siw", 3)))
 		d->k.spin_us = 0;
+	/* ... and posts are where it works: the lane (lane.c) there. */
+	if (!d->k.lane_set &&
+	    strncmp(ibv_get_device_name(verbs->device), "rxe", 3) &&
+	    strncmp(ibv_get_device_name(verbs->device), "siw", 3))
+		d->k.lane_min = 0;
 	d->pd = ibv_alloc_pd(verbs);
 	if (!d->pd)
 		return psd_neg_errno();
@@ -302,7 +322,7 @@ static int rdmt_dev_setup(struct rdmt_dev *d, struct ibv_context *verbs)
 		d->thread = 0;
 		return -ret;
 	}
-	return 0;
+	return psd_rdmt_lane_start(d);
 }
 
 /* Take a reference on the process's device state for @verbs. */
@@ -341,6 +361,8 @@ int psd_rdmt_dev_get(struct ibv_context *verbs,
 	pthread_mutex_init(&d->lock, NULL);
 	pthread_mutex_init(&d->mr_lock, NULL);
 	psd_list_init(&d->mrs);
+	psd_list_init(&d->lane_conns);
+	pthread_cond_init(&d->lane_cond, NULL);
 	rdmt_knobs_load(&d->k, knobs);
 	ret = rdmt_dev_setup(d, verbs);
 	if (ret) {
@@ -354,10 +376,11 @@ int psd_rdmt_dev_get(struct ibv_context *verbs,
 	rdmt_the_dev = d;
 	pthread_mutex_unlock(&rdmt_glock);
 	psd_info("rdma: using %s (CQ depth %u, buffers %u x %u bytes, "
-		 "registration budget %llu bytes)",
+		 "registration budget %llu bytes, lane from %llu bytes)",
 		 ibv_get_device_name(verbs->device), d->k.cq_depth,
 		 d->k.recv_depth, d->k.buf_bytes,
-		 (unsigned long long)d->k.mr_budget);
+		 (unsigned long long)d->k.mr_budget,
+		 (unsigned long long)d->k.lane_min);
 	*out = d;
 	return 0;
 }
@@ -434,6 +457,7 @@ void psd_rdma_stats(struct psd_rdma_stats *st)
 	st->cached = atomic_load(&psd_rdmt_st_cached);
 	st->regrants = atomic_load(&psd_rdmt_st_regrants);
 	st->grants = atomic_load(&psd_rdmt_st_grants);
+	st->lane = atomic_load(&psd_rdmt_st_lane);
 	pthread_mutex_lock(&rdmt_glock);
 	d = rdmt_the_dev;
 	if (d) {

@@ -147,6 +147,7 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	const char *why;
 	uint8_t *buf, *payload;
 	bool copied;
+	uint32_t len;
 	void *dst;
 	int slot, ret;
 
@@ -156,7 +157,18 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 			rc->base.peer);
 		return -EPROTO;
 	}
-	slot = psd_rdmt_land_claim(&rc->land, e->imm_data, e->len, &why);
+	/* The length a whole write of the slot named has; short: its
+	 * first part came on the lane (lane.c). */
+	slot = (int)(e->imm_data & 0xffffu);
+	len = e->len;
+	if (rc->land.v && (unsigned)slot < rc->land.n && rc->land.v[slot].buf) {
+		ret = psd_rdmt_lane_join(rc, e->imm_data, e->len,
+					 rc->land.v[slot].len + PSD_HDR_SIZE,
+					 &len);
+		if (ret)
+			return ret;
+	}
+	slot = psd_rdmt_land_claim(&rc->land, e->imm_data, len, &why);
 	if (slot < 0) {
 		psd_err("rdma: dropping connection from %s: RDMA write with "
 			"immediate 0x%08x %s",
@@ -334,10 +346,12 @@ void psd_rdmt_land_fini(struct rdmt_conn *rc)
 
 	if (rc->n_cached || rc->n_rndv || rc->n_landed)
 		psd_info("rdma: connection with %s closed: sent %llu large "
-			 "messages by cached write, %llu by RTS/CTS; received "
-			 "%llu by cached write",
+			 "messages by cached write, %llu by RTS/CTS (%llu of "
+			 "them half on the lane); received %llu by cached "
+			 "write",
 			 rc->base.peer, (unsigned long long)rc->n_cached,
 			 (unsigned long long)rc->n_rndv,
+			 (unsigned long long)rc->n_lane,
 			 (unsigned long long)rc->n_landed);
 	for (i = 0; t->v && i < t->n; i++) {
 		if (t->v[i].mr)

@@ -159,7 +159,7 @@
 #include "land_tab.h"
 
 #define RDMT_MAGIC	0x44525350u /* "PSRD" */
-#define RDMT_VERSION	3u /* 2: GRANT (rendezvous cache); 3: regrant */
+#define RDMT_VERSION	4u	    /* 2: GRANT; 3: regrant; 4: the lane QP */
 #define RDMT_MAX_IOV	8
 #define RDMT_CTL_SLOTS	4
 #define RDMT_SPARE_RECV 2 /* for CREDIT messages, never counted */
@@ -211,6 +211,8 @@ struct rdmt_cm_priv {
 	uint32_t buf_bytes;  /* size of each receive buffer */
 	int32_t node_id;     /* sender's node id, -1 before the table */
 	uint32_t pid;
+	uint32_t lane_qpn; /* the lane QP (lane.c), 0 = none */
+	uint32_t lane_psn;
 };
 
 /* wr_id: [gen:16][conn:16][kind:8][slot:24] */
@@ -219,6 +221,8 @@ enum rdmt_wr_kind {
 	RDMT_WR_SEND = 2, /* data slot */
 	RDMT_WR_CTL = 3,  /* control slot (CTS, CREDIT) */
 	RDMT_WR_WRITE = 4,
+	RDMT_WR_LANE_RECV = 5,	/* lane QP: the first part of a split write */
+	RDMT_WR_LANE_WRITE = 6, /* ... posted by the lane thread */
 };
 
 struct rdmt_knobs {
@@ -234,6 +238,8 @@ struct rdmt_knobs {
 	int gid_index;
 	char device[64];
 	bool fail_reg; /* test hook: pretend every payload registration fails */
+	uint64_t lane_min; /* split writes from this many bytes; 0: no lane */
+	bool lane_set;	   /* lane_min given: kept on hardware too */
 };
 
 struct rdmt_mr {
@@ -263,10 +269,33 @@ struct rdmt_dev {
 	uint16_t gens[RDMT_MAX_CONNS];
 	struct rdmt_knobs k;
 
+	/* The lane thread (lane.c): posts the first part of split writes
+	 * on the connections in @lane_conns (dev->lock). */
+	pthread_t lane_thread;
+	pthread_cond_t lane_cond;
+	bool lane_stop;
+	struct psd_list lane_conns;
+
 	pthread_mutex_t mr_lock;
 	struct psd_list mrs;
 	uint64_t mr_bytes;
 	bool reg_warned;
+};
+
+/* A part of a split write the lane thread is to post. */
+struct rdmt_lane_job {
+	unsigned wb;
+	uint32_t imm;
+	uint64_t raddr;
+	uint32_t rkey;
+	int ns;
+	struct ibv_sge sge[RDMT_MAX_IOV + 1];
+};
+
+/* A lane part that arrived (receiver). */
+struct rdmt_lane_ent {
+	uint32_t imm;
+	uint32_t len;
 };
 
 struct rdmt_rxq_ent {
@@ -331,8 +360,26 @@ struct rdmt_conn {
 	/* RDMA write batches in flight and the MRs they read from */
 	struct rdmt_mr *wb_mrs[RDMT_WB][RDMT_MAX_IOV];
 	bool wb_busy[RDMT_WB];
+	uint8_t wb_parts[RDMT_WB]; /* writes of the batch not completed */
 	unsigned wb_next;
 	uint64_t tx_key;
+
+	/* The lane (lane.c): a second QP that carries the first part of
+	 * large writes, posted by the device's lane thread, so that two
+	 * threads drive the transfer (dev->lock unless said). */
+	struct ibv_qp *lane_qp;
+	uint32_t lane_psn;
+	bool lane_up; /* our lane is connected to the peer's */
+	bool lane_tx; /* the peer's lane takes writes now */
+	uint32_t lane_peer_qpn, lane_peer_psn;	 /* from the connect data */
+	struct rdmt_lane_job lane_jobs[RDMT_WB]; /* FIFO */
+	unsigned lane_head, lane_njobs;
+	struct psd_list lane_link; /* in dev->lane_conns while jobs wait */
+	bool lane_listed;
+	bool lane_busy; /* the lane thread is posting one of ours */
+	struct rdmt_lane_ent *lane_rxq; /* ring of recv_depth */
+	unsigned lane_rx_head, lane_rx_len, lane_rx_posted;
+	uint64_t n_lane; /* messages sent split */
 
 	/* rendezvous cache: the peer's grants (dev->lock) */
 	struct rdmt_grant_tab grants;
@@ -358,7 +405,7 @@ struct rdmt_conn {
 extern atomic_uint_fast64_t psd_rdmt_st_regs, psd_rdmt_st_evicts,
 	psd_rdmt_st_rndv, psd_rdmt_st_eager, psd_rdmt_st_copy,
 	psd_rdmt_st_reg_fail, psd_rdmt_st_cached, psd_rdmt_st_regrants,
-	psd_rdmt_st_grants;
+	psd_rdmt_st_grants, psd_rdmt_st_lane;
 
 static inline struct rdmt_conn *to_rdmt(struct psd_conn *c)
 {
@@ -406,6 +453,23 @@ void psd_rdmt_maybe_return(struct rdmt_conn *rc);
 int psd_rdmt_rx_return(struct rdmt_conn *rc, const uint8_t *p, uint32_t len);
 void psd_rdmt_land_fini(struct rdmt_conn *rc);
 uint8_t *psd_rdmt_wb_hdr(struct rdmt_conn *rc, unsigned wb);
+
+/* lane.c */
+#define RDMT_LANE_LATER 0x1a7e /* lane_join(): the lane part is not in */
+int psd_rdmt_lane_create(struct rdmt_conn *rc);
+int psd_rdmt_lane_connect(struct rdmt_conn *rc, uint32_t qpn, uint32_t psn);
+void psd_rdmt_lane_fini(struct rdmt_conn *rc);
+void psd_rdmt_lane_destroy(struct rdmt_conn *rc);
+void psd_rdmt_lane_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc);
+int psd_rdmt_lane_join(struct rdmt_conn *rc, uint32_t imm, uint32_t len,
+		       uint64_t want, uint32_t *total);
+int psd_rdmt_lane_start(struct rdmt_dev *d);
+void psd_rdmt_lane_stop(struct rdmt_dev *d);
+bool psd_rdmt_lane_split(struct rdmt_conn *rc, const struct ibv_sge *sge,
+			 int ns, uint64_t payload, unsigned wb, uint64_t raddr,
+			 uint32_t rkey, uint32_t imm, struct ibv_sge *rest,
+			 int *nrest, uint64_t *rest_raddr);
+void psd_rdmt_wb_part(struct rdmt_conn *rc, unsigned wb);
 
 /* recv.c */
 int psd_rdmt_ctl_take(struct rdmt_conn *rc, unsigned *slot);

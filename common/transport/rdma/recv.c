@@ -53,6 +53,8 @@ void psd_rdmt_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc,
 	struct rdmt_rxq_ent *e;
 
 	rc->rx_posted--;
+	/* The peer wrote this after its lane was set up (lane.c). */
+	rc->lane_tx = rc->lane_up;
 	/* Everything but CREDIT (spare buffers) spent one of our credits. */
 	if ((wc->opcode == IBV_WC_RECV_RDMA_WITH_IMM ||
 	     wc->byte_len < RDMT_WIRE_SIZE || w->op != RDMT_OP_CREDIT) &&
@@ -282,11 +284,20 @@ static int rdmt_rx_rts(struct rdmt_conn *rc, const uint8_t *p, uint32_t len)
 
 static int rdmt_rx_imm(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 {
+	uint32_t len = e->len;
+	int ret;
+
+	if (rc->rx_state == RDMT_RX_WRITE && e->imm_data == rc->rx_cookie) {
+		ret = psd_rdmt_lane_join(rc, e->imm_data, e->len,
+					 rc->rx_hdr.length, &len);
+		if (ret)
+			return ret;
+	}
 	if (rc->rx_state != RDMT_RX_WRITE || e->imm_data != rc->rx_cookie ||
-	    e->len != rc->rx_hdr.length) {
+	    len != rc->rx_hdr.length) {
 		psd_err("rdma: dropping connection from %s: unexpected RDMA "
 			"write (immediate %u, %u bytes)",
-			rc->base.peer, e->imm_data, e->len);
+			rc->base.peer, e->imm_data, len);
 		return -EPROTO;
 	}
 	psd_rdmt_mr_put(rc->dev, rc->rx_mr);
@@ -306,6 +317,7 @@ static int rdmt_rx_one(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	size_t hl = RDMT_WIRE_SIZE + PSD_HDR_SIZE;
 	int ret;
 
+	/* RDMT_LANE_LATER: no side effect yet, the entry stays first. */
 	if (e->imm && (e->imm_data & RDMT_IMM_LAND))
 		ret = psd_rdmt_rx_land(rc, e);
 	else if (e->imm)
@@ -328,9 +340,7 @@ static int rdmt_rx_one(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 			rc->base.peer, w->op, (int)rc->rx_state);
 		ret = -EPROTO;
 	}
-	if (ret)
-		return ret;
-	return rdmt_repost(rc, e->slot);
+	return ret;
 }
 
 int psd_rdmt_progress(struct psd_conn *c)
@@ -360,10 +370,17 @@ int psd_rdmt_progress(struct psd_conn *c)
 			return 0;
 		}
 		e = rc->rxq[rc->rxq_head];
+		pthread_mutex_unlock(&d->lock);
+		/* Only this thread takes entries: it stays first meanwhile. */
+		ret = rdmt_rx_one(rc, &e);
+		if (ret == RDMT_LANE_LATER)
+			return 0; /* its lane part wakes us (lane.c) */
+		pthread_mutex_lock(&d->lock);
 		rc->rxq_head = (rc->rxq_head + 1) % rc->recv_cnt;
 		rc->rxq_len--;
 		pthread_mutex_unlock(&d->lock);
-		ret = rdmt_rx_one(rc, &e);
+		if (!ret)
+			ret = rdmt_repost(rc, e.slot);
 		if (ret)
 			return ret;
 		if (atomic_load(&c->closed))

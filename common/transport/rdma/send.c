@@ -251,13 +251,16 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 			    const struct psd_hdr *hdr)
 {
 	struct ibv_send_wr wr, *bad;
-	struct ibv_sge sge[RDMT_MAX_IOV + 1];
-	int i, ns = 0, ret;
+	struct ibv_sge sge[RDMT_MAX_IOV + 1], rest[RDMT_MAX_IOV + 1];
+	uint64_t payload = 0, rest_raddr;
+	int i, ns = 0, nrest, ret;
+	bool split;
 
 	memset(&wr, 0, sizeof(wr));
 	for (i = 0; i < niov; i++) {
 		if (!iov[i].iov_len)
 			continue;
+		payload += iov[i].iov_len;
 		sge[ns].addr = (uintptr_t)iov[i].iov_base;
 		sge[ns].length = (uint32_t)iov[i].iov_len;
 		sge[ns].lkey = mrs[i]->mr->lkey;
@@ -284,9 +287,18 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 	 * may be reaped before ibv_post_send() returns. */
 	rc->tx_outstanding++;
 	rc->wb_busy[wb] = true;
+	rc->wb_parts[wb] = 1;
 	for (i = 0; i < niov; i++) {
 		rc->wb_mrs[wb][i] = mrs[i];
 		mrs[i] = NULL;
+	}
+	/* Half of a large one goes on the lane, by the lane thread. */
+	split = psd_rdmt_lane_split(rc, sge, ns, payload, wb, raddr, rkey, imm,
+				    rest, &nrest, &rest_raddr);
+	if (split) {
+		wr.sg_list = rest;
+		wr.num_sge = nrest;
+		wr.wr.rdma.remote_addr = rest_raddr;
 	}
 	/* Soft-RoCE (rxe) moves the whole write inside ibv_post_send():
 	 * with dev->lock held, the progress thread could take no
@@ -299,6 +311,12 @@ static int rdmt_post_writes(struct rdmt_conn *rc, const struct iovec *iov,
 	if (!ret)
 		return 0;
 	rc->tx_outstanding--;
+	if (split) {
+		/* The lane part owns the batch now: it goes when that
+		 * completes or is dropped (the caller fails the conn). */
+		psd_rdmt_wb_part(rc, wb);
+		return ret;
+	}
 	rc->wb_busy[wb] = false;
 	for (i = 0; i < niov; i++) {
 		mrs[i] = rc->wb_mrs[wb][i];
