@@ -104,7 +104,7 @@ static void test_options_transport_knobs_flags_win(void)
 	CHECK_EQ(cfg.rdma_spin_us, 50);
 	CHECK_U64(cfg.rdma_mr_budget, ==, 0);
 	CHECK_EQ(cfg.rdma_gid_index, 3);
-	CHECK_EQ(cfg.rdma_lane_min, 0); /* given: no lane, even on rxe */
+	CHECK_EQ(cfg.rdma_lane_min, 0);	   /* given: no lane, even on rxe */
 	CHECK_EQ(cfg.rdma_recv_depth, 64); /* no flag: the variable's */
 	env_clear();
 }

@@ -105,8 +105,9 @@ int psd_rdmt_lane_create(struct rdmt_conn *rc)
 		pthread_mutex_unlock(&d->lock);
 		return 0;
 	}
-	rc->lane_psn = ((uint32_t)getpid() * 2654435761u ^ rc->lane_qp->qp_num) &
-		       0xffffff;
+	rc->lane_psn =
+		((uint32_t)getpid() * 2654435761u ^ rc->lane_qp->qp_num) &
+		0xffffff;
 	return 0;
 }
 
@@ -268,7 +269,8 @@ bool psd_rdmt_lane_split(struct rdmt_conn *rc, const struct ibv_sge *sge,
 		struct ibv_sge s = sge[i];
 
 		if (left) {
-			uint32_t k = s.length < left ? s.length : (uint32_t)left;
+			uint32_t k =
+				s.length < left ? s.length : (uint32_t)left;
 
 			j->sge[j->ns] = s;
 			j->sge[j->ns].length = k;
