@@ -81,15 +81,20 @@ void psd_rdmt_set_err(struct rdmt_conn *rc, int err)
 static void rdmt_wc_error(struct rdmt_conn *rc, const struct ibv_wc *wc,
 			  unsigned kind)
 {
-	static const char *const what[] = { "?", "receive", "send", "send",
-					    "RDMA write" };
+	static const char *const what[] = {
+		"?",	      "receive",      "send",		"send",
+		"RDMA write", "lane receive", "lane RDMA write"
+	};
 
 	if (wc->status != IBV_WC_WR_FLUSH_ERR && !rc->err &&
 	    !atomic_load(&rc->base.closed))
 		psd_err("rdma: %s with %s failed: %s (vendor error 0x%x%s)",
-			what[kind <= RDMT_WR_WRITE ? kind : 0], rc->base.peer,
-			ibv_wc_status_str(wc->status), wc->vendor_err,
-			kind == RDMT_WR_WRITE ? ", while writing a key" : "");
+			what[kind <= RDMT_WR_LANE_WRITE ? kind : 0],
+			rc->base.peer, ibv_wc_status_str(wc->status),
+			wc->vendor_err,
+			kind == RDMT_WR_WRITE || kind == RDMT_WR_LANE_WRITE
+				? ", while writing a key"
+				: "");
 	psd_rdmt_set_err(rc, wc->status == IBV_WC_WR_FLUSH_ERR ? -ECONNRESET
 							       : -EIO);
 }
