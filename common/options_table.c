@@ -468,7 +468,7 @@ const struct opt psd_opts[] = {
 	  "",
 	  "rdma: RDMA writes from this many bytes go half on a second "
 	  "queue pair posted by another thread (0 = never, ..1G; empty = "
-	  "256K on rxe/siw, 0 on hardware)" },
+	  "256K on rxe, else 0)" },
 	{ "rdma-test-fail-reg",
 	  { "PS_RDMA_TEST_FAIL_REG" },
 	  OPT_BOOL,

@@ -56,7 +56,7 @@ struct psd_transport_knobs {
 	unsigned rdma_cq_depth;
 	int rdma_spin_us; /* -1: unset (20, 0 on rxe/siw) */
 	uint64_t rdma_mr_budget;
-	int rdma_lane_min; /* -1: unset (256K on rxe/siw, else 0) */
+	int rdma_lane_min; /* -1: unset (256K on rxe, else 0) */
 	bool rdma_test_fail_reg;
 };
 

@@ -26,7 +26,7 @@ static void test_options_transport_knob_defaults(void)
 	CHECK_EQ(cfg.rdma_cq_depth, 8192);
 	CHECK_EQ(cfg.rdma_spin_us, -1); /* 20, or 0 on rxe/siw */
 	CHECK_U64(cfg.rdma_mr_budget, ==, 1ull << 30);
-	CHECK_EQ(cfg.rdma_lane_min, -1); /* 256K on rxe/siw, else 0 */
+	CHECK_EQ(cfg.rdma_lane_min, -1); /* 256K on rxe, else 0 */
 	CHECK_EQ(cfg.rdma_test_fail_reg, 0);
 }
 

@@ -74,6 +74,8 @@ void psd_rdmt_set_err(struct rdmt_conn *rc, int err)
 {
 	if (!rc->err)
 		rc->err = err;
+	/* rdma_disconnect() and a failed main QP leave the lane alone. */
+	psd_rdmt_lane_abort(rc);
 	pthread_cond_broadcast(&rc->cond);
 	psd_rdmt_wake_van(rc);
 }
@@ -294,8 +296,7 @@ static int rdmt_dev_setup(struct rdmt_dev *d, struct ibv_context *verbs)
 		d->k.spin_us = 0;
 	/* ... and posts are where it works: the lane (lane.c) there. */
 	if (!d->k.lane_set &&
-	    strncmp(ibv_get_device_name(verbs->device), "rxe", 3) &&
-	    strncmp(ibv_get_device_name(verbs->device), "siw", 3))
+	    strncmp(ibv_get_device_name(verbs->device), "rxe", 3))
 		d->k.lane_min = 0;
 	d->pd = ibv_alloc_pd(verbs);
 	if (!d->pd)

@@ -16,7 +16,8 @@
  * ib_write_bw) 1 MiB 1.55 against 0.93, 256 KiB 1.13 against 0.91,
  * 128 KiB 0.86 against 0.83, 64 KiB 0.55 against 0.70.  Hence 256 KiB
  * by default.  On a NIC the post is a doorbell and the hand-off only adds
- * latency, so the lane is on by default only on rxe and siw.
+ * latency, so the lane is on by default only on rxe (siw, also software,
+ * refuses a QP brought to RTS without its TCP socket).
  *
  * Wire.  A write of @payload >= lane_min bytes is split at half of the
  * payload: bytes [0, half) go on the lane as an RDMA write with immediate,
@@ -321,6 +322,12 @@ static void *rdmt_lane_thread(void *arg)
 			psd_list_add_tail(&d->lane_conns, &rc->lane_link);
 		else
 			rc->lane_listed = false;
+		if (rc->err || rc->lane_dead) {
+			/* Dead since it was queued: its batch is given up. */
+			rc->tx_outstanding--;
+			psd_rdmt_wb_part(rc, j.wb);
+			continue;
+		}
 		memset(&wr, 0, sizeof(wr));
 		wr.wr_id = psd_rdmt_wr_id(rc, RDMT_WR_LANE_WRITE, j.wb);
 		wr.sg_list = j.sge;
@@ -378,20 +385,22 @@ void psd_rdmt_lane_stop(struct rdmt_dev *d)
 }
 
 /*
- * Before the QPs are drained: drop the parts the lane thread has not
- * posted (their batches are given up) and wait until it is not posting
- * one of ours, so that nothing is posted on the lane after this.
+ * dev->lock held (psd_rdmt_set_err()): the connection is dead.  The lane
+ * goes with it at once, not when the connection is finally dropped: its
+ * queued parts are dropped (their batches given up), and the QP goes to
+ * error, so that a part already posted is flushed and nothing more lands
+ * in memory the peer may have handed back to its application (a failed
+ * pull's buffer).  The lane thread may be inside a post of ours: that
+ * one completes or flushes.
  */
-void psd_rdmt_lane_fini(struct rdmt_conn *rc)
+void psd_rdmt_lane_abort(struct rdmt_conn *rc)
 {
-	struct rdmt_dev *d = rc->dev;
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
-	struct timespec dl;
 
-	if (!rc->lane_qp)
+	if (!rc->lane_qp || rc->lane_dead)
 		return;
-	psd_deadline(&dl, 5000);
-	pthread_mutex_lock(&d->lock);
+	rc->lane_dead = true;
+	rc->lane_tx = false;
 	if (rc->lane_listed) {
 		psd_list_del(&rc->lane_link);
 		rc->lane_listed = false;
@@ -402,13 +411,36 @@ void psd_rdmt_lane_fini(struct rdmt_conn *rc)
 		psd_rdmt_wb_part(rc, rc->lane_jobs[rc->lane_head].wb);
 		rc->lane_head = (rc->lane_head + 1) % RDMT_WB;
 	}
-	rc->lane_tx = false;
-	while (rc->lane_busy)
-		if (pthread_cond_timedwait(&rc->cond, &d->lock, &dl) ==
-		    ETIMEDOUT)
-			break;
-	pthread_mutex_unlock(&d->lock);
 	ibv_modify_qp(rc->lane_qp, &qa, IBV_QP_STATE);
+}
+
+/*
+ * Before the QPs are drained: abort the lane and wait until the lane
+ * thread is not posting one of ours, so that nothing touches the lane QP
+ * after this.  No give-up: a post is bounded (soft-RoCE moves at most one
+ * message's half inside it), and going on would free what it uses.
+ */
+void psd_rdmt_lane_fini(struct rdmt_conn *rc)
+{
+	struct rdmt_dev *d = rc->dev;
+	struct timespec dl;
+	unsigned waited = 0;
+
+	if (!rc->lane_qp)
+		return;
+	pthread_mutex_lock(&d->lock);
+	psd_rdmt_lane_abort(rc);
+	while (rc->lane_busy) {
+		psd_deadline(&dl, 10000);
+		if (pthread_cond_timedwait(&rc->cond, &d->lock, &dl) ==
+			    ETIMEDOUT &&
+		    rc->lane_busy)
+			psd_warn("rdma: closing the connection with %s: the "
+				 "lane thread is still posting a write to it "
+				 "after %u s; waiting",
+				 rc->base.peer, waited += 10);
+	}
+	pthread_mutex_unlock(&d->lock);
 }
 
 /* After the drain: the lane QP goes. */

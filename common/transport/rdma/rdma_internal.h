@@ -377,6 +377,7 @@ struct rdmt_conn {
 	struct psd_list lane_link; /* in dev->lane_conns while jobs wait */
 	bool lane_listed;
 	bool lane_busy; /* the lane thread is posting one of ours */
+	bool lane_dead; /* aborted: in error, nothing more is posted */
 	struct rdmt_lane_ent *lane_rxq; /* ring of recv_depth */
 	unsigned lane_rx_head, lane_rx_len, lane_rx_posted;
 	uint64_t n_lane; /* messages sent split */
@@ -458,6 +459,7 @@ uint8_t *psd_rdmt_wb_hdr(struct rdmt_conn *rc, unsigned wb);
 #define RDMT_LANE_LATER 0x1a7e /* lane_join(): the lane part is not in */
 int psd_rdmt_lane_create(struct rdmt_conn *rc);
 int psd_rdmt_lane_connect(struct rdmt_conn *rc, uint32_t qpn, uint32_t psn);
+void psd_rdmt_lane_abort(struct rdmt_conn *rc);
 void psd_rdmt_lane_fini(struct rdmt_conn *rc);
 void psd_rdmt_lane_destroy(struct rdmt_conn *rc);
 void psd_rdmt_lane_on_recv(struct rdmt_conn *rc, const struct ibv_wc *wc);

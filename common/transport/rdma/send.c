@@ -334,12 +334,18 @@ static int rdmt_wait_write(struct rdmt_conn *rc, unsigned wb,
 	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
 	struct timespec grace;
 
+	int dead;
+
 	while (rc->wb_busy[wb] && !rc->err)
 		if (pthread_cond_timedwait(&rc->cond, &rc->dev->lock, dl) ==
 		    ETIMEDOUT)
 			break;
 	if (!rc->wb_busy[wb])
 		return rc->err;
+	/* Failed meanwhile (a split write's other part may be pending), or
+	 * timed out: both QPs go to error (set_err takes the lane), so the
+	 * writes flush and the caller's buffer is free again. */
+	dead = rc->err;
 	ibv_modify_qp(rc->qp, &qa, IBV_QP_STATE);
 	psd_rdmt_set_err(rc, -ETIMEDOUT);
 	psd_deadline(&grace, 2000);
@@ -347,6 +353,8 @@ static int rdmt_wait_write(struct rdmt_conn *rc, unsigned wb,
 		if (pthread_cond_timedwait(&rc->cond, &rc->dev->lock, &grace) ==
 		    ETIMEDOUT)
 			break;
+	if (dead)
+		return dead;
 	return psd_set_errmsg(-ETIMEDOUT,
 			      "rdma: write of key %llu to %s did not complete",
 			      (unsigned long long)rc->tx_key, rc->base.peer);
