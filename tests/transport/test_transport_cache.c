@@ -12,49 +12,18 @@
  */
 #include "tt_util.h"
 
-static void tt_rdma_only(void)
-{
-	tt_ops();
-	if (!tt_is_rdma())
-		test_skip("RDMA transport only (the rendezvous cache)");
-}
-
-/* The RDMA transport's counters (process-wide). */
-static struct psd_rdma_stats tt_stats(void)
-{
-	struct psd_rdma_stats st;
-
-	psd_rdma_stats(&st);
-	return st;
-}
-
 /* Send @n messages of @len bytes on key @key (answers, or pushes when
  * @push), each waited for; the cached writes among them. */
 static uint64_t tt_run(struct psd_conn *c, struct tt_node *rx, uint8_t *buf,
 		       size_t len, uint64_t key, unsigned n, bool push)
 {
-	uint64_t c0 = tt_stats().cached, want, step;
+	uint64_t c0 = tt_rdma_stats().cached;
 	unsigned i;
-	int ret;
 
-	for (i = 0; i < n; i++) {
-		pthread_mutex_lock(&rx->lock);
-		want = rx->msgs + 1;
-		step = rx->next_step[key];
-		pthread_mutex_unlock(&rx->lock);
-		ret = tt_send_type(c, push ? PSD_MSG_PUSH : PSD_MSG_PULL_RESP,
-				   key, step, buf, len);
-		if (ret)
-			test_fail_at(__FILE__, __LINE__,
-				     "send %u of key %llu, %zu bytes: %s (%s)",
-				     i, (unsigned long long)key, len,
-				     psched_strerror(ret), psched_errmsg());
-		/* A push may return before the write landed: wait for it
-		 * before the buffer is filled again. */
-		tt_wait(rx, want, 0, 60000, "cached exchange");
-		tt_check_clean(rx);
-	}
-	return tt_stats().cached - c0;
+	for (i = 0; i < n; i++)
+		tt_exchange_type(c, rx, push ? PSD_MSG_PUSH : PSD_MSG_PULL_RESP,
+				 buf, len, key);
+	return tt_rdma_stats().cached - c0;
 }
 
 static void test_cache_hits(void)
@@ -66,7 +35,7 @@ static void test_cache_hits(void)
 	uint8_t *buf;
 	size_t i;
 
-	tt_rdma_only();
+	tt_rdma_only("the rendezvous cache");
 	buf = malloc(8 << 20);
 	CHECK(buf != NULL);
 	tt_node_init(&a, false);
@@ -129,7 +98,7 @@ static void test_cache_regrant_on_answer(void)
 	uint8_t *buf;
 	size_t i;
 
-	tt_rdma_only();
+	tt_rdma_only("the rendezvous cache");
 	buf = malloc(1 << 20);
 	CHECK(buf != NULL);
 	tt_ans_step = 0;
@@ -137,11 +106,11 @@ static void test_cache_regrant_on_answer(void)
 	tt_node_init_rx(&b, true, tt_rx_header, tt_answer_rx_data);
 	ab = tt_connect(&a, b.port);
 	for (i = 0; i < PSD_ARRAY_SIZE(sizes); i++) {
-		s0 = tt_stats();
+		s0 = tt_rdma_stats();
 		tt_run(ab, &b, buf, sizes[i], 5 + i, 12, true);
 		tt_wait(&a, 12 * (i + 1), 0, 60000, "answers");
 		tt_check_clean(&a);
-		s1 = tt_stats();
+		s1 = tt_rdma_stats();
 		cached = s1.cached - s0.cached;
 		regrants = s1.regrants - s0.regrants;
 		grants = s1.grants - s0.grants;
@@ -211,7 +180,7 @@ static void test_cache_discard(void)
 	uint8_t *buf;
 	int i;
 
-	tt_rdma_only();
+	tt_rdma_only("the rendezvous cache");
 	buf = malloc(1 << 20);
 	CHECK(buf != NULL);
 	tt_node_init(&a, false);
@@ -219,7 +188,7 @@ static void test_cache_discard(void)
 	ab = tt_connect(&a, b.port);
 	CHECK_U64(tt_run(ab, &b, buf, 1 << 20, 2, 4, false), >=, 2);
 	atomic_store(&tt_drop2, true);
-	c0 = tt_stats().cached;
+	c0 = tt_rdma_stats().cached;
 	for (i = 0; i < 6; i++) {
 		pthread_mutex_lock(&b.lock);
 		want = b.msgs + 1;
@@ -229,7 +198,7 @@ static void test_cache_discard(void)
 	}
 	tt_check_clean(&b);
 	CHECK_U64(b.discarded, ==, 6);
-	CHECK_U64(tt_stats().cached - c0, >=, 4);
+	CHECK_U64(tt_rdma_stats().cached - c0, >=, 4);
 	atomic_store(&tt_drop2, false);
 	/* Kept again afterwards, intact and in order. */
 	CHECK_U64(tt_run(ab, &b, buf, 1 << 20, 2, 3, false), >=, 2);
@@ -260,7 +229,7 @@ static void test_cache_ranges_and_cap(void)
 	int round;
 	unsigned k;
 
-	tt_rdma_only();
+	tt_rdma_only("the rendezvous cache");
 	buf = malloc(1 << 20);
 	CHECK(buf != NULL);
 	tt_node_init(&a, false);
@@ -278,7 +247,7 @@ static void test_cache_ranges_and_cap(void)
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
 	ab = tt_connect(&a, b.port);
-	CHECK_U64(tt_stats().mr_budget, ==, tt_cfg.rdma_mr_budget);
+	CHECK_U64(tt_rdma_stats().mr_budget, ==, tt_cfg.rdma_mr_budget);
 	for (round = 0; round < 3; round++)
 		for (k = 0; k < 4; k++)
 			tt_run(ab, &b, buf, 1 << 20, 30 + k, 1, false);
@@ -304,7 +273,7 @@ static void test_cache_off(void)
 	uint64_t budget0;
 	uint8_t *buf;
 
-	tt_rdma_only();
+	tt_rdma_only("the rendezvous cache");
 	buf = malloc(1 << 20);
 	CHECK(buf != NULL);
 	budget0 = tt_cfg.rdma_mr_budget;
@@ -312,7 +281,7 @@ static void test_cache_off(void)
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
 	ab = tt_connect(&a, b.port);
-	CHECK_U64(tt_stats().mr_budget, ==, 0);
+	CHECK_U64(tt_rdma_stats().mr_budget, ==, 0);
 	CHECK_U64(tt_run(ab, &b, buf, 1 << 20, 5, 5, false), ==, 0);
 	psd_conn_put(ab);
 	tt_node_fini(&a);

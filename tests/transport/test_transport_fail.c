@@ -212,13 +212,6 @@ static void test_transport_peer_dies_receiving(void)
 
 /* ---- RDMA only: registration cache and failed registrations ------------ */
 
-static void tt_rdma_only(void)
-{
-	tt_ops();
-	if (!tt_is_rdma())
-		test_skip("RDMA transport only");
-}
-
 static void test_transport_rdma_mr_budget(void)
 {
 	static const size_t len = 1 << 20;
@@ -229,7 +222,7 @@ static void test_transport_rdma_mr_budget(void)
 	uint8_t *bufs[8];
 	int i, round;
 
-	tt_rdma_only();
+	tt_rdma_only(NULL);
 	budget0 = tt_cfg.rdma_mr_budget;
 	tt_cfg.rdma_mr_budget = 3 << 20;
 	tt_node_init(&a, false);
@@ -263,7 +256,7 @@ static void test_transport_rdma_registration_fails(void)
 	struct psd_conn *ab, *ba;
 	uint8_t *buf;
 
-	tt_rdma_only();
+	tt_rdma_only(NULL);
 	buf = malloc(4 << 20);
 	CHECK(buf != NULL);
 	tt_cfg.rdma_test_fail_reg = 1;
@@ -309,7 +302,7 @@ static void test_transport_rdma_send_dev_registration_fails(void)
 	struct iovec iov;
 	uint8_t *buf;
 
-	tt_rdma_only();
+	tt_rdma_only(NULL);
 	buf = malloc(len);
 	CHECK(buf != NULL);
 	tt_cfg.rdma_test_fail_reg = 1;

@@ -13,46 +13,18 @@
  */
 #include "tt_util.h"
 
-static void tt_rdma_only(void)
-{
-	tt_ops();
-	if (!tt_is_rdma())
-		test_skip("RDMA transport only (the lane)");
-}
-
-static uint64_t tt_lane(void)
-{
-	struct psd_rdma_stats st;
-
-	psd_rdma_stats(&st);
-	return st.lane;
-}
-
 /* Send @n messages of @len bytes on key @key (answers, or pushes when
  * @push), each waited for; the writes among them that went split. */
 static uint64_t tt_run(struct psd_conn *c, struct tt_node *rx, uint8_t *buf,
 		       size_t len, uint64_t key, unsigned n, bool push)
 {
-	uint64_t l0 = tt_lane(), want, step;
+	uint64_t l0 = tt_rdma_stats().lane;
 	unsigned i;
-	int ret;
 
-	for (i = 0; i < n; i++) {
-		pthread_mutex_lock(&rx->lock);
-		want = rx->msgs + 1;
-		step = rx->next_step[key];
-		pthread_mutex_unlock(&rx->lock);
-		ret = tt_send_type(c, push ? PSD_MSG_PUSH : PSD_MSG_PULL_RESP,
-				   key, step, buf, len);
-		if (ret)
-			test_fail_at(__FILE__, __LINE__,
-				     "send %u of key %llu, %zu bytes: %s (%s)",
-				     i, (unsigned long long)key, len,
-				     psched_strerror(ret), psched_errmsg());
-		tt_wait(rx, want, 0, 60000, "lane exchange");
-		tt_check_clean(rx);
-	}
-	return tt_lane() - l0;
+	for (i = 0; i < n; i++)
+		tt_exchange_type(c, rx, push ? PSD_MSG_PUSH : PSD_MSG_PULL_RESP,
+				 buf, len, key);
+	return tt_rdma_stats().lane - l0;
 }
 
 static void test_lane_split(void)
@@ -67,7 +39,7 @@ static void test_lane_split(void)
 	uint8_t *buf;
 	size_t i;
 
-	tt_rdma_only();
+	tt_rdma_only("the lane");
 	buf = malloc(5 << 20);
 	CHECK(buf != NULL);
 	tt_cfg.rdma_lane_min = 65536;
@@ -106,7 +78,7 @@ static void test_lane_in_flight(void)
 	unsigned r, i;
 	int ret;
 
-	tt_rdma_only();
+	tt_rdma_only("the lane");
 	tt_cfg.rdma_lane_min = 65536;
 	tt_node_init(&a, false);
 	tt_node_init(&b, true);
@@ -115,7 +87,7 @@ static void test_lane_in_flight(void)
 		bufs[i] = malloc(LEN);
 		CHECK(bufs[i] != NULL);
 	}
-	l0 = tt_lane();
+	l0 = tt_rdma_stats().lane;
 	for (r = 0; r < 3; r++) {
 		pthread_mutex_lock(&b.lock);
 		want = b.msgs + N;
@@ -137,7 +109,7 @@ static void test_lane_in_flight(void)
 		tt_wait(&b, want, 0, 60000, "pushes in flight");
 		tt_check_clean(&b);
 	}
-	CHECK_U64(tt_lane() - l0, ==, 3 * N);
+	CHECK_U64(tt_rdma_stats().lane - l0, ==, 3 * N);
 	psd_conn_put(ab);
 	tt_node_fini(&a);
 	tt_node_fini(&b);
@@ -154,7 +126,7 @@ static void test_lane_off(void)
 	struct psd_conn *ab, *ba;
 	uint8_t *buf;
 
-	tt_rdma_only();
+	tt_rdma_only("the lane");
 	buf = malloc(1 << 20);
 	CHECK(buf != NULL);
 	tt_cfg.rdma_lane_min = 0;

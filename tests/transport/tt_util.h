@@ -461,8 +461,12 @@ static inline int tt_send(struct psd_conn *c, uint64_t key, uint64_t step,
 	return tt_send_type(c, PSD_MSG_PULL_RESP, key, step, buf, len);
 }
 
-static inline void tt_exchange_one(struct psd_conn *c, struct tt_node *rx,
-				   uint8_t *buf, size_t len, uint64_t key)
+/* Send the next message of @key (@type, @len bytes) and wait until @rx
+ * has it, intact.  A push may return before its write landed: the wait
+ * also keeps @buf untouched until then. */
+static inline void tt_exchange_type(struct psd_conn *c, struct tt_node *rx,
+				    uint8_t type, uint8_t *buf, size_t len,
+				    uint64_t key)
 {
 	uint64_t want, step;
 	int ret;
@@ -472,12 +476,43 @@ static inline void tt_exchange_one(struct psd_conn *c, struct tt_node *rx,
 	want = rx->msgs + 1;
 	step = rx->next_step[key];
 	pthread_mutex_unlock(&rx->lock);
-	ret = tt_send(c, key, step, buf, len);
+	ret = tt_send_type(c, type, key, step, buf, len);
 	if (ret)
-		test_fail_at(__FILE__, __LINE__, "send of %zu bytes: %s (%s)",
-			     len, psched_strerror(ret), psched_errmsg());
+		test_fail_at(
+			__FILE__, __LINE__,
+			"send of step %llu of key %llu, %zu bytes: %s (%s)",
+			(unsigned long long)step, (unsigned long long)key, len,
+			psched_strerror(ret), psched_errmsg());
 	tt_wait(rx, want, 0, 60000, "exchange");
 	tt_check_clean(rx);
+}
+
+static inline void tt_exchange_one(struct psd_conn *c, struct tt_node *rx,
+				   uint8_t *buf, size_t len, uint64_t key)
+{
+	tt_exchange_type(c, rx, PSD_MSG_PULL_RESP, buf, len, key);
+}
+
+/* Skip unless the transport under test is rdma (@what: the feature). */
+static inline void tt_rdma_only(const char *what)
+{
+	char why[128] = "RDMA transport only";
+
+	tt_ops();
+	if (tt_is_rdma())
+		return;
+	if (what)
+		snprintf(why, sizeof(why), "RDMA transport only (%s)", what);
+	test_skip(why);
+}
+
+/* The RDMA transport's counters (process-wide). */
+static inline struct psd_rdma_stats tt_rdma_stats(void)
+{
+	struct psd_rdma_stats st;
+
+	psd_rdma_stats(&st);
+	return st;
 }
 
 #endif

@@ -63,6 +63,12 @@ static void test_land_generations(void)
 	CHECK_EQ(gen, 1u);
 	CHECK_EQ(offer(&t, 7, 0, 65536, &gen2), -2); /* one slot a range */
 	CHECK_U64(t.bytes, ==, rdmt_land_size(65536));
+	/* What a whole write into it has (a shorter one waits for its lane
+	 * part); nothing for what names no buffer. */
+	CHECK_U64(psd_rdmt_land_want(&t, rdmt_imm_land(0, gen)), ==,
+		  65536 + PSD_HDR_SIZE);
+	CHECK_U64(psd_rdmt_land_want(&t, 5), ==, 0);
+	CHECK_U64(psd_rdmt_land_want(&t, rdmt_imm_land(3, 1)), ==, 0);
 	/* Not a cached write at all, a slot never granted, a bad length. */
 	CHECK_EQ(psd_rdmt_land_claim(&t, 5, 65536 + PSD_HDR_SIZE, &why), -1);
 	CHECK(strstr(why, "no landing buffer") != NULL);

@@ -218,6 +218,13 @@ static int rdmt_alloc_bufs(struct rdmt_conn *rc)
 	return 0;
 }
 
+/* Completions the connection's QP may have in the shared CQ at once:
+ * its send queue and its receive queue. */
+static unsigned rdmt_qp_cq_need(const struct rdmt_conn *rc)
+{
+	return rc->send_cnt + RDMT_MAX_IOV + RDMT_WB + rc->recv_cnt;
+}
+
 static int rdmt_create_qp_on(struct rdmt_conn *rc)
 {
 	struct rdmt_dev *d = rc->dev;
@@ -232,28 +239,21 @@ static int rdmt_create_qp_on(struct rdmt_conn *rc)
 			 .max_recv_sge = 1,
 			 .max_inline_data = d->k.inline_bytes },
 	};
-	unsigned need = qa.cap.max_send_wr + qa.cap.max_recv_wr;
+	unsigned need = rdmt_qp_cq_need(rc);
 
-	pthread_mutex_lock(&d->lock);
-	if (d->cq_used + need > d->k.cq_depth) {
-		pthread_mutex_unlock(&d->lock);
+	if (!psd_rdmt_cq_take(d, need))
 		return psd_set_errmsg(-ENOSPC,
 				      "rdma: completion queue full (%u "
 				      "entries); raise PS_RDMA_CQ_DEPTH for "
 				      "more connections",
 				      d->k.cq_depth);
-	}
-	d->cq_used += need;
-	pthread_mutex_unlock(&d->lock);
 	if (rdma_create_qp(rc->id, d->pd, &qa)) {
 		/* Some devices cap inline data lower: retry without. */
 		qa.cap.max_inline_data = 0;
 		if (rdma_create_qp(rc->id, d->pd, &qa)) {
 			int ret = psd_neg_errno();
 
-			pthread_mutex_lock(&d->lock);
-			d->cq_used -= need;
-			pthread_mutex_unlock(&d->lock);
+			psd_rdmt_cq_give(d, need);
 			return psd_set_errmsg(ret,
 					      "rdma: cannot create a queue "
 					      "pair: %s (PS_RDMA_SEND_DEPTH, "
@@ -624,10 +624,7 @@ static void rdmt_fini(struct psd_conn *c)
 		psd_rdmt_lane_destroy(rc);
 	if (rc->qp) {
 		rdma_destroy_qp(rc->id);
-		pthread_mutex_lock(&d->lock);
-		d->cq_used -=
-			rc->send_cnt + RDMT_MAX_IOV + RDMT_WB + rc->recv_cnt;
-		pthread_mutex_unlock(&d->lock);
+		psd_rdmt_cq_give(d, rdmt_qp_cq_need(rc));
 	}
 	if (d) {
 		psd_rdmt_mr_put(d, rc->rx_mr);

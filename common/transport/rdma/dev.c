@@ -69,6 +69,27 @@ void psd_rdmt_wake_van(struct rdmt_conn *rc)
 		(void)!write(rc->base.fd, &one, sizeof(one));
 }
 
+/* Reserve @n entries of the shared CQ for a QP's work requests; false
+ * when they do not fit (PS_RDMA_CQ_DEPTH). */
+bool psd_rdmt_cq_take(struct rdmt_dev *d, unsigned n)
+{
+	bool ok;
+
+	pthread_mutex_lock(&d->lock);
+	ok = d->cq_used + n <= d->k.cq_depth;
+	if (ok)
+		d->cq_used += n;
+	pthread_mutex_unlock(&d->lock);
+	return ok;
+}
+
+void psd_rdmt_cq_give(struct rdmt_dev *d, unsigned n)
+{
+	pthread_mutex_lock(&d->lock);
+	d->cq_used -= n;
+	pthread_mutex_unlock(&d->lock);
+}
+
 /* dev->lock held: the connection is dead; wake everyone. */
 void psd_rdmt_set_err(struct rdmt_conn *rc, int err)
 {
@@ -284,19 +305,18 @@ static void rdmt_dev_free(struct rdmt_dev *d)
 static int rdmt_dev_setup(struct rdmt_dev *d, struct ibv_context *verbs)
 {
 	struct epoll_event ev = { .events = EPOLLIN };
+	const char *name = ibv_get_device_name(verbs->device);
+	bool rxe = !strncmp(name, "rxe", 3);
 	struct ibv_device_attr da;
 	int ret;
 
 	d->verbs = verbs;
 	/* Software RoCE runs in the kernel on the same CPUs: spinning only
 	 * takes them away from it, so by default do not spin there. */
-	if (!d->k.spin_set &&
-	    (!strncmp(ibv_get_device_name(verbs->device), "rxe", 3) ||
-	     !strncmp(ibv_get_device_name(verbs->device), "siw", 3)))
+	if (!d->k.spin_set && (rxe || !strncmp(name, "siw", 3)))
 		d->k.spin_us = 0;
 	/* ... and posts are where it works: the lane (lane.c) there. */
-	if (!d->k.lane_set &&
-	    strncmp(ibv_get_device_name(verbs->device), "rxe", 3))
+	if (!d->k.lane_set && !rxe)
 		d->k.lane_min = 0;
 	d->pd = ibv_alloc_pd(verbs);
 	if (!d->pd)

@@ -147,6 +147,7 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 	const char *why;
 	uint8_t *buf, *payload;
 	bool copied;
+	uint64_t want;
 	uint32_t len;
 	void *dst;
 	int slot, ret;
@@ -157,14 +158,12 @@ int psd_rdmt_rx_land(struct rdmt_conn *rc, const struct rdmt_rxq_ent *e)
 			rc->base.peer);
 		return -EPROTO;
 	}
-	/* The length a whole write of the slot named has; short: its
-	 * first part came on the lane (lane.c). */
-	slot = (int)(e->imm_data & 0xffffu);
+	/* Shorter than a whole write of the slot named: its first part
+	 * came on the lane (lane.c). */
+	want = psd_rdmt_land_want(&rc->land, e->imm_data);
 	len = e->len;
-	if (rc->land.v && (unsigned)slot < rc->land.n && rc->land.v[slot].buf) {
-		ret = psd_rdmt_lane_join(rc, e->imm_data, e->len,
-					 rc->land.v[slot].len + PSD_HDR_SIZE,
-					 &len);
+	if (want) {
+		ret = psd_rdmt_lane_join(rc, e->imm_data, e->len, want, &len);
 		if (ret)
 			return ret;
 	}

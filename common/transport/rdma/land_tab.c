@@ -94,6 +94,15 @@ unsigned psd_rdmt_land_grant(struct rdmt_land_tab *t, unsigned slot,
 	return l->gen;
 }
 
+uint64_t psd_rdmt_land_want(const struct rdmt_land_tab *t, uint32_t imm)
+{
+	unsigned slot = imm & 0xffffu;
+
+	if (!(imm & RDMT_IMM_LAND) || !t->v || slot >= t->n || !t->v[slot].buf)
+		return 0;
+	return t->v[slot].len + PSD_HDR_SIZE;
+}
+
 int psd_rdmt_land_claim(struct rdmt_land_tab *t, uint32_t imm,
 			uint32_t byte_len, const char **why)
 {

@@ -109,6 +109,9 @@ int psd_rdmt_land_returned(struct rdmt_land_tab *t, unsigned slot, unsigned gen,
 unsigned psd_rdmt_land_grant(struct rdmt_land_tab *t, unsigned slot,
 			     uint64_t key, uint64_t off, uint64_t len,
 			     void *buf, void *mr);
+/* The bytes a whole cached write with immediate @imm has (payload and
+ * header) when it names a slot holding a buffer, else 0. */
+uint64_t psd_rdmt_land_want(const struct rdmt_land_tab *t, uint32_t imm);
 /* A cached write arrived with immediate @imm, @byte_len bytes long
  * (one write: the payload, then the header right after it):
  * the slot (now BUSY), or -1 with *@why saying what is wrong with it. */

@@ -70,6 +70,9 @@ void psd_rdmt_wb_part(struct rdmt_conn *rc, unsigned wb)
 	psd_rdmt_wb_done(rc, wb);
 }
 
+/* A lane QP's queues: a write per batch (+1), recv_depth receives. */
+#define RDMT_LANE_SEND_WR (RDMT_WB + 1)
+
 int psd_rdmt_lane_create(struct rdmt_conn *rc)
 {
 	struct rdmt_dev *d = rc->dev;
@@ -77,33 +80,26 @@ int psd_rdmt_lane_create(struct rdmt_conn *rc)
 		.send_cq = d->cq,
 		.recv_cq = d->cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = RDMT_WB + 1,
+		.cap = { .max_send_wr = RDMT_LANE_SEND_WR,
 			 .max_recv_wr = d->k.recv_depth,
 			 .max_send_sge = RDMT_MAX_IOV + 1,
 			 .max_recv_sge = 1 },
 	};
-	unsigned need = qa.cap.max_send_wr + qa.cap.max_recv_wr;
 
 	if (!d->k.lane_min)
 		return 0;
 	rc->lane_rxq = calloc(d->k.recv_depth, sizeof(*rc->lane_rxq));
 	if (!rc->lane_rxq)
 		return -ENOMEM;
-	pthread_mutex_lock(&d->lock);
-	if (d->cq_used + need > d->k.cq_depth) {
-		pthread_mutex_unlock(&d->lock);
-		return 0; /* no room: no lane, the main QP carries it all */
-	}
-	d->cq_used += need;
-	pthread_mutex_unlock(&d->lock);
+	/* No room: no lane, the main QP carries it all. */
+	if (!psd_rdmt_cq_take(d, RDMT_LANE_SEND_WR + d->k.recv_depth))
+		return 0;
 	rc->lane_qp = ibv_create_qp(d->pd, &qa);
 	if (!rc->lane_qp) {
 		psd_info("rdma: no lane queue pair for %s (%s): every write "
 			 "goes on one",
 			 rc->base.peer, strerror(errno));
-		pthread_mutex_lock(&d->lock);
-		d->cq_used -= need;
-		pthread_mutex_unlock(&d->lock);
+		psd_rdmt_cq_give(d, RDMT_LANE_SEND_WR + d->k.recv_depth);
 		return 0;
 	}
 	rc->lane_psn =
@@ -133,10 +129,22 @@ static int rdmt_lane_modify(struct rdmt_conn *rc, enum ibv_qp_state state,
 	return -ibv_modify_qp(rc->lane_qp, &a, mask);
 }
 
+/* dev->lock held: post one (buffer-less) lane receive. */
+static int rdmt_lane_post_recv(struct rdmt_conn *rc)
+{
+	struct ibv_recv_wr wr = { 0 }, *bad;
+	int ret;
+
+	wr.wr_id = psd_rdmt_wr_id(rc, RDMT_WR_LANE_RECV, 0);
+	ret = -ibv_post_recv(rc->lane_qp, &wr, &bad);
+	if (!ret)
+		rc->lane_rx_posted++;
+	return ret;
+}
+
 int psd_rdmt_lane_connect(struct rdmt_conn *rc, uint32_t qpn, uint32_t psn)
 {
 	struct rdmt_dev *d = rc->dev;
-	struct ibv_recv_wr wr = { 0 }, *bad;
 	unsigned i;
 	int ret;
 
@@ -154,12 +162,8 @@ int psd_rdmt_lane_connect(struct rdmt_conn *rc, uint32_t qpn, uint32_t psn)
 				      "turns the lane off)",
 				      rc->base.peer, strerror(-ret));
 	pthread_mutex_lock(&d->lock);
-	for (i = 0; !ret && i < d->k.recv_depth; i++) {
-		wr.wr_id = psd_rdmt_wr_id(rc, RDMT_WR_LANE_RECV, 0);
-		ret = -ibv_post_recv(rc->lane_qp, &wr, &bad);
-		if (!ret)
-			rc->lane_rx_posted++;
-	}
+	for (i = 0; !ret && i < d->k.recv_depth; i++)
+		ret = rdmt_lane_post_recv(rc);
 	pthread_mutex_unlock(&d->lock);
 	return ret;
 }
@@ -197,7 +201,6 @@ int psd_rdmt_lane_join(struct rdmt_conn *rc, uint32_t imm, uint32_t len,
 		       uint64_t want, uint32_t *total)
 {
 	struct rdmt_dev *d = rc->dev;
-	struct ibv_recv_wr wr = { 0 }, *bad;
 	struct rdmt_lane_ent e;
 	int ret = 0;
 
@@ -214,12 +217,8 @@ int psd_rdmt_lane_join(struct rdmt_conn *rc, uint32_t imm, uint32_t len,
 	e = rc->lane_rxq[rc->lane_rx_head];
 	rc->lane_rx_head = (rc->lane_rx_head + 1) % d->k.recv_depth;
 	rc->lane_rx_len--;
-	if (!rc->err) {
-		wr.wr_id = psd_rdmt_wr_id(rc, RDMT_WR_LANE_RECV, 0);
-		ret = -ibv_post_recv(rc->lane_qp, &wr, &bad);
-		if (!ret)
-			rc->lane_rx_posted++;
-	}
+	if (!rc->err)
+		ret = rdmt_lane_post_recv(rc);
 	pthread_mutex_unlock(&d->lock);
 	if (ret)
 		return ret;
@@ -451,9 +450,7 @@ void psd_rdmt_lane_destroy(struct rdmt_conn *rc)
 	if (rc->lane_qp) {
 		ibv_destroy_qp(rc->lane_qp);
 		rc->lane_qp = NULL;
-		pthread_mutex_lock(&d->lock);
-		d->cq_used -= RDMT_WB + 1 + d->k.recv_depth;
-		pthread_mutex_unlock(&d->lock);
+		psd_rdmt_cq_give(d, RDMT_LANE_SEND_WR + d->k.recv_depth);
 	}
 	free(rc->lane_rxq);
 	rc->lane_rxq = NULL;

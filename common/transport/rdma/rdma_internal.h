@@ -414,6 +414,8 @@ static inline struct rdmt_conn *to_rdmt(struct psd_conn *c)
 }
 
 /* dev.c */
+bool psd_rdmt_cq_take(struct rdmt_dev *d, unsigned n);
+void psd_rdmt_cq_give(struct rdmt_dev *d, unsigned n);
 uint64_t psd_rdmt_wr_id(struct rdmt_conn *rc, unsigned kind, unsigned slot);
 void psd_rdmt_wake_van(struct rdmt_conn *rc);
 void psd_rdmt_set_err(struct rdmt_conn *rc, int err);
