@@ -554,6 +554,7 @@ static int po_heartbeat_start(struct psched_node *n)
 		pthread_cond_destroy(&n->hb_cond);
 		return psd_set_errmsg(ret, "cannot start the heartbeat thread");
 	}
+	pthread_setname_np(n->hb_thread, "ps-heartbeat");
 	n->hb_started = true;
 	return 0;
 }

@@ -773,6 +773,7 @@ int psd_van_start(struct psd_van *van)
 
 	if (ret)
 		return -ret;
+	pthread_setname_np(van->thread, "ps-van");
 	van->started = true;
 	return 0;
 }

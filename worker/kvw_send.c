@@ -341,6 +341,8 @@ int psd_kvw_sender_start(struct psched_node *n)
 
 	ret = -pthread_create(&w->sender, NULL, kvw_sender_main, n);
 	w->sender_started = !ret;
+	if (!ret)
+		pthread_setname_np(w->sender, "ps-sender");
 	return ret;
 }
 

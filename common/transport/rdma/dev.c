@@ -348,6 +348,7 @@ static int rdmt_dev_setup(struct rdmt_dev *d, struct ibv_context *verbs)
 		d->thread = 0;
 		return -ret;
 	}
+	pthread_setname_np(d->thread, "ps-rdma-poll");
 	return psd_rdmt_lane_start(d);
 }
 

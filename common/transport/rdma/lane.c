@@ -368,6 +368,7 @@ int psd_rdmt_lane_start(struct rdmt_dev *d)
 		d->lane_thread = 0;
 		return -ret;
 	}
+	pthread_setname_np(d->lane_thread, "ps-rdma-lane");
 	return 0;
 }
 

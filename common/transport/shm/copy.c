@@ -114,8 +114,10 @@ static void shm_copier_start(void)
 		return; /* nothing to gain on one core */
 	pthread_attr_init(&a);
 	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
-	if (!pthread_create(&t, &a, shm_copier_main, NULL))
+	if (!pthread_create(&t, &a, shm_copier_main, NULL)) {
+		pthread_setname_np(t, "ps-shm-copy");
 		shm_copier.ok = true;
+	}
 	pthread_attr_destroy(&a);
 }
 
