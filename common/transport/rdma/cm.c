@@ -218,11 +218,18 @@ static int rdmt_alloc_bufs(struct rdmt_conn *rc)
 	return 0;
 }
 
+/* The connection's send queue: its slots, the writes of a batch and a
+ * write per batch. */
+static unsigned rdmt_qp_send_wr(const struct rdmt_conn *rc)
+{
+	return rc->send_cnt + RDMT_MAX_IOV + RDMT_WB;
+}
+
 /* Completions the connection's QP may have in the shared CQ at once:
  * its send queue and its receive queue. */
 static unsigned rdmt_qp_cq_need(const struct rdmt_conn *rc)
 {
-	return rc->send_cnt + RDMT_MAX_IOV + RDMT_WB + rc->recv_cnt;
+	return rdmt_qp_send_wr(rc) + rc->recv_cnt;
 }
 
 static int rdmt_create_qp_on(struct rdmt_conn *rc)
@@ -232,7 +239,7 @@ static int rdmt_create_qp_on(struct rdmt_conn *rc)
 		.send_cq = d->cq,
 		.recv_cq = d->cq,
 		.qp_type = IBV_QPT_RC,
-		.cap = { .max_send_wr = rc->send_cnt + RDMT_MAX_IOV + RDMT_WB,
+		.cap = { .max_send_wr = rdmt_qp_send_wr(rc),
 			 .max_recv_wr = rc->recv_cnt,
 			 /* a cached write: payload iovs + header */
 			 .max_send_sge = RDMT_MAX_IOV + 1,

@@ -94,26 +94,41 @@ unsigned psd_rdmt_land_grant(struct rdmt_land_tab *t, unsigned slot,
 	return l->gen;
 }
 
-uint64_t psd_rdmt_land_want(const struct rdmt_land_tab *t, uint32_t imm)
+/* The slot a cached write's immediate names, or NULL (not a cached
+ * write, or past the table). */
+static struct rdmt_land *rdmt_land_named(const struct rdmt_land_tab *t,
+					 uint32_t imm)
 {
 	unsigned slot = imm & 0xffffu;
 
-	if (!(imm & RDMT_IMM_LAND) || !t->v || slot >= t->n || !t->v[slot].buf)
-		return 0;
-	return t->v[slot].len + PSD_HDR_SIZE;
+	if (!(imm & RDMT_IMM_LAND) || !t->v || slot >= t->n)
+		return NULL;
+	return &t->v[slot];
+}
+
+/* The bytes of a whole cached write into @l: payload, then header. */
+static uint64_t rdmt_land_whole(const struct rdmt_land *l)
+{
+	return l->len + PSD_HDR_SIZE;
+}
+
+uint64_t psd_rdmt_land_want(const struct rdmt_land_tab *t, uint32_t imm)
+{
+	const struct rdmt_land *l = rdmt_land_named(t, imm);
+
+	return l && l->buf ? rdmt_land_whole(l) : 0;
 }
 
 int psd_rdmt_land_claim(struct rdmt_land_tab *t, uint32_t imm,
 			uint32_t byte_len, const char **why)
 {
-	unsigned slot = imm & 0xffffu, gen = (imm >> 16) & RDMT_LAND_GEN_MASK;
-	struct rdmt_land *l;
+	unsigned gen = (imm >> 16) & RDMT_LAND_GEN_MASK;
+	struct rdmt_land *l = rdmt_land_named(t, imm);
 
-	if (!(imm & RDMT_IMM_LAND) || !t->v || slot >= t->n) {
+	if (!l) {
 		*why = "names no landing buffer this side granted";
 		return -1;
 	}
-	l = &t->v[slot];
 	if (l->state != RDMT_LAND_GRANTED) {
 		*why = "names a landing buffer that is not granted now";
 		return -1;
@@ -123,12 +138,12 @@ int psd_rdmt_land_claim(struct rdmt_land_tab *t, uint32_t imm,
 		       "(generation mismatch)";
 		return -1;
 	}
-	if (byte_len != l->len + PSD_HDR_SIZE) {
+	if (byte_len != rdmt_land_whole(l)) {
 		*why = "is not the granted range's payload and header";
 		return -1;
 	}
 	l->state = RDMT_LAND_BUSY;
-	return (int)slot;
+	return (int)(l - t->v);
 }
 
 bool psd_rdmt_land_done(struct rdmt_land_tab *t, unsigned slot, void **buf,

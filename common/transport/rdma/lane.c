@@ -73,6 +73,12 @@ void psd_rdmt_wb_part(struct rdmt_conn *rc, unsigned wb)
 /* A lane QP's queues: a write per batch (+1), recv_depth receives. */
 #define RDMT_LANE_SEND_WR (RDMT_WB + 1)
 
+/* Completions a lane QP may have in the shared CQ at once. */
+static unsigned rdmt_lane_cq_need(const struct rdmt_dev *d)
+{
+	return RDMT_LANE_SEND_WR + d->k.recv_depth;
+}
+
 int psd_rdmt_lane_create(struct rdmt_conn *rc)
 {
 	struct rdmt_dev *d = rc->dev;
@@ -92,14 +98,14 @@ int psd_rdmt_lane_create(struct rdmt_conn *rc)
 	if (!rc->lane_rxq)
 		return -ENOMEM;
 	/* No room: no lane, the main QP carries it all. */
-	if (!psd_rdmt_cq_take(d, RDMT_LANE_SEND_WR + d->k.recv_depth))
+	if (!psd_rdmt_cq_take(d, rdmt_lane_cq_need(d)))
 		return 0;
 	rc->lane_qp = ibv_create_qp(d->pd, &qa);
 	if (!rc->lane_qp) {
 		psd_info("rdma: no lane queue pair for %s (%s): every write "
 			 "goes on one",
 			 rc->base.peer, strerror(errno));
-		psd_rdmt_cq_give(d, RDMT_LANE_SEND_WR + d->k.recv_depth);
+		psd_rdmt_cq_give(d, rdmt_lane_cq_need(d));
 		return 0;
 	}
 	rc->lane_psn =
@@ -451,7 +457,7 @@ void psd_rdmt_lane_destroy(struct rdmt_conn *rc)
 	if (rc->lane_qp) {
 		ibv_destroy_qp(rc->lane_qp);
 		rc->lane_qp = NULL;
-		psd_rdmt_cq_give(d, RDMT_LANE_SEND_WR + d->k.recv_depth);
+		psd_rdmt_cq_give(d, rdmt_lane_cq_need(d));
 	}
 	free(rc->lane_rxq);
 	rc->lane_rxq = NULL;
