@@ -2,10 +2,10 @@
 # Where the CPU goes in an RDMA push, against ib_write_bw, in ONE
 # soft-RoCE VM boot.  Soft-RoCE does in the CPU what a NIC does in
 # hardware, so on the VM's few vCPUs a push is bound by the CPU time all
-# its threads spend per message.  Each round runs ib_write_bw (one
-# thread; its client's CPU per write), then ps-bench push (CPU per message
-# of every thread of every node, read from /proc over the middle of the
-# window; threads carry names: ps-sender, ps-van, ps-rdma-poll...).
+# its threads spend per message.  Each round runs ib_write_bw (the whole
+# VM's CPU per write), then ps-bench push (the whole VM's CPU per message,
+# and each thread's of every node), both read from /proc over the middle
+# of the run (threads carry names: ps-sender, ps-van, ps-rdma-poll...).
 # Prints per round and the medians:
 #   ib_ms   CPU ms of the whole VM (all but idle) per ib_write_bw write
 #           of SIZE bytes (its target does nothing)
@@ -45,6 +45,10 @@ up() { read -r u _ </proc/uptime; echo "$u"; }
 # busy: CPU ticks of the whole VM but idle and iowait (rxe also works in
 # softirq and kernel threads, for ib_write_bw as for psched)
 busy() { awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
+# msgs GBPS T0 T1: SIZE-byte messages moved at GBPS Gbit/s from T0 to T1
+msgs() { awk -v g="$1" -v s="$SIZE" -v a="$2" -v b="$3" 'BEGIN {print g * 1e9 / 8 / s * (b - a)}'; }
+# per_msg TICKS MSGS: CPU ms per message
+per_msg() { awk -v d="$1" -v hz="$hz" -v m="$2" 'BEGIN {if (m > 0) printf "%.3f", d / hz / m * 1000; else print "nan"}'; }
 # ticks: utime+stime of every thread of the ps-* processes, "proc/thread:tid ticks"
 ticks() {
 	local t l n r c
@@ -70,9 +74,7 @@ for r in $(seq "$ROUNDS"); do
 	b=$(busy); t1=$(up)
 	wait $cli; wait $srv
 	ib=$(awk -v s="$SIZE" '$1 == s {print $4}' /tmp/ib.out)
-	# CPU ms per write = CPU seconds / (writes in the window)
-	ib_ms=$(awk -v d=$((b - a)) -v hz="$hz" -v g="$ib" -v s="$SIZE" -v w="$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')" \
-		'BEGIN {if (g > 0) printf "%.3f", (d / hz) / (g * 1e9 / 8 / s * w) * 1000; else print "nan"}')
+	ib_ms=$(per_msg $((b - a)) "$(msgs "${ib:-0}" "$t0" "$t1")")
 	"$TREE/bin/ps-bench" --transport rdma --root-uri "$addr" --mode push --size "$SIZE" \
 		--seconds 20 --runs 1 --dtype raw --no-baseline --csv --keys "$KEYS" >/tmp/psb.out 2>/tmp/psb.err &
 	psb=$!
@@ -82,13 +84,12 @@ for r in $(seq "$ROUNDS"); do
 	b=$(busy); t1=$(up); ticks >/tmp/tb
 	wait $psb || { echo "ps-bench failed:"; tail -5 /tmp/psb.err; exit 1; }
 	g=$(awk -F, -v s="$SIZE" '$1 == s {print $4}' /tmp/psb.out)
-	w=$(awk -v a="$t0" -v b="$t1" 'BEGIN {print b - a}')
-	msgs=$(awk -v g="$g" -v s="$SIZE" -v w="$w" 'BEGIN {print g * 1e9 / 8 / s * w}')
+	m=$(msgs "${g:-0}" "$t0" "$t1")
 	sort /tmp/ta >/tmp/ta2; sort /tmp/tb >/tmp/tb2
-	join /tmp/ta2 /tmp/tb2 | awk -v hz="$hz" -v m="$msgs" -v r="$r" \
-		'{d = $3 - $2; if (d > 0 && m > 0) printf "thread %d %s %.3f\n", r, $1, d / hz / m * 1000}'
-	tot=$(awk -v d=$((b - a)) -v hz="$hz" -v m="$msgs" 'BEGIN {if (m > 0) printf "%.3f", d / hz / m * 1000; else print "nan"}')
-	echo "round $r ib $ib ib_ms $ib_ms push $g msgs $msgs total $tot"
+	join /tmp/ta2 /tmp/tb2 | while read -r th d0 d1; do
+		[ "$d1" -gt "$d0" ] && echo "thread $r $th $(per_msg $((d1 - d0)) "$m")"
+	done
+	echo "round $r ib $ib ib_ms $ib_ms push $g msgs $m total $(per_msg $((b - a)) "$m")"
 done
 echo "ncpu $ncpu"
 EOF
@@ -111,7 +112,7 @@ awk -v nr="$ROUNDS" '
 		}
 	}' "$log" | sort
 awk -v nr="$ROUNDS" '
-	function med(v, k,   i, j, t, n) {
+	function med(v,   a, i, j, t, n) {
 		n = 0
 		for (i = 1; i <= nr; i++) a[++n] = v[i]
 		for (i = 1; i <= n; i++) for (j = i + 1; j <= n; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
