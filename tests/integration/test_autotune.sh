@@ -244,9 +244,10 @@ fi
 CSV=$OUT/autotune-trace.csv
 shape "$R1" || die "tc failed"
 PMIN=$(to_bytes "${PARTS%% *}")
+SPS=${AT_STEPS_PER_SAMPLE:-8}
 PMAX=$(to_bytes "${PARTS##* }")
 start_job tune --autotune --autotune-warmup-samples 2 \
-	--autotune-steps-per-sample "${AT_STEPS_PER_SAMPLE:-8}" \
+	--autotune-steps-per-sample "$SPS" \
 	--autotune-max-samples 13 --autotune-retune-max-samples 9 \
 	--autotune-retune-threshold 0.15 \
 	--autotune-partition-min "$PMIN" --autotune-partition-max "$PMAX" \
@@ -254,7 +255,11 @@ start_job tune --autotune --autotune-warmup-samples 2 \
 TUNE_STEPS=${AT_TUNE_STEPS:-260}
 start_workers_ns tune "$TUNE_STEPS"
 CHANGE_SAMPLE=
-for i in $(seq 1 $((600 * MULT))); do
+# the first lock-in comes within 15 samples of SPS steps and the step
+# after each switch: 60 s, or 2 s a step when that is longer
+lock_wait=$((15 * (SPS + 1) * 2))
+[ "$lock_wait" -ge 60 ] || lock_wait=60
+for i in $(seq 1 $((lock_wait * 10 * MULT))); do
 	if grep -q ',chosen$' "$CSV" 2>/dev/null; then
 		shape "$R2" || die "tc failed"
 		CHANGE_SAMPLE=$(tail -n 1 "$CSV" | cut -d, -f1)
@@ -263,8 +268,12 @@ for i in $(seq 1 $((600 * MULT))); do
 	fi
 	sleep 0.1
 done
-[ -n "$CHANGE_SAMPLE" ] || die "the tuner never locked in: $(cat "$CSV")"
-finish_job tune $((300 * MULT))
+[ -n "$CHANGE_SAMPLE" ] ||
+	die "the tuner did not lock in within $((lock_wait * MULT)) s: $(cat "$CSV")"
+# the rest of TUNE_STEPS: 300 s, or 3 s a step when that is longer
+tune_wait=$((TUNE_STEPS * 3))
+[ "$tune_wait" -ge 300 ] || tune_wait=300
+finish_job tune $((tune_wait * MULT))
 grep -E "tuner |autotune:" "$TMP/tune.sched.err" | cut -d']' -f2- >"$OUT/autotune-progress.txt"
 
 # First lock-in: sample number and config; the re-lock: the first chosen

@@ -42,6 +42,7 @@ struct sim {
 	double base;	     /* the score far from the peak (20) */
 	double height;	     /* the peak's rise above it (100) */
 	double width_lp;     /* the peak's sd in octaves of partition (2.5) */
+	double dip;	     /* chance of a slow step (0.67x the score) */
 	unsigned int changes;
 	uint64_t fixed_part; /* != 0: every config must use it */
 	uint64_t fixed_credit;
@@ -132,6 +133,8 @@ static inline void sim_step(struct sim *s)
 	}
 	score = sim_truth(s, s->run.partition_bytes, s->run.credit_bytes);
 	score *= s->scale * (1.0 + gsl_ran_gaussian(s->rng, s->noise));
+	if (s->dip > 0.0 && gsl_rng_uniform(s->rng) < s->dip)
+		score *= 0.67;
 	if (s->warmup_score > 0 && psd_tuner_phase(s->t) == PSD_TUNER_WARMUP)
 		score = s->warmup_score;
 	CHECK_EQ(psd_tuner_report(s->t, s->step, score, &next, &changed), 0);
