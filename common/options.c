@@ -164,6 +164,8 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 		d = (double)strtol(val, &end, 10);
 		if (errno || !*val || *end || d < -1000 || d > 1000)
 			return -EINVAL;
+		if (o->off == OFF(sender_nice) && (d < -20 || d > 19))
+			return -EINVAL;
 		*(int *)(void *)field = (int)d;
 		return 0;
 	case OPT_UINT:
@@ -363,6 +365,7 @@ static unsigned opt_roles(const struct opt *o)
 		{ "port", R_V | R_W },
 		{ "server-mode", R_V },
 		{ "scheduling", R_W },
+		{ "sender-nice", R_W },
 		{ "config-*", R_S },
 		{ "autotune*", R_S },
 		{ "socket-buf-bytes", R_V | R_W },

@@ -179,6 +179,15 @@ const struct opt psd_opts[] = {
 	  "worker, tcp: psched_wait() for a lone one-chunk request reads "
 	  "the answer on the calling thread instead of being woken by the "
 	  "van thread (1|0)" },
+	{ "sender-nice",
+	  { "PS_SENDER_NICE" },
+	  OPT_INT,
+	  OFF(sender_nice),
+	  0,
+	  "0",
+	  "worker: niceness of the thread that posts pushes and pulls "
+	  "(-20..19; 0 = the process's; below it needs CAP_SYS_NICE, "
+	  "else a warning and the process's)" },
 	{ "keylist-cache",
 	  { "PS_KEYLIST_CACHE" },
 	  OPT_BOOL,

@@ -134,6 +134,7 @@ struct psched_cfg {
 	int tcp_split;		  /* PS_TCP_SPLIT: 0 | 1 (worker) */
 	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
 	int caller_rx;		  /* PS_CALLER_RX: 0 | 1 (worker) */
+	int sender_nice; /* PS_SENDER_NICE -20..19 (worker), 0 = inherited */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */

@@ -3,7 +3,11 @@
  * KV worker: the sender thread, the credit pump and the sending of one
  * chunk (kvw.h explains the locking words used here).
  */
+#include <errno.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "kvw.h"
 
@@ -313,6 +317,36 @@ bool psd_kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r)
 	       psd_credit_can_start(&w->credit, r->chunks[0].node.len);
 }
 
+/*
+ * PS_SENDER_NICE: this thread's niceness (Linux keeps one per thread).
+ * The sender posts every queued chunk; on a soft-RoCE device each post
+ * does the device's work on the posting CPU, and at 64 KiB the sender
+ * is the busiest thread of a push (README "RDMA").  Without the right
+ * to lower it (CAP_SYS_NICE or RLIMIT_NICE) the job runs on at the
+ * process's niceness, with a warning naming the knob.
+ */
+static void kvw_sender_nice(const struct psched_node *n)
+{
+	int want = n->cfg.sender_nice;
+	int err;
+
+	if (!want)
+		return;
+	err = setpriority(PRIO_PROCESS, (id_t)gettid(), want) ? errno : 0;
+	if (err)
+		psd_warn("worker: PS_SENDER_NICE=%d: cannot set the sender "
+			 "thread's niceness: %s%s; it keeps the process's",
+			 want, strerror(err),
+			 err == EACCES || err == EPERM
+				 ? " (lowering it needs CAP_SYS_NICE or "
+				   "RLIMIT_NICE)"
+				 : "");
+	else
+		psd_info("worker: sender thread at niceness %d "
+			 "(PS_SENDER_NICE)",
+			 want);
+}
+
 /* The sender thread: holds w->lock except while sending, running a
  * callback or sleeping. */
 static void *kvw_sender_main(void *arg)
@@ -321,6 +355,7 @@ static void *kvw_sender_main(void *arg)
 	struct psd_kvw *w = kvw_of(n);
 	struct timespec ts;
 
+	kvw_sender_nice(n);
 	pthread_mutex_lock(&w->lock);
 	while (!w->stop) {
 		kvw_pump_unlocks(n);

@@ -16,6 +16,7 @@ static void test_options_transport_knob_defaults(void)
 	CHECK_U64(cfg.socket_buf_bytes, ==, 0);
 	CHECK_EQ(cfg.poll_us, 0);
 	CHECK_EQ(cfg.caller_rx, 1);
+	CHECK_EQ(cfg.sender_nice, 0);
 	CHECK_STR(cfg.rdma_device, "");
 	CHECK_EQ(cfg.rdma_port, 1);
 	CHECK_EQ(cfg.rdma_gid_index, -1);
@@ -39,6 +40,7 @@ static void test_options_transport_knobs_env(void)
 	env_set("PS_SOCKET_BUF_BYTES", "1M");
 	env_set("PS_POLL_US", "1000");
 	env_set("PS_CALLER_RX", "0");
+	env_set("PS_SENDER_NICE", "-20");
 	env_set("PS_RDMA_DEVICE", "rxe0");
 	env_set("PS_RDMA_PORT", "2");
 	env_set("PS_RDMA_GID_INDEX", "0");
@@ -56,6 +58,7 @@ static void test_options_transport_knobs_env(void)
 	CHECK_U64(cfg.socket_buf_bytes, ==, 1 << 20);
 	CHECK_EQ(cfg.poll_us, 1000);
 	CHECK_EQ(cfg.caller_rx, 0);
+	CHECK_EQ(cfg.sender_nice, -20);
 	CHECK_STR(cfg.rdma_device, "rxe0");
 	CHECK_EQ(cfg.rdma_port, 2);
 	CHECK_EQ(cfg.rdma_gid_index, 0);
@@ -84,8 +87,9 @@ static void test_options_transport_knobs_flags_win(void)
 			 arg("--rdma-mr-budget=0"),
 			 arg("--rdma-gid-index=3"),
 			 arg("--rdma-lane-min=0"),
+			 arg("--sender-nice=19"),
 			 NULL };
-	int argc = 10;
+	int argc = 11;
 
 	fresh(&cfg);
 	env_set("PS_JOB_TOKEN", "env");
@@ -95,6 +99,7 @@ static void test_options_transport_knobs_flags_win(void)
 	env_set("PS_RDMA_MR_BUDGET", "2G");
 	env_set("PS_RDMA_RECV_DEPTH", "64");
 	env_set("PS_RDMA_LANE_MIN", "64K");
+	env_set("PS_SENDER_NICE", "-5");
 	from_env_ok(&cfg);
 	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv, true), 0);
 	CHECK_EQ(argc, 1);
@@ -104,7 +109,8 @@ static void test_options_transport_knobs_flags_win(void)
 	CHECK_EQ(cfg.rdma_spin_us, 50);
 	CHECK_U64(cfg.rdma_mr_budget, ==, 0);
 	CHECK_EQ(cfg.rdma_gid_index, 3);
-	CHECK_EQ(cfg.rdma_lane_min, 0);	   /* given: no lane, even on rxe */
+	CHECK_EQ(cfg.rdma_lane_min, 0); /* given: no lane, even on rxe */
+	CHECK_EQ(cfg.sender_nice, 19);
 	CHECK_EQ(cfg.rdma_recv_depth, 64); /* no flag: the variable's */
 	env_clear();
 }
@@ -122,6 +128,9 @@ static void test_options_transport_knobs_bad(void)
 	env_bad("PS_POLL_US", "1001");
 	env_bad("PS_POLL_US", "-1");
 	env_bad("PS_POLL_US", "fast");
+	env_bad("PS_SENDER_NICE", "-21");
+	env_bad("PS_SENDER_NICE", "20");
+	env_bad("PS_SENDER_NICE", "high");
 	env_bad("PS_RDMA_GID_INDEX", "x");
 	env_bad("PS_RDMA_RECV_DEPTH", "3");
 	env_bad("PS_RDMA_RECV_DEPTH", "4097");
