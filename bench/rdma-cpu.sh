@@ -14,6 +14,8 @@
 #   bound   NCPU * ib_ms / total: the most push / ib_write_bw can reach on
 #           NCPU vCPUs at that CPU cost, if every vCPU were kept busy
 #   ratio   push goodput / ib_write_bw in that round
+# and a second table: per thread, ms per message it was runnable but not
+# running (schedstat's run-queue wait): CPU the other threads took from it.
 #
 #   [SIZE=BYTES] bash bench/rdma-cpu.sh [ROUNDS [KEYS [TREE]]]
 #     SIZE [65536], ROUNDS [3], KEYS ps-bench --keys [40], TREE [build]
@@ -49,18 +51,23 @@ busy() { awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 msgs() { awk -v g="$1" -v s="$SIZE" -v a="$2" -v b="$3" 'BEGIN {print g * 1e9 / 8 / s * (b - a)}'; }
 # per_msg TICKS MSGS: CPU ms per message
 per_msg() { awk -v d="$1" -v hz="$hz" -v m="$2" 'BEGIN {if (m > 0) printf "%.3f", d / hz / m * 1000; else print "nan"}'; }
-# ticks: utime+stime of every thread of the ps-* processes, "proc/thread:tid ticks"
+# ticks: utime+stime of every thread of the ps-* processes and its
+# run-queue wait in ns (schedstat; 0 without it), "proc/thread:tid ticks ns"
 ticks() {
-	local t l n r c
+	local t l n r c w
 	for t in /proc/[0-9]*/task/[0-9]*; do
 		read -r c <"${t%/task/*}/comm" 2>/dev/null || continue
 		case $c in ps-*) ;; *) continue ;; esac
 		read -r l <"$t/stat" 2>/dev/null || continue
+		w=0
+		read -r _ w _ <"$t/schedstat" 2>/dev/null || w=0
 		n=${l#*(}; n=${n%%)*}; r=${l##*) }
 		set -- $r
-		echo "$c/${n// /_}:${t##*/} $((${12} + ${13}))"
+		echo "$c/${n// /_}:${t##*/} $((${12} + ${13})) $w"
 	done
 }
+# wait_ms NS MSGS: ms per message
+wait_ms() { awk -v d="$1" -v m="$2" 'BEGIN {if (m > 0) printf "%.3f", d / 1e6 / m; else print "nan"}'; }
 for r in $(seq "$ROUNDS"); do
 	port=$((18515 + RANDOM % 1000))
 	ib_write_bw -d "$dev" -x "$gid" -F -p $port -s "$SIZE" -n "$ITERS" --report_gbits >/dev/null 2>&1 &
@@ -86,8 +93,8 @@ for r in $(seq "$ROUNDS"); do
 	g=$(awk -F, -v s="$SIZE" '$1 == s {print $4}' /tmp/psb.out)
 	m=$(msgs "${g:-0}" "$t0" "$t1")
 	sort /tmp/ta >/tmp/ta2; sort /tmp/tb >/tmp/tb2
-	join /tmp/ta2 /tmp/tb2 | while read -r th d0 d1; do
-		[ "$d1" -gt "$d0" ] && echo "thread $r $th $(per_msg $((d1 - d0)) "$m")"
+	join /tmp/ta2 /tmp/tb2 | while read -r th d0 w0 d1 w1; do
+		[ "$d1" -gt "$d0" ] && echo "thread $r $th $(per_msg $((d1 - d0)) "$m") $(wait_ms $((w1 - w0)) "$m")"
 	done
 	echo "round $r ib $ib ib_ms $ib_ms push $g msgs $m total $(per_msg $((b - a)) "$m")"
 done
@@ -98,19 +105,23 @@ log=$(mktemp /tmp/rdma-cpu.XXXXXX)
 trap 'rm -f "$log"' EXIT
 SIZE=$SIZE ITERS=$ITERS ROUNDS=$ROUNDS KEYS=$KEYS TREE=$TREE RDMA_VM_RW_DIRS="" \
 	"$RUNNER" bash -c "$inner" >"$log"
-# One row per process/thread (the thread id dropped), then the summary.
-printf '%-30s' "CPU ms per message"
-for r in $(seq "$ROUNDS"); do printf ' %8s' "round $r"; done
-echo
-awk -v nr="$ROUNDS" '
-	$1 == "thread" { n = $3; sub(/:[0-9]+$/, "", n); ms[$2, n] += $4; names[n] = 1 }
-	END {
-		for (n in names) {
-			printf "%-30s", n
-			for (r = 1; r <= nr; r++) printf " %8.3f", ms[r, n]
-			printf "\n"
-		}
-	}' "$log" | sort
+# One row per process/thread (the thread id dropped): field 4 CPU ms, 5
+# run-queue wait ms, per message.
+threads() {
+	printf '%-30s' "$1"
+	for r in $(seq "$ROUNDS"); do printf ' %8s' "round $r"; done
+	echo
+	awk -v nr="$ROUNDS" -v f="$2" '
+		$1 == "thread" { n = $3; sub(/:[0-9]+$/, "", n); ms[$2, n] += $f; names[n] = 1 }
+		END {
+			for (n in names) {
+				printf "%-30s", n
+				for (r = 1; r <= nr; r++) printf " %8.3f", ms[r, n]
+				printf "\n"
+			}
+		}' "$log" | sort
+}
+threads "CPU ms per message" 4
 awk -v nr="$ROUNDS" '
 	function med(v,   a, i, j, t, n) {
 		n = 0
@@ -137,3 +148,5 @@ awk -v nr="$ROUNDS" '
 		row("ib_write_bw Gbit/s", ib, "%8.3f")
 		row("push Gbit/s", push, "%8.3f")
 	}' "$log"
+echo
+threads "runnable, not running, ms/msg" 5
