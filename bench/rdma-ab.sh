@@ -4,7 +4,9 @@
 # host allows: every round runs ib_write_bw, then each build, then
 # ib_write_bw again, then the builds in reverse order (ABBA), and each
 # ps-bench run is divided by the mean of the ib_write_bw runs just before
-# and just after it.  Prints every ratio and their median per build.
+# and just after it.  Prints every ratio and their median per build, and
+# the range ib_write_bw ran in, flagged when it moved more than 20%
+# within the boot (a busy host: the ratios are noisy then).
 #
 #   [SIZE=BYTES] bash bench/rdma-ab.sh [ROUNDS [KEYS [TREE...]]]
 #     SIZE    bytes per push and per ib_write_bw write [65536]
@@ -77,6 +79,16 @@ EOF
 )
 SIZE=$SIZE ITERS=$ITERS ROUNDS=$ROUNDS KEYS=$KEYS TREES="${TREES[*]}" RDMA_VM_RW_DIRS="" \
 	"$RUNNER" bash -c "$inner" | tee "$log"
+# A busy host shows as ib_write_bw moving within the boot; say so, since
+# the ratios are then worth little (README "RDMA", stop 51's busy boots).
+awk '$1 == "ib" { n++; if (!n1 || $2 < lo) lo = $2; if ($2 > hi) hi = $2; n1 = 1 }
+	END {
+		if (!n) { print "# no ib_write_bw run gave a figure"; exit }
+		printf "# ib_write_bw %s-%s Gbit/s over %d runs", lo, hi, n
+		if (lo > 0 && hi / lo > 1.2)
+			printf ": it moved %.0f%% within this boot, so the host was busy and the ratios below are noisy", (hi / lo - 1) * 100
+		printf "\n"
+	}' "$log"
 echo "# ps-bench push $SIZE bytes, $KEYS keys / mean of the neighbouring ib_write_bw runs:"
 awk '
 	{ line[NR] = $0; kind[NR] = $1; if ($1 == "ib") ib[NR] = $2 }
