@@ -81,7 +81,7 @@ SIZE=$SIZE ITERS=$ITERS ROUNDS=$ROUNDS KEYS=$KEYS TREES="${TREES[*]}" RDMA_VM_RW
 	"$RUNNER" bash -c "$inner" | tee "$log"
 # A busy host shows as ib_write_bw moving within the boot; say so, since
 # the ratios are then worth little (README "RDMA", stop 51's busy boots).
-awk '$1 == "ib" { n++; if (!n1 || $2 < lo) lo = $2; if ($2 > hi) hi = $2; n1 = 1 }
+awk '$1 == "ib" { if (!n++ || $2 < lo) lo = $2; if ($2 > hi) hi = $2 }
 	END {
 		if (!n) { print "# no ib_write_bw run gave a figure"; exit }
 		printf "# ib_write_bw %s-%s Gbit/s over %d runs", lo, hi, n

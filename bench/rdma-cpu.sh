@@ -49,8 +49,9 @@ up() { read -r u _ </proc/uptime; echo "$u"; }
 busy() { awk '$1 == "cpu" {print $2 + $3 + $4 + $7 + $8}' /proc/stat; }
 # msgs GBPS T0 T1: SIZE-byte messages moved at GBPS Gbit/s from T0 to T1
 msgs() { awk -v g="$1" -v s="$SIZE" -v a="$2" -v b="$3" 'BEGIN {print g * 1e9 / 8 / s * (b - a)}'; }
-# per_msg TICKS MSGS: CPU ms per message
-per_msg() { awk -v d="$1" -v hz="$hz" -v m="$2" 'BEGIN {if (m > 0) printf "%.3f", d / hz / m * 1000; else print "nan"}'; }
+# per_msg COUNT MSGS [PER_S]: ms per message of COUNT units of time,
+# PER_S of them a second (CPU ticks by default)
+per_msg() { awk -v d="$1" -v hz="${3:-$hz}" -v m="$2" 'BEGIN {if (m > 0) printf "%.3f", d / hz / m * 1000; else print "nan"}'; }
 # ticks: utime+stime of every thread of the ps-* processes and its
 # run-queue wait in ns (schedstat; 0 without it), "proc/thread:tid ticks ns"
 ticks() {
@@ -59,15 +60,12 @@ ticks() {
 		read -r c <"${t%/task/*}/comm" 2>/dev/null || continue
 		case $c in ps-*) ;; *) continue ;; esac
 		read -r l <"$t/stat" 2>/dev/null || continue
-		w=0
 		read -r _ w _ <"$t/schedstat" 2>/dev/null || w=0
 		n=${l#*(}; n=${n%%)*}; r=${l##*) }
 		set -- $r
 		echo "$c/${n// /_}:${t##*/} $((${12} + ${13})) $w"
 	done
 }
-# wait_ms NS MSGS: ms per message
-wait_ms() { awk -v d="$1" -v m="$2" 'BEGIN {if (m > 0) printf "%.3f", d / 1e6 / m; else print "nan"}'; }
 for r in $(seq "$ROUNDS"); do
 	port=$((18515 + RANDOM % 1000))
 	ib_write_bw -d "$dev" -x "$gid" -F -p $port -s "$SIZE" -n "$ITERS" --report_gbits >/dev/null 2>&1 &
@@ -94,7 +92,7 @@ for r in $(seq "$ROUNDS"); do
 	m=$(msgs "${g:-0}" "$t0" "$t1")
 	sort /tmp/ta >/tmp/ta2; sort /tmp/tb >/tmp/tb2
 	join /tmp/ta2 /tmp/tb2 | while read -r th d0 w0 d1 w1; do
-		[ "$d1" -gt "$d0" ] && echo "thread $r $th $(per_msg $((d1 - d0)) "$m") $(wait_ms $((w1 - w0)) "$m")"
+		[ "$d1" -gt "$d0" ] && echo "thread $r $th $(per_msg $((d1 - d0)) "$m") $(per_msg $((w1 - w0)) "$m" 1e9)"
 	done
 	echo "round $r ib $ib ib_ms $ib_ms push $g msgs $m total $(per_msg $((b - a)) "$m")"
 done
