@@ -14,13 +14,24 @@ logs=$BUILD/test-logs
 mkdir -p "$logs"
 pass=0 fail=0 skip=0
 failed_names=()
+# Seconds per binary, script and sanitizer build: the slowest are listed
+# at the end (where the suite's time goes).
+times=$logs/times.txt
+: >"$times"
+suite_start=$SECONDS
+
+took() { # name start
+	printf '%s %s\n' "$((SECONDS - $2))" "$1" >>"$times"
+}
 
 run_tap() { # binary [name suffix]
 	local bin=$1 name log rc p f s
 	name=$(basename "$bin")${2:+-$2}
 	log=$logs/$name.log
+	t0=$SECONDS
 	timeout 900 "$bin" >"$log" 2>&1
 	rc=$?
+	took "$name" "$t0"
 	p=$(grep -c '^ok ' "$log" | tr -d ' ')
 	s=$(grep -c '^ok .*# SKIP' "$log" | tr -d ' ')
 	f=$(grep -c '^not ok ' "$log" | tr -d ' ')
@@ -52,8 +63,10 @@ run_script() { # script
 		skip=$((skip + 1))
 		return
 	fi
+	t0=$SECONDS
 	timeout "${limit:-1200}" bash "$sc" >"$log" 2>&1
 	rc=$?
+	took "$name" "$t0"
 	case $rc in
 	0) pass=$((pass + 1)); echo "ok   $name" ;;
 	77) skip=$((skip + 1)); echo "skip $name: $(tail -n 1 "$log")" ;;
@@ -81,6 +94,7 @@ done
 if [ "$SUITE" = full ]; then
 	for san in asan tsan; do
 		echo "== make $san"
+		t0=$SECONDS
 		if make --no-print-directory "$san" >"$logs/make-$san.log" 2>&1; then
 			pass=$((pass + 1)); echo "ok   make $san"
 		else
@@ -88,8 +102,11 @@ if [ "$SUITE" = full ]; then
 			echo "FAIL make $san"; grep -E 'FAIL|not ok|ERROR|Sanitizer|error:' "$logs/make-$san.log" | head -40
 			tail -n 30 "$logs/make-$san.log"
 		fi
+		took "make $san" "$t0"
 	done
 fi
+echo "== slowest 15 of $(wc -l <"$times") (seconds; $((SECONDS - suite_start)) s in all)"
+sort -rn "$times" | head -n 15 | sed 's/^/  /'
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
 echo "$pass passed, $fail failed, $skip skipped"
 [ "$fail" = 0 ]
