@@ -52,7 +52,7 @@ one() {
 		-o "$TMP/stat" timeout -k 5 $((SECS * 5 + 60)) \
 		"$4/bin/ps-bench" --mode "$5" --size "$6" --keys "$7" \
 		--seconds "$SECS" --runs 1 --no-baseline 2>/dev/null |
-		awk '$1 ~ /^[0-9]+$/ && NF >= 5 { print $4, $5 }')
+		awk '$1 ~ /^[0-9]+$/ && NF >= 10 { print $4, $8 }')
 	echo "$1 $2 $3 ${out:-0 0}" \
 		"$(awk -F, '/task-clock/{print $1}' "$TMP/stat")" \
 		"$(awk -F, '/context-switches/{print $1}' "$TMP/stat")"

@@ -13,12 +13,23 @@
 
 #define MAX_SIZES 16
 #define MAX_RUNS  15
+/* Most streams the parallel plain-TCP baseline opens (tcpmax.c). */
+#define BENCH_TCP_STREAMS_MAX 64
 
 enum bmode {
 	MODE_PUSH,
 	MODE_PULL,
 	MODE_PUSHPULL,
 	MODE_SPARSE, /* row-sparse push + pull vs dense pushpull (sparse.c) */
+};
+
+/* The plain-socket baseline that was fastest in a round (the table's
+ * "base" column). */
+enum bbase {
+	BASE_NONE, /* not measured, or every baseline failed */
+	BASE_TCP1, /* one TCP stream, large writes (tcpmax.c) */
+	BASE_TCPN, /* the same bytes over bench_tcp_streams() streams */
+	BASE_RAW,  /* one socket pair, ps-bench's request pattern (rawtcp.c) */
 };
 
 struct bopts {
@@ -36,7 +47,7 @@ struct bopts {
 	bool csv;
 	bool json;
 	bool baseline;
-	bool hot_baselines; /* TCPmax, RawTCP: one buffer reused (cache-hot) */
+	bool hot_baselines; /* the baselines: one buffer reused (cache-hot) */
 	bool sync;	    /* worker under a local launcher: wait for its go */
 	enum psched_dtype dtype;
 	char transport[16];
@@ -65,12 +76,16 @@ struct bresult {
 	double p50, p99; /* microseconds */
 	uint64_t iters;
 	double raw_gbps;    /* median; 0 = not measured */
-	double tcpmax_gbps; /* median of the per-round best */
-	double ratio;	    /* median of per-round goodput / TCPmax */
-	double vs_raw;	    /* median of per-round goodput / RawTCP */
-	unsigned streams;   /* TCPmax streams that won most rounds */
-	/* Per round, filled by the launcher. */
+	double tcpmax_gbps; /* median of the per-round best baseline */
+	double ratio;	    /* median of per-round goodput / best baseline */
+	double vs_raw;	    /* median of per-round goodput / raw */
+	unsigned streams;   /* streams of the best baseline in most rounds */
+	enum bbase base;    /* the best baseline of the median round */
+	/* Per round, filled by the launcher: psched, each baseline, the
+	 * fastest baseline (max_r), which one that was and its streams. */
 	double good_r[MAX_RUNS], raw_r[MAX_RUNS], max_r[MAX_RUNS];
+	double tcp1_r[MAX_RUNS], tcpn_r[MAX_RUNS];
+	enum bbase base_r[MAX_RUNS];
 	unsigned streams_r[MAX_RUNS];
 	/* --mode sparse, per round: dense baseline and distinct-row goodput
 	 * (Gbit/s, summed over workers); most distinct rows one pushed. */
@@ -79,8 +94,8 @@ struct bresult {
 };
 
 extern const char *const bench_mode_names[];
-/* What Goodput, TCPmax, RawTCP and the ratios mean (--help, under the
- * table). */
+/* What the table's columns and the CSV / JSON baseline fields mean
+ * (--help). */
 extern const char bench_legend[];
 
 /* CLOCK_MONOTONIC in seconds. */
@@ -89,6 +104,9 @@ double bench_now_s(void);
 int bench_cmp_double(const void *a, const void *b);
 /* Median of @v[0..n) (sorts @v). */
 double bench_median(double *v, unsigned n);
+/* Streams of the parallel plain-TCP baseline: max(2, S x W), at most
+ * BENCH_TCP_STREAMS_MAX. */
+unsigned bench_tcp_streams(const struct bopts *o);
 /* Keys per iteration for @size: --keys per server, or 40 (fewer above 1 MiB).
  */
 unsigned bench_auto_keys(const struct bopts *o, uint64_t size);
@@ -111,11 +129,9 @@ void bench_usage(void);
  * one window of o->seconds after 2 warm-up iterations; 0 on failure.
  */
 double bench_tcp_max(const struct bopts *o, uint64_t bytes, unsigned streams);
-/* Print @res as the table (with the legend), CSV or JSON. */
+/* Print @res as the table (with a footer line per column), CSV or JSON. */
 void bench_report(const struct bopts *o, const struct bresult *res,
 		  double rss_mib);
-/* Print @text's lines, each after @prefix. */
-void bench_print_prefixed(const char *prefix, const char *text);
 /* keylist.c: --keys-per-request (times per round, slowest worker). */
 struct bkl_result {
 	double push[MAX_RUNS], pull[MAX_RUNS]; /* ms */

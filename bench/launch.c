@@ -204,33 +204,62 @@ static void baseline_round(const struct bopts *o, unsigned si, unsigned r,
 {
 	uint64_t size = o->sizes[si];
 	unsigned nk = bench_auto_keys(o, size);
-	unsigned par =
-		o->servers * o->workers < 2 ? 2 : o->servers * o->workers;
+	unsigned par = bench_tcp_streams(o);
 	uint64_t bytes = (uint64_t)nk * size * o->workers;
-	double one, many;
+	double best;
 
 	res->raw_r[r] = bench_raw_tcp(o, size, nk);
-	one = bench_tcp_max(o, bytes, 1);
-	many = bench_tcp_max(o, bytes, par);
-	/* A plain socket pair with psched's own pattern is a plain socket
-	 * program too: the limit is never below it. */
-	if (res->raw_r[r] > one)
-		one = res->raw_r[r];
-	res->max_r[r] = one >= many ? one : many;
-	res->streams_r[r] = one >= many ? 1 : par;
+	res->tcp1_r[r] = bench_tcp_max(o, bytes, 1);
+	res->tcpn_r[r] = bench_tcp_max(o, bytes, par);
+	/* The fastest of the three; a tie goes to the simpler program. */
+	best = res->tcp1_r[r];
+	res->base_r[r] = BASE_TCP1;
+	if (res->raw_r[r] > best) {
+		best = res->raw_r[r];
+		res->base_r[r] = BASE_RAW;
+	}
+	if (res->tcpn_r[r] > best) {
+		best = res->tcpn_r[r];
+		res->base_r[r] = BASE_TCPN;
+	}
+	if (!(best > 0))
+		res->base_r[r] = BASE_NONE;
+	res->max_r[r] = best;
+	/* CSV and JSON's tcpmax_streams: raw counts as one stream. */
+	res->streams_r[r] = res->base_r[r] == BASE_TCPN ? par : 1;
 }
 
 static void progress(const struct bopts *o, unsigned si, unsigned r,
 		     const struct bresult *res)
 {
+	unsigned par = bench_tcp_streams(o);
+
 	fprintf(stderr, "ps-bench: %llu bytes, run %u/%u: psched %.3f Gb/s",
 		(unsigned long long)o->sizes[si], r + 1, o->runs,
 		res->good_r[r]);
 	if (o->baseline)
-		fprintf(stderr, ", TCPmax %.3f (%u stream%s), RawTCP %.3f",
-			res->max_r[r], res->streams_r[r],
-			res->streams_r[r] > 1 ? "s" : "", res->raw_r[r]);
+		fprintf(stderr, "; tcp1 %.3f, tcp%u %.3f, raw %.3f",
+			res->tcp1_r[r], par, res->tcpn_r[r], res->raw_r[r]);
 	fprintf(stderr, "\n");
+}
+
+/* The best baseline of the round whose best is the median (of the upper
+ * one of the two middle rounds when @n is even). */
+static enum bbase median_base(const struct bresult *res, unsigned n)
+{
+	unsigned r, q, below, same;
+
+	for (r = 0; r < n; r++) {
+		below = 0;
+		same = 0;
+		for (q = 0; q < n; q++) {
+			below += res->max_r[q] < res->max_r[r];
+			same += res->max_r[q] == res->max_r[r];
+		}
+		if (below <= n / 2 && n / 2 < below + same)
+			return res->base_r[r];
+	}
+	return BASE_NONE;
 }
 
 /* Medians of the rounds; ratios are medians of per-round ratios. */
@@ -252,6 +281,7 @@ static void finish_size(const struct bopts *o, struct bresult *res)
 	res->tcpmax_gbps = bench_median(w, n);
 	res->ratio = bench_median(x, n);
 	res->vs_raw = bench_median(y, n);
+	res->base = res->tcpmax_gbps > 0 ? median_base(res, n) : BASE_NONE;
 	res->streams = one * 2 >= n ? 1 : res->streams_r[n - 1];
 	for (r = 0; r < n && res->streams == 1 && one * 2 < n; r++)
 		if (res->streams_r[r] > 1)

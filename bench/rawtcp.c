@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-/* ps-bench's baseline: a plain TCP socket pair with the same request
+/* ps-bench's "raw" baseline: a plain TCP socket pair with the same request
  * pattern (N bytes one way, N bytes or an ack back, as many outstanding). */
 #include <errno.h>
 #include <getopt.h>

@@ -3,9 +3,10 @@
 # push, pull and push+pull goodput for 4 KiB .. 64 MiB (40 keys per server,
 # fewer above 1 MiB, all outstanding), then serial latency (one request
 # outstanding) at 4 KiB and 1 MiB.  Every figure is the median of 3
-# rounds; each round measures TCPmax (plain sockets, same bytes per
-# iteration, large writes, 1 or 2 streams) and RawTCP (same request
-# pattern), then psched's window (ps-bench --help, README "Programs").
+# rounds; each round measures the plain-socket baselines (tcp1, tcp2: the
+# same bytes per iteration with large writes over 1 or 2 streams; raw: the
+# same request pattern), then psched's window (ps-bench --help, README
+# "Programs").
 # PS_BENCH_SECONDS sets the window (4 windows per round).  psched runs over
 # TCP like its baselines (PS_BENCH_TRANSPORT; auto would link the local
 # cluster by shm, bench/shm-vs-tcp.sh compares the two).

@@ -21,7 +21,7 @@ us() { # PS_CALLER_RX value
 	PS_CALLER_RX=$1 PS_TRANSPORT=tcp timeout 60 "$BUILD/bin/ps-bench" \
 		--mode push --size 4096 --keys 1 --seconds "$SECS" --runs 1 \
 		--no-baseline 2>/dev/null |
-		awk '$1 ~ /^[0-9]+$/ && NF >= 5 && $5 > 0 {printf "%.2f", 1e6/$5}'
+		awk '$1 ~ /^[0-9]+$/ && NF >= 10 && $8 > 0 {printf "%.2f", 1e6/$8}'
 }
 echo "# round ps-lite_us rx0_us rx0/ps-lite rx1_us rx1/ps-lite"
 for ((r = 1; r <= ROUNDS; r++)); do

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /*
- * ps-bench's TCP limit: the best plain sockets do on this machine moving
- * the same bytes per iteration as psched, with none of ps-bench's request
- * pattern: large writes (up to 4 MiB), big socket buffers, and the bytes
- * split over one or several streams.  Per iteration each stream sends its
- * share and gets a 1-byte ack (push), or sends a 1-byte request and gets
- * its share (pull), or gets its share echoed while it sends (pushpull);
- * the iteration ends when every stream is done, as psched's ends when
- * every key is.
+ * ps-bench's plain-TCP baselines (the table's tcp1 and tcpN): plain
+ * sockets moving the same bytes per iteration as psched, with none of
+ * ps-bench's request pattern: large writes (up to 4 MiB), big socket
+ * buffers, and the bytes split over one or several streams.  Per iteration each
+ * stream sends its share and gets a 1-byte ack (push), or sends a 1-byte
+ * request and gets its share (pull), or gets its share echoed while it sends
+ * (pushpull); the iteration ends when every stream is done, as psched's ends
+ * when every key is.
  */
 #include <errno.h>
 #include <netinet/in.h>
@@ -28,7 +28,7 @@
 
 #define TM_WRITE   (4u << 20) /* bytes per send()/recv() at most */
 #define TM_SOCKBUF (4 << 20)
-#define TM_STREAMS 64
+#define TM_STREAMS BENCH_TCP_STREAMS_MAX
 /* Receivers wake when this much (or all that is still due) has come, as
  * psched's TCP transport does (SO_RCVLOWAT, common/transport/tcp.c). */
 #define TM_LOWAT (512 << 10)

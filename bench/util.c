@@ -42,6 +42,15 @@ double bench_median(double *v, unsigned n)
 	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+unsigned bench_tcp_streams(const struct bopts *o)
+{
+	unsigned n = o->servers * o->workers;
+
+	if (n < 2)
+		return 2;
+	return n < BENCH_TCP_STREAMS_MAX ? n : BENCH_TCP_STREAMS_MAX;
+}
+
 unsigned bench_auto_keys(const struct bopts *o, uint64_t size)
 {
 	uint64_t per = o->keys ? o->keys : 40;
