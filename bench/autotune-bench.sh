@@ -18,7 +18,7 @@
 # autotune-bench.png (that, with the phases and the online arm's config
 # switches marked), autotune-bench-logs.tar.gz (the scheduler's log of
 # every run: the tuners' samples and lock-ins).  See
-# docs/autotune-bench.md.
+# docs/benchmarks.md "Online tuning".
 #
 # Topology: one namespace per node (scheduler, server, 2 workers, and a
 # traffic node) joined by veth links to a bridge in a switch namespace;

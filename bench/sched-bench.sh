@@ -3,7 +3,8 @@
 # cluster in network namespaces joined by shaped veth links, for FIFO (the
 # baseline), priority+credit at the default config, and a grid over
 # partition size x credit.  Writes a CSV of every run, a summary table
-# (medians; ratios vs FIFO) and a gnuplot heat map.  See docs/sched-bench.md.
+# (medians; ratios vs FIFO) and a gnuplot heat map.  See docs/benchmarks.md
+# "Scheduling".
 #
 # Topology: one namespace per node (scheduler, S servers, W workers), each
 # with an eth0 veth to a bridge in a "switch" namespace; tbf shapes both
