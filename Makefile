@@ -292,12 +292,16 @@ bench: all
 
 # FIFO vs priority+credit over a partition x credit grid, replaying
 # VGG-16 and ResNet-50 in network namespaces with tbf-shaped links (root;
-# ~1 hour; BENCH_SCHED_ARGS=--quick: ~5 min).  docs/sched-bench.md.
+# ~1 hour; BENCH_SCHED_ARGS=--quick: ~5 min).  Output in
+# $(BUILD)/bench/sched-bench/ (BENCH_SCHED_ARGS="--out DIR": elsewhere).
+# docs/benchmarks.md "Scheduling".
 bench-sched: all $(BUILD)/tests/helpers/delayline
 	$(Q)BUILD=$(BUILD) bash bench/sched-bench.sh $(BENCH_SCHED_ARGS)
 
 # Online tuning vs default, best static, one-shot BO under a changing link
-# (root; docs/autotune-bench.md).  BENCH_AUTOTUNE_ARGS=--smoke: short.
+# (root; docs/benchmarks.md "Online tuning").  BENCH_AUTOTUNE_ARGS=--smoke:
+# short.  Output in $(BUILD)/bench/autotune-bench/ (BENCH_AUTOTUNE_ARGS=
+# "--out DIR": elsewhere).
 .PHONY: bench-autotune
 bench-autotune: all $(BUILD)/tests/helpers/delayline
 	$(Q)BUILD=$(BUILD) bash bench/autotune-bench.sh $(BENCH_AUTOTUNE_ARGS)

@@ -12,13 +12,14 @@
 #   online   --autotune --autotune-conditions (psched: reopens when the
 #            score or the measured conditions move)
 #
-# Output (--out, default docs): autotune-bench.csv (one row per run:
-# total timed steps), autotune-bench.md.table (medians, ratios),
+# Output (--out DIR, default $BUILD/bench/autotune-bench):
+# autotune-bench.csv (one row per run: total timed steps),
+# autotune-bench.md.table (medians, ratios),
 # autotune-bench-steps.csv (steps/s over time, round 1) and
 # autotune-bench.png (that, with the phases and the online arm's config
 # switches marked), autotune-bench-logs.tar.gz (the scheduler's log of
 # every run: the tuners' samples and lock-ins).  See
-# docs/autotune-bench.md.
+# docs/benchmarks.md "Online tuning".
 #
 # Topology: one namespace per node (scheduler, server, 2 workers, and a
 # traffic node) joined by veth links to a bridge in a switch namespace;
@@ -30,6 +31,7 @@
 # competes with the workers' pushes on the server's link.  All names
 # carry this script's pid; everything is removed on exit.  Needs root.
 set -euo pipefail
+HERE=$PWD # a relative --out is taken from where the script was started
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BIN=$(pwd)/$BUILD/bin
@@ -46,7 +48,7 @@ GRID_ARG=""  # --grid-seconds, per grid point (default per model: model_phase)
 TFLOPS=1.25
 BATCH=32
 MTU=9000
-OUT=docs
+OUT=""
 TAG=autotune-bench
 ARMS="default static oneshot online"
 DELAY_MS=0
@@ -90,7 +92,8 @@ usage: bench/autotune-bench.sh [options]
                      maximum, e.g. 32M, as hosts on long fast paths set
                      it) [the kernel's: 4 MiB send, 32 MiB receive here]
   --tag NAME         file name stem [$TAG]
-  --out DIR          [docs]
+  --out DIR          where the CSVs, table, plot and logs go
+                     [$BUILD/bench/autotune-bench]
 EOF
 }
 
@@ -108,7 +111,8 @@ while [ $# -gt 0 ]; do
 	--grid-parts) GRID_PARTS=$2; shift ;;
 	--grid-credits) GRID_CREDITS=$2; shift ;;
 	--arms) ARMS=$2; shift ;;
-	--out) OUT=$2; shift ;;
+	--out) OUT=$2; shift
+	       case $OUT in /*) ;; *) OUT=$HERE/$OUT ;; esac ;;
 	--delay-ms) DELAY_MS=$2; shift ;;
 	--delays) DELAYS=$2; shift ;;
 	--min-rtt-wlen) WLEN=$2; shift ;;
@@ -120,6 +124,8 @@ while [ $# -gt 0 ]; do
 	esac
 	shift
 done
+
+OUT=${OUT:-$BUILD/bench/autotune-bench}
 
 if [ -n "$DELAYS" ]; then
 	[ "$DELAY_MS" = 0 ] || { echo "autotune-bench: --delay-ms and --delays are exclusive" >&2; exit 2; }

@@ -175,10 +175,11 @@ ns_line_ticks() {
 # the link, not its tbf rate: the line shares the machine's CPUs with
 # the job, and each frame costs it two system calls
 # (tests/helpers/delayline.c).  On a 2-vCPU guest whose page faults are
-# dear, the line before stop 42 moved 1.4-1.9 Gbit/s of one flow over
-# a 5 Gbit/s link (bench/delayline-bench.sh).  The benches warn from
-# 50 %: VGG-16 behind the old line, at 55-68 % of a CPU, ran at 0.36-0.55 of its
-# speed behind the new one, at 27-35 % (docs/autotune-bench.md).
+# dear, a line that copied each frame into fresh memory moved 1.4-1.9
+# Gbit/s of one flow over a 5 Gbit/s link (bench/delayline-bench.sh).
+# The benches warn from 50 %: VGG-16 behind that line, at 55-68 % of a
+# CPU, ran at 0.36-0.55 of its speed behind the current one, at 27-35 %
+# (docs/benchmarks.md "The delay line").
 ns_line_cpu() {
 	[ "${#DL_PIDS[@]}" -gt 0 ] && [ -n "${NS_LINE_T0:-}" ] || return 0
 	awk -v c="$(( $(ns_line_ticks) - NS_LINE_C0 ))" -v hz="$(getconf CLK_TCK)" \
@@ -190,7 +191,7 @@ ns_line_cpu() {
 # used CPU % of a CPU (ns_line_cpu), 50 or more, in the last run.
 ns_line_warn() {
 	[ -n "${2:-}" ] && [ "$2" -ge 50 ] || return 0
-	echo "$1: the delay line(s) used $2 % of a CPU in that run: they, not the link's rate, may have set the speed (docs/autotune-bench.md, \"The delay line's own limit\")" >&2
+	echo "$1: the delay line(s) used $2 % of a CPU in that run: they, not the link's rate, may have set the speed (docs/benchmarks.md, \"The delay line\")" >&2
 }
 
 # ns_delay_set I MS: node I's line (ns_delay) delays by MS milliseconds

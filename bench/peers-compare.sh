@@ -5,7 +5,7 @@
 # ../shared/peers/ps-lite/) on this machine, in one sitting: ROUNDS rounds,
 # each running every workload once with ps-lite and once with ps-bench
 # back to back; per-round ratios, medians printed at the end
-# (docs/peers-bench.md shows a table and how it was made).
+# (docs/benchmarks.md "Against ps-lite" shows the current table).
 #
 #   bench/peers-compare.sh PSL_BENCH [ROUNDS] [SECONDS]
 #   PSL_RUN=path/to/run.sh  ps-lite's launcher (default: next to PSL_BENCH,

@@ -3,7 +3,9 @@
 # cluster in network namespaces joined by shaped veth links, for FIFO (the
 # baseline), priority+credit at the default config, and a grid over
 # partition size x credit.  Writes a CSV of every run, a summary table
-# (medians; ratios vs FIFO) and a gnuplot heat map.  See docs/sched-bench.md.
+# (medians; ratios vs FIFO) and a gnuplot heat map into $BUILD/bench/
+# sched-bench/ (--out DIR: another folder).  See docs/benchmarks.md
+# "Scheduling".
 #
 # Topology: one namespace per node (scheduler, S servers, W workers), each
 # with an eth0 veth to a bridge in a "switch" namespace; tbf shapes both
@@ -12,6 +14,7 @@
 # rate.  All names carry this script's pid, so parallel runs don't
 # collide; everything is removed on exit.  Needs root, ip and tc.
 set -euo pipefail
+HERE=$PWD # a relative --out is taken from where the script was started
 cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build}
 BIN=$(pwd)/$BUILD/bin
@@ -37,7 +40,7 @@ usage: bench/sched-bench.sh [options]
   --mtu BYTES         MTU of every link (jumbo frames: less CPU per byte) [$MTU]
   --delay-ms D        one-way delay on every server's link (a delay line:
                       worker-server round trips take 2D more) [0]
-  --out DIR           where the CSV, table and PNG go [docs]
+  --out DIR           where the CSV, table and PNG go [$BUILD/bench/sched-bench]
   --tag NAME          file name stem [sched-bench]
 EOF
 }
@@ -53,7 +56,7 @@ WORKERS=2
 MTU=9000
 MODELS="vgg16 resnet50"
 SERVERS="1 2"
-OUT=docs
+OUT=""
 TAG=sched-bench
 PARTS=""
 CREDITS="1 2 4 8 16 32"
@@ -77,13 +80,15 @@ while [ $# -gt 0 ]; do
 	--credits) CREDITS=$2; shift ;;
 	--mtu) MTU=$2; shift ;;
 	--delay-ms) DELAY_MS=$2; shift ;;
-	--out) OUT=$2; shift ;;
+	--out) OUT=$2; shift
+	       case $OUT in /*) ;; *) OUT=$HERE/$OUT ;; esac ;;
 	--tag) TAG=$2; shift ;;
 	-h | --help) usage; exit 0 ;;
 	*) echo "sched-bench: unknown option '$1' (see --help)" >&2; exit 2 ;;
 	esac
 	shift
 done
+OUT=${OUT:-$BUILD/bench/sched-bench}
 if [ -z "$PARTS" ]; then
 	case $GRID in
 	quick) PARTS="256K 1M 4M 16M"; CREDITS="1 4 16"

@@ -93,7 +93,8 @@ static void kvw_commit(struct psd_kvw *w, const Psched__Config *m)
 	 * running under a starved credit could otherwise take minutes.
 	 * Live, the tuner cut short a sample of 4 KiB x 1 behind a 4 ms
 	 * round trip; the step in progress kept 4 KiB in flight until it
-	 * ended, 107 s later (docs/autotune-bench.md, stop 35).  Less
+	 * ended, 107 s later (bench/autotune-bench.sh; docs/benchmarks.md
+	 * "Online tuning").  Less
 	 * credit waits for its step, as the partition does.
 	 */
 	if (!ret && !w->fifo && m->epoch > w->credit_epoch &&

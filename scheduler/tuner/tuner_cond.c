@@ -105,7 +105,7 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * search tries would move the "link rate" themselves.  Behind a 2 ms
 	 * delay line a retune read 4 KiB x 1's starved rate as a slow link,
 	 * the sheared region moved to small partitions, and the next
-	 * proposals starved more (docs/autotune-bench.md).  So the
+	 * proposals starved more (docs/benchmarks.md "Online tuning").  So the
 	 * conditions are those measured under the lock-in (or the first
 	 * config), which a search's samples are tagged with; a slower link
 	 * during a search shows once the lock-in runs again.
@@ -117,8 +117,8 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * measured its last samples after the link went to 5, the model took
 	 * their 3x rate for a config's at 1 Gbit/s, and the retune at 5 that
 	 * followed locked a config 15 % slower than the one it left
-	 * (docs/autotune-bench.md, stop 35).  Taken, it starts the search over
-	 * on that link (t->rose; tuner.c, tuner_rise_search), the samples
+	 * (docs/benchmarks.md "Online tuning").  Taken, it starts the search
+	 * over on that link (t->rose; tuner.c, tuner_rise_search), the samples
 	 * since the first faster reading tagged with it.
 	 */
 	if (t->raw.workers &&
@@ -169,7 +169,7 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
  * trip, retunes' design points at the trust region's edge tried 4 KiB x
  * 11 and 4 KiB x 14 (56 KiB of credit, 1/27 of the product at 3 Gbit/s),
  * and a first search 4 KiB x 1, whose one step took 107 s
- * (docs/autotune-bench.md, stop 35).  Half of it leaves room for a link
+ * (docs/benchmarks.md "Online tuning").  Half of it leaves room for a link
  * estimate that is high or a round trip that shrinks.
  */
 #define TUNER_BDP_FRAC 0.5

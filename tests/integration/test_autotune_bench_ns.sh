@@ -88,7 +88,7 @@ grep -q "5s per phase, the first 7s (22s per run)" "$TMP/log" ||
 awk -F, 'NR > 1 && $2 == "default" && $3 > m { m = $3 } END { exit !(m >= 19) }' "$st" ||
 	die "the default run's steps end before 19 s of its 22: $(grep ",default," "$st" | tail -n 2)"
 # every run line says how busy the delay line was (a busy line, not the
-# link's rate, may have set the speed: docs/autotune-bench.md)
+# link's rate, may have set the speed: docs/benchmarks.md "The delay line")
 for arm in default static oneshot online; do
 	grep -Eq "round 1 $arm: [0-9]+ steps \(delay line: [0-9]+ % of a CPU\)" "$TMP/log" ||
 		die "the $arm run's line gives no delay-line CPU share: $(grep "round 1 $arm" "$TMP/log")"

@@ -5,9 +5,10 @@
 # batch 32: 100 MB of gradients a step against 0.63 s of compute) by two
 # workers over a tbf-shaped link of 2 Gbit/s, re-shaped to 1 Gbit/s after
 # the first lock-in.  There the best partition beats the worst by 30-40 %
-# (docs/sched-bench.md), where the check-mode surfaces of test_autotune.sh
-# are flat to a few percent.  The grid must show a spread of at least
-# AT_MIN_SPREAD (1.2) at each rate, else the test fails as unable to judge;
+# (docs/benchmarks.md "Scheduling"), where the check-mode surfaces of
+# test_autotune.sh are flat to a few percent.  The grid must show a
+# spread of at least AT_MIN_SPREAD (1.2) at each rate, else the test
+# fails as unable to judge;
 # the tuner's locked configs, re-measured interleaved with each rate's
 # grid best, must reach AT_FIRST_MIN / AT_SECOND_MIN (0.90) of it.  The
 # test prints how many grid points reach that bar: 4-6 of 8 at 2 Gbit/s

@@ -7,8 +7,8 @@
 # took to form (scheduler start to the last server's "listening" line,
 # printed once every node passed the first barrier); a figure, not a
 # limit.  Then sched_load drives a real scheduler with 300 simulated
-# nodes (register, barriers, heartbeats, shutdown; docs/scale.md has the
-# 1,000-node run) and must pass its own checks.
+# nodes (register, barriers, heartbeats, shutdown; docs/benchmarks.md
+# "Scale" has the 1,000-node run) and must pass its own checks.
 . "$(dirname "$0")/lib.sh"
 S=8 W=64
 t0=$(date +%s%N)

@@ -749,7 +749,8 @@ static void test_tuner_floor_probes_faster_link(void)
  * needs more than credit_mult_max partitions of its size, so it runs on a
  * larger partition with the credit asked for.  Capped at 32 x 16 KiB, a
  * probe of VGG-16's 16 KiB x 21 lock-in behind a 4 ms round trip read no
- * faster link and the lock-in stayed starved (docs/autotune-bench.md).
+ * faster link and the lock-in stayed starved (docs/benchmarks.md
+ * "Online tuning").
  */
 static void test_tuner_floor_probe_grows_partition(void)
 {

@@ -6,11 +6,12 @@
  *
  * The surface (steps/s over log2 partition lp and log2 credit multiple
  * lm) is a smooth peak on a floor, like the replay surfaces in
- * docs/autotune-bench.md: the peak sits at a partition and a credit that
- * grow with the link rate G (Gbit/s), and the level grows with G.  The
- * job starts at G0 = 5, the link drops to G1 = 1 after the first search
- * locked in (the old best then scores 0.56 of the new best), goes back
- * to G0, down to G1 again, then to G2 = 3 (never seen, between the two).
+ * docs/benchmarks.md "Scheduling": the peak sits at a partition and a
+ * credit that grow with the link rate G (Gbit/s), and the level grows
+ * with G.  The job starts at G0 = 5, the link drops to G1 = 1 after
+ * the first search locked in (the old best then scores 0.56 of the new
+ * best), goes back to G0, down to G1 again, then to G2 = 3 (never seen,
+ * between the two).
  *
  * Not tailored to the tuner: the surface predates the tuner's condition
  * model and was left as it was (stop 20).  Its peak moves by 1.2 octaves
@@ -311,10 +312,10 @@ out:
 /*
  * One job on one seed whose link rises from G1 to G0 during the first
  * search (live, VGG-16's rose during its 9th sample of 12:
- * docs/autotune-bench.md).  *@q_end gets the quality of the config run
- * RISE_HORIZON samples after the rise, *@q_mean the mean quality of the
- * configs run over those samples (what the search cost, as a live job
- * pays it).
+ * docs/benchmarks.md "Online tuning").  *@q_end gets the quality of the
+ * config run RISE_HORIZON samples after the rise, *@q_mean the mean
+ * quality of the configs run over those samples (what the search cost,
+ * as a live job pays it).
  */
 static void run_rise(uint64_t seed, double noise, double *q_end, double *q_mean)
 {
@@ -609,11 +610,12 @@ static void test_synth_credit_bound(void)
  * 1 Gbit/s phase flat, the link rose at its 9th sample, and the search
  * spent its last samples where the prior pointed (8-64 MiB partitions)
  * and locked 16 MiB x 32, 0.85 of the 256 KiB x 32 the one-shot arm ran
- * (docs/autotune-bench.md, stop 40).
+ * (docs/benchmarks.md "Online tuning").
  *
  * Figures (10 % noise, the test's 30 seeds; end: the config run 30
  * samples after the rise; mean: over those 30 samples, the search's cost
- * included).  The search carried on to its budget (stop 40's tuner):
+ * included).  The search carried on to its budget (the tuner before
+ * tuner_rise_search):
  * usual end 0.813 (worst 0.483), mean 0.785; adverse end 0.753 (worst
  * 0.500), mean 0.725.  Started over on the faster link with a first
  * search's design and budget (tuner_rise_search): usual 0.969 (0.886),

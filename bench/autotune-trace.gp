@@ -1,10 +1,13 @@
-# Plot an autotune CSV log (docs/tuner.md): score per sample on top,
-# config per sample below (partition in KiB, credit in partitions, log
-# scales).  Chosen rows are drawn as stars.
+# Plot an autotune CSV log (PS_AUTOTUNE_LOG_FILE, or the autotune-trace.csv
+# that tests/integration/test_autotune.sh writes to AT_OUT; docs/tuner.md):
+# score per sample on top, config per sample below (partition in KiB,
+# credit in partitions, log scales).  Chosen rows are drawn as stars.
 #   gnuplot -e "csv='trace.csv'; png='trace.png'; change=12; title='...'" \
-#           docs/autotune-trace.gp
-if (!exists("csv")) csv = 'docs/autotune-trace.csv'
-if (!exists("png")) png = 'docs/autotune-trace.png'
+#           bench/autotune-trace.gp
+# Without csv and png: autotune-trace.csv and autotune-trace.png in the
+# current directory.
+if (!exists("csv")) csv = 'autotune-trace.csv'
+if (!exists("png")) png = 'autotune-trace.png'
 if (!exists("change")) change = -1
 if (!exists("title")) title = 'psched autotune'
 set terminal pngcairo size 900,700 font ",10"
