@@ -175,11 +175,12 @@ ns_line_ticks() {
 # the link, not its tbf rate: the line shares the machine's CPUs with
 # the job, and each frame costs it two system calls
 # (tests/helpers/delayline.c).  On a 2-vCPU guest whose page faults are
-# dear, a line that copied each frame into fresh memory moved 1.4-1.9
-# Gbit/s of one flow over a 5 Gbit/s link (bench/delayline-bench.sh).
-# The benches warn from 50 %: VGG-16 behind that line, at 55-68 % of a
-# CPU, ran at 0.36-0.55 of its speed behind the current one, at 27-35 %
-# (docs/benchmarks.md "The delay line").
+# dear, a line that reallocated its frame buffers moved 1.4-1.9 Gbit/s
+# of one flow over a 5 Gbit/s link, at 74-78 % of a CPU; reusing them it
+# moves 4.4-4.7 (bench/delayline-bench.sh measures a line).  The
+# benches warn from 50 %: VGG-16 behind a line at 55-68 % of a CPU ran
+# at 0.36-0.55 of its speed behind one at 27-35 %, so such figures say
+# more about the line than about the job.
 ns_line_cpu() {
 	[ "${#DL_PIDS[@]}" -gt 0 ] && [ -n "${NS_LINE_T0:-}" ] || return 0
 	awk -v c="$(( $(ns_line_ticks) - NS_LINE_C0 ))" -v hz="$(getconf CLK_TCK)" \

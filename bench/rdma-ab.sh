@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# RDMA push against ib_write_bw for one or two builds, in ONE
-# soft-RoCE VM boot, with the host's noise taken out as far as a shared
-# host allows: every round runs ib_write_bw, then each build, then
-# ib_write_bw again, then the builds in reverse order (ABBA), and each
-# ps-bench run is divided by the mean of the ib_write_bw runs just before
-# and just after it.  Prints every ratio and their median per build, and
+# RDMA push against ib_write_bw for one or two builds, inside ONE
+# soft-RoCE VM (booted once for every run), with the host's noise taken
+# out as far as a shared host allows: every round runs ib_write_bw, then
+# each build, then ib_write_bw again, then the builds in reverse order
+# (ABBA), and each ps-bench run is divided by the mean of the ib_write_bw
+# runs just before and just after it.  Prints every ratio and their median per build, and
 # the range ib_write_bw ran in, flagged when it moved more than 20%
-# within the boot (a busy host: the ratios are noisy then).
+# within the VM's run (a busy host: the ratios are noisy then).
 #
 #   [SIZE=BYTES] bash bench/rdma-ab.sh [ROUNDS [KEYS [TREE...]]]
 #     SIZE    bytes per push and per ib_write_bw write [65536]
@@ -79,8 +79,8 @@ EOF
 )
 SIZE=$SIZE ITERS=$ITERS ROUNDS=$ROUNDS KEYS=$KEYS TREES="${TREES[*]}" RDMA_VM_RW_DIRS="" \
 	"$RUNNER" bash -c "$inner" | tee "$log"
-# A busy host shows as ib_write_bw moving within the boot; say so, since
-# the ratios are then worth little (README "RDMA", stop 51's busy boots).
+# A busy host shows as ib_write_bw moving within the VM's run; say so,
+# since the ratios are then worth little (docs/transports.md).
 awk '$1 == "ib" { if (!n++ || $2 < lo) lo = $2; if ($2 > hi) hi = $2 }
 	END {
 		if (!n) { print "# no ib_write_bw run gave a figure"; exit }

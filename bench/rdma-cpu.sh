@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Where the CPU goes in an RDMA push, against ib_write_bw, in ONE
-# soft-RoCE VM boot.  Soft-RoCE does in the CPU what a NIC does in
+# Where the CPU goes in an RDMA push, against ib_write_bw, inside ONE
+# soft-RoCE VM (booted once for every run).  Soft-RoCE does in the CPU what a NIC does in
 # hardware, so on the VM's few vCPUs a push is bound by the CPU time all
 # its threads spend per message.  Each round runs ib_write_bw (the whole
 # VM's CPU per write), then ps-bench push (the whole VM's CPU per message,

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# `make bench-rdma`: in ONE soft-RoCE VM boot (../shared/rdma-vm/
-# run-in-rxe-vm), measure perftest's ib_write_bw on rxe0, then ps-bench
+# `make bench-rdma`: inside ONE soft-RoCE VM, booted once
+# (../shared/rdma-vm/run-in-rxe-vm), measure perftest's ib_write_bw on rxe0, then ps-bench
 # push and pull over RDMA and over TCP, for 64 KiB, 1 MiB and 16 MiB, and
 # print one table with the ratios.  Soft-RoCE under emulation is CPU-bound:
 # the ratios matter, not the absolute figures.

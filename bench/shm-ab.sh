@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 #
 # shm-ab.sh: builds (or one build with different ps-bench options) against
-# each other over shm and tcp on this host, in one sitting: ROUNDS
+# each other over shm and tcp on the local host, in one sitting: ROUNDS
 # rounds, each runs every CONFIG (order rotating per round) over tcp and
 # shm, push and pushpull, at SIZES (1 server x 1 worker, --seconds 1
 # --runs 1), then prints per CONFIG the medians of the per-round shm/tcp

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# shm against TCP on this host, in one sitting: ROUNDS rounds, each runs
+# shm against TCP on the local host, in one sitting: ROUNDS rounds, each runs
 # ps-bench over tcp and over shm (order alternating per round) for push
 # and pushpull at SIZES, and prints per-round goodput and shm/tcp ratios,
 # then the medians of the per-round ratios (issue 12's shm target: >= 2x).

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Config epochs (ARCHITECTURE.md, key decision 2).  A config is {epoch,
- * partition_bytes, credit_bytes, apply_from_step}; a key's push of step s
- * uses the config of the highest epoch whose apply_from_step <= s.  Every
+ * Config epochs (docs/architecture.md, "Configs change at step
+ * boundaries, by epoch").  A config is {epoch, partition_bytes,
+ * credit_bytes, apply_from_step}; a key's push of step s uses the config
+ * of the highest epoch whose apply_from_step <= s.  Every
  * worker and server keeps the same table, so all of them cut a step the
  * same way and a server can tell a chunk cut with the wrong config.
  *

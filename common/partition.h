@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * The partition rule (ARCHITECTURE.md, key decision 1): how a server's byte
- * range of a tensor is cut into chunks for transfer.  One implementation,
- * called by the worker to cut a request and by the server to validate and
- * count what arrives, so the two can never disagree.  Pure functions.
+ * The partition rule (docs/architecture.md, "Placement is fixed at
+ * init"): how a server's byte range of a tensor is cut into chunks for
+ * transfer.  One implementation, called by the worker to cut a request
+ * and by the server to validate and count what arrives, so the two can
+ * never disagree.  Pure functions.
  */
 #ifndef PSCHED_COMMON_PARTITION_H
 #define PSCHED_COMMON_PARTITION_H

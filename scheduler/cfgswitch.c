@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * Config switches (ARCHITECTURE.md, key decision 2), scheduler side: a
- * two-phase switch (PREPARE to workers, who answer with the highest step
- * they pushed; COMMIT with apply_from_step to everyone; ABORT when nobody
- * answers in time), driven by --config-cycle or the autotuner.
+ * Config switches (docs/architecture.md, "Configs change at step
+ * boundaries, by epoch"), scheduler side: a two-phase switch (PREPARE to
+ * workers, who answer with the highest step they pushed; COMMIT with
+ * apply_from_step to everyone; ABORT when nobody answers in time), driven
+ * by --config-cycle or the autotuner.
  */
 #include <stdio.h>
 #include <stdlib.h>

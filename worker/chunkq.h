@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Worker-side scheduling data structures (ARCHITECTURE.md, key decisions
- * 2-3): the priority queue the sender keeps its chunks in and the credit
- * gate that bounds the bytes in flight.  The partition rule that cuts the
- * chunks is common/partition.h, shared with the server.
+ * Worker-side scheduling data structures (docs/architecture.md, "The
+ * credit gate"): the priority queue the sender keeps its chunks in and
+ * the credit gate that bounds the bytes in flight.  The partition rule
+ * that cuts the chunks is common/partition.h, shared with the server.
  *
  * Pure data structures: no I/O, no allocation except the queue's array, and
  * no locking.  None of these functions is thread-safe: the caller holds the

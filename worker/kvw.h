@@ -2,7 +2,8 @@
 /*
  * KV worker, private to worker/kvw_*.c and kv_worker.c (and the unit test):
  * push / pull / pushpull / init requests, with ByteScheduler's scheduling
- * built in (ARCHITECTURE.md, key decisions 1-3).
+ * built in (docs/architecture.md, "Key decisions": placement, config
+ * epochs, the credit gate).
  *
  * A request is cut into chunks: per key, per server range (placement), and
  * within a range into pieces of the partition size of the config that the

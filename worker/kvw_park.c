@@ -91,11 +91,10 @@ static void kvw_commit(struct psd_kvw *w, const Psched__Config *m)
 	 * credit is this worker's own limit on bytes in flight (nothing on
 	 * the wire or at the servers depends on it), and a step still
 	 * running under a starved credit could otherwise take minutes.
-	 * Live, the tuner cut short a sample of 4 KiB x 1 behind a 4 ms
-	 * round trip; the step in progress kept 4 KiB in flight until it
-	 * ended, 107 s later (bench/autotune-bench.sh; docs/benchmarks.md
-	 * "Online tuning").  Less
-	 * credit waits for its step, as the partition does.
+	 * Live (bench/autotune-bench.sh), the tuner cut short a sample of
+	 * 4 KiB x 1 behind a 4 ms round trip; the step in progress kept
+	 * 4 KiB in flight until it ended, 107 s later.  Less credit waits
+	 * for its step, as the partition does.
 	 */
 	if (!ret && !w->fifo && m->epoch > w->credit_epoch &&
 	    w->credit.credit &&

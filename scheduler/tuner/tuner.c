@@ -31,13 +31,12 @@
 /*
  * The GP's priors for the tuner's surfaces (struct psd_bo_opts): a step
  * rate over log2 partition and log2 credit multiple changes over octaves
- * (a peak spans several; docs/benchmarks.md "Scheduling"), and each
- * sample is one noisy step timing.  The generic BO defaults (length
- * 0.3, sd 1.0; noise 0.05 of the scores' variance, sd 1.5) let a fit on
- * 15 samples at 10 % noise bend through single samples: with them the
- * first search reached 0.964 of the optimum over 120 synthetic seeds,
- * with these 0.978
- * (docs/tuner.md, stop 34).
+ * (a peak spans several; bench/autotune-bench.sh), and each sample is
+ * one noisy step timing.  The generic BO defaults (length 0.3, sd 1.0;
+ * noise 0.05 of the scores' variance, sd 1.5) let a fit on 15 samples at
+ * 10 % noise bend through single samples: with them the first search
+ * reached 0.964 of the optimum over 120 synthetic seeds, with these 0.978
+ * (test_tuner_synth.c; docs/tuner.md, "The model").
  */
 #define TUNER_LEN_PRIOR	     0.4 /* unit box: 5.6 octaves of partition */
 #define TUNER_LEN_PRIOR_SD   0.5
@@ -460,7 +459,7 @@ static unsigned int tuner_exploit_samples(const struct psd_tuner *t)
  * best of them: on a shallow surface (the replayed ResNet-50 at 2 Gbit/s)
  * that was 0.74-0.82 of the optimum in 3-4 of 100 seeds at 2-5 % noise,
  * and one CI run locked there at 0.88 (test_tuner_no_lock_on_design,
- * docs/tuner.md).
+ * docs/tuner.md, "Lock-in").
  */
 static unsigned int tuner_ei_lock_min(const struct psd_tuner *t)
 {
@@ -614,12 +613,13 @@ static int tuner_begin_search(struct psd_tuner *t, bool aged,
  * first search's (2 dim + 1 over the whole box) with its budget
  * (psd_tuner_max_samples()), after one a retune's (dim, in the region
  * around the last lock-in moved by the fitted shear).  The budget is most
- * of the gain (docs/tuner.md).  Carried on, a search spent what was left of its
- * budget where the model pointed: live, VGG-16's first search saw the
+ * of the gain (test_tuner_synth.c, synth_rise_in_first_search).  Carried
+ * on, a search spent what was left of its budget where the model
+ * pointed: live (bench/autotune-bench.sh), VGG-16's first search saw the
  * link rise from 1 to 5 Gbit/s at its 9th sample of 12, ran its last
  * four at 8-64 MiB partitions (the shear prior's way; the 1 Gbit/s phase
  * was flat and said nothing) and locked 16 MiB x 32, 0.85 of the one-shot
- * arm's 256 KiB x 32 (docs/benchmarks.md "Online tuning").
+ * arm's 256 KiB x 32.
  */
 static int tuner_rise_search(struct psd_tuner *t, uint64_t step)
 {
@@ -701,10 +701,9 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
 		return tuner_keep(t, step, score);
 	/* conditions never seen get dim design points in the trust region
 	 * first.  Without them a never-seen rate gained a point on the
-	 * synthetic surfaces, but in the live VGG-16 benchmark the
-	 * model-led search at 5 Gbit/s walked to 16 KiB partitions with
-	 * starved credit and ran at half the one-shot arm's rate
-	 * (docs/benchmarks.md "Online tuning") */
+	 * synthetic surfaces, but in the live VGG-16 benchmark the model-led
+	 * search at 5 Gbit/s walked to 16 KiB partitions with starved credit
+	 * and ran at half the one-shot arm's rate (bench/autotune-bench.sh) */
 	ret = tuner_begin_search(t, false, t->explored ? 0 : t->dim,
 				 t->explored ? "the conditions moved to ones "
 					       "sampled before"
@@ -723,7 +722,7 @@ static int tuner_cond_search(struct psd_tuner *t, uint64_t step, double score)
  * Without the larger partition a lock-in on small partitions stays
  * starved for good: live, VGG-16 locked 16 KiB x 21 behind a 4 ms round
  * trip (336 KiB of credit) and its probes reached only 32 x 16 KiB, too
- * little to read the faster link (docs/benchmarks.md "Online tuning").
+ * little to read the faster link (bench/autotune-bench.sh).
  * False if the credit cannot grow.
  */
 static bool tuner_probe_config(const struct psd_tuner *t, double want,

@@ -29,12 +29,13 @@
  * that splits between the partition (per-message costs amortized over
  * more bytes) and the multiple (finer partitions for priority) depends on
  * the job: ResNet-50's best partition stays at 64-256 KiB from 1 to 5
- * Gbit/s (docs/tuner.md), where the synthetic surfaces' moves 1.2 octaves
- * per octave.  So the prior halves it: partition +0.5, multiple +0.5.
- * Against the earlier partition +1, multiple 0, over 90 seeds at 10 %
+ * Gbit/s (bench/autotune-bench.sh), where the synthetic surfaces' moves
+ * 1.2 octaves per octave.  So the prior halves it: partition +0.5,
+ * multiple +0.5.  Against partition +1, multiple 0, over 90 seeds at 10 %
  * noise it took a never-seen rate from 0.939 to 0.952 of the optimum, a
- * return to a known one from 0.972 to 0.979 (stop 37).  Its sd (unit-box
- * units) lets the fit follow data from two or more rates that say else.
+ * return to a known one from 0.972 to 0.979 (test_tuner_synth.c).  Its sd
+ * (unit-box units) lets the fit follow data from two or more rates that
+ * say else.
  */
 #define TUNER_SHEAR_PART 0.5
 #define TUNER_SHEAR_MULT 0.5
@@ -105,7 +106,7 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * search tries would move the "link rate" themselves.  Behind a 2 ms
 	 * delay line a retune read 4 KiB x 1's starved rate as a slow link,
 	 * the sheared region moved to small partitions, and the next
-	 * proposals starved more (docs/benchmarks.md "Online tuning").  So the
+	 * proposals starved more (bench/autotune-bench.sh).  So the
 	 * conditions are those measured under the lock-in (or the first
 	 * config), which a search's samples are tagged with; a slower link
 	 * during a search shows once the lock-in runs again.
@@ -117,9 +118,9 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
 	 * measured its last samples after the link went to 5, the model took
 	 * their 3x rate for a config's at 1 Gbit/s, and the retune at 5 that
 	 * followed locked a config 15 % slower than the one it left
-	 * (docs/benchmarks.md "Online tuning").  Taken, it starts the search
-	 * over on that link (t->rose; tuner.c, tuner_rise_search), the samples
-	 * since the first faster reading tagged with it.
+	 * (bench/autotune-bench.sh).  Taken, it starts the search over on
+	 * that link (t->rose; tuner.c, tuner_rise_search), the samples since
+	 * the first faster reading tagged with it.
 	 */
 	if (t->raw.workers &&
 	    (t->phase == PSD_TUNER_EXPLORE || t->phase == PSD_TUNER_RETUNE)) {
@@ -169,8 +170,8 @@ int psd_tuner_set_conditions(struct psd_tuner *t,
  * trip, retunes' design points at the trust region's edge tried 4 KiB x
  * 11 and 4 KiB x 14 (56 KiB of credit, 1/27 of the product at 3 Gbit/s),
  * and a first search 4 KiB x 1, whose one step took 107 s
- * (docs/benchmarks.md "Online tuning").  Half of it leaves room for a link
- * estimate that is high or a round trip that shrinks.
+ * (bench/autotune-bench.sh).  Half of it leaves room for a link estimate
+ * that is high or a round trip that shrinks.
  */
 #define TUNER_BDP_FRAC 0.5
 

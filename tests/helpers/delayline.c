@@ -435,8 +435,8 @@ int main(int argc, char **argv)
 	 * rather than going back to the kernel and faulting in again.  With
 	 * a fresh malloc and a copy per frame the line spent most of its time
 	 * in page faults and moved 1.2-1.9 Gbit/s of one flow on a 5 Gbit/s
-	 * link (a guest whose page faults are dear; bench/delayline-bench.sh,
-	 * docs/benchmarks.md "The delay line"). */
+	 * link (a guest whose page faults are dear;
+	 * bench/delayline-bench.sh). */
 	(void)mallopt(M_MMAP_THRESHOLD, 1 << 20);
 	(void)mallopt(M_TRIM_THRESHOLD, 512 << 20);
 

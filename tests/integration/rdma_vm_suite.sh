@@ -34,8 +34,8 @@ for b in "$BUILD" ${PS_TEST_RDMA_ASAN_BUILD:-build-asan}; do
 		bash tests/integration/test_config.sh
 	# Key lists and row-sparse pushes go out in several pieces (keys,
 	# lengths, values; ids, rows): one RDMA write gathers them.  The two
-	# take 5-10 minutes in the ASan build on a slow host (an AMD EPYC
-	# host's VM, stop 36: the whole suite ran past run.sh's 20 minutes),
+	# take 5-10 minutes in the ASan build on a slow host (in a VM on an
+	# AMD EPYC host the whole suite ran past run.sh's 20 minutes),
 	# so the ASan pass runs them only with PS_TEST_RDMA_ASAN_FULL=1; its
 	# conformance suite still sends messages in pieces over rdma
 	# (transport_pieces, transport_send_fill), and make asan runs both

@@ -125,12 +125,12 @@ for i in 1 2; do
 	echo "1 Gbit/s, 256 KiB x 32: worker $i: $1 reports, $2 floors, median link reading $3 B/s"
 	[ "$1" -ge 2 ] || ns_die "worker $i sent $1 metrics reports"
 	# A sanitizer build's workers cannot fill the link on every host
-	# (TSan on an AMD EPYC host read 30-54 MB/s, stop 36): the rate is
+	# (TSan on an AMD EPYC host read 30-54 MB/s): the rate is
 	# asserted in the plain build only.
 	[ "$SAN" = 1 ] || awk -v r="$3" 'BEGIN { exit !(r > 0.6 * 125e6) }' ||
 		ns_die "worker $i read $3 B/s on a 125 MB/s link with 8 MiB of credit (not link-bound?)"
 	# Nor can they keep the credit from running out now and then: one
-	# TSan run of 2 workers x 5 reports had 1 floor (stop 38).  A
+	# TSan run of 2 workers x 5 reports had 1 floor.  A
 	# sanitizer build allows a quarter of the reports, the plain none.
 	max=$([ "$SAN" = 1 ] && echo $(($1 / 4)) || echo 0)
 	[ "$2" -le "$max" ] ||
@@ -144,7 +144,7 @@ done
 # reports and the floor test use, is the least of its window
 # (net.ipv4.tcp_min_rtt_wlen, per network namespace, 300 s by default:
 # the reports then carry the old path's 34 us and no floor, docs/tuner.md
-# "A path that lengthens").  With the window at 5 s, as README advises
+# "A path that lengthens").  With the window at 5 s, as that page advises
 # where paths change, the reports from 5 s after the change carry about
 # 4 ms and say floor.
 for nn in "${NODES[@]}"; do

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # slow
 # timeout: 1800
-# The RDMA transport for real, in one soft-RoCE VM boot
+# The RDMA transport for real, inside one soft-RoCE VM, booted once
 # (../shared/rdma-vm/run-in-rxe-vm: QEMU, Debian kernel, rdma_rxe on a
 # dummy netdev):
 #  (a) the transport conformance suite with PS_TEST_TRANSPORT=rdma;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Check that every arrow between psched's folders points down.
 
-Layers, top to bottom (ARCHITECTURE.md, "Layers"):
+Layers, top to bottom (docs/architecture.md, "Layers"):
 
     programs   bench/, */main.c           public API (include/), and the
                                           modules of their own folder

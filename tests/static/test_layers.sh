@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every arrow between folders points down (ARCHITECTURE.md, "Layers"):
+# Every arrow between folders points down (docs/architecture.md, "Layers"):
 # no #include and no call from common/ into a role, none between roles,
 # no folder cycle.  Checks the sources and, with nm, the objects of
 # $BUILD.  The checker's own self-test runs first, so a checker that

@@ -591,7 +591,8 @@ static void sim_one_sample(struct sim *s)
  * design (2 dim + 1 points over the whole box) and locks in only on a
  * config measured on the new link.  Carried on, VGG-16's first search
  * spent its last four samples where the shear prior pointed and locked
- * 0.85 of the one-shot arm's config (docs/tuner.md, stop 41).
+ * 0.85 of the one-shot arm's config (bench/autotune-bench.sh;
+ * docs/tuner.md, "A faster link during a search").
  */
 static void test_tuner_rise_starts_search_over(void)
 {
@@ -749,8 +750,7 @@ static void test_tuner_floor_probes_faster_link(void)
  * needs more than credit_mult_max partitions of its size, so it runs on a
  * larger partition with the credit asked for.  Capped at 32 x 16 KiB, a
  * probe of VGG-16's 16 KiB x 21 lock-in behind a 4 ms round trip read no
- * faster link and the lock-in stayed starved (docs/benchmarks.md
- * "Online tuning").
+ * faster link and the lock-in stayed starved (bench/autotune-bench.sh).
  */
 static void test_tuner_floor_probe_grows_partition(void)
 {
@@ -1016,11 +1016,11 @@ static void sim_shallow(double ei, unsigned int sps, double dip,
  * not choose (design points, the drifted samples that opened a retune)
  * and dim + 1 more: 10 in the first search here (2 warmup, 5 design, 3),
  * more than a retune's budget of 9 (3 drifted, 4 design, 3).  Asserted
- * also with the threshold of before stop 39 (0.005), where the first
- * search locked after 6 samples in 3 of 100 seeds (0.77 of the optimum)
- * and retunes right after their design points.  With the default
- * threshold, at most 1 seed of 100 locks below 0.9 (3 before; the plain
- build's bar).
+ * also with a looser threshold (0.005), where a rule that counted only
+ * the design points let the first search lock after 6 samples in 3 of
+ * 100 seeds (0.77 of the optimum) and retunes right after their design
+ * points.  With the default threshold, at most 1 seed of 100 locks below
+ * 0.9 (the plain build's bar).
  */
 static void check_no_early_lock(const struct shallow *r)
 {
@@ -1043,8 +1043,8 @@ static void test_tuner_no_lock_on_design(void)
 /*
  * Slow steps (a tenth of them at 0.67x): a sample is the median of its
  * steps, which 3 steps a sample give up to two slow ones and 5 to three.
- * Stop 49's CI run of test_autotune_replay (3 steps a sample) locked
- * 128 KiB x 16 at 0.898 of the grid best; that test now takes 5.  Here
+ * A CI run of test_autotune_replay with 3 steps a sample locked 128 KiB
+ * x 16 at 0.898 of the grid best; that test takes 5.  Here
  * 3 steps lock more seeds below 0.9 of the optimum (11 of 100 in the
  * plain build) than 5 (1), and 5 at most 1.
  */

@@ -5,21 +5,22 @@
  * 5, 10 and 20 % noise per sample.
  *
  * The surface (steps/s over log2 partition lp and log2 credit multiple
- * lm) is a smooth peak on a floor, like the replay surfaces in
- * docs/benchmarks.md "Scheduling": the peak sits at a partition and a
+ * lm) is a smooth peak on a floor, like the surfaces of the replayed
+ * models (bench/autotune-bench.sh): the peak sits at a partition and a
  * credit that grow with the link rate G (Gbit/s), and the level grows
- * with G.  The job starts at G0 = 5, the link drops to G1 = 1 after
- * the first search locked in (the old best then scores 0.56 of the new
+ * with G.  The job starts at G0 = 5, the link drops to G1 = 1 after the
+ * first search locked in (the old best then scores 0.56 of the new
  * best), goes back to G0, down to G1 again, then to G2 = 3 (never seen,
  * between the two).
  *
- * Not tailored to the tuner: the surface predates the tuner's condition
- * model and was left as it was (stop 20).  Its peak moves by 1.2 octaves
- * of partition and 0.8 octaves of credit multiple per octave of rate,
- * not by the tuner's prior (0.5 and 0.5, scheduler/tuner/tuner_cond.c); its
- * widths (3 and 1.6 octaves) and floor (0.35 of the peak) are not the
- * tuner's length-scale prior; its level follows G / (G + 1), not a power
- * of G; the noise is Gaussian, relative, per sample.
+ * Not tailored to the tuner: the surface was fixed before the tuner's
+ * condition model was written and has not been changed to suit it.  Its
+ * peak moves by 1.2 octaves of partition and 0.8 octaves of credit
+ * multiple per octave of rate, not by the tuner's prior (0.5 and 0.5,
+ * scheduler/tuner/tuner_cond.c); its widths (3 and 1.6 octaves) and
+ * floor (0.35 of the peak) are not the tuner's length-scale prior; its
+ * level follows G / (G + 1), not a power of G; the noise is Gaussian,
+ * relative, per sample.
  *
  * Figures, per seed and phase: the true score of the config the tuner
  * runs after the phase's budget (15 samples for the first search, 6 after
@@ -312,10 +313,10 @@ out:
 /*
  * One job on one seed whose link rises from G1 to G0 during the first
  * search (live, VGG-16's rose during its 9th sample of 12:
- * docs/benchmarks.md "Online tuning").  *@q_end gets the quality of the
- * config run RISE_HORIZON samples after the rise, *@q_mean the mean
- * quality of the configs run over those samples (what the search cost,
- * as a live job pays it).
+ * bench/autotune-bench.sh).  *@q_end gets the quality of the config run
+ * RISE_HORIZON samples after the rise, *@q_mean the mean quality of the
+ * configs run over those samples (what the search cost, as a live job
+ * pays it).
  */
 static void run_rise(uint64_t seed, double noise, double *q_end, double *q_mean)
 {
@@ -471,12 +472,12 @@ static void check_vs_random(const struct figures *f, double margin, bool worst)
 /*
  * 10 % noise, conditions on.  Issue 16's targets: first search >= 0.97
  * within 15 samples, >= 0.95 within 6 samples after a change, both 5
- * points above random search, worst seed >= 0.85.  Reached (see
- * docs/tuner.md; the tuner's GP priors since stop 34, the shear prior
- * split between partition and multiple since stop 37): first search
- * 0.989 (worst 0.946; 0.976 over 300 seeds); a rate never seen, with
- * nothing seen on that side of it, 0.957 (0.812; random 0.626; 0.941
- * (0.719) with stop 36's shear prior), where the model knows only its
+ * points above random search, worst seed >= 0.85.  Reached (with the
+ * tuner's own GP priors, and the shear prior split between partition and
+ * multiple): first search 0.989 (worst 0.946; 0.976 over 300 seeds); a
+ * rate never seen, with nothing seen on that side of it, 0.957 (0.812;
+ * random 0.626; 0.941 (0.719) with a shear prior of partition +1,
+ * multiple 0), where the model knows only its
  * prior of how the peak moves with the rate; back to a rate seen before
  * 0.986 (0.946); that rate's partner again 0.981 (0.856); a rate between
  * two seen ones 0.989 (0.944).  The bars
@@ -572,9 +573,10 @@ static void test_synth_conditions_carry_knowledge(void)
  * more credit now and then while the readings are floors) find the
  * faster link.  Without floors the two rises in the job are re-tuned no
  * better than random search (back to a known rate 0.627, a rate between
- * the two 0.724: docs/tuner.md); with them 0.960 and 0.968 (held-out
+ * the two 0.724); with them 0.960 and 0.968 (held-out
  * seeds 31-60: 0.943, 0.976).  The workers' round trip goes to the tuner
- * too (its credit floor, docs/tuner.md; SYNTH_NO_RTT=1 leaves it out):
+ * too (its credit floor, docs/tuner.md, "A credit floor from the round
+ * trip"; SYNTH_NO_RTT=1 leaves it out):
  * 0.961 and 0.989.  SYNTH_SLOW=1 also runs it without floors and asserts
  * the gain.
  */
@@ -610,19 +612,17 @@ static void test_synth_credit_bound(void)
  * 1 Gbit/s phase flat, the link rose at its 9th sample, and the search
  * spent its last samples where the prior pointed (8-64 MiB partitions)
  * and locked 16 MiB x 32, 0.85 of the 256 KiB x 32 the one-shot arm ran
- * (docs/benchmarks.md "Online tuning").
+ * (bench/autotune-bench.sh).
  *
  * Figures (10 % noise, the test's 30 seeds; end: the config run 30
  * samples after the rise; mean: over those 30 samples, the search's cost
- * included).  The search carried on to its budget (the tuner before
- * tuner_rise_search):
+ * included).  A search that carries on to its budget instead:
  * usual end 0.813 (worst 0.483), mean 0.785; adverse end 0.753 (worst
  * 0.500), mean 0.725.  Started over on the faster link with a first
  * search's design and budget (tuner_rise_search): usual 0.969 (0.886),
  * mean 0.876; adverse 0.951 (0.717), mean 0.842.  Over 120 seeds
  * (SYNTH_SEED_BASE=0, 30, 60, 90): usual end 0.809 -> 0.964, mean
- * 0.780 -> 0.868; adverse 0.738 -> 0.950, mean 0.708 -> 0.844
- * (docs/tuner.md).
+ * 0.780 -> 0.868; adverse 0.738 -> 0.950, mean 0.708 -> 0.844.
  */
 static void test_synth_rise_in_first_search(void)
 {

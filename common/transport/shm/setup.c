@@ -40,7 +40,7 @@ static int shm_peer_check(int fd, pid_t *pid)
 }
 
 /*
- * Shared memory only reaches this host: @addr must be empty, loopback or
+ * Shared memory only reaches the local host: @addr must be empty, loopback or
  * an address of a local interface (bindable).  The port is not looked at.
  */
 static int shm_addr_check(const struct psd_addr *addr)

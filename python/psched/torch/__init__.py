@@ -125,14 +125,14 @@ def _env_int(names, default):
 
 
 def local_rank():
-    """Rank among the workers on this host (PSCHED_LOCAL_RANK, set by
+    """Rank among the workers on the local host (PSCHED_LOCAL_RANK, set by
     psched.launch; BYTEPS_LOCAL_RANK also read)."""
     _c()
     return _env_int(("PSCHED_LOCAL_RANK", "BYTEPS_LOCAL_RANK"), 0)
 
 
 def local_size():
-    """Workers on this host (PSCHED_LOCAL_SIZE / BYTEPS_LOCAL_SIZE)."""
+    """Workers on the local host (PSCHED_LOCAL_SIZE / BYTEPS_LOCAL_SIZE)."""
     _c()
     return _env_int(("PSCHED_LOCAL_SIZE", "BYTEPS_LOCAL_SIZE"), 1)
 
