@@ -44,7 +44,7 @@ void psd_po_shm_setup(struct psched_node *n)
 		n->shm_port = 0;
 		return;
 	}
-	psd_info("transport auto: shm port %u for workers on this host "
+	psd_info("transport auto: shm port %u for workers on the same host "
 		 "(%s), %s port %u for the others",
 		 n->shm_port, n->host_key, n->ops->name, n->listen_port);
 }

@@ -40,7 +40,7 @@ for i in 1 2; do
 		die "auto 2x2: worker $i links are '$(links "$TMP/worker$i.err")', want shm to both servers: $(grep 'transport' "$TMP/worker$i.err")"
 	grep -q "transport to server .*: shm port [0-9]* (auto: same host: boot id, network namespace and uid match)" "$TMP/worker$i.err" ||
 		die "auto 2x2: worker $i does not say why it chose shm"
-	grep -Eq "transport auto: shm port [0-9]+ for workers on this host" "$TMP/server$i.err" ||
+	grep -Eq "transport auto: shm port [0-9]+ for workers on the same host" "$TMP/server$i.err" ||
 		die "auto 2x2: server $i has no shm listener: $(grep transport "$TMP/server$i.err")"
 done
 grep -q "transport: tcp (auto: " "$TMP/server1.err" || die "auto 2x2: the job transport is not tcp"

@@ -62,7 +62,7 @@ static int shm_addr_check(const struct psd_addr *addr)
 	close(fd);
 	if (ret)
 		return psd_set_errmsg(-EHOSTUNREACH,
-				      "shm: %s is not an address of this host "
+				      "shm: %s is not a local address "
 				      "(shared memory links local peers only)",
 				      addr->host);
 	return 0;
