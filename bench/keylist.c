@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * ps-bench --keys-per-request N: dmlc ps-lite's test_kv_app_benchmark
- * workload on key lists (README "Key lists").  Each worker pushes N keys
+ * workload on key lists (docs/c-api.md "Key lists").  Each worker pushes N keys
  * of one float32 each in one psched_push_keys(), waits, then pulls them
  * back in one psched_pull_keys(), timing each call; key i of worker r is
  * (2^64-1) / N * i + r and its value rand() % 1000 as there (so with W

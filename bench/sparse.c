@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /*
  * ps-bench --mode sparse: an embedding table of --rows x --width float32
- * rows (row-sparse key, README "Row-sparse tensors"); each iteration a
+ * rows (row-sparse key, docs/c-api.md); each iteration a
  * worker pushes --batch-rows rows drawn from a zipf(--zipf) distribution
  * (hot rows first, duplicates summed by psched) and gets the same rows
  * back: one row-sparse pushpull, as the baseline's dense pushpull (with

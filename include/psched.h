@@ -243,7 +243,7 @@ int psched_pushpull(struct psched_node *node, const uint64_t *keys,
 		    enum psched_dtype dtype, int priority, psched_done_fn *cb,
 		    void *arg, uint64_t *req);
 /*
- * Key lists (README "Key lists"; ps-lite's ZPush(keys, vals, lens) shape):
+ * Key lists (docs/c-api.md; ps-lite's ZPush(keys, vals, lens) shape):
  * one request carrying @nkeys small keys, their values packed back to back
  * in one buffer @vals, key i holding @lens[i] elements of @dtype (or, when
  * @lens is NULL, @len elements each).  @keys must be sorted ascending with
@@ -295,7 +295,7 @@ int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
 		enum psched_dtype dtype, unsigned timeout_ms);
 
 /*
- * Row-sparse tensors (embedding tables; README "Row-sparse tensors").  A
+ * Row-sparse tensors (embedding tables; docs/c-api.md "Row-sparse tensors").  A
  * row-sparse key is a table of @rows rows of @width elements of @dtype,
  * placed on the servers by row range; servers store only rows ever
  * pushed (the others read as zeros).  psched_row_sparse_init() declares

@@ -256,7 +256,7 @@ static void rows_pack_pull(const struct kvw_rows *x, size_t u0, size_t cnt,
  * server folds (and answers) one piece while the worker packs the next,
  * and every piece fits in the shm ring (placed, read in place).  512 KiB
  * measured best of 0, 256 KiB and 512 KiB over shm and tcp together
- * (README "Row-sparse tensors").
+ * (docs/c-api.md "Row-sparse tensors").
  */
 #define KVW_ROWS_PIECE (512u * 1024u)
 

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
-"""Key lists from Python (README "Key lists"): one request carrying many
-small keys, ps-lite's ZPush/ZPull shape, on a dist KVStore's worker node.
+"""Key lists from Python (docs/python.md "Key lists"): one request
+carrying many small keys, ps-lite's ZPush/ZPull shape, on a dist
+KVStore's worker node.
 
     from psched.keylist import push_keys, pull_keys
     push_keys(kv, [3, 8, 20], [0.5, 1.0, 2.0])        # one float per key

@@ -296,7 +296,7 @@ class KVStore:
         """Declare keys with initial values (collective: every worker
         calls it with the same keys; rank 0's values are stored).  A
         RowSparse value (shape, dtype, no rows) declares a row-sparse
-        key (README "Row-sparse tensors")."""
+        key (docs/python.md "Row-sparse values")."""
         if _rs.is_row_sparse_arg(value):
             _rs.call(self, _rs.init, key, value)
             return

@@ -1,5 +1,6 @@
 """Row-sparse values (embedding tables) for the KVStore: MXNet's
-``row_sparse`` arrays in a small container, README "Row-sparse tensors".
+``row_sparse`` arrays in a small container, docs/python.md "Row-sparse
+values".
 
     table = psched.RowSparse.zeros((10_000_000, 64))   # shape only
     kv.init("emb", table)                              # rows start at 0

@@ -1,24 +1,26 @@
 #!/usr/bin/env bash
-# The two examples of README.md's "Using psched from PyTorch" (each the
-# python block after a "README example" comment), run exactly as printed
-# on 2 workers: the PyTorch one (DistributedOptimizer + Adam) must end
-# with the same weights on both workers (averaged gradients) and a lower
-# loss than at start is not asserted (20 steps on random labels); the
-# MXNet-style one must recover the regression's true weights on both.
+# The two marked examples of the manual (the python block after a
+# "README example" comment): docs/pytorch.md's and docs/python.md's, run
+# exactly as printed on 2 workers.  The PyTorch one (DistributedOptimizer
+# + Adam) must end with the same weights on both workers (averaged
+# gradients; a lower loss is not asserted: 20 steps on random labels);
+# the MXNet-style one must recover the regression's true weights on both.
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/pylib.sh"
-"$PYTHON" - README.md "$TMP" <<'PY' || die "could not extract the README examples"
+"$PYTHON" - "$TMP" <<'PY' || die "could not extract the marked examples of docs/"
 import re, sys
-text = open(sys.argv[1]).read()
-sec = text.split("## Using psched from PyTorch", 1)[1].split("\n## ", 1)[0]
-blocks = re.findall(r"<!-- README example[^\n]*-->\n```python\n(.*?)```", sec, re.S)
-assert len(blocks) == 2, "found %d README examples, want 2" % len(blocks)
-for name, b in zip(("torch_ex.py", "mx_ex.py"), blocks):
-    open("%s/%s" % (sys.argv[2], name), "w").write(b)
+for page, name in (("docs/pytorch.md", "torch_ex.py"),
+                   ("docs/python.md", "mx_ex.py")):
+    text = open(page).read()
+    blocks = re.findall(r"<!-- README example[^\n]*-->\n```python\n(.*?)```",
+                        text, re.S)
+    assert len(blocks) == 1, "%s: %d marked examples, want 1" % (
+        page, len(blocks))
+    open("%s/%s" % (sys.argv[1], name), "w").write(blocks[0])
 PY
 if [ -z "${PY_SANITIZED:-}" ] && have_torch; then
 	timeout $((180 * MULT)) "$PYTHON" -m psched.launch -s 1 -w 2 -- "$PYTHON" "$TMP/torch_ex.py" >"$TMP/torch.out" 2>&1 ||
-		{ cat "$TMP/torch.out"; die "the README's PyTorch example failed"; }
+		{ cat "$TMP/torch.out"; die "docs/pytorch.md's example failed"; }
 	cat "$TMP/torch.out"
 	# Both ranks write to one file: their lines may run together, so
 	# each rank's answer is counted where it appears (as for mx below).
@@ -35,7 +37,7 @@ else
 	echo "python3-torch missing (or a sanitizer build): the PyTorch example is not run"
 fi
 timeout $((120 * MULT)) "$PYTHON" -m psched.launch -s 1 -w 2 -- "$PYTHON" "$TMP/mx_ex.py" >"$TMP/mx.out" 2>&1 ||
-	{ cat "$TMP/mx.out"; die "the README's MXNet-style example failed"; }
+	{ cat "$TMP/mx.out"; die "docs/python.md's MXNet-style example failed"; }
 cat "$TMP/mx.out"
 # Both workers write to one file, so their lines can run together:
 # count each rank's answer where it appears, not whole lines.

@@ -1,4 +1,4 @@
-"""Row-sparse keys from Python (README "Row-sparse tensors"), run as a
+"""Row-sparse keys from Python (docs/python.md "Row-sparse values"), run as a
 dist_sync job of 2 servers x 2 workers by psched.launch
 (tests/integration/test_rows_py.sh): RowSparse pushes with duplicate
 ids and an empty push, row_sparse_pull into a RowSparse and into an

@@ -1,6 +1,6 @@
 """Sparse gradients of psched.torch (``nn.Embedding(sparse=True)``):
 only the rows a backward pass touched cross the network, through a
-row-sparse key (README "Row-sparse tensors").
+row-sparse key (docs/pytorch.md "Sparse embeddings").
 
 One step of a parameter with a sparse gradient: push its touched rows
 (summed by the servers per step), sum a mask of one float per row over
