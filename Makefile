@@ -141,7 +141,7 @@ DEPS_STAMP := $(BUILD)/.deps-ok
 PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 
-.PHONY: all deps test unit bench bench-sched bench-rdma run asan asan-build \
+.PHONY: all deps test test-long unit bench bench-sched bench-rdma run asan asan-build \
         tsan tsan-build install deb test-fresh format format-check check clean help tests \
         fuzz soak
 .DEFAULT_GOAL := all
@@ -242,6 +242,12 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(STATIC_LIB)
 # namespaces, soft-RoCE VM when it boots), then the sanitizer builds.
 test: all tests
 	$(Q)BUILD=$(BUILD) bash tests/run.sh
+
+# The long runs, kept out of `make test` (each has a short variant
+# there): the scripts marked "# long" (tests/README.md), e.g. the full
+# autotune end-to-end against a grid search.
+test-long: all tests
+	$(Q)BUILD=$(BUILD) PS_SUITE=long bash tests/run.sh
 
 # Only unit + transport + loopback integration of this build (used by
 # the sanitizer targets).
@@ -356,6 +362,6 @@ clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
 help:
-	@echo "targets: all test bench bench-sched bench-rdma run asan asan-build tsan tsan-build fuzz soak install deb test-fresh format format-check check clean"
+	@echo "targets: all test test-long bench bench-sched bench-rdma run asan asan-build tsan tsan-build fuzz soak install deb test-fresh format format-check check clean"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)

@@ -7,4 +7,5 @@
 set -eu
 cd "$(dirname "$0")"
 bash scripts/install-deps.sh
-exec make "$@"
+# As many build jobs as CPUs (tests/run.sh runs as many tests at once).
+exec make -j"$(nproc 2>/dev/null || echo 2)" "$@"

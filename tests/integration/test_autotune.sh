@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# slow
+# long
+# serial
 # The online autotuner against a grid search on the same shaped link.
 #
 # Two network namespaces joined by a veth pair shaped with tbf in both

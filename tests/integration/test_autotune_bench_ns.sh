@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # slow
+# serial
 # bench/autotune-bench.sh end to end, shortened: the namespace cluster
 # with a link whose rate follows a schedule (5 -> 1 -> 3 Gbit/s, then
 # background traffic) and 1 ms of delay each way on the server's link

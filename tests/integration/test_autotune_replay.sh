@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# slow
+# long
+# serial
 # test_autotune.sh on a surface where the config matters: ResNet-50
 # replayed (ps-worker --model resnet50, 1.25 TFLOP/s simulated device,
 # batch 32: 100 MB of gradients a step against 0.63 s of compute) by two

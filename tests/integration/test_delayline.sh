@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# serial
 # The delay line (tests/helpers/delayline, bench/ns-lib.sh ns_delay) that
 # gives the namespace benches a round-trip time without netem.  Two
 # nodes on a bridge, node 1's link through the line:

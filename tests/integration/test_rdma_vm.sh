@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # slow
+# serial
 # timeout: 1800
 # The RDMA transport for real, inside one soft-RoCE VM, booted once
 # (../shared/rdma-vm/run-in-rxe-vm: QEMU, Debian kernel, rdma_rxe on a

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# serial
 # Scale on one machine: a job of 8 servers and 64 workers (small tensors,
 # 4 B .. 16 KiB: every worker checks each element against the sum of all
 # 64 workers' values, 64x the work of the push, so larger ones only cost

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # slow
+# serial
 # bench/sched-bench.sh end to end on a tiny grid: namespaces + veth +
 # bridge + tbf-shaped links (1 Gbit/s), 1 server and 2 workers replaying
 # a small CSV profile, FIFO vs priority+credit at one grid point.  Checks

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# serial
 # PS_TRANSPORT=auto picks shared memory per connection for peers on one
 # host (same boot id, network namespace and uid) and the job's transport
 # for the others (README "Shared memory"):
