@@ -57,7 +57,7 @@ endif
 CPPFLAGS += $(PKG_CFLAGS) -DPSCHED_VERSION='"$(shell cat VERSION)"'
 LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
 
-# CUDA (README "GPU tensors"): built into libpsched when nvcc is found in
+# CUDA (docs/gpu.md): built into libpsched when nvcc is found in
 # CUDA_HOME (default /usr/local/cuda); CUDA=0 forces it off, CUDA=1 makes a
 # missing nvcc an error.  The runtime is linked statically (libcudart_static,
 # which loads the driver itself), so the library runs where there is no

@@ -511,8 +511,8 @@ static int launch_run(const struct bopts *o, int argc, char **argv)
 
 /*
  * The cluster ps-bench starts is a job like any other: its nodes prove
- * a shared secret (README "Authentication").  Unless the caller gave one,
- * draw a fresh one for this run; the children inherit it.
+ * a shared secret (docs/security.md "The job secret").  Unless the caller gave
+ * one, draw a fresh one for this run; the children inherit it.
  */
 static int launch_secret(void)
 {

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make bench`: the PEERS.md workload, 1 server + 1 worker on loopback:
+# `make bench`: the ps-lite comparison workload (docs/benchmarks.md), 1 server + 1 worker on loopback:
 # push, pull and push+pull goodput for 4 KiB .. 64 MiB (40 keys per server,
 # fewer above 1 MiB, all outstanding), then serial latency (one request
 # outstanding) at 4 KiB and 1 MiB.  Every figure is the median of 3

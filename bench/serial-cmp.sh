@@ -4,7 +4,7 @@
 # serial-cmp.sh [ROUNDS] [SECONDS]: serial 4 KiB push latency over
 # loopback TCP, 1 server + 1 worker, interleaved per round: ps-lite
 # (psl_bench via ../shared/peers/ps-lite/run.sh), then ps-bench with
-# PS_CALLER_RX=0, then with PS_CALLER_RX=1 (README "Caller receive").
+# PS_CALLER_RX=0, then with PS_CALLER_RX=1 (docs/c-api.md "Waiting and completion").
 # Prints microseconds per request and the ratio to ps-lite per round.
 #   PSL_BENCH  ps-lite's bench (default /work/pslite-build/psl_bench)
 #   PSL_RUN    its launcher (default ../shared/peers/ps-lite/run.sh)

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Job authentication (README "Authentication").  Every connection a node
- * accepts or opens starts unauthenticated; the van holds it to the
+ * Job authentication (docs/security.md "The job secret").  Every connection a
+ * node accepts or opens starts unauthenticated; the van holds it to the
  * pre-authentication limits (PS_AUTH_TIMEOUT, PS_PREAUTH_MAX_FRAME,
  * PS_MAX_PENDING_AUTH) until its owner calls psd_conn_set_authed().
  *

@@ -101,14 +101,14 @@ struct psched_cfg {
 	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
 	int autotune_conditions;	      /* PS_AUTOTUNE_CONDITIONS */
 	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
-	/* Authentication (README "Authentication"). */
+	/* Authentication (docs/security.md "The job secret"). */
 	char job_token_file[256];   /* PS_JOB_TOKEN_FILE: file holding it */
 	int allow_unauthenticated;  /* PS_ALLOW_UNAUTHENTICATED: 0 | 1 */
 	unsigned auth_timeout_ms;   /* PS_AUTH_TIMEOUT (s) to authenticate */
 	unsigned preauth_max_frame; /* PS_PREAUTH_MAX_FRAME: bytes until then */
 	unsigned max_pending_auth;  /* PS_MAX_PENDING_AUTH per listener */
 	uint64_t socket_buf_bytes;  /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
-	/* RDMA transport knobs (README "RDMA"). */
+	/* RDMA transport knobs (docs/transports.md "RDMA"). */
 	char rdma_device[64];	  /* PS_RDMA_DEVICE, "" = any */
 	unsigned rdma_port;	  /* PS_RDMA_PORT 1..255 */
 	int rdma_gid_index;	  /* PS_RDMA_GID_INDEX 0..65535, -1 unset */
@@ -121,7 +121,7 @@ struct psched_cfg {
 	uint64_t rdma_mr_budget;  /* PS_RDMA_MR_BUDGET 0..2^50 */
 	int rdma_lane_min;	  /* PS_RDMA_LANE_MIN 0..1G, -1 unset */
 	int rdma_test_fail_reg;	  /* PS_RDMA_TEST_FAIL_REG (test hook) */
-	/* GPU tensors (README "GPU tensors"). */
+	/* GPU tensors (docs/gpu.md). */
 	uint64_t gpu_stage_bytes; /* PS_GPU_STAGE_BYTES: pinned slot size */
 	unsigned gpu_stage_bufs;  /* PS_GPU_STAGE_BUFS 1..64 slots */
 	unsigned gpu_streams;	  /* PS_GPU_STREAMS 1..16 */
@@ -223,11 +223,11 @@ typedef void psched_done_fn(int err, uint64_t req, void *arg);
  * key by a worker is one step; in dist_sync mode the servers sum the W
  * workers' pushes of a step, then the sum becomes the stored value.  A
  * push for a later step than the one the servers aggregate is held there
- * (and completes at once) within limits (README "Limits and refusals").
- * pull: copy the stored value into @vals once it includes this worker's
- * latest push of the key.
- * pushpull: push @push_vals then pull the new aggregate into @pull_vals,
- * in one round trip.  @push_vals and @pull_vals may be the same buffers.
+ * (and completes at once) within limits (docs/security.md "Limits and
+ * refusals"). pull: copy the stored value into @vals once it includes this
+ * worker's latest push of the key. pushpull: push @push_vals then pull the new
+ * aggregate into @pull_vals, in one round trip.  @push_vals and @pull_vals may
+ * be the same buffers.
  */
 int psched_push(struct psched_node *node, const uint64_t *keys, size_t nkeys,
 		const void *const *vals, const uint64_t *lens,
@@ -344,7 +344,7 @@ int psched_row_sparse_pushpull(struct psched_node *node, uint64_t key,
 int psched_wait(struct psched_node *node, uint64_t req, unsigned timeout_ms);
 
 /*
- * GPU tensors (README "GPU tensors").  The same requests as psched_push /
+ * GPU tensors (docs/gpu.md).  The same requests as psched_push /
  * psched_pull / psched_pushpull, with every value buffer in memory of CUDA
  * device @device (cudaMalloc'd or managed, e.g. a torch tensor's
  * data_ptr()).  The worker stages them through a pool of pinned host

@@ -321,8 +321,8 @@ bool psd_kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r)
  * PS_SENDER_NICE: this thread's niceness (Linux keeps one per thread).
  * The sender posts every queued chunk; on a soft-RoCE device each post
  * does the device's work on the posting CPU, and at 64 KiB the sender
- * is the busiest thread of a push (README "RDMA").  Without the right
- * to lower it (CAP_SYS_NICE or RLIMIT_NICE) the job runs on at the
+ * is the busiest thread of a push (docs/transports.md "RDMA").  Without the
+ * right to lower it (CAP_SYS_NICE or RLIMIT_NICE) the job runs on at the
  * process's niceness, with a warning naming the knob.
  */
 static void kvw_sender_nice(const struct psched_node *n)

@@ -109,7 +109,7 @@ def _declare(lib):
                                     c_void_pp, c_u64_p, ctypes.c_int,
                                     ctypes.c_int],
         # GPU tensors: the same with buffers on CUDA device N (kvstore.py
-        # KVStore.issue_device, README "GPU tensors").
+        # KVStore.issue_device, docs/gpu.md).
         "psched_kvstore_push_device": [vp, c_u64_p, ctypes.c_size_t,
                                        c_void_pp, c_u64_p, ctypes.c_int,
                                        ctypes.c_int, ctypes.c_int],

@@ -422,7 +422,7 @@ int main(int argc, char **argv)
 
 	/* A list of the same length as the cached one but one key other (a
 	 * key never pushed, +1 from a stored one): not the cached list
-	 * (worker/kvw_klpack.c), so its keys travel and the server refuses
+	 * (common/klpack.c), so its keys travel and the server refuses
 	 * the unknown key -- taken for the cached list it would be answered
 	 * with the old keys' values. */
 	check_pull("cached list before a near copy", 1, 0);

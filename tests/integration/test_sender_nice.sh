@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# PS_SENDER_NICE (README "Programs"): a worker's ps-sender thread runs at
+# PS_SENDER_NICE (docs/configuration.md "Latency and threads"): a worker's ps-sender thread runs at
 # the niceness asked for while its other threads keep the process's,
 # read from /proc/PID/task/*/stat during a running 1x1 job:
 #  1. 5 (any user may raise it);

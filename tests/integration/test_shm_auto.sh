@@ -2,7 +2,7 @@
 # serial
 # PS_TRANSPORT=auto picks shared memory per connection for peers on one
 # host (same boot id, network namespace and uid) and the job's transport
-# for the others (README "Shared memory"):
+# for the others (docs/transports.md "Shared memory"):
 #  1. 2 servers x 2 workers on loopback under auto: every worker->server
 #     link is shm (logged per server, PS_VERBOSE=1), the servers listen on
 #     an shm name besides their TCP port, exact sums on both sides of the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# A node's threads carry names (README "Programs"): while a 1x1 cluster
+# A node's threads carry names (docs/configuration.md "Latency and threads"): while a 1x1 cluster
 # runs, the server has ps-van and ps-heartbeat, the worker ps-van,
 # ps-sender and ps-heartbeat, read from /proc/PID/task/*/comm.
 . "$(dirname "$0")/lib.sh"

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The worker's packed key lists (worker/kvw_klpack.c), which its key-list
+ * The worker's packed key lists (common/klpack.c), which its key-list
  * cache uses to tell a repeated list: equal() must be true exactly when
  * the keys are the same, for strided, random and irregular lists, every
  * excess width 0..8 bytes, block edges, any order (arithmetic mod 2^64),

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Updaters (common/updater.c) and the "local" KVStore (worker/kvstore.c):
+ * Updaters (common/updater.c) and the "local" KVStore (app/kvstore.c):
  * float16 conversion (every half value, rounding against the compiler's
  * _Float16), the SGD rule against a scalar re-derivation, momentum kept
  * per key and byte range, the custom hook, optimizer checks, and the
