@@ -85,7 +85,7 @@ usage: bench/autotune-bench.sh [options]
                      keeps the last
   --min-rtt-wlen S   net.ipv4.tcp_min_rtt_wlen in every node's namespace
                      (the kernel's window of a connection's least round
-                     trip, 300 s by default; README: shorter where paths
+                     trip, 300 s by default; docs/tuner.md: shorter where paths
                      change)
   --tcp-mem SIZE     the largest TCP send and receive buffer in every
                      node's namespace (net.ipv4.tcp_wmem and tcp_rmem's

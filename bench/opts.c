@@ -379,7 +379,7 @@ void bench_usage(void)
 	       "--mode, --seconds unused)\n\n"
 	       "  --mode sparse: row-sparse pushpull of zipf-chosen rows of "
 	       "an embedding\n  table vs a dense pushpull of as many bytes "
-	       "(README \"Row-sparse tensors\"):\n"
+	       "(docs/c-api.md \"Row-sparse tensors\"):\n"
 	       "  --rows N        table rows, 1..2^32 [10000000]\n"
 	       "  --width N       floats per row, 1..65536 [64]\n"
 	       "  --batch-rows N  rows per push and pull, 1..1048576 [8192]\n"

@@ -5,8 +5,8 @@
 # outstanding) at 4 KiB and 1 MiB.  Every figure is the median of 3
 # rounds; each round measures the plain-socket baselines (tcp1, tcp2: the
 # same bytes per iteration with large writes over 1 or 2 streams; raw: the
-# same request pattern), then psched's window (ps-bench --help, README
-# "Programs").
+# same request pattern), then psched's window (ps-bench --help, docs/benchmarks.md
+# "Throughput and latency").
 # PS_BENCH_SECONDS sets the window (4 windows per round).  psched runs over
 # TCP like its baselines (PS_BENCH_TRANSPORT; auto would link the local
 # cluster by shm, bench/shm-vs-tcp.sh compares the two).

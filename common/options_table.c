@@ -207,7 +207,7 @@ const struct opt psd_opts[] = {
 	  "cache) in 2 MiB-aligned transparent huge pages, 512x fewer page "
 	  "faults when keys are created (1|0; plain pages when THP is off; "
 	  "0 by default: slower on VMs whose freed memory goes back to the "
-	  "host, README \"Key lists\")" },
+	  "host, docs/configuration.md \"Key lists\")" },
 	{ "keylist-pack",
 	  { "PS_KEYLIST_PACK" },
 	  OPT_BOOL,
@@ -216,7 +216,7 @@ const struct opt psd_opts[] = {
 	  "1",
 	  "worker: send a key list's keys packed (a few bytes per key, none "
 	  "for strided keys) when that halves them at least (1|0; 0 = 8 "
-	  "bytes per key, README \"Key lists\")" },
+	  "bytes per key, docs/configuration.md \"Key lists\")" },
 	{ "server-hugepages",
 	  { "PS_SERVER_HUGEPAGES" },
 	  OPT_BOOL,
@@ -225,7 +225,7 @@ const struct opt psd_opts[] = {
 	  "0",
 	  "server: keep each key's value and sum (from 1 MiB) in 2 MiB-aligned "
 	  "transparent huge pages (1|0; pays over shm when the workers' "
-	  "buffers are huge pages too, README \"Shared memory\")" },
+	  "buffers are huge pages too, docs/transports.md \"Huge pages\")" },
 	{ "scheduling",
 	  { "PS_SCHEDULING" },
 	  OPT_STR,

@@ -11,8 +11,8 @@ PIDS=()
 # (rdma_cm cannot use loopback), see test_rdma_vm.sh.
 export DMLC_PS_ROOT_URI=${PS_TEST_ROOT_URI:-127.0.0.1}
 export PS_CONNECT_TIMEOUT=${PS_CONNECT_TIMEOUT:-$((30 * MULT))}
-# A fresh job secret per test run, as every launcher makes one (README
-# "Authentication"); tests of authentication itself unset or change it.
+# A fresh job secret per test run, as every launcher makes one (docs/security.md
+# "The job secret"); tests of authentication itself unset or change it.
 if [ -z "${PS_JOB_TOKEN:-}" ] && [ -z "${PS_JOB_TOKEN_FILE:-}" ]; then
 	PS_JOB_TOKEN=$(od -An -tx1 -N24 /dev/urandom | tr -d ' \n')
 	export PS_JOB_TOKEN

@@ -27,11 +27,11 @@
  * payload from SHM_CMA_MIN to SHM_PLACE_MAX is placed the same way,
  * copied there from the caller's pieces: two copies in user space, one
  * at each end, which beat one process_vm_readv() of 4 KiB pages (it pins
- * every page) by 1.25-1.35x at 1 MiB (README, Shared memory).  Larger
- * ones stay where they are: the frame carries the sender's iovec addresses
- * and the receiver, once psd_van_rx_header() chose the destination, copies
- * straight from the sender's memory with process_vm_readv() (one copy), then
- * acknowledges; the sender's send() returns on that acknowledgement,
+ * every page) by 1.25-1.35x at 1 MiB (docs/benchmarks.md, "Shared memory").
+ * Larger ones stay where they are: the frame carries the sender's iovec
+ * addresses and the receiver, once psd_van_rx_header() chose the destination,
+ * copies straight from the sender's memory with process_vm_readv() (one copy),
+ * then acknowledges; the sender's send() returns on that acknowledgement,
  * except for requests (push, pushpull, init: transport.h lets them
  * return once the payload is on its way), which return once the frame is
  * posted, up to SHM_CMA_WINDOW unacknowledged per connection, so large
