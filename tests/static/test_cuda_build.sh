@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CUDA in the build (README "GPU tensors"): with nvcc in CUDA_HOME (default
+# CUDA in the build (docs/gpu.md): with nvcc in CUDA_HOME (default
 # /usr/local/cuda) the library holds the GPU kernels and the CUDA runtime
 # (linked statically: no libcudart.so needed at run time) and still runs on
 # a machine without GPU or driver; CUDA=0, or no nvcc, builds without CUDA
