@@ -8,6 +8,9 @@
 # PS_SUITE=quick (make asan, make tsan): also without those marked
 #   "# slow", no sanitizer builds;
 # PS_SUITE=long (make test-long): only the tests marked "# long".
+# A script marked "# once" checks the tree, not a build (layout, docs,
+# formatting, manifests): the sanitizer builds' runs of the full suite
+# skip it, as it ran against the main build (PS_TREE_CHECKED=1).
 # PS_TEST_ONLY=REGEX runs only the tests whose names match (grep -E).
 # PS_TEST_JOBS tests run at once (default: the number of CPUs); a script
 # marked "# serial" (it shapes links, measures, or boots a VM) runs alone.
@@ -148,6 +151,11 @@ run_script() { # script
 		skip=$((skip + 1))
 		return
 	fi
+	if [ -n "${PS_TREE_CHECKED:-}" ] && grep -q '^# once' "$sc"; then
+		echo "skip $name (checks the tree: ran in the main build)"
+		skip=$((skip + 1))
+		return
+	fi
 	grep -q '^# serial' "$sc" && serial=1
 	start script "$name" "$serial" "$sc"
 }
@@ -174,7 +182,7 @@ if [ "$SUITE" = full ]; then
 	for san in asan tsan; do
 		echo "== make $san"
 		t0=$SECONDS
-		make --no-print-directory "$san" >"$logs/make-$san.log" 2>&1
+		PS_TREE_CHECKED=1 make --no-print-directory "$san" >"$logs/make-$san.log" 2>&1
 		rc=$?
 		counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$logs/make-$san.log" | tail -n 1)
 		if [ -n "$counts" ]; then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# once
 # The Kubernetes manifests (deploy/k8s/psched-job.yaml: headless Service,
 # a Job per role; deploy/k8s/mxjob.yaml: Kubeflow MXJob) validated against
 # the Kubernetes API's OpenAPI schemas (npm's kubernetes-models, installed

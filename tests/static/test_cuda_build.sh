@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# once
 # CUDA in the build (docs/gpu.md): with nvcc in CUDA_HOME (default
 # /usr/local/cuda) the library holds the GPU kernels and the CUDA runtime
 # (linked statically: no libcudart.so needed at run time) and still runs on

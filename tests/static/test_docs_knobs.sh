@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# once
 # docs/configuration.md matches the options table (common/options_table.c,
 # plus the variables common/options.c reads by name): every variable and
 # every flag of the table is named there, in backquotes, and every

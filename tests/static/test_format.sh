@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# once
 # Every C source and header git knows is laid out as .clang-format says
 # (what `make format` writes): `make format-check` (the Makefile keeps
 # the file list and the flags), so a change that drifts from the style

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# once
 # The front door stays one (tests/static/check_frontdoor.py): README and
 # docs links resolve, cited files and sections exist, no session-diary
 # words outside CHANGELOG.md, README <= 300 lines, docs/ <= 40 files.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# once
 # scripts/install-deps.sh against fake apt-get/dpkg-query (nothing is
 # installed): the base set has make and no python3-torch; --for torch asks
 # for python3-torch only; every apt-get call waits for the dpkg lock

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# once
 # Every arrow between folders points down (docs/architecture.md, "Layers"):
 # no #include and no call from common/ into a role, none between roles,
 # no folder cycle.  Checks the sources and, with nm, the objects of
