@@ -3,8 +3,9 @@
 # Objects go to $(BUILD) (build/, build-asan/, build-tsan/).  Sources are
 # found by wildcard so a new module or test needs no edit here:
 #   common/*.c common/transport/*.c worker/*.c server/*.c scheduler/*.c
-#     -> libpsched.a / libpsched.so   (every */main.c is a program instead)
+#     app/*.c -> libpsched.a / libpsched.so   (only what a user links)
 #   scheduler/tuner/*.c -> libpsched_tuner.a (GSL; linked by ps-scheduler)
+#   programs/ps-NAME/*.c -> $(BUILD)/bin/ps-NAME (the four programs)
 #   tests/unit/test_*.c, tests/transport/test_*.c -> one binary each
 
 BUILD    ?= build
@@ -104,7 +105,7 @@ LIB_DIRS := common common/gpu common/transport common/transport/shm worker \
 ifeq ($(HAVE_RDMA),1)
 LIB_DIRS += common/transport/rdma
 endif
-LIB_SRC  := $(filter-out %/main.c,$(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c)))
+LIB_SRC  := $(foreach d,$(LIB_DIRS),$(wildcard $(d)/*.c))
 TUNER_SRC := $(wildcard scheduler/tuner/*.c)
 TUNER_OBJ := $(TUNER_SRC:%.c=$(BUILD)/obj/%.o)
 # The scheduler runs the tuner (--autotune), so the library holds it and
@@ -119,6 +120,8 @@ endif
 
 PROGRAMS := ps-scheduler ps-server ps-worker ps-bench
 PROG_BIN := $(PROGRAMS:%=$(BUILD)/bin/%)
+# Each program's objects: every .c of its folder programs/ps-NAME/.
+prog_obj = $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard programs/$(1)/*.c))
 
 UNIT_SRC := $(wildcard tests/unit/test_*.c tests/transport/test_*.c)
 UNIT_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
@@ -212,21 +215,22 @@ $(TUNER_LIB): $(TUNER_OBJ)
 	@echo "  AR      $@"
 	$(Q)rm -f $@ && ar rcs $@ $^
 
-$(BUILD)/bin/ps-scheduler: $(BUILD)/obj/scheduler/main.o $(TUNER_LIB) $(STATIC_LIB)
+$(BUILD)/bin/ps-scheduler: $(call prog_obj,ps-scheduler) $(TUNER_LIB) $(STATIC_LIB)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(GSL_LIBS) $(LIBS)
 
-$(BUILD)/bin/ps-%: $(BUILD)/obj/%/main.o $(STATIC_LIB)
+$(BUILD)/bin/ps-server: $(call prog_obj,ps-server) $(STATIC_LIB)
+$(BUILD)/bin/ps-worker: $(call prog_obj,ps-worker) $(STATIC_LIB)
+$(BUILD)/bin/ps-bench: $(call prog_obj,ps-bench) $(STATIC_LIB)
+$(BUILD)/bin/ps-server $(BUILD)/bin/ps-worker $(BUILD)/bin/ps-bench:
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
 
-BENCH_OBJ := $(patsubst %.c,$(BUILD)/obj/%.o,$(wildcard bench/*.c))
-$(BUILD)/bin/ps-bench: $(BENCH_OBJ) $(STATIC_LIB)
-	@mkdir -p $(@D)
-	@echo "  LD      $@"
-	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+# Unit tests of a program's own modules link those objects too (ps-worker's
+# model profiles: not in the library).
+$(BUILD)/tests/unit/test_profile: $(BUILD)/obj/programs/ps-worker/profile.o
 
 $(BUILD)/tests/%: $(BUILD)/obj/tests/%.o $(BUILD)/obj/tests/harness.o $(TUNER_LIB) $(STATIC_LIB)
 	@mkdir -p $(@D)

@@ -220,6 +220,9 @@ void psd_tuner_lift(const struct psd_tuner *t, uint64_t *part,
 void psd_tuner_cond_init(struct psd_tuner *t);
 /* The GP's shear priors under conditions (see TUNER_SHEAR_*). */
 void psd_tuner_shear_prior(const struct psd_tuner *t, struct psd_bo_opts *bo);
+/* A BO over the tuner's space with its GP priors (tuner_space.c). */
+int psd_tuner_bo_create(struct psd_tuner *t, uint64_t seed,
+			struct psd_bo **out);
 /* None of the first @n samples was measured near the current
  * conditions. */
 bool psd_tuner_cond_is_novel(const struct psd_tuner *t, unsigned int n);

@@ -3,7 +3,7 @@
 
 Layers, top to bottom (docs/architecture.md, "Layers"):
 
-    programs   bench/, */main.c           public API (include/), and the
+    programs   programs/NAME/             public API (include/), and the
                                           modules of their own folder
     app        app/                       may use the three roles
     roles      worker/ server/ scheduler/ each uses common/, never another role
@@ -36,9 +36,7 @@ def folder_of(rel):
     top = parts[0]
     if top == "scheduler" and len(parts) > 2 and parts[1] == "tuner":
         return "scheduler"
-    if top in ROLES and parts[-1] == "main.c":
-        return "program"
-    if top == "bench":
+    if top == "programs":
         return "program"
     if top in ("include", "common", "app") + ROLES:
         return top
@@ -53,12 +51,17 @@ ALLOWED = {
     "server": {"include", "common", "gen", "server"},
     "scheduler": {"include", "common", "gen", "scheduler"},
     "app": {"include", "common", "gen", "app"} | set(ROLES),
-    "program": {"include", "program"},
+    "program": {"include"},  # + its own folder (program_dir)
 }
 
 
+def program_dir(rel):
+    """A program's own folder, programs/NAME, of a path under programs/."""
+    return "/".join(rel.split("/")[:2])
+
+
 def sources(root):
-    for top in ("include", "common", "app", "bench") + ROLES:
+    for top in ("include", "common", "app", "programs") + ROLES:
         for d, _, files in os.walk(os.path.join(root, top)):
             for f in files:
                 if f.endswith((".c", ".h")):
@@ -95,8 +98,8 @@ def check_includes(root):
                 errors.append("%s: #include \"%s\" -> %s is in no layer"
                               % (rel, name, target))
                 continue
-            if src == "program" and \
-                    target.split("/")[0] == rel.split("/")[0]:
+            if src == "program" and dst == "program" and \
+                    program_dir(target) == program_dir(rel):
                 continue  # a program's own folder (ps-worker's replay)
             if dst not in ALLOWED[src]:
                 errors.append("%s: #include \"%s\" goes from %s/ up or "
@@ -174,7 +177,8 @@ def check_symbols(root, obj):
                 # Programs use the public API, and their own folder's
                 # modules (ps-worker's model replay), nothing else.
                 if s.startswith("psched_") or \
-                        where.split("/")[0] == rel.split("/")[0]:
+                        (dst == "program" and
+                         program_dir(where) == program_dir(rel)):
                     continue
             if dst != layer and dst not in ALLOWED[layer]:
                 errors.append("%s calls %s, defined up or sideways in %s"
@@ -200,9 +204,19 @@ def selftest():
              "worker/role.h": ""}
     bad_up = dict(clean, **{"common/node.c": '#include "../worker/role.h"\n'})
     bad_side = dict(clean, **{"server/s.c": '#include "../worker/role.h"\n'})
+    prog = dict(clean, **{"programs/ps-worker/main.c":
+                          '#include "psched.h"\n#include "replay.h"\n',
+                          "programs/ps-worker/replay.h": ""})
+    bad_prog = dict(prog, **{"programs/ps-bench/main.c":
+                             '#include "../../worker/role.h"\n'})
+    bad_prog2 = dict(prog, **{"programs/ps-bench/main.c":
+                              '#include "../ps-worker/replay.h"\n'})
     ok = not check_includes(tree(clean))
+    ok &= not check_includes(tree(prog))
     ok &= any("up or sideways" in e for e in check_includes(tree(bad_up)))
     ok &= any("up or sideways" in e for e in check_includes(tree(bad_side)))
+    ok &= any("up or sideways" in e for e in check_includes(tree(bad_prog)))
+    ok &= any("up or sideways" in e for e in check_includes(tree(bad_prog2)))
     ok &= find_cycle({"a": {"b"}, "b": {"a"}}) is not None
     ok &= find_cycle({"a": {"b"}, "b": {"c"}}) is None
     print("selftest", "ok" if ok else "FAILED")

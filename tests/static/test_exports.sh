@@ -2,8 +2,9 @@
 # libpsched.so exports its public API and nothing else: every defined
 # dynamic symbol is psched_<name> (not the generated psched__* protobuf
 # code, not psd_* internals), every function the public headers declare
-# is exported, the SONAME is versioned, and the pkg-config file that
-# `make install` writes lets a program build and run against it.
+# is exported, no program code is in the library, the SONAME is
+# versioned, and the pkg-config file that `make install` writes lets a
+# program build and run against it.
 set -eu
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
@@ -31,6 +32,16 @@ if [ -n "$missing" ]; then
 	fail=1
 fi
 echo "exported: $(echo "$exported" | wc -l) symbols, $(echo "$declared" | wc -l) declared"
+
+# The library holds only what a user links: the programs (programs/ps-*/,
+# ps-worker's model profiles and replay among them) are not in it.
+prog=$(nm -A --defined-only "$BUILD/lib/libpsched.a" 2>/dev/null |
+	grep -E ' [TDBR] (main|psd_profile_[a-z_]+|psd_replay_[a-z_]+)$' || true)
+if [ -n "$prog" ]; then
+	echo "FAIL: program code in libpsched.a:"
+	echo "$prog" | head -5
+	fail=1
+fi
 
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
 if [ "$soname" != libpsched.so.0 ]; then

@@ -6,7 +6,7 @@
 #include <unistd.h>
 
 #include "../harness.h"
-#include "../../worker/profile.h"
+#include "../../programs/ps-worker/profile.h"
 
 static struct psd_profile *load_builtin(const char *name)
 {

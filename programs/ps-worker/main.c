@@ -4,7 +4,7 @@
  * synthetic training loop over many keys and verifies every pulled
  * aggregate exactly against the sum of what all workers pushed.  Mode
  * "replay" (--model) replays a model profile's training steps
- * (worker/replay.h) and prints steps/s.
+ * (programs/ps-worker/replay.h) and prints steps/s.
  */
 #include <errno.h>
 #include <getopt.h>

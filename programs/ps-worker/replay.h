@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Model replay: drive a worker node through the training steps of a model
- * profile (worker/profile.h).  Each step runs the forward pass layer by
- * layer, every layer first waiting for its parameters pulled in the
+ * profile (programs/ps-worker/profile.h).  Each step runs the forward pass
+ * layer by layer, every layer first waiting for its parameters pulled in the
  * previous step; then the backward pass in reverse order, every layer's
  * gradient pushed (pushpull: the gradient buffer out, the parameter buffer
  * in) the moment its backward compute ends.  Compute is simulated by
