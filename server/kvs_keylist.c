@@ -19,7 +19,7 @@
  * of its own whose values follow the first run's, so each worker's own
  * list is one piece of the values (kvs_klstore.c, psd_kl_insert()), and
  * keys that came packed stay packed until something reads them
- * (struct kl_keyhdr).
+ * (struct psd_kl_keyhdr).
  *
  * Steps.  Each worker's key-list pushes are its steps 1, 2, ...; every
  * push reaches every server (slices may be empty).  The open step is

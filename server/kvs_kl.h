@@ -85,7 +85,7 @@ struct psd_kl_list {
 	 * the keys: an empty store adopts it rather than copying. */
 	bool own;
 	/* keys is a key block (a tagged list's); own or blk: its keys may
-	 * still be packed (kvs_klstore.c, struct kl_keyhdr) */
+	 * still be packed (kvs_klstore.c, struct psd_kl_keyhdr) */
 	bool blk;
 };
 
@@ -151,7 +151,7 @@ bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
 void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len, uint64_t from);
 /* Request @h with packed keys of one length, received into @own from
  * psd_kl_rxbuf() as psd_kl_unpack_own() says, but its keys left packed
- * until read (struct kl_keyhdr): the section is checked and kept aside,
+ * until read (struct psd_kl_keyhdr): the section is checked and kept aside,
  * *@raw describes the plain request.  0, -EPROTO with *@why, -ENOMEM. */
 int psd_kl_own_lazy(const struct psd_hdr *h, void *own, struct psd_hdr *raw,
 		    const char **why);
@@ -176,5 +176,28 @@ int psd_kl_add(struct psd_kvs_kl *kl, const struct psd_kl_list *l, bool whole,
 	       const uint32_t *idx);
 /* Fold the open step in: version + 1. */
 void psd_kl_commit(struct psd_kvs *s, struct psd_kvs_kl *kl);
+
+/* The store's big arrays and its refcounted key arrays, shared by
+ * kvs_klstore.c (which defines them) and kvs_klapply.c.  The header sits
+ * in the 64 bytes before a key array's first key. */
+struct psd_kl_keyhdr {
+	size_t refs;
+	uint8_t *pk; /* packed keys not yet written out (malloc'd) */
+	uint64_t pklen, pkn;
+	char pad[32];
+};
+
+void *psd_kl_alloc(const struct psd_kvs_kl *kl, size_t len, bool zero);
+void psd_kl_free(void *p);
+bool psd_kl_has(const uint64_t *k, uint64_t n, uint64_t key);
+struct psd_kl_keyhdr *psd_kl_hdr(const uint64_t *k);
+uint64_t psd_kl_key_at(const uint64_t *k, uint64_t i);
+uint64_t *psd_kl_keys_alloc(const struct psd_kvs_kl *kl, uint64_t n);
+uint64_t *psd_kl_keys_get(uint64_t *k);
+bool psd_kl_keys_lazy(const uint64_t *k);
+void psd_kl_keys_put(uint64_t *k);
+uint64_t psd_kl_lkey_at(const struct psd_kl_list *l, uint64_t i);
+void psd_kl_store_ready(const struct psd_kvs_kl *kl);
+void psd_kl_vals_free(uint8_t *p, uint64_t *blk);
 
 #endif
