@@ -119,6 +119,13 @@ static int opt_set_range(const struct opt *o, char *field, const char *val)
 	return 0;
 }
 
+/* What an error message may show of @val: never the job's secret. */
+static const char *opt_shown(const struct opt *o, const char *val)
+{
+	return o->off == offsetof(struct psched_cfg, job_token) ? "(not shown)"
+								: val;
+}
+
 static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 {
 	char *field = (char *)cfg + o->off;
@@ -253,11 +260,12 @@ int psched_cfg_from_env(struct psched_cfg *cfg)
 			if (!v || !*v)
 				continue;
 			if (opt_set(&psd_opts[i], cfg, v))
-				return psd_set_errmsg(-EINVAL,
-						      "bad value '%s' for %s "
-						      "(%s)",
-						      v, psd_opts[i].env[j],
-						      psd_opts[i].help);
+				return psd_set_errmsg(
+					-EINVAL,
+					"bad value '%s' for %s "
+					"(%s)",
+					opt_shown(&psd_opts[i], v),
+					psd_opts[i].env[j], psd_opts[i].help);
 			break;
 		}
 	}
@@ -336,9 +344,9 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 					      o->flag);
 		}
 		if (opt_set(o, cfg, val))
-			return psd_set_errmsg(-EINVAL,
-					      "bad value '%s' for --%s (%s)",
-					      val, o->flag, o->help);
+			return psd_set_errmsg(
+				-EINVAL, "bad value '%s' for --%s (%s)",
+				opt_shown(o, val), o->flag, o->help);
 	}
 	*argc = out;
 	argv[out] = NULL;

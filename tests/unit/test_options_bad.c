@@ -183,6 +183,28 @@ static void test_options_env_bad_strings(void)
 	env_clear();
 }
 
+/* A secret too long for its buffer is refused without being echoed:
+ * the message goes to stderr and logs. */
+static void test_options_bad_secret_not_shown(void)
+{
+	char secret[301], *argv[4];
+	struct psched_cfg cfg;
+	int argc = 3;
+
+	memset(secret, 's', sizeof(secret) - 1);
+	secret[sizeof(secret) - 1] = '\0';
+	env_bad("PS_JOB_TOKEN", secret);
+	CHECK(strstr(psched_errmsg(), "sss") == NULL);
+	fresh(&cfg);
+	argv[0] = arg("prog");
+	argv[1] = arg("--job-token");
+	argv[2] = secret;
+	argv[3] = NULL;
+	CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv, false), -EINVAL);
+	CHECK(strstr(psched_errmsg(), "job-token") != NULL);
+	CHECK(strstr(psched_errmsg(), "sss") == NULL);
+}
+
 static void test_options_flag_bad_values(void)
 {
 	struct psched_cfg cfg;
@@ -246,6 +268,7 @@ const struct test_case test_list[] = {
 	{ "options_env_leading_zero_decimal",
 	  test_options_env_leading_zero_decimal },
 	{ "options_env_bad_strings", test_options_env_bad_strings },
+	{ "options_bad_secret_not_shown", test_options_bad_secret_not_shown },
 	{ "options_flag_bad_values", test_options_flag_bad_values },
 	{ "options_flag_bad_range_names_flag",
 	  test_options_flag_bad_range_names_flag },
