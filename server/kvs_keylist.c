@@ -17,7 +17,7 @@
  * merged in, which rebuilds the arrays (O(stored + new)) -- except in
  * the first step, where a second worker's list of new keys stays a run
  * of its own whose values follow the first run's, so each worker's own
- * list is one piece of the values (kvs_klstore.c, psd_kl_insert()), and
+ * list is one piece of the values (kvs_klapply.c, psd_kl_insert()), and
  * keys that came packed stay packed until something reads them
  * (struct psd_kl_keyhdr).
  *

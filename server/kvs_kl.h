@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * Key lists on a server, private to server/kvs_keylist.c (requests, steps,
- * waits) and server/kvs_klstore.c (the store).  The design is described
- * at the top of kvs_keylist.c.  Van thread only.
+ * waits) and the store: server/kvs_klstore.c and kvs_klapply.c (its
+ * updates).  The design is described at the top of kvs_keylist.c.  Van
+ * thread only.
  */
 #ifndef PSCHED_SERVER_KVS_KL_H
 #define PSCHED_SERVER_KVS_KL_H
@@ -104,7 +105,8 @@ static inline uint64_t psd_kl_soff(const struct psd_kvs_kl *kl, uint64_t j)
 	return kl->ulen ? j * kl->ulen : kl->offs[j];
 }
 
-/* kvs_klstore.c */
+/* kvs_klstore.c (psd_kl_parse(), psd_kl_packed_len() and
+ * psd_kl_unpack_own(): kvs_keylist.c) */
 /* The keys of list @l written out (a key block's may still be packed). */
 void psd_kl_list_ready(const struct psd_kl_list *l);
 /* Are key block @k's keys still packed (tests)? */
@@ -156,12 +158,13 @@ void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len, uint64_t from);
 int psd_kl_own_lazy(const struct psd_hdr *h, void *own, struct psd_hdr *raw,
 		    const char **why);
 void psd_kl_rxbuf_put(void *buf);
+/* kvs_klapply.c */
 /* Store @l's @nnew new keys (value 0): all or nothing (-ENOMEM); 1:
- * @l's values added to the open step too (see kvs_klstore.c). */
+ * @l's values added to the open step too (see kvs_klapply.c). */
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		  const struct psd_kl_list *l, uint64_t nnew);
 /* @l's keys all new, stored and added without a lookup: 1; 0: maybe not,
- * nothing done (kvs_klstore.c); -ENOMEM. */
+ * nothing done (kvs_klapply.c); -ENOMEM. */
 int psd_kl_insert_new(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		      const struct psd_kl_list *l);
 /* Is @l one of the two runs of the store, key for key (tagged lists share

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
  * Key lists on a server: the store (server/kvs_kl.h; the design is at the
- * top of kvs_keylist.c): sorted keys, values, per-step sums, the workers'
- * tagged lists, lookups, inserting keys, adding a push, the commit
- * (parsing a request is in kvs_keylist.c).
+ * top of kvs_keylist.c): sorted keys, values, per-step sums, the big
+ * arrays and refcounted key arrays, the workers' tagged lists, lookups.
+ * Inserting keys, adding a push and the commit are in kvs_klapply.c,
+ * parsing a request in kvs_keylist.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -32,7 +32,7 @@ run 1 1 600
 run 2 2 600
 run 3 3 1001
 # lists of over 1 MiB per server: the first lands in a buffer the empty
-# store adopts as its keys and sums (server/kvs_klstore.c)
+# store adopts as its keys and sums (server/kvs_klapply.c)
 run 2 2 400000
 # big arrays in transparent huge pages (server store and receive buffers,
 # worker cache: common/bigmem.c; plain pages where THP is off)
@@ -41,7 +41,7 @@ PS_KEYLIST_HUGEPAGES=1 run 2 2 600000
 PS_KEYLIST_CACHE=0 run 2 2 600
 # keys packed on the wire (PS_KEYLIST_PACK, the default) and not, with
 # the cache off (every list carries them), over TCP too; lists big
-# enough to be adopted, unpacked in place (server/kvs_klstore.c)
+# enough to be adopted, unpacked in place (server/kvs_klapply.c)
 PS_KEYLIST_PACK=0 run 2 2 600
 PS_KEYLIST_PACK=0 PS_KEYLIST_CACHE=0 run 2 3 400000
 PS_KEYLIST_CACHE=0 run 2 3 400000
@@ -49,7 +49,7 @@ PS_TRANSPORT=tcp PS_KEYLIST_CACHE=0 run 2 2 400000
 # dmlc's benchmark shape (ps-bench --keys-per-request checks every pull):
 # each worker's keys disjoint and interleaved with the others', so the
 # first step's second list stays a second key run on each server and a
-# third worker's list merges the runs (server/kvs_klstore.c)
+# third worker's list merges the runs (server/kvs_klapply.c)
 for w in 2 3 3p; do
 	# 3p: keys sent plain (PS_KEYLIST_PACK=0)
 	PS_KEYLIST_PACK=$([ "$w" = 3p ] && echo 0 || echo 1) \

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * The key-list store (server/kvs_klstore.c) driven directly, as
+ * The key-list store (server/kvs_klstore.c, kvs_klapply.c) driven directly, as
  * server/kvs_keylist.c's kl_push() drives it: lists of several workers
  * over several steps against a model of the sums, for the paths that
  * build the store -- the first list adopted from its receive buffer, new
