@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * Internals of the tuner (tuner.c: state machine; tuner_pick.c: which
- * config to lock in or re-measure, and the noise floor from repeated
- * samples).  Only scheduler/tuner/ includes this.
+ * Internals of the tuner (tuner.c: state machine; tuner_space.c: options,
+ * search space, create/destroy; tuner_pick.c: which config to lock in or
+ * re-measure, and the noise floor from repeated samples; tuner_cond.c:
+ * conditions; tuner_log.c: the CSV log).  Only scheduler/tuner/ includes
+ * this.
  */
 #ifndef PSCHED_TUNER_TUNER_INT_H
 #define PSCHED_TUNER_TUNER_INT_H
