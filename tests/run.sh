@@ -84,11 +84,17 @@ script_job() { # res-file log name script
 	} >"$res.tmp" && mv "$res.tmp" "$res"
 }
 
+# logbase NAME: where NAME's log and result go ("integration/test_x" ->
+# $logs/integration_test_x).
+logbase() {
+	echo "$logs/${1//\//_}"
+}
+
 # collect: report every finished job and drop it from $running.
 collect() {
 	local left=() name res p f s t
 	for name in "${running[@]}"; do
-		res=$logs/$(echo "$name" | tr / _).res
+		res=$(logbase "$name").res
 		if [ ! -f "$res" ]; then
 			left+=("$name")
 			continue
@@ -118,7 +124,7 @@ picked() {
 
 start() { # kind name serial arg
 	local kind=$1 name=$2 serial=$3 arg=$4 file
-	file=$logs/$(echo "$name" | tr / _)
+	file=$(logbase "$name")
 	if [ "$serial" = 1 ]; then
 		wait_slots 0
 	else
