@@ -32,21 +32,28 @@ rm -f "$logs"/*.res
 pass=0 fail=0 skip=0
 failed_names=()
 running=()
-# Seconds per binary, script and sanitizer build: the slowest are listed
-# at the end (where the suite's time goes).
+# Seconds per binary, script and sanitizer build, wall-clock and CPU
+# (user + system of what it ran and waited for): the slowest are listed
+# at the end (where the suite's time goes; a test whose CPU seconds are
+# far below its wall-clock ones waits more than it works).
 times=$logs/times.txt
 : >"$times"
 suite_start=$SECONDS
 
-took() { # name start
-	printf '%s %s\n' "$((SECONDS - $2))" "$1" >>"$times"
+took() { # name start cpu-seconds
+	printf '%s %s %s\n' "$((SECONDS - $2))" "$3" "$1" >>"$times"
+}
+
+# cpu_of FILE: the CPU seconds bash's `time` wrote to FILE as "user sys".
+cpu_of() {
+	awk '{ printf "%d\n", $1 + $2 + 0.5 }' "$1" 2>/dev/null || echo 0
 }
 
 # A job writes its counts and what to print to $logs/NAME.res as its last
 # act; the parent reads them once the job is gone (collect).
 tap_job() { # res-file log name binary
-	local res=$1 log=$2 name=$3 bin=$4 rc p f s t0=$SECONDS
-	timeout 900 "$bin" >"$log" 2>&1
+	local res=$1 log=$2 name=$3 bin=$4 rc p f s t0=$SECONDS TIMEFORMAT='%U %S'
+	{ time timeout 900 "$bin" >"$log" 2>&1; } 2>"$res.cpu"
 	rc=$?
 	p=$(grep -c '^ok ' "$log" | tr -d ' ')
 	s=$(grep -c '^ok .*# SKIP' "$log" | tr -d ' ')
@@ -56,7 +63,7 @@ tap_job() { # res-file log name binary
 		f=1 # crashed or timed out outside a test
 	fi
 	{
-		echo "$p $f $s $((SECONDS - t0))"
+		echo "$p $f $s $((SECONDS - t0)) $(cpu_of "$res.cpu")"
 		if [ "$f" != 0 ]; then
 			echo "FAIL $name (exit $rc)"
 			grep -A3 '^not ok' "$log" | head -40
@@ -70,16 +77,17 @@ tap_job() { # res-file log name binary
 }
 
 script_job() { # res-file log name script
-	local res=$1 log=$2 name=$3 sc=$4 rc limit t0=$SECONDS
+	local res=$1 log=$2 name=$3 sc=$4 rc limit t0=$SECONDS TIMEFORMAT='%U %S' t
 	# 20 minutes, or what a "# timeout: SECONDS" line of the script says
 	limit=$(sed -n 's/^# timeout: \([0-9][0-9]*\)$/\1/p' "$sc" | head -n 1)
-	timeout "${limit:-1200}" bash "$sc" >"$log" 2>&1
+	{ time timeout "${limit:-1200}" bash "$sc" >"$log" 2>&1; } 2>"$res.cpu"
 	rc=$?
+	t="$((SECONDS - t0)) $(cpu_of "$res.cpu")"
 	{
 		case $rc in
-		0) echo "1 0 0 $((SECONDS - t0))"; echo "ok   $name" ;;
-		77) echo "0 0 1 $((SECONDS - t0))"; echo "skip $name: $(tail -n 1 "$log")" ;;
-		*) echo "0 1 0 $((SECONDS - t0))"; echo "FAIL $name (exit $rc)"; tail -n 40 "$log" ;;
+		0) echo "1 0 0 $t"; echo "ok   $name" ;;
+		77) echo "0 0 1 $t"; echo "skip $name: $(tail -n 1 "$log")" ;;
+		*) echo "0 1 0 $t"; echo "FAIL $name (exit $rc)"; tail -n 40 "$log" ;;
 		esac
 	} >"$res.tmp" && mv "$res.tmp" "$res"
 }
@@ -92,19 +100,19 @@ logbase() {
 
 # collect: report every finished job and drop it from $running.
 collect() {
-	local left=() name res p f s t
+	local left=() name res p f s t c
 	for name in "${running[@]}"; do
 		res=$(logbase "$name").res
 		if [ ! -f "$res" ]; then
 			left+=("$name")
 			continue
 		fi
-		read -r p f s t <"$res"
+		read -r p f s t c <"$res"
 		pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
 		[ "$f" != 0 ] && failed_names+=("$name")
-		printf '%s %s\n' "$t" "$name" >>"$times"
+		printf '%s %s %s\n' "$t" "${c:-0}" "$name" >>"$times"
 		tail -n +2 "$res"
-		rm -f "$res"
+		rm -f "$res" "$res.cpu"
 	done
 	running=("${left[@]}")
 }
@@ -188,7 +196,7 @@ if [ "$SUITE" = full ]; then
 	for san in asan tsan; do
 		echo "== make $san"
 		t0=$SECONDS
-		PS_TREE_CHECKED=1 make --no-print-directory "$san" >"$logs/make-$san.log" 2>&1
+		{ time PS_TREE_CHECKED=1 make --no-print-directory "$san" >"$logs/make-$san.log" 2>&1; } 2>"$logs/make-$san.cpu"
 		rc=$?
 		counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$logs/make-$san.log" | tail -n 1)
 		if [ -n "$counts" ]; then
@@ -204,10 +212,10 @@ if [ "$SUITE" = full ]; then
 			grep -E 'FAIL|not ok|ERROR|Sanitizer|error:' "$logs/make-$san.log" | head -40
 			tail -n 30 "$logs/make-$san.log"
 		fi
-		took "make $san" "$t0"
+		took "make $san" "$t0" "$(cpu_of "$logs/make-$san.cpu")"
 	done
 fi
-echo "== slowest 15 of $(wc -l <"$times") (seconds; $((SECONDS - suite_start)) s in all)"
+echo "== slowest 15 of $(wc -l <"$times") (seconds: wall-clock, CPU; $((SECONDS - suite_start)) s in all)"
 sort -rn "$times" | head -n 15 | sed 's/^/  /'
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"
 echo "$pass passed, $fail failed, $skip skipped"
