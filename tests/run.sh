@@ -3,35 +3,41 @@
 #   unit + transport binaries (TAP), tests/*/test_*.sh scripts
 #   (exit 0 pass, 77 skip, else fail), then — for the full suite — the
 #   ASan and TSan builds of the quick suite.
-# PS_SUITE=full (make test): every test but those marked "# long", then
-#   the sanitizer builds;
-# PS_SUITE=quick (make asan, make tsan): also without those marked
-#   "# slow", no sanitizer builds;
+# PS_SUITE=full (make test): every test but those marked "# long", and
+#   the quick suite of the ASan and TSan builds (build-asan/, build-tsan/,
+#   built by the first job, beside the main build's tests; their tests
+#   are named asan:NAME and tsan:NAME);
+# PS_SUITE=quick (make unit, make asan, make tsan): also without those
+#   marked "# slow", one build only;
 # PS_SUITE=long (make test-long): only the tests marked "# long".
 # A script marked "# once" checks the tree, not a build (layout, docs,
-# formatting, manifests): the sanitizer builds' runs of the full suite
-# skip it, as it ran against the main build (PS_TREE_CHECKED=1).
+# formatting, manifests): the sanitizer builds skip it, as it ran against
+# the main build (and so does any run with PS_TREE_CHECKED=1).
 # PS_TEST_ONLY=REGEX runs only the tests whose names match (grep -E).
-# PS_TEST_JOBS tests run at once (default: the number of CPUs); a script
-# marked "# serial" (it shapes links, measures, or boots a VM) runs alone.
+# PS_TEST_JOBS tests run at once (default: twice the CPUs, as most tests
+# mostly wait on their nodes), of every build.  Scripts marked "# serial"
+# (they shape links, measure, boot a VM or start 72 processes) run last,
+# one at a time, each alone.
 # Ends with the slowest 15 tests and the line "N passed, N failed, N
 # skipped", which counts the sanitizer builds' tests too.
 set -u
 BUILD=${BUILD:-build}
 SUITE=${PS_SUITE:-full}
-JOBS=${PS_TEST_JOBS:-$(nproc 2>/dev/null || echo 2)}
+CPUS=$(nproc 2>/dev/null || echo 2)
+JOBS=${PS_TEST_JOBS:-$((2 * CPUS))}
 export BUILD
-# The builds that tests start (sanitizer trees, make install) take as
-# many jobs, not the jobserver of a make that may have called this script.
+# The builds that tests start (sanitizer trees, make install) take a job
+# per CPU, not the jobserver of a make that may have called this script.
 unset MFLAGS MAKELEVEL
-export MAKEFLAGS=-j$JOBS
+export MAKEFLAGS=-j$CPUS
 cd "$(dirname "$0")/.."
 logs=$BUILD/test-logs
 mkdir -p "$logs"
 rm -f "$logs"/*.res
 pass=0 fail=0 skip=0
 failed_names=()
-running=()
+running=() # jobs in the PS_TEST_JOBS slots
+beside=()  # jobs beside them (the sanitizer builds' compile)
 # Seconds per binary, script and sanitizer build, wall-clock and CPU
 # (user + system of what it ran and waited for): the slowest are listed
 # at the end (where the suite's time goes; a test whose CPU seconds are
@@ -39,10 +45,6 @@ running=()
 times=$logs/times.txt
 : >"$times"
 suite_start=$SECONDS
-
-took() { # name start cpu-seconds
-	printf '%s %s %s\n' "$((SECONDS - $2))" "$3" "$1" >>"$times"
-}
 
 # cpu_of FILE: the CPU seconds bash's `time` wrote to FILE as "user sys".
 cpu_of() {
@@ -92,19 +94,42 @@ script_job() { # res-file log name script
 	} >"$res.tmp" && mv "$res.tmp" "$res"
 }
 
-# logbase NAME: where NAME's log and result go ("integration/test_x" ->
-# $logs/integration_test_x).
-logbase() {
-	echo "$logs/${1//\//_}"
+# The sanitizer trees' compile, beside the main build's tests.
+make_job() { # res-file log name targets
+	local res=$1 log=$2 name=$3 rc t0=$SECONDS TIMEFORMAT='%U %S' t
+	# shellcheck disable=SC2086 # targets are words
+	{ time make --no-print-directory $4 >"$log" 2>&1; } 2>"$res.cpu"
+	rc=$?
+	t="$((SECONDS - t0)) $(cpu_of "$res.cpu")"
+	{
+		if [ "$rc" = 0 ]; then
+			echo "0 0 0 $t"; echo "ok   $name"
+		else
+			echo "0 1 0 $t"; echo "FAIL $name (exit $rc)"
+			grep -E 'error:|Error ' "$log" | head -20; tail -n 30 "$log"
+		fi
+	} >"$res.tmp" && mv "$res.tmp" "$res"
 }
 
-# collect: report every finished job and drop it from $running.
+# logbase NAME: where NAME's log and result go ("integration/test_x" ->
+# $logs/integration_test_x, "asan:test_bo" -> $logs/asan_test_bo).
+logbase() {
+	local n=${1//\//_}
+	echo "$logs/${n//:/_}"
+}
+
+# collect: report every finished job and drop it from $running and
+# $beside.
 collect() {
-	local left=() name res p f s t c
-	for name in "${running[@]}"; do
+	local left=() lb=() name res p f s t c
+	for name in "${running[@]}" "${beside[@]}"; do
 		res=$(logbase "$name").res
 		if [ ! -f "$res" ]; then
-			left+=("$name")
+			if [[ " ${beside[*]} " == *" $name "* ]]; then
+				lb+=("$name")
+			else
+				left+=("$name")
+			fi
 			continue
 		fi
 		read -r p f s t c <"$res"
@@ -115,11 +140,28 @@ collect() {
 		rm -f "$res" "$res.cpu"
 	done
 	running=("${left[@]}")
+	beside=("${lb[@]}")
 }
 
-# wait_slots N: until at most N jobs run.
+# wait_slots N: until at most N jobs run in the slots.
 wait_slots() {
 	while [ "${#running[@]}" -gt "$1" ]; do
+		wait -n 2>/dev/null
+		collect
+	done
+}
+
+# wait_all: until no job runs, those beside the slots included.
+wait_all() {
+	while [ $((${#running[@]} + ${#beside[@]})) -gt 0 ]; do
+		wait -n 2>/dev/null
+		collect
+	done
+}
+
+# wait_beside: until the jobs beside the slots are done.
+wait_beside() {
+	while [ "${#beside[@]}" -gt 0 ]; do
 		wait -n 2>/dev/null
 		collect
 	done
@@ -130,91 +172,129 @@ picked() {
 	[ -z "${PS_TEST_ONLY:-}" ] || grep -qE "$PS_TEST_ONLY" <<<"$1"
 }
 
-start() { # kind name serial arg
-	local kind=$1 name=$2 serial=$3 arg=$4 file
+start() { # kind name mode(slot, serial, beside) arg
+	local kind=$1 name=$2 mode=$3 arg=$4 file
 	file=$(logbase "$name")
-	if [ "$serial" = 1 ]; then
-		wait_slots 0
+	case $mode in
+	serial) wait_all ;;
+	slot) wait_slots $((JOBS - 1)) ;;
+	esac
+	(
+		export BUILD=$B
+		"${kind}_job" "$file.res" "$file.log" "$name" "$arg"
+	) &
+	if [ "$mode" = beside ]; then
+		beside+=("$name")
 	else
-		wait_slots $((JOBS - 1))
+		running+=("$name")
 	fi
-	"${kind}_job" "$file.res" "$file.log" "$name" "$arg" &
-	running+=("$name")
-	[ "$serial" = 1 ] && wait_slots 0
+	[ "$mode" = serial ] && wait_all
 	return 0
 }
 
+# What run_taps and run_scripts enqueue: build B's tests, named with
+# prefix PRE, of suite S, skipping "# once" scripts when ONCE_DONE is set.
+B=$BUILD PRE= S=$SUITE ONCE_DONE=${PS_TREE_CHECKED:-}
+
 run_tap() { # binary [name suffix]
 	local name
-	name=$(basename "$1")${2:+-$2}
+	name=$PRE$(basename "$1")${2:+-$2}
 	picked "$name" || return 0
-	start tap "$name" 0 "$1"
+	start tap "$name" slot "$1"
 }
 
-run_script() { # script
-	local sc=$1 name serial=0
-	name=$(basename "$(dirname "$sc")")/$(basename "$sc" .sh)
-	picked "$name" || return 0
-	if grep -q '^# long' "$sc"; then
-		[ "$SUITE" = long ] || return 0
-	elif [ "$SUITE" = long ]; then
-		return 0
-	fi
-	if [ "$SUITE" = quick ] && grep -q '^# slow' "$sc"; then
-		echo "skip $name (slow; full suite only)"
-		skip=$((skip + 1))
-		return
-	fi
-	if [ -n "${PS_TREE_CHECKED:-}" ] && grep -q '^# once' "$sc"; then
-		echo "skip $name (checks the tree: ran in the main build)"
-		skip=$((skip + 1))
-		return
-	fi
-	grep -q '^# serial' "$sc" && serial=1
-	start script "$name" "$serial" "$sc"
-}
-
-echo "== psched tests: $BUILD ($SUITE, $JOBS at once)"
-if [ "$SUITE" != long ]; then
-	for bin in "$BUILD"/tests/unit/test_*; do
+# run_taps: the unit and transport binaries of B.
+run_taps() {
+	local bin t
+	for bin in "$B"/tests/unit/test_*; do
 		[ -x "$bin" ] && [ -f "$bin" ] && run_tap "$bin"
 	done
 	# The transport conformance suite, once per transport (loop is
 	# in-process, shm links processes of one host; rdma skips without a
 	# device; test_rdma_vm.sh runs it in a soft-RoCE VM).
-	for bin in "$BUILD"/tests/transport/test_*; do
+	for bin in "$B"/tests/transport/test_*; do
 		[ -x "$bin" ] && [ -f "$bin" ] || continue
 		for t in tcp loop shm rdma; do PS_TEST_TRANSPORT=$t run_tap "$bin" "$t"; done
 	done
-fi
-for sc in tests/static/test_*.sh tests/ref/test_*.sh tests/integration/test_*.sh; do
-	[ -f "$sc" ] && run_script "$sc"
-done
-wait_slots 0
+}
 
-if [ "$SUITE" = full ]; then
-	for san in asan tsan; do
-		echo "== make $san"
-		t0=$SECONDS
-		{ time PS_TREE_CHECKED=1 make --no-print-directory "$san" >"$logs/make-$san.log" 2>&1; } 2>"$logs/make-$san.cpu"
-		rc=$?
-		counts=$(grep -E '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$' "$logs/make-$san.log" | tail -n 1)
-		if [ -n "$counts" ]; then
-			read -r p _ f _ s _ <<<"$counts"
-			pass=$((pass + p)) fail=$((fail + f)) skip=$((skip + s))
-		fi
-		if [ "$rc" = 0 ] && [ -n "$counts" ]; then
-			echo "ok   make $san ($counts)"
-		else
-			[ -n "$counts" ] && [ "$f" != 0 ] || fail=$((fail + 1))
-			failed_names+=("make $san")
-			echo "FAIL make $san (exit $rc${counts:+; $counts})"
-			grep -E 'FAIL|not ok|ERROR|Sanitizer|error:' "$logs/make-$san.log" | head -40
-			tail -n 30 "$logs/make-$san.log"
-		fi
-		took "make $san" "$t0" "$(cpu_of "$logs/make-$san.cpu")"
+# script_mode SCRIPT: how it runs (see the top): serial or slot.
+script_mode() {
+	if grep -q '^# serial' "$1"; then
+		echo serial
+	else
+		echo slot
+	fi
+}
+
+run_script() { # script mode: run SCRIPT if its mode is MODE
+	local sc=$1 name mode=$2
+	[ "$(script_mode "$sc")" = "$mode" ] || return 0
+	name=$PRE$(basename "$(dirname "$sc")")/$(basename "$sc" .sh)
+	picked "$name" || return 0
+	if grep -q '^# long' "$sc"; then
+		[ "$S" = long ] || return 0
+	elif [ "$S" = long ]; then
+		return 0
+	fi
+	if [ "$S" = quick ] && grep -q '^# slow' "$sc"; then
+		echo "skip $name (slow; full suite only)"
+		skip=$((skip + 1))
+		return
+	fi
+	if [ -n "$ONCE_DONE" ] && grep -q '^# once' "$sc"; then
+		echo "skip $name (checks the tree: ran in the main build)"
+		skip=$((skip + 1))
+		return
+	fi
+	start script "$name" "$mode" "$sc"
+}
+
+# run_scripts MODE: every script of MODE.
+run_scripts() {
+	local sc
+	for sc in tests/static/test_*.sh tests/ref/test_*.sh tests/integration/test_*.sh; do
+		[ -f "$sc" ] && run_script "$sc" "$1"
 	done
+}
+
+# The builds of this run: "dir prefix suite once-done" each.
+builds=("$BUILD||$SUITE|${PS_TREE_CHECKED:-}")
+sanitized=0
+if [ "$SUITE" = full ] && [ "${PS_TEST_SANITIZERS:-1}" = 1 ]; then
+	builds+=("build-asan|asan:|quick|1" "build-tsan|tsan:|quick|1")
+	sanitized=1
 fi
+use_build() { # "dir|prefix|suite|once-done"
+	IFS='|' read -r B PRE S ONCE_DONE <<<"$1"
+}
+
+echo "== psched tests: $BUILD ($SUITE, $JOBS at once)"
+if [ "$sanitized" = 1 ]; then
+	# The sanitizer trees compile beside the main build's tests.
+	start make sanitizer-builds beside "asan-build tsan-build"
+fi
+use_build "${builds[0]}"
+[ "$S" != long ] && run_taps
+run_scripts slot
+if [ "$sanitized" = 1 ]; then
+	wait_beside
+	if [[ " ${failed_names[*]} " != *" sanitizer-builds "* ]]; then
+		for b in "${builds[@]:1}"; do
+			use_build "$b"
+			run_taps
+			run_scripts slot
+		done
+	else
+		echo "(the sanitizer builds failed: their tests do not run)"
+	fi
+fi
+for b in "${builds[@]}"; do
+	use_build "$b"
+	run_scripts serial
+done
+wait_all
+
 echo "== slowest 15 of $(wc -l <"$times") (seconds: wall-clock, CPU; $((SECONDS - suite_start)) s in all)"
 sort -rn "$times" | head -n 15 | sed 's/^/  /'
 [ ${#failed_names[@]} -gt 0 ] && echo "failed: ${failed_names[*]}"

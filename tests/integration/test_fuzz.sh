@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # slow
-# serial
 # (It builds the library again with clang: the full suite only.)
 # The libFuzzer harnesses (tests/fuzz/: the wire header decoder, a KV
 # server's and a KV worker's receive hooks, the postoffice's control

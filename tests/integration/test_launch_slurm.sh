@@ -1,6 +1,5 @@
 #!/usr/bin/env bash
 # slow
-# serial
 # psched-launch --launcher slurm on a real Slurm: Debian's slurm-wlm
 # (slurmctld + slurmd) configured by this test on this machine with its own
 # config, ports, state and spool directories, authenticated by a munged the

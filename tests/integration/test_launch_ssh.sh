@@ -1,5 +1,4 @@
 #!/usr/bin/env bash
-# serial
 # psched-launch --launcher ssh across three "hosts": network namespaces
 # joined by veth links to a bridge (the link of host 3 tbf-shaped), each
 # running Debian's openssh-server (/usr/sbin/sshd with its own config, a

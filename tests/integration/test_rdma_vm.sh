@@ -9,7 +9,8 @@
 #  (b) the cluster integration test (correct sums, several servers and
 #      workers), the config-switch test (partition sizes change under
 #      the rendezvous cache's grants), the key-list and row-sparse tests
-#      (messages in several pieces) with PS_TRANSPORT=rdma, and the
+#      (messages in several pieces; their lite runs, PS_TEST_RDMA_FULL=1
+#      for all) with PS_TRANSPORT=rdma, and the
 #      transport-choice test (auto must pick rdma there);
 #  (c) (a) and (b) again with the ASan build (build-asan, built first),
 #      without the key-list and row-sparse tests unless
