@@ -38,9 +38,16 @@ rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status" 2>/
 run_case() {
 	local name=$1 ns=$2 i rc r p
 	shift 2
-	start_scheduler "$ns" 2
+	PS_VERBOSE=1 start_scheduler "$ns" 2
 	start_servers "$ns"
-	await_server_ports "$ns"
+	# The baseline once every server registered (a server prints its
+	# port only when the workers have joined too).
+	for i in $(seq 1 $((300 * MULT))); do
+		[ "$(grep -c "registered server" "$TMP/sched.err")" = "$ns" ] && break
+		sleep 0.1
+	done
+	[ "$(grep -c "registered server" "$TMP/sched.err")" = "$ns" ] ||
+		die "$name: $ns servers did not register: $(tail -n 5 "$TMP/sched.err")"
 	BASE_RSS_KB=$(rss_kb "${SERVER_PIDS[0]}")
 	MAX_RSS_KB=$BASE_RSS_KB
 	H=()
