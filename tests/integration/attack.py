@@ -35,10 +35,12 @@ Usage:
       B a whole init of the key with another length, then A the rest.  B
       must be refused for the conflict, and so must A once its payload is
       in (it was answered 0 before, and waited for B forever).
-  attack.py hold PORT N SECONDS [LENGTH]
+  attack.py hold PORT N SECONDS [LENGTH [UNTIL]]
       hold N unauthenticated connections for SECONDS, each having sent a
       control header claiming LENGTH bytes (default 3000) and part of it;
-      prints how many the node closed.
+      prints how many the node closed.  With UNTIL, stop holding as soon
+      as the node closed that many (a node refuses them a backlog's worth
+      at a time, slower on a loaded host).
 """
 import hashlib
 import hmac
@@ -470,19 +472,29 @@ def hold(argv):
             s.send(part)
         except OSError:
             pass
+    until = int(argv[4]) if len(argv) > 4 else None
     print("holding %d connections" % n, flush=True)
-    time.sleep(secs)
-    closed = 0
+    deadline = time.monotonic() + secs
+    gone = set()
+    while True:
+        if until is None:
+            time.sleep(max(0.0, deadline - time.monotonic()))
+        for i, s in enumerate(socks):
+            if i in gone:
+                continue
+            try:
+                if s.recv(1) == b"":
+                    gone.add(i)
+            except BlockingIOError:
+                pass
+            except OSError:
+                gone.add(i)
+        if until is None or len(gone) >= until or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
     for s in socks:
-        try:
-            d = s.recv(1)
-            closed += d == b""
-        except BlockingIOError:
-            pass
-        except OSError:
-            closed += 1
         s.close()
-    print("closed_by_node=%d" % closed, flush=True)
+    print("closed_by_node=%d" % len(gone), flush=True)
 
 def leave_mid_switch(argv):
     sched = int(argv[0])

@@ -131,8 +131,9 @@ start_scheduler 1 1
 export ASAN_OPTIONS=$ASAN_SAVED
 sleep 0.5
 rss0=$(rss_kb "$SCHED_PID")
-# As in the issue: each claims a 1 MiB control message and sends 60 KB.
-$PY $ATTACK hold "$DMLC_PS_ROOT_PORT" 1000 $((3 * MULT)) 1048576 >"$TMP/hold1.out" || die "holder failed"
+# As in the issue: each claims a 1 MiB control message and sends 60 KB;
+# held until the scheduler closed all 1000, for up to 30 s.
+$PY $ATTACK hold "$DMLC_PS_ROOT_PORT" 1000 $((30 * MULT)) 1048576 1000 >"$TMP/hold1.out" || die "holder failed"
 rss1=$(rss_kb "$SCHED_PID")
 closed=$(sed -n 's/closed_by_node=//p' "$TMP/hold1.out")
 [ "$closed" -ge 990 ] || die "only $closed of 1000 connections claiming 1 MiB were refused"
