@@ -94,11 +94,13 @@ script_job() { # res-file log name script
 	} >"$res.tmp" && mv "$res.tmp" "$res"
 }
 
-# The sanitizer trees' compile, beside the main build's tests.
+# The sanitizer trees' compile, beside the main build's tests, at a lower
+# priority than theirs (it fills the CPU they leave, and does not slow
+# the nodes whose timeouts they test).
 make_job() { # res-file log name targets
 	local res=$1 log=$2 name=$3 rc t0=$SECONDS TIMEFORMAT='%U %S' t
 	# shellcheck disable=SC2086 # targets are words
-	{ time make --no-print-directory $4 >"$log" 2>&1; } 2>"$res.cpu"
+	{ time nice -n 10 make --no-print-directory $4 >"$log" 2>&1; } 2>"$res.cpu"
 	rc=$?
 	t="$((SECONDS - t0)) $(cpu_of "$res.cpu")"
 	{
