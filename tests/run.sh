@@ -14,8 +14,10 @@
 # formatting, manifests): the sanitizer builds skip it, as it ran against
 # the main build (and so does any run with PS_TREE_CHECKED=1).
 # PS_TEST_ONLY=REGEX runs only the tests whose names match (grep -E).
-# PS_TEST_JOBS tests run at once (default: twice the CPUs, as most tests
-# mostly wait on their nodes), of every build.  Scripts marked "# serial"
+# PS_TEST_JOBS tests run at once (default: the number of CPUs), of every
+# build.  Most tests mostly wait on their nodes (see the CPU column of the
+# slowest-tests list), but more at once than CPUs makes the TSan build's
+# nodes, 5-15 times slower, miss their timeouts.  Scripts marked "# serial"
 # (they shape links, measure, boot a VM or start 72 processes) run last,
 # one at a time, each alone.
 # Ends with the slowest 15 tests and the line "N passed, N failed, N
@@ -24,7 +26,7 @@ set -u
 BUILD=${BUILD:-build}
 SUITE=${PS_SUITE:-full}
 CPUS=$(nproc 2>/dev/null || echo 2)
-JOBS=${PS_TEST_JOBS:-$((2 * CPUS))}
+JOBS=${PS_TEST_JOBS:-$CPUS}
 export BUILD
 # The builds that tests start (sanitizer trees, make install) take a job
 # per CPU, not the jobserver of a make that may have called this script.
