@@ -48,16 +48,26 @@ times=$logs/times.txt
 : >"$times"
 suite_start=$SECONDS
 
-# cpu_of FILE: the CPU seconds bash's `time` wrote to FILE as "user sys".
-cpu_of() {
-	awk '{ printf "%d\n", $1 + $2 + 0.5 }' "$1" 2>/dev/null || echo 0
+# run_timed RES LOG CMD...: CMD's status; its output to LOG, the user and
+# system seconds of it and what it waited for to RES.cpu.
+run_timed() {
+	local res=$1 log=$2 TIMEFORMAT='%U %S'
+	shift 2
+	{ time "$@" >"$log" 2>&1; } 2>"$res.cpu"
+}
+
+# took_of RES T0: "wall-clock CPU" seconds of a job started at T0 whose
+# run_timed wrote RES.cpu.
+took_of() {
+	printf '%s %s\n' "$((SECONDS - $2))" \
+		"$(awk '{ printf "%d", $1 + $2 + 0.5 }' "$1.cpu" 2>/dev/null || echo 0)"
 }
 
 # A job writes its counts and what to print to $logs/NAME.res as its last
 # act; the parent reads them once the job is gone (collect).
 tap_job() { # res-file log name binary
-	local res=$1 log=$2 name=$3 bin=$4 rc p f s t0=$SECONDS TIMEFORMAT='%U %S'
-	{ time timeout 900 "$bin" >"$log" 2>&1; } 2>"$res.cpu"
+	local res=$1 log=$2 name=$3 bin=$4 rc p f s t0=$SECONDS
+	run_timed "$res" "$log" timeout 900 "$bin"
 	rc=$?
 	p=$(grep -c '^ok ' "$log" | tr -d ' ')
 	s=$(grep -c '^ok .*# SKIP' "$log" | tr -d ' ')
@@ -67,7 +77,7 @@ tap_job() { # res-file log name binary
 		f=1 # crashed or timed out outside a test
 	fi
 	{
-		echo "$p $f $s $((SECONDS - t0)) $(cpu_of "$res.cpu")"
+		echo "$p $f $s $(took_of "$res" "$t0")"
 		if [ "$f" != 0 ]; then
 			echo "FAIL $name (exit $rc)"
 			grep -A3 '^not ok' "$log" | head -40
@@ -81,12 +91,12 @@ tap_job() { # res-file log name binary
 }
 
 script_job() { # res-file log name script
-	local res=$1 log=$2 name=$3 sc=$4 rc limit t0=$SECONDS TIMEFORMAT='%U %S' t
+	local res=$1 log=$2 name=$3 sc=$4 rc limit t0=$SECONDS t
 	# 20 minutes, or what a "# timeout: SECONDS" line of the script says
 	limit=$(sed -n 's/^# timeout: \([0-9][0-9]*\)$/\1/p' "$sc" | head -n 1)
-	{ time timeout "${limit:-1200}" bash "$sc" >"$log" 2>&1; } 2>"$res.cpu"
+	run_timed "$res" "$log" timeout "${limit:-1200}" bash "$sc"
 	rc=$?
-	t="$((SECONDS - t0)) $(cpu_of "$res.cpu")"
+	t=$(took_of "$res" "$t0")
 	{
 		case $rc in
 		0) echo "1 0 0 $t"; echo "ok   $name" ;;
@@ -100,11 +110,11 @@ script_job() { # res-file log name script
 # priority than theirs (it fills the CPU they leave, and does not slow
 # the nodes whose timeouts they test).
 make_job() { # res-file log name targets
-	local res=$1 log=$2 name=$3 rc t0=$SECONDS TIMEFORMAT='%U %S' t
+	local res=$1 log=$2 name=$3 rc t0=$SECONDS t
 	# shellcheck disable=SC2086 # targets are words
-	{ time nice -n 10 make --no-print-directory $4 >"$log" 2>&1; } 2>"$res.cpu"
+	run_timed "$res" "$log" nice -n 10 make --no-print-directory $4
 	rc=$?
-	t="$((SECONDS - t0)) $(cpu_of "$res.cpu")"
+	t=$(took_of "$res" "$t0")
 	{
 		if [ "$rc" = 0 ]; then
 			echo "0 0 0 $t"; echo "ok   $name"
@@ -122,18 +132,14 @@ logbase() {
 	echo "$logs/${n//:/_}"
 }
 
-# collect: report every finished job and drop it from $running and
-# $beside.
-collect() {
-	local left=() lb=() name res p f s t c
-	for name in "${running[@]}" "${beside[@]}"; do
+# reap LIST: report every finished job of array LIST and drop it there.
+reap() {
+	local -n jobs=$1
+	local left=() name res p f s t c
+	for name in "${jobs[@]}"; do
 		res=$(logbase "$name").res
 		if [ ! -f "$res" ]; then
-			if [[ " ${beside[*]} " == *" $name "* ]]; then
-				lb+=("$name")
-			else
-				left+=("$name")
-			fi
+			left+=("$name")
 			continue
 		fi
 		read -r p f s t c <"$res"
@@ -143,21 +149,18 @@ collect() {
 		tail -n +2 "$res"
 		rm -f "$res" "$res.cpu"
 	done
-	running=("${left[@]}")
-	beside=("${lb[@]}")
+	jobs=("${left[@]}")
+}
+
+# collect: report every finished job, in the slots or beside them.
+collect() {
+	reap running
+	reap beside
 }
 
 # wait_slots N: until at most N jobs run in the slots.
 wait_slots() {
 	while [ "${#running[@]}" -gt "$1" ]; do
-		wait -n 2>/dev/null
-		collect
-	done
-}
-
-# wait_all: until no job runs, those beside the slots included.
-wait_all() {
-	while [ $((${#running[@]} + ${#beside[@]})) -gt 0 ]; do
 		wait -n 2>/dev/null
 		collect
 	done
@@ -169,6 +172,12 @@ wait_beside() {
 		wait -n 2>/dev/null
 		collect
 	done
+}
+
+# wait_all: until no job runs, those beside the slots included.
+wait_all() {
+	wait_slots 0
+	wait_beside
 }
 
 # picked NAME: false when PS_TEST_ONLY leaves NAME out.

@@ -475,10 +475,10 @@ def hold(argv):
     until = int(argv[4]) if len(argv) > 4 else None
     print("holding %d connections" % n, flush=True)
     deadline = time.monotonic() + secs
+    if until is None:
+        time.sleep(secs)
     gone = set()
     while True:
-        if until is None:
-            time.sleep(max(0.0, deadline - time.monotonic()))
         for i, s in enumerate(socks):
             if i in gone:
                 continue

@@ -9,6 +9,10 @@ export PS_TEST_LITE=1 PS_TEST_TIMEOUT_MULT=${PS_TEST_TIMEOUT_MULT:-3}
 # Emulation on a shared host can stall a node for seconds.
 export PS_HEARTBEAT_TIMEOUT=${PS_HEARTBEAT_TIMEOUT:-60}
 fail=0
+# The key-list and row-sparse tests' lite runs, or (PS_TEST_RDMA_FULL=1)
+# all of them.
+lite=1
+[ "${PS_TEST_RDMA_FULL:-0}" = 1 ] && lite=0
 part() { # name command...
 	local name=$1 t0 rc
 	shift
@@ -41,8 +45,6 @@ for b in "$BUILD" ${PS_TEST_RDMA_ASAN_BUILD:-build-asan}; do
 	# conformance suite still sends messages in pieces over rdma
 	# (transport_pieces, transport_send_fill), and make asan runs both
 	# tests over tcp and shm.
-	lite=1
-	[ "${PS_TEST_RDMA_FULL:-0}" = 1 ] && lite=0
 	if [ "$b" != "$BUILD" ] && [ "${PS_TEST_RDMA_ASAN_FULL:-0}" != 1 ]; then
 		echo "== $b: key lists and row-sparse over rdma left to the $BUILD tree (PS_TEST_RDMA_ASAN_FULL=1 runs them)"
 	else

@@ -30,6 +30,17 @@ run() { # servers workers keys
 	fi
 	rm -f "$TMP"/kl*.out "$TMP"/kl*.err "$TMP"/server*.err
 }
+# kl_bench W RUNS: ps-bench --keys-per-request with 2 servers and W
+# workers, every pull checked; W ending in p ("3p"): keys sent plain
+# (PS_KEYLIST_PACK=0)
+kl_bench() {
+	PS_KEYLIST_PACK=$([ "${1%p}" != "$1" ] && echo 0 || echo 1) \
+	"$BUILD/bin/ps-bench" --servers 2 --workers "${1%p}" --keys-per-request 400000 --runs "$2" >"$TMP/klb.out" 2>&1 ||
+		die "ps-bench --keys-per-request 2+$1: $(grep -v '^#' "$TMP/klb.out" | tail -n 5)"
+	if grep -l "runtime error\|Sanitizer" "$TMP/klb.out"; then
+		die "ps-bench --keys-per-request 2+$1: sanitizer report"
+	fi
+}
 if [ "${PS_TEST_LITE:-0}" = 1 ]; then
 	# Slow hosts (the soft-RoCE VM under emulation) check what a
 	# transport carries: lists in several pieces, cached and packed
@@ -40,8 +51,7 @@ if [ "${PS_TEST_LITE:-0}" = 1 ]; then
 	run 2 2 600
 	run 2 2 400000
 	PS_KEYLIST_PACK=0 PS_KEYLIST_CACHE=0 run 2 3 400000
-	"$BUILD/bin/ps-bench" --servers 2 --workers 2 --keys-per-request 400000 --runs 1 >"$TMP/klb.out" 2>&1 ||
-		die "ps-bench --keys-per-request 2+2: $(grep -v '^#' "$TMP/klb.out" | tail -n 5)"
+	kl_bench 2 1
 	echo "key lists: all clusters exact (lite)"
 	exit 0
 fi
@@ -68,12 +78,6 @@ PS_TRANSPORT=tcp PS_KEYLIST_CACHE=0 run 2 2 400000
 # first step's second list stays a second key run on each server and a
 # third worker's list merges the runs (server/kvs_klapply.c)
 for w in 2 3 3p; do
-	# 3p: keys sent plain (PS_KEYLIST_PACK=0)
-	PS_KEYLIST_PACK=$([ "$w" = 3p ] && echo 0 || echo 1) \
-	"$BUILD/bin/ps-bench" --servers 2 --workers "${w%p}" --keys-per-request 400000 --runs 3 >"$TMP/klb.out" 2>&1 ||
-		die "ps-bench --keys-per-request 2+$w: $(grep -v '^#' "$TMP/klb.out" | tail -n 5)"
-	if grep -l "runtime error\|Sanitizer" "$TMP/klb.out"; then
-		die "ps-bench --keys-per-request 2+$w: sanitizer report"
-	fi
+	kl_bench "$w" 3
 done
 echo "key lists: all clusters exact"

@@ -36,17 +36,18 @@ rss_kb() { sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\).*/\1/p' "/proc/$1/status" 2>/
 # $WORKER_ENV added to their environment); sets
 # MAX_RSS_KB (server 1's largest RSS while the workers ran) and BASE_RSS_KB
 run_case() {
-	local name=$1 ns=$2 i rc r p
+	local name=$1 ns=$2 i rc r p nreg
 	shift 2
 	PS_VERBOSE=1 start_scheduler "$ns" 2
 	start_servers "$ns"
 	# The baseline once every server registered (a server prints its
 	# port only when the workers have joined too).
 	for i in $(seq 1 $((300 * MULT))); do
-		[ "$(grep -c "registered server" "$TMP/sched.err")" = "$ns" ] && break
+		nreg=$(grep -c "registered server" "$TMP/sched.err")
+		[ "$nreg" = "$ns" ] && break
 		sleep 0.1
 	done
-	[ "$(grep -c "registered server" "$TMP/sched.err")" = "$ns" ] ||
+	[ "$nreg" = "$ns" ] ||
 		die "$name: $ns servers did not register: $(tail -n 5 "$TMP/sched.err")"
 	BASE_RSS_KB=$(rss_kb "${SERVER_PIDS[0]}")
 	MAX_RSS_KB=$BASE_RSS_KB

@@ -332,6 +332,7 @@ static void test_transport_requests_pipelined(void)
 	enum { WINDOW = 64, N = WINDOW + 5 };
 	static const size_t len = 4 << 20;
 	struct tt_req_sender s = { .len = len, .count = N };
+	bool shm = !strcmp(tt_transport(), "shm");
 	struct tt_node a, b;
 	struct psd_conn *ab;
 	uint8_t *bufs[N];
@@ -362,8 +363,7 @@ static void test_transport_requests_pipelined(void)
 		now = atomic_load(&s.sent);
 		if (now == N)
 			break;
-		if (now == sent &&
-		    (strcmp(tt_transport(), "shm") || now >= WINDOW + 1))
+		if (now == sent && (!shm || now >= WINDOW + 1))
 			break;
 		sent = now;
 	}
@@ -372,7 +372,7 @@ static void test_transport_requests_pipelined(void)
 	b.gate = false;
 	pthread_cond_broadcast(&b.cond);
 	pthread_mutex_unlock(&b.lock);
-	if (!strcmp(tt_transport(), "shm")) {
+	if (shm) {
 		/* the first was read before rx_data blocked, 64 more posted */
 		CHECK_U64(sent, ==, WINDOW + 1);
 	}
