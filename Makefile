@@ -273,8 +273,9 @@ TSAN_MAKE = $(MAKE) --no-print-directory BUILD=build-tsan OPT="-O1 -g" \
 	  EXTRA_CFLAGS="-fsanitize=thread -fno-omit-frame-pointer" \
 	  EXTRA_LDFLAGS="-fsanitize=thread"
 
+# Its scripts run their lite clusters (PS_TEST_LITE=1, tests/README.md).
 tsan:
-	$(Q)$(TSAN_MAKE) unit
+	$(Q)PS_TEST_LITE=1 $(TSAN_MAKE) unit
 
 # The TSan tree without running it (the soft-RoCE VM test runs its
 # transport tests there).

@@ -9,6 +9,9 @@
 #   are named asan:NAME and tsan:NAME);
 # PS_SUITE=quick (make unit, make asan, make tsan): also without those
 #   marked "# slow", one build only;
+# The TSan build's scripts run with PS_TEST_LITE=1: those with a lite
+#   mode run their smaller clusters (a race needs the threads and the
+#   paths, not the volume; TSan runs nodes 5-15 times slower);
 # PS_SUITE=long (make test-long): only the tests marked "# long".
 # A script marked "# once" checks the tree, not a build (layout, docs,
 # formatting, manifests): the sanitizer builds skip it, as it ran against
@@ -125,6 +128,20 @@ make_job() { # res-file log name targets
 	} >"$res.tmp" && mv "$res.tmp" "$res"
 }
 
+# A "# serial" script marked "# prepare" readies what its run needs
+# (packages, a VM's boot image) with --prepare, beside the slots from the
+# start, so that its turn at the end only runs.  It counts for nothing:
+# if it failed, the script's own run says why.
+prep_job() { # res-file log name script
+	local res=$1 log=$2 name=$3 rc t0=$SECONDS
+	run_timed "$res" "$log" timeout 1200 nice -n 10 bash "$4" --prepare
+	rc=$?
+	{
+		echo "0 0 0 $(took_of "$res" "$t0")"
+		echo "ok   $name (exit $rc)"
+	} >"$res.tmp" && mv "$res.tmp" "$res"
+}
+
 # logbase NAME: where NAME's log and result go ("integration/test_x" ->
 # $logs/integration_test_x, "asan:test_bo" -> $logs/asan_test_bo).
 logbase() {
@@ -194,6 +211,7 @@ start() { # kind name mode(slot, serial, beside) arg
 	esac
 	(
 		export BUILD=$B
+		[ -n "$LITE" ] && export PS_TEST_LITE=1
 		"${kind}_job" "$file.res" "$file.log" "$name" "$arg"
 	) &
 	if [ "$mode" = beside ]; then
@@ -206,8 +224,9 @@ start() { # kind name mode(slot, serial, beside) arg
 }
 
 # What run_taps and run_scripts enqueue: build B's tests, named with
-# prefix PRE, of suite S, skipping "# once" scripts when ONCE_DONE is set.
-B=$BUILD PRE= S=$SUITE ONCE_DONE=${PS_TREE_CHECKED:-}
+# prefix PRE, of suite S, skipping "# once" scripts when ONCE_DONE is set,
+# with PS_TEST_LITE=1 when LITE is set.
+B=$BUILD PRE= S=$SUITE ONCE_DONE=${PS_TREE_CHECKED:-} LITE=
 
 run_tap() { # binary [name suffix]
 	local name
@@ -271,15 +290,15 @@ run_scripts() {
 	done
 }
 
-# The builds of this run: "dir prefix suite once-done" each.
-builds=("$BUILD||$SUITE|${PS_TREE_CHECKED:-}")
+# The builds of this run: "dir|prefix|suite|once-done|lite" each.
+builds=("$BUILD||$SUITE|${PS_TREE_CHECKED:-}|")
 sanitized=0
 if [ "$SUITE" = full ] && [ "${PS_TEST_SANITIZERS:-1}" = 1 ]; then
-	builds+=("build-asan|asan:|quick|1" "build-tsan|tsan:|quick|1")
+	builds+=("build-asan|asan:|quick|1|" "build-tsan|tsan:|quick|1|1")
 	sanitized=1
 fi
-use_build() { # "dir|prefix|suite|once-done"
-	IFS='|' read -r B PRE S ONCE_DONE <<<"$1"
+use_build() { # "dir|prefix|suite|once-done|lite"
+	IFS='|' read -r B PRE S ONCE_DONE LITE <<<"$1"
 }
 
 echo "== psched tests: $BUILD ($SUITE, $JOBS at once)"
@@ -288,6 +307,13 @@ if [ "$sanitized" = 1 ]; then
 	start make sanitizer-builds beside "asan-build tsan-build"
 fi
 use_build "${builds[0]}"
+if [ "$S" = full ]; then
+	for sc in tests/integration/test_*.sh; do
+		name=integration/$(basename "$sc" .sh)
+		grep -q '^# prepare$' "$sc" && picked "$name" &&
+			start prep "prepare:$name" beside "$sc"
+	done
+fi
 [ "$S" != long ] && run_taps
 run_scripts slot
 if [ "$sanitized" = 1 ]; then

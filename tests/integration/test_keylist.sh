@@ -42,7 +42,8 @@ kl_bench() {
 	fi
 }
 if [ "${PS_TEST_LITE:-0}" = 1 ]; then
-	# Slow hosts (the soft-RoCE VM under emulation) check what a
+	# Slow hosts (the soft-RoCE VM under emulation, the TSan build)
+	# check what a
 	# transport carries: lists in several pieces, cached and packed
 	# (2 + 2), over 1 MiB per server (adopted), and every list carrying
 	# its keys unpacked, 3 workers merging; the store's and the cache's

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# slow
 # serial
 # A worker's link reading says when it is only a floor (the autotuner's
 # conditions, docs/tuner.md "Floors and probes").  Four namespaces

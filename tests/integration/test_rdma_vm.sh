@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # slow
 # serial
+# prepare
 # timeout: 1800
 # The RDMA transport for real, inside one soft-RoCE VM, booted once
 # (../shared/rdma-vm/run-in-rxe-vm: QEMU, Debian kernel, rdma_rxe on a
@@ -15,8 +16,12 @@
 #  (c) (a) and (b) again with the ASan build (build-asan, built first),
 #      without the key-list and row-sparse tests unless
 #      PS_TEST_RDMA_ASAN_FULL=1 (rdma_vm_suite.sh says why);
-#  (d) (a) with the TSan build (build-tsan, built first;
-#      PS_TEST_RDMA_TSAN=0 skips the build).
+#  (d) the conformance and rendezvous-cache suites of (a) with the TSan
+#      build (build-tsan, built first; PS_TEST_RDMA_TSAN=0 skips the
+#      build).
+# --prepare only installs the VM's packages and builds its boot image
+# (tests/run.sh does that beside the other tests, "# prepare"), waiting
+# for a dpkg lock that another test's install holds.
 # Exits 77 with the reason when the VM cannot run here (no runner, qemu
 # missing and not installable, no kernel with rdma_rxe, ...).
 # RDMA_VM_TIMEOUT bounds the whole VM (default 1500 s: emulation is slow;
@@ -34,6 +39,14 @@ skip() { echo "SKIP: RDMA VM tests not run: $*"; exit 77; }
 [ -x "$BUILD/tests/transport/test_transport" ] || skip "$BUILD/tests/transport/test_transport not built"
 nm "$BUILD/lib/libpsched.a" 2>/dev/null | grep -q ' psd_rdma_ops$' ||
 	skip "libpsched was built without libibverbs-dev/librdmacm-dev"
+if [ "${1:-}" = --prepare ]; then
+	conf=$(mktemp)
+	echo 'DPkg::Lock::Timeout "600";' >"$conf"
+	APT_CONFIG=$conf "$RUNNER" --build
+	rc=$?
+	rm -f "$conf"
+	exit $rc
+fi
 mkdir -p "$BUILD/test-logs"
 if [ "${PS_TEST_RDMA_ASAN:-1}" = 1 ]; then
 	echo "== building the ASan tree (build-asan)"

@@ -14,8 +14,8 @@
 #  - 3 workers, dist_async: unsorted pushes with duplicates (over shm read
 #    by the servers in place), pushpulls answering running totals, exact
 #    totals after a barrier.
-# Runs under ASan and TSan too.  PS_TEST_LITE=1 (the soft-RoCE VM): the
-# credit256 and async jobs only.
+# Runs under ASan and TSan too.  PS_TEST_LITE=1 (the soft-RoCE VM, the
+# TSan build): the credit256 and async jobs only.
 . "$(dirname "$0")/lib.sh"
 
 # rows_job TAG NWORKERS [rows_c arguments]: a job of NWORKERS rows_c
