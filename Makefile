@@ -28,7 +28,7 @@ CFLAGS   += -std=gnu11 $(OPT) $(WARN) -fPIC -fvisibility=hidden -pthread \
 CPPFLAGS += -D_GNU_SOURCE -Iinclude -Icommon -isystem $(BUILD)/gen -MMD -MP
 LDFLAGS  += -pthread $(EXTRA_LDFLAGS)
 
-PKGS     := libprotobuf-c gsl
+PKGS     := libprotobuf-c gsl nettle zlib
 HAVE_PKG := $(shell pkg-config --exists $(PKGS) 2>/dev/null && echo 1)
 # On a fresh machine install the Debian packages before anything is read
 # from pkg-config or the headers (goals that build nothing skip this).
@@ -47,6 +47,7 @@ ifeq ($(HAVE_PKG),1)
 PKG_CFLAGS := $(shell pkg-config --cflags $(PKGS))
 PROTO_LIBS := $(shell pkg-config --libs libprotobuf-c)
 GSL_LIBS   := $(shell pkg-config --libs gsl)
+SYS_LIBS   := $(shell pkg-config --libs nettle zlib)
 endif
 # rdma-core ships no .pc files on Debian 12; detect by header.
 HAVE_RDMA := $(shell test -f /usr/include/rdma/rdma_cma.h && \
@@ -56,7 +57,7 @@ CPPFLAGS  += -DPSCHED_HAVE_RDMA=1
 RDMA_LIBS := -lrdmacm -libverbs
 endif
 CPPFLAGS += $(PKG_CFLAGS) -DPSCHED_VERSION='"$(shell cat VERSION)"'
-LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(RDMA_LIBS) -lm
+LIBS     := $(PROTO_LIBS) $(GSL_LIBS) $(SYS_LIBS) $(RDMA_LIBS) -lm
 
 # CUDA (docs/gpu.md): built into libpsched when nvcc is found in
 # CUDA_HOME (default /usr/local/cuda); CUDA=0 forces it off, CUDA=1 makes a

@@ -9,7 +9,7 @@
 
 #include "auth.h"
 #include "internal.h"
-#include "sha256.h"
+#include "digest.h"
 #include "van.h"
 
 #define AUTH_HOWTO                                                             \

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "digest.h"
 #include "internal.h"
 #include "optim.h"
 
@@ -110,35 +111,9 @@ int psd_opt_rec_parse(const uint8_t *buf, size_t len, struct psd_opt_rec *r,
 	return 0;
 }
 
-/* CRC-32 (IEEE 802.3, reflected, polynomial 0xedb88320), continuing
- * from @crc (0 to start). */
-static uint32_t opt_crc32_more(uint32_t crc, const void *buf, size_t len)
-{
-	static uint32_t table[256];
-	static bool ready;
-	const uint8_t *p = buf;
-	uint32_t c = crc ^ 0xffffffffu;
-	uint32_t v;
-	unsigned i, j;
-
-	if (!__atomic_load_n(&ready, __ATOMIC_ACQUIRE)) {
-		/* Idempotent: racing threads write the same values. */
-		for (i = 0; i < 256; i++) {
-			v = i;
-			for (j = 0; j < 8; j++)
-				v = v & 1 ? 0xedb88320u ^ (v >> 1) : v >> 1;
-			__atomic_store_n(&table[i], v, __ATOMIC_RELAXED);
-		}
-		__atomic_store_n(&ready, true, __ATOMIC_RELEASE);
-	}
-	while (len--)
-		c = table[(c ^ *p++) & 0xffu] ^ (c >> 8);
-	return c ^ 0xffffffffu;
-}
-
 uint32_t psd_crc32(const void *buf, size_t len)
 {
-	return opt_crc32_more(0, buf, len);
+	return psd_crc32_more(0, buf, len);
 }
 
 static int opt_write_all(int fd, const void *buf, size_t len)
@@ -170,7 +145,7 @@ int psd_opt_file_write(const char *path, const char *name, const void *recs,
 	memcpy(hdr, PSD_OPT_FILE_MAGIC, 8);
 	memcpy(hdr + 8, &ver, 4);
 	strncpy((char *)hdr + 12, name, 15);
-	crc = opt_crc32_more(psd_crc32(hdr, sizeof(hdr)), recs, len);
+	crc = psd_crc32_more(psd_crc32(hdr, sizeof(hdr)), recs, len);
 	memcpy(tail, &crc, 4);
 	if (asprintf(&tmp, "%s.tmp.%d", path, (int)getpid()) < 0)
 		return psd_set_errmsg(-ENOMEM, "no memory for a file name");

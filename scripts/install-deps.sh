@@ -15,7 +15,7 @@ set -euo pipefail
 # g++: nvcc's host compiler, for the CUDA parts when /usr/local/cuda is there.
 # libcap2-bin: capsh (test_sender_nice.sh drops CAP_SYS_NICE with it).
 pkgs=(gcc g++ make pkg-config libc6-dev dpkg-dev
-      libprotobuf-c-dev protobuf-c-compiler libgsl-dev
+      libprotobuf-c-dev protobuf-c-compiler libgsl-dev nettle-dev zlib1g-dev
       libibverbs-dev librdmacm-dev
       iproute2 procps libcap2-bin python3 python3-numpy python3-yaml gnuplot-nox
       openssh-server openssh-client

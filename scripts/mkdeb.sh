@@ -130,7 +130,7 @@ d=$(pkgdir libpsched0)
 echo "libpsched 0 libpsched0 (>= $VERSION)" >"$d/DEBIAN/shlibs"
 echo "activate-noawait ldconfig" >"$d/DEBIAN/triggers"
 
-dev_deps="libpsched0 (= $DEBVER), libprotobuf-c-dev, libgsl-dev"
+dev_deps="libpsched0 (= $DEBVER), libprotobuf-c-dev, libgsl-dev, nettle-dev, zlib1g-dev"
 # psched.pc names the RDMA libraries for static links when built with them.
 if grep -q -- -lrdmacm "$(pkgdir libpsched-dev)/usr/lib/$ma/pkgconfig/psched.pc"; then
 	dev_deps="$dev_deps, libibverbs-dev, librdmacm-dev"

@@ -30,7 +30,7 @@ run() { # log args...
 
 run "$tmp/base.log" || { echo "FAIL: base install exited $?"; cat "$tmp/base.log.out"; fail=1; }
 inst=$(grep ' install ' "$tmp/base.log")
-for p in make gcc libprotobuf-c-dev libgsl-dev python3-numpy; do
+for p in make gcc libprotobuf-c-dev libgsl-dev nettle-dev zlib1g-dev python3-numpy; do
 	echo "$inst" | grep -qw -- "$p" || { echo "FAIL: base set lacks $p: $inst"; fail=1; }
 done
 echo "$inst" | grep -q python3-torch && { echo "FAIL: base set installs python3-torch"; fail=1; }

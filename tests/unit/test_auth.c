@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * Job authentication (common/sha256.c, common/auth.c): SHA-256 against
+ * Job authentication (common/digest.c, common/auth.c): SHA-256 against
  * the FIPS 180 examples, HMAC-SHA256 against RFC 4231's test cases, the
  * handshake proofs (each side's, each nonce, each key matters), loading
  * the secret from PS_JOB_TOKEN / PS_JOB_TOKEN_FILE, and the options.
@@ -15,7 +15,7 @@
 
 #include "../harness.h"
 #include "../../common/auth.h"
-#include "../../common/sha256.h"
+#include "../../common/digest.h"
 #include "psched.h"
 
 static void hex(const uint8_t *b, size_t n, char *out)
