@@ -23,7 +23,7 @@ SAN="-fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-poin
 make --no-print-directory -j"${FUZZ_JOBS:-2}" BUILD="$BF" CC="$CC_FUZZ" CUDA=0 OPT="-O1 -g" \
 	EXTRA_CFLAGS="-fsanitize=fuzzer-no-link $SAN -Wno-error -Wno-unknown-warning-option" \
 	EXTRA_LDFLAGS="$SAN" "$BF/lib/libpsched.a" >&2
-LIBS="$(pkg-config --libs libprotobuf-c gsl) -lm -pthread"
+LIBS="$(pkg-config --libs libprotobuf-c gsl nettle zlib) -lm -pthread"
 # rdma-core, where the library was built with it (as the Makefile decides)
 [ -f /usr/include/rdma/rdma_cma.h ] && [ -f /usr/include/infiniband/verbs.h ] && LIBS="$LIBS -lrdmacm -libverbs"
 mkdir -p "$BF/fuzz"
