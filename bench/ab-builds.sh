@@ -57,13 +57,12 @@ wl() {
 
 # one ROUND WORKLOAD LABEL BUILD: a line "round wl label gbps reqs cpu_ms cs"
 one() {
-	local out
-	local args pick
+	local out args pick
 	set -- "$1" "$2" "$3" "$4" $(wl "$2")
 	case $5 in
 	keylist)
 		args="--keys-per-request 200000 --runs 9"
-		pick='/^warm median/ { t = $4 + $7; print 0.4 / t * 1000, 2000 / t }' ;;
+		pick='/^warm median/ { t = $4 + $7; print 400 / t, 2000 / t }' ;;
 	sparse)
 		args="--mode sparse --rows 1000000 --runs 3 --no-baseline"
 		pick='/^median/ { print $2, 0 }' ;;

@@ -49,7 +49,12 @@ void psd_hmac_sha256(const void *key, size_t klen,
 bool psd_mem_equal_ct(const void *a, const void *b, size_t len);
 
 /* CRC-32 (IEEE 802.3, as zlib and gzip) of @len bytes, continuing from
- * @crc (0 to start). */
+ * @crc (0 to start); psd_crc32() starts. */
 uint32_t psd_crc32_more(uint32_t crc, const void *buf, size_t len);
+
+static inline uint32_t psd_crc32(const void *buf, size_t len)
+{
+	return psd_crc32_more(0, buf, len);
+}
 
 #endif

@@ -83,7 +83,6 @@ void psd_opt_rec_put_hdr(uint8_t *buf, const struct psd_opt_rec *r);
 #define PSD_OPT_FILE_VERSION 1u
 #define PSD_OPT_FILE_HDR     28
 
-uint32_t psd_crc32(const void *buf, size_t len);
 /* Write @name's header, @recs, the CRC to @path (via a temporary file
  * renamed into place).  0 or -errno, psched_errmsg() set. */
 int psd_opt_file_write(const char *path, const char *name, const void *recs,

@@ -111,11 +111,6 @@ int psd_opt_rec_parse(const uint8_t *buf, size_t len, struct psd_opt_rec *r,
 	return 0;
 }
 
-uint32_t psd_crc32(const void *buf, size_t len)
-{
-	return psd_crc32_more(0, buf, len);
-}
-
 static int opt_write_all(int fd, const void *buf, size_t len)
 {
 	const uint8_t *p = buf;

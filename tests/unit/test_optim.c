@@ -16,6 +16,7 @@
 
 #include "../harness.h"
 #include "compress.h"
+#include "digest.h"
 #include "optim.h"
 #include "updater.h"
 #include "wire.h"
