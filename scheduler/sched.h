@@ -38,6 +38,7 @@ struct sched_cfg_switch {
 	uint64_t credit;
 	uint64_t max_step; /* highest step any worker acked */
 	uint64_t deadline_ms;
+	struct psd_cfg_proposal *prop; /* whose config it carries, or NULL */
 };
 
 #define SCHED_CYCLE_MAX 32
