@@ -372,3 +372,9 @@ void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
 		 "from step %" PRIu64,
 		 at->cur.epoch, epoch, from);
 }
+
+const char *psd_autotune_phase(const struct psd_autotune *at, uint64_t *samples)
+{
+	*samples = psd_tuner_samples(at->t);
+	return psd_tuner_phase_name(psd_tuner_phase(at->t));
+}

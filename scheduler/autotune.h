@@ -68,4 +68,9 @@ void psd_autotune_proposed(struct psd_autotune *at, uint32_t epoch);
 void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
 			   bool committed, uint64_t from);
 
+/* The tuner's phase ("warmup", "explore", "locked", "retune") and in
+ * @samples the samples it completed. */
+const char *psd_autotune_phase(const struct psd_autotune *at,
+			       uint64_t *samples);
+
 #endif

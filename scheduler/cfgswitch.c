@@ -50,6 +50,7 @@ static void sched_cfg_abort(struct psched_node *n)
 	struct psd_sched *s = psd_sched_of(n);
 
 	s->sw.open = false;
+	s->switches_aborted++;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
 	psd_autotune_switched(s->at, s->sw.epoch, false, 0);
 }
@@ -87,6 +88,10 @@ void psd_sched_cfg_check(struct psched_node *n)
 		from = s->last_apply_step + 1;
 	s->last_apply_step = from;
 	s->sw.open = false;
+	s->cur_epoch = s->sw.epoch;
+	s->cur_part = s->sw.part;
+	s->cur_credit = s->sw.credit;
+	s->switches_committed++;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
 	psd_autotune_switched(s->at, s->sw.epoch, true, from);
 	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
@@ -180,7 +185,17 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 {
 	struct psd_sched *s = psd_sched_of(n);
 
-	if (sn->role != PSCHED_ROLE_WORKER || !s->at)
+	if (sn->role != PSCHED_ROLE_WORKER)
+		return;
+	sn->has_step = true;
+	sn->step.step = m->step;
+	sn->step.step_time_s = m->step_time_s;
+	sn->step.compute_s = m->compute_s;
+	sn->step.link_bps = m->link_bytes_per_s;
+	sn->step.min_rtt_s = m->min_rtt_s;
+	sn->step.pushed = m->bytes_pushed;
+	sn->step.pulled = m->bytes_pulled;
+	if (!s->at)
 		return;
 	psd_debug("%s: metrics step %llu, %.6f s per step, epoch %u, link "
 		  "%.4g B/s%s, min rtt %.6f s, compute %.6f s",
