@@ -14,7 +14,6 @@
 set -u
 cd "$(dirname "$0")/../.."
 . tests/integration/lib.sh
-. tests/integration/pylib.sh
 
 for t in prometheus promtool curl python3; do
 	command -v $t >/dev/null ||
@@ -141,6 +140,19 @@ echo "ok: job verified under malformed, slow and 40 concurrent scrapers; JSON li
 
 # Second job: a Python worker (KVStore.stats() gives the figures the
 # scheduler exports for it), then a server dies while scrapes go on.
+# The rest needs Python with numpy and a library it can load (not TSan's).
+if ! (. tests/integration/pylib.sh) >"$TMP/pylib.out" 2>&1; then
+	echo "ok: (Python part skipped: $(tail -1 "$TMP/pylib.out"))"
+	exit 0
+fi
+. tests/integration/pylib.sh
+# A local store has no node: every figure is 0.
+"$PYTHON" -c '
+import psched
+st = psched.KVStore("local").stats()
+assert st["tx_bytes"] == 0 and st["requests_ok"] == 0 and st["errors"]["timeout"] == 0, st
+assert len(st["latency_buckets"]) == 20 and st["latency_buckets"][-1][0] == float("inf"), st
+' || die "KVStore(local).stats()"
 MPORT=$(free_port)
 rm -f "$TMP"/*.out "$TMP"/*.err
 cat >"$TMP/worker.py" <<'PY'
