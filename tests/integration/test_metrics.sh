@@ -9,7 +9,7 @@
 # not disturb the job (every worker verifies every step, the port answers
 # after them); the JSON lines file has the same figures.  Then a second
 # job with a Python worker: KVStore.stats() and the scheduler's figures
-# agree; a server is killed, every scrape is answered, and the scheduler
+# agree, KVStore.timeline_write() has its chunks; a server is killed, every scrape is answered, and the scheduler
 # shows the server dead and the worker's failed request.
 set -u
 cd "$(dirname "$0")/../.."
@@ -161,8 +161,13 @@ d = sys.argv[1]
 kv = psched.KVStore("dist_sync")
 kv.init(1, np.zeros(1 << 16, np.float32))
 out = np.zeros(1 << 16, np.float32)
+kv.timeline_start()
 for _ in range(20):
     kv.pushpull(1, np.ones(1 << 16, np.float32), out=out)
+kv.timeline_write(d + "/timeline.json")
+tl = json.load(open(d + "/timeline.json"))
+pushes = [e for e in tl["traceEvents"] if e.get("ph") == "X" and e["cat"] == "push"]
+assert len(pushes) >= 20 and all(e["args"]["key"] == 1 for e in pushes), tl
 st = kv.stats()
 assert st["requests_ok"] >= 20 and st["tx_bytes"] > 0, st
 assert sum(c for _, c in st["latency_buckets"]) == st["requests_ok"], st
