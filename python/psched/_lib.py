@@ -58,7 +58,8 @@ LATENCY_BUCKET_US = 16
 
 
 class Stats(ctypes.Structure):
-    """struct psched_stats"""
+    """struct psched_stats, field for field in its order (test_metrics.sh
+    checks the latency buckets, the last fields, against the counts)"""
     _fields_ = [(n, c_u64) for n in (
         "tx_bytes", "rx_bytes", "tx_msgs", "rx_msgs", "stored_bytes",
         "alloc_bytes", "chunks_started", "max_in_flight_bytes",
