@@ -135,6 +135,11 @@ struct psched_cfg {
 	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
 	int caller_rx;		  /* PS_CALLER_RX: 0 | 1 (worker) */
 	int sender_nice; /* PS_SENDER_NICE -20..19 (worker), 0 = inherited */
+	/* Metrics (docs/metrics.md), read by the scheduler. */
+	unsigned metrics_port;	      /* PS_METRICS_PORT 0..65535, 0 = off */
+	char metrics_addr[64];	      /* PS_METRICS_ADDR: address to bind */
+	char metrics_file[256];	      /* PS_METRICS_FILE: JSON lines, "" off */
+	unsigned metrics_interval_ms; /* PS_METRICS_INTERVAL (s) */
 };
 
 /* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
@@ -404,6 +409,9 @@ unsigned psched_dtype_size(enum psched_dtype dtype);
  * "?" for a value outside the enum. */
 const char *psched_dtype_name(enum psched_dtype dtype);
 
+/* Request latency buckets of struct psched_stats (docs/metrics.md). */
+#define PSCHED_LATENCY_BUCKETS	 20
+#define PSCHED_LATENCY_BUCKET_US 16
 /* Bytes moved so far by this node (payload only), for tools. */
 struct psched_stats {
 	uint64_t tx_bytes;
@@ -420,6 +428,23 @@ struct psched_stats {
 	/* worker: psched_wait()s whose answer this thread read itself
 	 * (PS_CALLER_RX) */
 	uint64_t caller_rx_waits;
+	/* worker: requests registered and not done, and push bytes holding
+	 * credit now */
+	uint64_t requests_in_flight;
+	uint64_t in_flight_bytes;
+	/* worker: requests done, by outcome (docs/metrics.md) */
+	uint64_t requests_ok;
+	uint64_t errors_timeout;   /* -ETIMEDOUT */
+	uint64_t errors_node_dead; /* PSCHED_ENODEDEAD */
+	uint64_t errors_remote;	   /* PSCHED_EREMOTE: a server refused */
+	uint64_t errors_shutdown;  /* PSCHED_ESHUTDOWN */
+	uint64_t errors_other;
+	/* worker: request latency, registration to completion; bucket i
+	 * counts requests that took at most PSCHED_LATENCY_BUCKET_US << i
+	 * microseconds (and more than the bucket below), the last one the
+	 * rest */
+	uint64_t latency_count[PSCHED_LATENCY_BUCKETS];
+	uint64_t latency_sum_us;
 };
 void psched_node_stats(const struct psched_node *node,
 		       struct psched_stats *out);

@@ -361,3 +361,9 @@ struct psd_cfg_proposal *psd_autotune_proposal(struct psd_autotune *at)
 	at->prop.settled = at_settled;
 	return &at->prop;
 }
+
+const char *psd_autotune_phase(const struct psd_autotune *at, uint64_t *samples)
+{
+	*samples = psd_tuner_samples(at->t);
+	return psd_tuner_phase_name(psd_tuner_phase(at->t));
+}

@@ -70,4 +70,9 @@ struct psd_cfg_proposal {
 /* The config the tuner wants committed, or NULL when it wants none. */
 struct psd_cfg_proposal *psd_autotune_proposal(struct psd_autotune *at);
 
+/* The tuner's phase ("warmup", "explore", "locked", "retune") and in
+ * @samples the samples it completed. */
+const char *psd_autotune_phase(const struct psd_autotune *at,
+			       uint64_t *samples);
+
 #endif

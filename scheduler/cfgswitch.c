@@ -58,8 +58,11 @@ static void sched_cfg_settle(struct psd_sched *s, bool committed, uint64_t from)
 /* Call the open switch off: ABORT to the workers that saw its PREPARE. */
 static void sched_cfg_abort(struct psched_node *n)
 {
+	struct psd_sched *s = psd_sched_of(n);
+
+	s->switches_aborted++;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
-	sched_cfg_settle(psd_sched_of(n), false, 0);
+	sched_cfg_settle(s, false, 0);
 }
 
 /*
@@ -94,6 +97,10 @@ void psd_sched_cfg_check(struct psched_node *n)
 	if (from <= s->last_apply_step)
 		from = s->last_apply_step + 1;
 	s->last_apply_step = from;
+	s->cur_epoch = s->sw.epoch;
+	s->cur_part = s->sw.part;
+	s->cur_credit = s->sw.credit;
+	s->switches_committed++;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
 	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
 		 "from step %llu",
@@ -195,7 +202,17 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 {
 	struct psd_sched *s = psd_sched_of(n);
 
-	if (sn->role != PSCHED_ROLE_WORKER || !s->at)
+	if (sn->role != PSCHED_ROLE_WORKER)
+		return;
+	sn->has_step = true;
+	sn->step.step = m->step;
+	sn->step.step_time_s = m->step_time_s;
+	sn->step.compute_s = m->compute_s;
+	sn->step.link_bps = m->link_bytes_per_s;
+	sn->step.min_rtt_s = m->min_rtt_s;
+	sn->step.pushed = m->bytes_pushed;
+	sn->step.pulled = m->bytes_pulled;
+	if (!s->at)
 		return;
 	psd_debug("%s: metrics step %llu, %.6f s per step, epoch %u, link "
 		  "%.4g B/s%s, min rtt %.6f s, compute %.6f s",

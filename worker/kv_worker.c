@@ -450,6 +450,17 @@ static void kvw_stats(const struct psched_node *n, struct psched_stats *out)
 	out->credit_bytes = w->credit.credit;
 	out->config_epoch = psd_cfgtab_last(&w->cfgs)->epoch;
 	out->caller_rx_waits = w->met.caller_rx;
+	out->requests_in_flight = w->met.inflight;
+	out->in_flight_bytes = w->credit.in_flight;
+	out->requests_ok = w->met.done_ok;
+	out->errors_timeout = w->met.err_timeout;
+	out->errors_node_dead = w->met.err_node_dead;
+	out->errors_remote = w->met.err_remote;
+	out->errors_shutdown = w->met.err_shutdown;
+	out->errors_other = w->met.err_other;
+	memcpy(out->latency_count, w->met.lat_count,
+	       sizeof(out->latency_count));
+	out->latency_sum_us = w->met.lat_sum_us;
 	pthread_mutex_unlock(&w->lock);
 }
 

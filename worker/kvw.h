@@ -153,6 +153,7 @@ struct kvw_req {
 	bool gpu_direct; /* ... moved by GPUDirect RDMA, not staged */
 	int gpu_dev;
 	uint64_t deadline_ms; /* callback requests: fail after this */
+	uint64_t t_reg_us;    /* when it became in flight (latency) */
 	int err;
 	char msg[320];
 	psched_done_fn *cb;
@@ -196,6 +197,15 @@ struct kvw_metrics {
 	uint64_t last_busy;  /* busy_us + open period */
 	uint64_t last_wait;  /* wait_us */
 	uint64_t caller_rx;  /* waits answered on the waiting thread */
+	/* Requests done: outcomes and latency (psched_stats). */
+	uint64_t done_ok;
+	uint64_t err_timeout;
+	uint64_t err_node_dead;
+	uint64_t err_remote;
+	uint64_t err_shutdown;
+	uint64_t err_other;
+	uint64_t lat_count[PSCHED_LATENCY_BUCKETS];
+	uint64_t lat_sum_us;
 	/* Credit-bound or not (kvw_send.c, kvw_floor_look()): while sends
 	 * wait for credit, how often the transport found the path with room
 	 * (floor_n) out of lim_n looks, at most one per KVW_FLOOR_GAP_US

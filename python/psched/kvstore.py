@@ -578,6 +578,42 @@ class KVStore:
             self._check(ret)
         return ret
 
+    def stats(self):
+        """This node's counters, the figures the scheduler exports for it
+        (docs/metrics.md): bytes and messages in and out, requests in
+        flight, credit in use, requests done by outcome, request latency
+        ("latency_buckets": (upper bound in seconds, count) pairs, the
+        last bound inf).  All 0 for a local store."""
+        st = _lib.Stats()
+        node = self._lib.psched_kvstore_node(self._live())
+        if node:
+            self._lib.psched_node_stats(node, ctypes.byref(st))
+        out = {n: int(getattr(st, n)) for n, _ in _lib.Stats._fields_
+               if n not in ("latency_count", "latency_sum_us")}
+        out["credit_in_use_bytes"] = out.pop("in_flight_bytes")
+        out["errors"] = {k: out.pop("errors_" + k) for k in (
+            "timeout", "node_dead", "remote", "shutdown", "other")}
+        bounds = [(_lib.LATENCY_BUCKET_US << i) / 1e6
+                  for i in range(_lib.LATENCY_BUCKETS - 1)] + [float("inf")]
+        out["latency_buckets"] = list(zip(bounds, map(int, st.latency_count)))
+        out["latency_sum_s"] = st.latency_sum_us / 1e6
+        return out
+
+    def timeline_start(self, max_events=0):
+        """Record every chunk this worker sends (start, push done, pull
+        done), at most @max_events (0: 1M)."""
+        node = self._lib.psched_kvstore_node(self._live())
+        if node:
+            self._check(self._lib.psched_timeline_start(node, max_events))
+
+    def timeline_write(self, path):
+        """Write what timeline_start() recorded to @path as Chrome trace
+        JSON (chrome://tracing, Perfetto)."""
+        node = self._lib.psched_kvstore_node(self._live())
+        if node:
+            self._check(self._lib.psched_timeline_write(
+                node, os.fsencode(path)))
+
     # -- job ------------------------------------------------------------
 
     def barrier(self):
