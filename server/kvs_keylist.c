@@ -177,14 +177,11 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 static struct psd_hdr kl_answer(struct psched_node *n, const struct psd_hdr *h,
 				int type, uint64_t bytes)
 {
-	struct psd_hdr a = *h;
+	struct psd_hdr a = psd_kvs_answer_hdr(n, h, (uint8_t)type, 0,
+					      PSD_F_KEYLIST, bytes);
 
-	a.type = (uint8_t)type;
-	a.sender = n->id;
-	a.status = 0;
-	a.flags = PSD_F_KEYLIST;
 	a.offset = 0;
-	a.total = a.span = a.length = bytes;
+	a.total = a.span = bytes;
 	a.part = 0;
 	return a;
 }
@@ -293,7 +290,7 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 	wh.length = len;
 	wh.flags &= (uint8_t) ~(PSD_F_KLCACHED | PSD_F_KLPACKED);
 	wh.epoch = 0;
-	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf)) {
+	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf, 0)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 		return;
@@ -304,13 +301,6 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 	memcpy(buf, l->keys, (size_t)l->n * 8);
 	if (l->lens)
 		memcpy(buf + l->n * 8, l->lens, (size_t)l->n * 4);
-}
-
-static void kl_wait_free(struct psd_kvs_wait *w)
-{
-	psd_conn_put(w->conn);
-	free(w->buf);
-	free(w);
 }
 
 /*
@@ -434,56 +424,28 @@ count:
 	kl->got++;
 }
 
-/* Answer every waiting pull the version now covers, smaller priority
- * first (ties in arrival order). */
-static void kl_answer_pulls(struct psched_node *n, struct psd_kvs_kl *kl)
-{
-	struct psd_kvs_wait *best;
-	struct psd_list *pos;
-
-	for (;;) {
-		best = NULL;
-		psd_list_for_each (pos, &kl->pulls) {
-			struct psd_kvs_wait *w = psd_container_of(
-				pos, struct psd_kvs_wait, link);
-
-			if (w->want <= kl->version &&
-			    (!best || w->h.priority < best->h.priority))
-				best = w;
-		}
-		if (!best)
-			return;
-		psd_list_del(&best->link);
-		kl_answer_pull(n, best->conn, &best->h, best->buf, -1);
-		kl_wait_free(best);
-	}
-}
-
 /* While the open step has every worker's push: fold it in, answer the
- * pulls it satisfies, apply the held pushes of the next step. */
+ * pulls it satisfies (smaller priority first, ties in arrival order),
+ * apply the held pushes of the next step. */
 static void kl_advance(struct psched_node *n)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = s->kl;
-	struct psd_list *pos, *tmp;
+	struct psd_kvs_wait *w;
+	struct psd_peer *p;
 
 	while (kl->got >= s->nworker) {
 		psd_kl_commit(s, kl);
-		kl_answer_pulls(n, kl);
-		psd_list_for_each_safe (pos, tmp, &kl->held) {
-			struct psd_kvs_wait *w = psd_container_of(
-				pos, struct psd_kvs_wait, link);
-			struct psd_peer *p = psd_node_peer(n, w->conn->peer_id);
-
-			if (w->h.step != kl->version + 1)
-				continue;
-			psd_list_del(&w->link);
+		while ((w = psd_kvs_wait_pull(&kl->pulls, kl->version))) {
+			kl_answer_pull(n, w->conn, &w->h, w->buf, -1);
+			psd_kvs_wait_free(s, w);
+		}
+		while ((w = psd_kvs_wait_step(&kl->held, kl->version + 1))) {
+			p = psd_node_peer(n, w->conn->peer_id);
 			if (p && p->rank >= 0 && (unsigned)p->rank < s->nworker)
 				kl_push(n, w->conn, &w->h, w->buf, p->rank,
 					true, false);
-			psd_conn_put(w->conn);
-			psd_kvs_hold_free(s, w->buf, w->h.length);
-			free(w);
+			psd_kvs_wait_free(s, w);
 		}
 	}
 }
@@ -530,9 +492,9 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
  * store adopts; smaller ones are copied from the scratch buffer. */
 #define KL_ADOPT_MIN (1u << 20)
 
-int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
-			 struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			 void **dst)
+static int kl_header(struct psched_node *n, struct psd_conn *c,
+		     struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		     void **dst)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = psd_kl_get(n);
@@ -545,7 +507,7 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 
 	if (!kl) {
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for key lists");
-		return h->length ? PSD_RX_DISCARD : 0;
+		return PSD_RX_DISCARD;
 	}
 	kl->max_ukeys = psd_van_max_tensor(c) / 8;
 	if (s->async)
@@ -571,15 +533,13 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 				      "second key-list push for step %llu",
 				      (unsigned long long)h->step);
 	if (ret)
-		return h->length ? PSD_RX_DISCARD : 0;
-	if (push && h->step > kl->version + 1) {
-		ret = psd_kvs_hold_early(n, c, kc, h, kl->version + 1,
-					 "key-list push", dst);
-		if (ret)
-			return ret;
-	} else if (push && (!kl->n || !kl->version) && h->part &&
-		   raw >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED) &&
-		   raw >= h->length && h->part <= kl->max_ukeys) {
+		return PSD_RX_DISCARD;
+	if (push && h->step > kl->version + 1)
+		return psd_kvs_hold_early(n, c, kc, h, kl->version + 1,
+					  "key-list push", dst);
+	if (push && (!kl->n || !kl->version) && h->part &&
+	    raw >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED) &&
+	    raw >= h->length && h->part <= kl->max_ukeys) {
 		/* keys for an empty store, or of the first step: into a
 		 * buffer the store can adopt or keep as the worker's tagged
 		 * list (psd_kl_remember()); packed keys land at the end of
@@ -592,24 +552,20 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 		if (kc->kl_own)
 			*dst = (uint8_t *)kc->kl_own + (raw - h->length);
 	}
-	kc->kl = true;
 	return 0;
 }
 
-void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
-			const struct psd_hdr *h, void *payload)
+static void kl_data(struct psched_node *n, struct psd_conn *c,
+		    struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		    void *payload)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_kvs_conn *kc = c->ctx;
 	struct psd_kvs_kl *kl = s->kl;
 	struct psd_hdr hh = *h;
 	const char *why = "";
 	struct psd_kl_list l;
 	void *buf, *own;
 
-	if (!kc || !kc->kl || !kl)
-		return; /* refused at the header */
-	kc->kl = false;
 	own = kc->kl_own;
 	kc->kl_own = NULL;
 	if (own) {
@@ -662,7 +618,8 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 				       "its tag is unknown or no memory");
 			return;
 		}
-		if (psd_kvs_queue_wait(c, &kl->held, &hh, h->step, buf)) {
+		if (psd_kvs_queue_wait(c, &kl->held, &hh, h->step, buf,
+				       hh.length)) {
 			psd_kvs_hold_free(s, buf, hh.length);
 			psd_kvs_reject(n, c, h, -ENOMEM,
 				       "no memory to hold an early push");
@@ -681,12 +638,11 @@ void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
 	kl_advance(n);
 }
 
-void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
-		     const char *why)
+static void kl_drop(struct psched_node *n, struct psd_conn *c, int err,
+		    const char *why)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = s ? s->kl : NULL;
-	struct psd_list *pos, *tmp;
 
 	if (!kl)
 		return;
@@ -696,28 +652,22 @@ void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
 		psd_kl_rxbuf_put(kc->kl_own); /* a message cut short */
 		kc->kl_own = NULL;
 	}
-	psd_list_for_each_safe (pos, tmp, &kl->pulls) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (c && w->conn != c)
-			continue;
-		psd_list_del(&w->link);
-		if (err)
-			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		kl_wait_free(w);
-	}
-	psd_list_for_each_safe (pos, tmp, &kl->held) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (c && w->conn != c)
-			continue;
-		psd_list_del(&w->link);
-		if (err && w->h.type == PSD_MSG_PUSHPULL)
-			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		psd_conn_put(w->conn);
-		psd_kvs_hold_free(s, w->buf, w->h.length);
-		free(w);
-	}
+	psd_kvs_drop_waits(n, &kl->pulls, c, err, why);
+	psd_kvs_drop_waits(n, &kl->held, c, err, why);
 }
+
+static void kl_fini(struct psched_node *n)
+{
+	kl_drop(n, NULL, 0, NULL);
+	psd_kvs_kl_free(psd_kvs_of(n));
+}
+
+const struct psd_kvs_family psd_kvs_keylist = {
+	.flag = PSD_F_KEYLIST,
+	.noun = "key",
+	.obj = "tensor",
+	.header = kl_header,
+	.data = kl_data,
+	.drop = kl_drop,
+	.fini = kl_fini,
+};

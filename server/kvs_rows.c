@@ -76,35 +76,8 @@ static struct psd_kvs_rows *rows_all(struct psd_kvs *s)
 	return s->rows;
 }
 
-static void rows_wait_free(struct psd_kvs *s, struct psd_kvs_wait *w)
-{
-	psd_conn_put(w->conn);
-	psd_kvs_hold_free(s, w->buf, w->h.length);
-	free(w);
-}
-
-/* Drop the waits of @c (all when NULL) on @head, answering @err unless 0
- * (held pushes were answered when held). */
-static void rows_drop_list(struct psched_node *n, struct psd_list *head,
-			   struct psd_conn *c, int err, const char *why)
-{
-	struct psd_list *pos, *tmp;
-
-	psd_list_for_each_safe (pos, tmp, head) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (c && w->conn != c)
-			continue;
-		psd_list_del(&w->link);
-		if (err && w->h.type != PSD_MSG_PUSH)
-			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		rows_wait_free(psd_kvs_of(n), w);
-	}
-}
-
-void psd_kvs_rows_drop(struct psched_node *n, struct psd_conn *c, int err,
-		       const char *why)
+static void rows_drop(struct psched_node *n, struct psd_conn *c, int err,
+		      const char *why)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct kvs_rows *e;
@@ -113,8 +86,8 @@ void psd_kvs_rows_drop(struct psched_node *n, struct psd_conn *c, int err,
 	if (!s->rows)
 		return;
 	while ((e = psd_map_next(&s->rows->keys, &pos, NULL))) {
-		rows_drop_list(n, &e->pulls, c, err, why);
-		rows_drop_list(n, &e->held, c, err, why);
+		psd_kvs_drop_waits(n, &e->pulls, c, err, why);
+		psd_kvs_drop_waits(n, &e->held, c, err, why);
 	}
 }
 
@@ -124,8 +97,8 @@ static void rows_entry_free(void *val, void *arg)
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct kvs_rows *e = val;
 
-	rows_drop_list(n, &e->pulls, NULL, 0, NULL);
-	rows_drop_list(n, &e->held, NULL, 0, NULL);
+	psd_kvs_drop_waits(n, &e->pulls, NULL, 0, NULL);
+	psd_kvs_drop_waits(n, &e->held, NULL, 0, NULL);
 	psd_rows_tab_fini(s, &e->tab);
 	psd_rows_tab_fini(s, &e->mtab);
 	atomic_fetch_sub(&s->stored_bytes, e->val.count * e->rowbytes);
@@ -137,7 +110,7 @@ static void rows_entry_free(void *val, void *arg)
 	free(e);
 }
 
-void psd_kvs_rows_fini(struct psched_node *n)
+static void rows_fini(struct psched_node *n)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 
@@ -235,27 +208,16 @@ static struct kvs_rows *rows_check_entry(struct psched_node *n,
 	return e;
 }
 
-int psd_kvs_rows_rx_header(struct psched_node *n, struct psd_conn *c,
-			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			   void **dst)
+static int rows_header(struct psched_node *n, struct psd_conn *c,
+		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		       void **dst)
 {
-	*dst = NULL; /* the connection's scratch buffer */
-	kc->rows = NULL;
-	if (h->total > psd_van_max_tensor(c)) {
-		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
-				"row-sparse key %llu: a table of %llu bytes, "
-				"above this server's PS_MAX_TENSOR_BYTES %llu",
-				(unsigned long long)h->key,
-				(unsigned long long)h->total,
-				(unsigned long long)psd_van_max_tensor(c));
-		return h->length ? PSD_RX_DISCARD : 0;
-	}
 	kc->rows = rows_check_entry(n, c, h);
 	if (!kc->rows)
-		return h->length ? PSD_RX_DISCARD : 0;
+		return PSD_RX_DISCARD;
 	/* A push's rows are only summed or copied: read them where the
 	 * transport has them (its prefix and ids are copied before they
-	 * are checked, psd_kvs_rows_rx_data()). */
+	 * are checked, rows_data()). */
 	if (psd_msg_is_push(h->type) && c->rx_inplace &&
 	    h->length >= PSD_ROWS_PREFIX)
 		*dst = c->rx_inplace;
@@ -305,8 +267,9 @@ static int rows_answer(struct psched_node *n, struct psd_conn *c,
 		       void *arg)
 {
 	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
-	struct psd_hdr h = *req;
 	uint64_t len = nrows * e->rowbytes;
+	struct psd_hdr h = psd_kvs_answer_hdr(n, req, PSD_MSG_PULL_RESP, 0,
+					      PSD_F_ROWS, len);
 
 	if (len > all->rcap) {
 		uint8_t *nb = realloc(all->rbuf, (size_t)len);
@@ -316,11 +279,7 @@ static int rows_answer(struct psched_node *n, struct psd_conn *c,
 		all->rbuf = nb;
 		all->rcap = len;
 	}
-	h.type = PSD_MSG_PULL_RESP;
-	h.sender = n->id;
-	h.flags = PSD_F_ROWS;
 	h.step = step;
-	h.length = len;
 	psd_conn_send_fill(c, &h, fill, arg, all->rbuf);
 	return 0;
 }
@@ -539,7 +498,7 @@ static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
 static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_list *pos, *tmp;
+	struct psd_kvs_wait *w;
 	uint64_t i;
 
 	for (i = 0; i < e->mtab.cap && e->mtab.count; i++)
@@ -555,15 +514,9 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 	memset(e->want, 0, s->nworker * sizeof(*e->want));
 	e->wdone = 0;
 	e->version++;
-	psd_list_for_each_safe (pos, tmp, &e->pulls) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (w->want > e->version)
-			continue;
-		psd_list_del(&w->link);
+	while ((w = psd_kvs_wait_pull(&e->pulls, e->version))) {
 		rows_reply_pull(n, w->conn, e, &w->h, w->buf);
-		rows_wait_free(s, w);
+		psd_kvs_wait_free(s, w);
 	}
 }
 
@@ -611,29 +564,15 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 /* Pushes held for the step now open, in arrival order. */
 static void rows_replay_held(struct psched_node *n, struct kvs_rows *e)
 {
-	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_list *pos;
-	bool again = true;
+	struct psd_kvs_wait *w;
+	struct psd_peer *p;
 
-	while (again) {
-		again = false;
-		psd_list_for_each (pos, &e->held) {
-			struct psd_kvs_wait *w = psd_container_of(
-				pos, struct psd_kvs_wait, link);
-			uint64_t v = e->version;
-			struct psd_peer *p;
-
-			if (w->want != v + 1)
-				continue;
-			psd_list_del(&w->link);
-			p = psd_node_peer(n, w->h.sender);
-			if (p && p->role == PSCHED_ROLE_WORKER)
-				rows_piece(n, w->conn, e, &w->h, w->buf,
-					   rows_after(w->buf), p->rank, false);
-			rows_wait_free(s, w);
-			again = true; /* the list changed under us */
-			break;
-		}
+	while ((w = psd_kvs_wait_step(&e->held, e->version + 1))) {
+		p = psd_node_peer(n, w->h.sender);
+		if (p && p->role == PSCHED_ROLE_WORKER)
+			rows_piece(n, w->conn, e, &w->h, w->buf,
+				   rows_after(w->buf), p->rank, false);
+		psd_kvs_wait_free(psd_kvs_of(n), w);
 	}
 }
 
@@ -675,7 +614,8 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 	if (psd_kvs_admit_early(n, c, h, e->version + 1, what))
 		return;
 	buf = malloc((size_t)h->length);
-	if (!buf || psd_kvs_queue_wait(c, &e->held, h, h->step, buf)) {
+	if (!buf ||
+	    psd_kvs_queue_wait(c, &e->held, h, h->step, buf, h->length)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM,
 			       "no memory to hold an early row push");
@@ -748,7 +688,8 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 	psd_rows_prefix_get(payload, &p);
 	q.length = PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
 	buf = malloc((size_t)q.length);
-	if (!buf || psd_kvs_queue_wait(c, &e->pulls, &q, h->step, buf)) {
+	if (!buf ||
+	    psd_kvs_queue_wait(c, &e->pulls, &q, h->step, buf, q.length)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 		return;
@@ -800,16 +741,14 @@ static const uint8_t *rows_head_copy(struct psched_node *n, struct psd_conn *c,
 	return all->hbuf;
 }
 
-void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
-			  const struct psd_hdr *h, void *payload)
+static void rows_data(struct psched_node *n, struct psd_conn *c,
+		      struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		      void *payload)
 {
-	struct psd_kvs_conn *kc = c->ctx;
-	struct kvs_rows *e = kc ? kc->rows : NULL;
+	struct kvs_rows *e = kc->rows;
 	const uint8_t *head = payload;
 	char why[256];
 
-	if (!e)
-		return; /* refused at the header */
 	kc->rows = NULL;
 	if (h->type == PSD_MSG_INIT) {
 		psd_kvs_reply_status(n, c, h, 0);
@@ -841,3 +780,13 @@ bool psd_kvs_rows_has(const struct psd_kvs *s, uint64_t key)
 {
 	return s->rows && psd_map_get(&s->rows->keys, key);
 }
+
+const struct psd_kvs_family psd_kvs_rowsparse = {
+	.flag = PSD_F_ROWS,
+	.noun = "row-sparse key",
+	.obj = "table",
+	.header = rows_header,
+	.data = rows_data,
+	.drop = rows_drop,
+	.fini = rows_fini,
+};
