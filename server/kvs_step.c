@@ -12,6 +12,7 @@
 #include "kvs.h"
 #include "gpu/gpu.h"
 #include "partition.h"
+#include "rows.h"
 
 /* Every wait list is empty while no step is open. */
 static int kvs_counts_grow(struct psd_kvs *s, struct psd_kvs_entry *e,
@@ -71,53 +72,10 @@ int psd_kvs_chunk_index(const struct psd_kvs_entry *e, const struct psd_hdr *h,
 			      idx);
 }
 
+/* The row sum vectorises: the same sums, element by element. */
 void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 {
-	size_t i, n;
-
-	switch (dtype) {
-	case PSCHED_F32: {
-		float *d = dst;
-		const float *s = src;
-
-		for (i = 0, n = (size_t)len / 4; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_F64: {
-		double *d = dst;
-		const double *s = src;
-
-		for (i = 0, n = (size_t)len / 8; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_I32: {
-		uint32_t *d = dst; /* unsigned: wraparound, not UB */
-		const uint32_t *s = src;
-
-		for (i = 0, n = (size_t)len / 4; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_I64: {
-		uint64_t *d = dst;
-		const uint64_t *s = src;
-
-		for (i = 0, n = (size_t)len / 8; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_F16:
-		psd_f16_add(dst, src, (size_t)len / 2);
-		break;
-	case PSCHED_BF16:
-		psd_bf16_add(dst, src, (size_t)len / 2);
-		break;
-	default:
-		memcpy(dst, src, (size_t)len);
-		break;
-	}
+	psd_rows_add(dtype, dst, src, len);
 }
 
 void psd_kvs_sum_on(struct psd_kvs *s, uint8_t dtype, void *dst,
