@@ -173,6 +173,9 @@ void psd_kvs_entry_free(struct psd_kvs *s, struct psd_kvs_entry *e);
  * use. */
 bool psd_kvs_has_steps(const struct psd_kvs *s);
 
+/* @buf (*@cap bytes, malloc'd) or a larger one with room for @len (never NULL
+ * but out of memory, @buf then unchanged). */
+void *psd_kvs_room(void *buf, uint64_t *cap, uint64_t len);
 /* Free a held early-push payload of @len bytes and uncount it. */
 void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len);
 /* Bytes of early pushes this server may hold now. */
@@ -269,6 +272,11 @@ struct psd_kvs_wait *psd_kvs_wait_step(struct psd_list *list, uint64_t step);
  * pushpull still owes its pull answer). */
 void psd_kvs_drop_waits(struct psched_node *n, struct psd_list *list,
 			struct psd_conn *c, int err, const char *why);
+/* May pull @h of a key at @version be answered now (1: its step is
+ * applied, or async)?  0: it waits; a worker died, so it would wait for
+ * ever: refused here, the error returned. */
+int psd_kvs_pull_ready(struct psched_node *n, struct psd_conn *c,
+		       const struct psd_hdr *h, uint64_t version);
 /* Answer, in priority order, every queued pull the version now covers. */
 void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e);
 /* Chunk @idx of the open step is complete: answer its pushpulls. */

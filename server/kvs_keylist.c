@@ -259,23 +259,6 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 	psd_conn_send(c, &a, &iov, l.bytes ? 1 : 0);
 }
 
-/* Answer pull @h whose keys are in @payload (or cached, @wrank's). */
-static void kl_answer_pull(struct psched_node *n, struct psd_conn *c,
-			   const struct psd_hdr *h, const void *payload,
-			   int wrank)
-{
-	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
-	const char *why = "";
-	struct psd_kl_list l;
-
-	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
-			 &why)) {
-		psd_kvs_reject(n, c, h, -EPROTO, why);
-		return;
-	}
-	kl_answer_list(n, c, h, &l);
-}
-
 /* A plain copy of @l's keys (and lengths) followed by room for @extra
  * bytes, or NULL (no memory); *@h, the request @l came with, then
  * describes a request of that copy. */
@@ -453,6 +436,36 @@ count:
 	kl->got++;
 }
 
+/* A pull (@wrank's, or -1: a queued one whose keys are in @payload):
+ * answered if the version covers it, else queued. */
+static void kl_on_pull(struct psched_node *n, struct psd_conn *c,
+		       const struct psd_hdr *h, const void *payload, int wrank)
+{
+	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	const char *why = "";
+	struct psd_kl_list l;
+	int ret;
+
+	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
+			 &why)) {
+		psd_kvs_reject(n, c, h, -EPROTO, why);
+		return;
+	}
+	if (l.tag) {
+		psd_kl_remember(kl, wrank, &l,
+				kl->n == l.n && psd_kl_is_whole_cmp(kl, &l));
+		if (kl->wc[wrank].tag == l.tag)
+			l.wc = &kl->wc[wrank];
+	}
+	/* A pull the version covers is answered even after a worker left
+	 * (the others may still pull its last step). */
+	ret = psd_kvs_pull_ready(n, c, h, kl->version);
+	if (ret > 0)
+		kl_answer_list(n, c, h, &l);
+	else if (!ret)
+		kl_pull_wait(n, c, h, &l);
+}
+
 /* While the open step has every worker's push: fold it in, answer the
  * pulls it satisfies (smaller priority first, ties in arrival order),
  * apply the held pushes of the next step. */
@@ -466,7 +479,7 @@ static void kl_advance(struct psched_node *n)
 	while (kl->got >= s->nworker) {
 		psd_kl_commit(s, kl);
 		while ((w = psd_kvs_wait_pull(&kl->pulls, kl->version))) {
-			kl_answer_pull(n, w->conn, &w->h, w->buf, -1);
+			kl_on_pull(n, w->conn, &w->h, w->buf, -1);
 			psd_kvs_wait_free(s, w);
 		}
 		while ((w = psd_kvs_wait_step(&kl->held, kl->version + 1))) {
@@ -569,36 +582,6 @@ static int kl_header(struct psched_node *n, struct psd_conn *c,
 			*dst = (uint8_t *)kc->kl_own + (raw - h->length);
 	}
 	return 0;
-}
-
-/* A pull: answered if the version covers it, else queued. */
-static void kl_on_pull(struct psched_node *n, struct psd_conn *c,
-		       const struct psd_hdr *h, const void *payload, int wrank)
-{
-	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_kvs_kl *kl = s->kl;
-	const char *why = "";
-	struct psd_kl_list l;
-
-	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
-			 &why)) {
-		psd_kvs_reject(n, c, h, -EPROTO, why);
-		return;
-	}
-	if (l.tag) {
-		psd_kl_remember(kl, wrank, &l,
-				kl->n == l.n && psd_kl_is_whole_cmp(kl, &l));
-		if (kl->wc[wrank].tag == l.tag)
-			l.wc = &kl->wc[wrank];
-	}
-	/* A pull the version covers is answered even after a worker left
-	 * (the others may still pull its last step). */
-	if (kl->version >= h->step)
-		kl_answer_list(n, c, h, &l);
-	else if (s->broken)
-		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
-	else
-		kl_pull_wait(n, c, h, &l);
 }
 
 /* Push @h, early when its header came, is held (in @buf) until its step

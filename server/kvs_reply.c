@@ -193,6 +193,18 @@ struct psd_kvs_wait *psd_kvs_wait_step(struct psd_list *list, uint64_t step)
 	return NULL;
 }
 
+int psd_kvs_pull_ready(struct psched_node *n, struct psd_conn *c,
+		       const struct psd_hdr *h, uint64_t version)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	if (s->async || version >= h->step)
+		return 1;
+	if (s->broken)
+		return psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	return 0;
+}
+
 void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e)
 {
 	struct psd_kvs_wait *w;

@@ -212,9 +212,20 @@ static int rows_header(struct psched_node *n, struct psd_conn *c,
 		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
 		       void **dst)
 {
-	kc->rows = rows_check_entry(n, c, h);
-	if (!kc->rows)
+	struct kvs_rows *e = rows_check_entry(n, c, h);
+	char what[48];
+
+	if (!e)
 		return PSD_RX_DISCARD;
+	kc->rows = e;
+	if (psd_msg_is_push(h->type) && !psd_kvs_of(n)->async &&
+	    h->step > e->version + 1) {
+		/* held in a buffer of its own until its step opens */
+		snprintf(what, sizeof(what), "row push of key %llu",
+			 (unsigned long long)h->key);
+		return psd_kvs_hold_early(n, c, kc, h, e->version + 1, what,
+					  dst);
+	}
 	/* A push's rows are only summed or copied: read them where the
 	 * transport has them (its prefix and ids are copied before they
 	 * are checked, rows_data()). */
@@ -271,14 +282,11 @@ static int rows_answer(struct psched_node *n, struct psd_conn *c,
 	struct psd_hdr h = psd_kvs_answer_hdr(n, req, PSD_MSG_PULL_RESP, 0,
 					      PSD_F_ROWS, len);
 
-	if (len > all->rcap) {
-		uint8_t *nb = realloc(all->rbuf, (size_t)len);
+	uint8_t *nb = psd_kvs_room(all->rbuf, &all->rcap, len);
 
-		if (!nb)
-			return -ENOMEM;
-		all->rbuf = nb;
-		all->rcap = len;
-	}
+	if (!nb)
+		return -ENOMEM;
+	all->rbuf = nb;
 	h.step = step;
 	psd_conn_send_fill(c, &h, fill, arg, all->rbuf);
 	return 0;
@@ -580,26 +588,24 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 			 struct kvs_rows *e, const struct psd_hdr *h,
 			 const uint8_t *payload);
 
-/* A checked push of @e (sync mode).  A pushpull is answered with its
- * rows once its step is applied instead of with an ack. */
-static void rows_on_push(struct psched_node *n, struct psd_conn *c,
-			 struct kvs_rows *e, const struct psd_hdr *h,
-			 const uint8_t *head, const uint8_t *rows, int wrank)
+/* A checked push of @e (sync mode); @hold: its payload, held since its
+ * header came early (psd_kvs_hold_early()).  A pushpull is answered with
+ * its rows once its step is applied instead of with an ack.  Returns
+ * @hold unless it is held on (NULL then). */
+static void *rows_on_push(struct psched_node *n, struct psd_conn *c,
+			  struct kvs_rows *e, const struct psd_hdr *h,
+			  const uint8_t *head, const uint8_t *rows, int wrank,
+			  void *hold)
 {
-	struct psd_kvs *s = psd_kvs_of(n);
-	/* @head and @rows may be in different places (read in place). */
-	uint64_t hlen = (uint64_t)(rows_after(head) - head);
-	char what[48];
-	uint8_t *buf;
 	int ret;
 
 	if (h->step <= e->version) {
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
-		return;
+		return hold;
 	}
 	if (h->step == e->version + 1) {
 		/* The answer only for a piece summed: a refusal answers
-		 * it. */
+		 * it.  Its step may have opened while an early one came. */
 		ret = rows_piece(n, c, e, h, head, rows, wrank,
 				 h->type == PSD_MSG_PUSHPULL);
 		if (!ret && h->type == PSD_MSG_PUSHPULL)
@@ -607,27 +613,22 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 		else if (!ret)
 			psd_kvs_send_ack(n, c, h);
 		rows_replay_held(n, e);
-		return;
+		return hold;
 	}
-	snprintf(what, sizeof(what), "row push of key %llu",
-		 (unsigned long long)h->key);
-	if (psd_kvs_admit_early(n, c, h, e->version + 1, what))
-		return;
-	buf = malloc((size_t)h->length);
-	if (!buf ||
-	    psd_kvs_queue_wait(c, &e->held, h, h->step, buf, h->length)) {
-		free(buf);
+	if (!hold) { /* not early at its header: cannot be early now */
+		psd_kvs_reject(n, c, h, -EPROTO, "row push not held");
+		return NULL;
+	}
+	if (psd_kvs_queue_wait(c, &e->held, h, h->step, hold, h->length)) {
 		psd_kvs_reject(n, c, h, -ENOMEM,
 			       "no memory to hold an early row push");
-		return;
+		return hold;
 	}
-	memcpy(buf, head, (size_t)hlen);
-	memcpy(buf + hlen, rows, (size_t)(h->length - hlen));
-	s->parked_bytes += h->length;
 	if (h->type == PSD_MSG_PUSHPULL)
 		rows_on_pull(n, c, e, h, head); /* waits for its step */
 	else
 		psd_kvs_send_ack(n, c, h);
+	return NULL;
 }
 
 /* Async: fold each row at once (default rule: add). */
@@ -676,15 +677,12 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 	struct psd_rows_prefix p;
 	struct psd_hdr q = *h;
 	void *buf;
+	int ret = psd_kvs_pull_ready(n, c, h, e->version);
 
-	if (s->async || e->version >= h->step) {
+	if (ret > 0)
 		rows_reply_pull(n, c, e, h, payload);
+	if (ret)
 		return;
-	}
-	if (s->broken) {
-		psd_kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
-		return;
-	}
 	psd_rows_prefix_get(payload, &p);
 	q.length = PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
 	buf = malloc((size_t)q.length);
@@ -714,6 +712,7 @@ static const uint8_t *rows_head_copy(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
 	struct psd_rows_prefix p;
+	uint8_t *nb;
 	uint64_t len;
 
 	psd_rows_prefix_get(payload, &p);
@@ -725,17 +724,13 @@ static const uint8_t *rows_head_copy(struct psched_node *n, struct psd_conn *c,
 				p.nrows, (unsigned long long)h->length);
 		return NULL;
 	}
-	if (len > all->hcap) {
-		uint8_t *nb = realloc(all->hbuf, (size_t)len);
-
-		if (!nb) {
-			psd_kvs_reject(n, c, h, -ENOMEM,
-				       "no memory for a row-sparse push");
-			return NULL;
-		}
-		all->hbuf = nb;
-		all->hcap = len;
+	nb = psd_kvs_room(all->hbuf, &all->hcap, len);
+	if (!nb) {
+		psd_kvs_reject(n, c, h, -ENOMEM,
+			       "no memory for a row-sparse push");
+		return NULL;
 	}
+	all->hbuf = nb;
 	memcpy(all->hbuf, payload, (size_t)len);
 	psd_rows_prefix_put(all->hbuf, &p); /* the count bounded above */
 	return all->hbuf;
@@ -745,11 +740,13 @@ static void rows_data(struct psched_node *n, struct psd_conn *c,
 		      struct psd_kvs_conn *kc, const struct psd_hdr *h,
 		      void *payload)
 {
+	struct psd_kvs *s = psd_kvs_of(n);
 	struct kvs_rows *e = kc->rows;
-	const uint8_t *head = payload;
+	const uint8_t *head = payload, *rows;
+	void *hold = kc->hold; /* an early push's payload, @payload */
 	char why[256];
 
-	kc->rows = NULL;
+	kc->hold = NULL;
 	if (h->type == PSD_MSG_INIT) {
 		psd_kvs_reply_status(n, c, h, 0);
 		return;
@@ -761,19 +758,17 @@ static void rows_data(struct psched_node *n, struct psd_conn *c,
 	}
 	if (psd_rows_check(h, head, e->lo, e->n, why, sizeof(why))) {
 		psd_kvs_reject(n, c, h, -EPROTO, why);
+		psd_kvs_hold_free(s, hold, h->length);
 		return;
 	}
+	rows = (const uint8_t *)payload + (rows_after(head) - head);
 	if (h->type == PSD_MSG_PULL)
 		rows_on_pull(n, c, e, h, head);
-	else if (psd_kvs_of(n)->async)
-		rows_on_async_push(n, c, e, h, head,
-				   (const uint8_t *)payload +
-					   (rows_after(head) - head));
-	else if (kc->wrank >= 0 && (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
-		rows_on_push(n, c, e, h, head,
-			     (const uint8_t *)payload +
-				     (rows_after(head) - head),
-			     kc->wrank);
+	else if (s->async)
+		rows_on_async_push(n, c, e, h, head, rows);
+	else if (kc->wrank >= 0 && (unsigned)kc->wrank < s->nworker)
+		hold = rows_on_push(n, c, e, h, head, rows, kc->wrank, hold);
+	psd_kvs_hold_free(s, hold, h->length);
 }
 
 bool psd_kvs_rows_has(const struct psd_kvs *s, uint64_t key)

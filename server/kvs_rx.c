@@ -228,17 +228,11 @@ static int kvs_dense_header(struct psched_node *n, struct psd_conn *c,
 static void kvs_on_pull(struct psched_node *n, struct psd_conn *c,
 			struct psd_kvs_entry *e, const struct psd_hdr *h)
 {
-	struct psd_kvs *s = psd_kvs_of(n);
+	int ret = psd_kvs_pull_ready(n, c, h, e->version);
 
-	if (s->async || e->version >= h->step) {
+	if (ret > 0)
 		psd_kvs_reply_pull(n, c, e, h);
-		return;
-	}
-	if (s->broken) {
-		psd_kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
-		return;
-	}
-	if (psd_kvs_queue_wait(c, &e->pulls, h, h->step, NULL, 0))
+	else if (!ret && psd_kvs_queue_wait(c, &e->pulls, h, h->step, NULL, 0))
 		psd_kvs_reply_status(n, c, h, -ENOMEM);
 }
 
@@ -272,17 +266,14 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 
 	if (h->flags & PSD_F_COMPRESSED) {
 		/* Dequantise into the scratch, then as an uncompressed push. */
-		if (s->cmp_cap < h->span) {
-			void *nb = realloc(s->cmp_buf, (size_t)h->span);
+		void *nb = psd_kvs_room(s->cmp_buf, &s->cmp_cap, h->span);
 
-			if (!nb) {
-				psd_kvs_reject(n, c, h, -ENOMEM,
-					       "no memory to dequantise");
-				return;
-			}
-			s->cmp_buf = nb;
-			s->cmp_cap = h->span;
+		if (!nb) {
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory to dequantise");
+			return;
 		}
+		s->cmp_buf = nb;
 		if (psd_cmp_unpack(payload, h->length, s->cmp_buf,
 				   (size_t)(h->span / 4), 0)) {
 			psd_kvs_reject(n, c, h, -EPROTO,
