@@ -235,6 +235,20 @@ static int rows_header(struct psched_node *n, struct psd_conn *c,
 	return 0;
 }
 
+/* Row id @i of the @nrows at @ids, the stored rows ahead of it
+ * prefetched (for a write when @wr). */
+PSD_ROWS_INLINE uint64_t rows_id_ahead(const struct kvs_rows *e,
+				       const uint8_t *ids, uint64_t i,
+				       uint64_t nrows, bool wr)
+{
+	uint64_t id;
+
+	psd_rows_tab_prefetch_at(&e->tab, ids, i, nrows);
+	psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i, nrows, wr);
+	memcpy(&id, ids + i * 8, 8);
+	return id;
+}
+
 /* What rows_fill() writes: the rows of @e that @ids ask, in order. */
 struct rows_ask {
 	const struct kvs_rows *e;
@@ -253,10 +267,7 @@ static void rows_fill(void *arg, uint8_t *dst, size_t len)
 
 	(void)len;
 	for (i = 0; i < a->nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, a->ids, i, a->nrows);
-		psd_rows_val_prefetch_at(&e->tab, &e->val, a->ids, i, a->nrows,
-					 false);
-		memcpy(&id, a->ids + i * 8, 8);
+		id = rows_id_ahead(e, a->ids, i, a->nrows, false);
 		if (psd_rows_tab_get(&e->tab, id, &slot))
 			memcpy(dst + i * e->rowbytes,
 			       psd_rows_at(&e->val, slot), (size_t)e->rowbytes);
@@ -412,10 +423,7 @@ static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
 	(void)len;
 	psd_rows_prefix_get(a->head, &p);
 	for (i = 0; i < p.nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
-		psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i, p.nrows,
-					 true);
-		memcpy(&id, ids + i * 8, 8);
+		id = rows_id_ahead(e, ids, i, p.nrows, true);
 		if (rows_fold(a->s, e, id, a->rows + i * e->rowbytes, a->add,
 			      &w))
 			rows_fold_failed(e, id);
@@ -646,12 +654,7 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 	}
 	psd_rows_prefix_get(head, &p);
 	for (i = 0; i < p.nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, head + PSD_ROWS_PREFIX, i,
-					 p.nrows);
-		psd_rows_val_prefetch_at(&e->tab, &e->val,
-					 head + PSD_ROWS_PREFIX, i, p.nrows,
-					 true);
-		memcpy(&id, head + PSD_ROWS_PREFIX + i * 8, 8);
+		id = rows_id_ahead(e, head + PSD_ROWS_PREFIX, i, p.nrows, true);
 		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
 			      true, NULL)) {
 			psd_kvs_reject(n, c, h, -ENOMEM,
