@@ -52,8 +52,12 @@ uint64_t psd_kl_packed_len(const struct psd_hdr *h)
 	return h->length - (push ? h->span : 0) - (h->offset ? 0 : 4 * h->part);
 }
 
-int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
-		      struct psd_hdr *raw, const char **why)
+/* Request @h with packed keys, received at @own + 8n - P in a buffer
+ * from psd_kl_rxbuf(): unpack its keys to the front of @own so that the
+ * buffer holds the plain request that *@raw describes.  0, -EPROTO with
+ * *@why (nothing to store), -ENOMEM. */
+static int kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+			 void *own, struct psd_hdr *raw, const char **why)
 {
 	uint64_t sec = psd_kl_packed_len(h);
 	uint8_t *src = (uint8_t *)own + (h->part * 8 - sec);
@@ -95,11 +99,12 @@ static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 	return psd_klpack_unpack(p, psd_kl_packed_len(h), l->n, kl->ukeys, why);
 }
 
-/* Parse and check the payload of request @h; for pushes the values too.
- * 0 or -EPROTO with *@why. */
-int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		 const void *payload, unsigned esize, int wrank,
-		 struct psd_kl_list *l, const char **why)
+/* Parse and check request @h's payload (keys, lengths, values) into @l,
+ * or take the keys of the tagged list it names (PSD_F_KLCACHED) of worker
+ * @wrank.  0 or -EPROTO with *@why. */
+static int kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		    const void *payload, unsigned esize, int wrank,
+		    struct psd_kl_list *l, const char **why)
 {
 	static const uint64_t none; /* an empty message has no payload */
 	const uint8_t *p = payload ? payload : (const void *)&none;
@@ -358,15 +363,15 @@ static int kl_push_parse(struct psched_node *n, struct psd_conn *c,
 	if (own && (h->flags & PSD_F_KLPACKED)) {
 		/* one length: the keys may stay packed until read */
 		ret = h->offset ? psd_kl_own_lazy(h, buf, raw, &why)
-				: psd_kl_unpack_own(kl, h, buf, raw, &why);
+				: kl_unpack_own(kl, h, buf, raw, &why);
 		if (ret == -ENOMEM)
 			why = "no memory to unpack the keys";
 		if (ret)
 			*raw = *h;
 	}
 	if (!ret)
-		ret = psd_kl_parse(kl, raw, payload,
-				   psched_dtype_size(h->dtype), wrank, l, &why);
+		ret = kl_parse(kl, raw, payload, psched_dtype_size(h->dtype),
+			       wrank, l, &why);
 	if (ret)
 		return psd_kvs_rejectf(n, c, raw, -EPROTO,
 				       "malformed key list: %s (nothing "
@@ -446,8 +451,8 @@ static void kl_on_pull(struct psched_node *n, struct psd_conn *c,
 	struct psd_kl_list l;
 	int ret;
 
-	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
-			 &why)) {
+	if (kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
 		psd_kvs_reject(n, c, h, -EPROTO, why);
 		return;
 	}
@@ -506,8 +511,7 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
 	struct psd_kl_list l;
 	uint8_t *nb = NULL;
 
-	if (!psd_kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank, &l,
-			  &why))
+	if (!kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank, &l, &why))
 		nb = kl_keys_copy(&l, h->span, h);
 	if (nb) {
 		memcpy(nb + (h->length - h->span), buf, (size_t)h->span);
@@ -598,8 +602,8 @@ static void kl_hold(struct psched_node *n, struct psd_conn *c,
 	/* Its tag is known from now on (later pushes may name it before
 	 * this one applies); held, it goes without one. */
 	if (h->epoch && !(h->flags & PSD_F_KLCACHED)) {
-		if (!psd_kl_parse(kl, h, buf, psched_dtype_size(h->dtype),
-				  wrank, &l, &why))
+		if (!kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank,
+			      &l, &why))
 			psd_kl_remember(kl, wrank, &l, false);
 		hh.epoch = 0;
 	}
