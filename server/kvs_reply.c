@@ -42,6 +42,9 @@ void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
 void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 			  const struct psd_hdr *req, int status)
 {
+	/* PSD_F_KEYLIST alone routes the answer: no other flag of the
+	 * request (a key list's KL_F_SORTED is this server's own) goes
+	 * back on the wire. */
 	struct psd_hdr h = psd_kvs_answer_hdr(
 		n, req,
 		psd_msg_is_pull(req->type) ? PSD_MSG_PULL_RESP
