@@ -85,6 +85,29 @@ class LocalCases:
         np.testing.assert_allclose(out[:, 0], [1 - 0.5 * 2.1, 1, 1],
                                    rtol=1e-6)
 
+    def test_1_row_sparse_custom_updater(self):
+        kv = self.kv
+        kv.init("u", RowSparse([0, 1], ones((2, 3)), (3, 3)))
+        seen = []
+
+        def upd(key, merged, stored):  # called once per row pushed
+            seen.append((key, merged.shape))
+            stored += 2 * merged
+
+        kv._set_updater(upd)
+        kv.push("u", RowSparse([1, 1, 2], ones((3, 3)), (3, 3)))
+        out = np.empty((3, 3), F32)
+        kv.row_sparse_pull("u", out=out, row_ids=[0, 1, 2])
+        np.testing.assert_array_equal(out[:, 0], [1, 1 + 2 * 2, 2])
+        self.assertEqual(sorted(seen), [("u", (3,)), ("u", (3,))])
+
+        def bad(key, merged, stored):
+            raise KeyError("boom")
+
+        kv._set_updater(bad)
+        with self.assertRaisesRegex(PSchedError, "custom updater raised"):
+            kv.push("u", RowSparse([0], ones((1, 3)), (3, 3)))
+
     # 2. init with rows stores them
     def test_2_init_with_rows(self):
         kv = self.kv
@@ -408,6 +431,23 @@ class TestDist(unittest.TestCase):
         out = np.empty(3, F32)
         KV.pull("w8", out=out)
         np.testing.assert_array_equal(out, 1 + 0.5 * 3)
+        KV.set_optimizer(None)
+        KV.barrier()
+
+    def test_9_init_rows_after_optimizer(self):
+        # The rows would go through the servers' optimizer: rank 0
+        # refuses them, the key is declared zero on every worker.
+        KV.set_optimizer(psched.optimizer.SGD(learning_rate=0.5))
+        v = RowSparse([1], ones((1, 2)), (2, 2))
+        if KV.rank == 0:
+            with self.assertRaisesRegex(PSchedError,
+                                        "before set_optimizer"):
+                KV.init("late", v)
+        else:
+            KV.init("late", v)
+        out = np.empty((2, 2), F32)
+        KV.row_sparse_pull("late", out=out, row_ids=[0, 1])
+        np.testing.assert_array_equal(out, 0)
         KV.set_optimizer(None)
         KV.barrier()
 
