@@ -494,17 +494,25 @@ class KVStore:
         False (then call wait() before reading @out).  RowSparse outs are
         skipped (MXNet's ignore_sparse=True); with ignore_sparse=False a
         local store writes the key's whole value into them (its rows that
-        are not all zero)."""
+        are not all zero).  A local store's row-sparse key pulls into a
+        dense array as its whole table (MXNet's cast)."""
         if out is None:
             raise PSchedError("pull: out is required", -22)
-        dense, fill = [], []
+        dense, fill, tables = [], [], []
+        local = self.type in _LOCAL_TYPES
         for ck, k, arrs in self._entries(key, out, "pull", True):
             sp = [a for a in arrs if _rs.is_row_sparse(a)]
             ds = [a for a in arrs if not _rs.is_row_sparse(a)]
             if sp and not ignore_sparse:
                 fill.append(self._fill_job(ck, k, sp))
-            if ds:
+            if ds and local and ck in _rs.tables(self):
+                tables.append(self._table_job(ck, k, ds))
+            elif ds:
                 dense.append((ck, k, ds))
+        for ck, k, outs in tables:  # a local row-sparse key, made dense
+            val = _rs.pull_table(self, ck, k, priority)
+            for o in outs:
+                np.copyto(o, val.reshape(o.shape))
         if dense:
             items = self._out_items(dense, "pull")
             self._issue(self._lib.psched_kvstore_pull, items, priority)
@@ -519,6 +527,19 @@ class KVStore:
             v = _rs.from_dense(val.reshape(val.shape[0], -1))
             for o in outs:
                 o.ids, o.rows = v.ids.copy(), v.rows.copy()
+
+    def _table_job(self, ck, k, outs):
+        """Check a local pull of row-sparse key @k into dense @outs."""
+        m = _rs.tables(self)[ck]
+        for o in outs:
+            if not isinstance(o, np.ndarray) or not o.flags.writeable or \
+                    o.dtype != m[2] or o.size != m[1][0] * m[1][1]:
+                raise PSchedError("pull of row-sparse key %r: out must be a "
+                                  "writeable %s array of %d x %d elements "
+                                  "(or use row_sparse_pull)"
+                                  % (k, m[2].name, m[1][0], m[1][1]),
+                                  _lib.ESIZE)
+        return ck, k, outs
 
     def _fill_job(self, ck, k, outs):
         """Check a pull with ignore_sparse=False into RowSparse @outs."""

@@ -170,7 +170,8 @@ class LocalCases:
             lambda: kv.row_sparse_pull("s", out="x", row_ids=[0]),
             lambda: kv.row_sparse_pull("nope", out=RowSparse.zeros((3, 2)),
                                        row_ids=[0]),
-            lambda: kv.pull("s", out=np.zeros((3, 2), F32)),
+            lambda: kv.pull("s", out=np.zeros((3, 3), F32)),
+            lambda: kv.pull("s", out=np.zeros((3, 2))),
             lambda: kv.pushpull("s", [RowSparse.zeros((3, 2))] * 2),
         ]
         for i, f in enumerate(bad):
@@ -231,6 +232,9 @@ class LocalCases:
         with self.assertRaisesRegex(PSchedError, "shape"):
             kv.pull("k6", out=RowSparse.zeros((4, 2)),
                     ignore_sparse=False)
+        d = np.full((3, 2), -1, F32)  # a row-sparse key into a dense out
+        kv.pull("rk", out=d)
+        np.testing.assert_array_equal(d[:, 1], [0, 4, 0])
 
     # 7. int and str keys are not mixed in one store
     def test_7_mixed_key_types(self):
