@@ -13,7 +13,8 @@
  * ("device", "local_update_cpu", "local_allreduce_cpu" and
  * "local_allreduce_device" are taken as "local", "dist",
  * "dist_device_sync" and "dist_sync_device" as "dist_sync", as MXNet
- * scripts spell them; psched_kvstore_type() returns the name given.)
+ * scripts spell them; names match in any case, and psched_kvstore_type()
+ * returns the name given, lower-cased, as MXNet's type.)
  *
  * Keys are uint64_t; a key's dtype and size are fixed by init.  Priority
  * follows MXNet: larger = more urgent (the node API's smaller = sooner is
