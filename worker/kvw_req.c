@@ -107,8 +107,8 @@ void psd_kvw_req_free(struct kvw_req *r)
 	for (i = 0; i < r->nslots; i++)
 		psd_scratch_put(r->scratch, r->slots[i].codes);
 	psd_scratch_put(r->scratch, r->cbuf);
-	psd_kvw_rows_free(r->rows);
-	psd_kvw_klset_put(r->kl_set);
+	if (r->fam->free)
+		r->fam->free(r);
 	free(r->chunks);
 	free(r->srv);
 	free(r);
