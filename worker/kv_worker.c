@@ -278,19 +278,13 @@ int psched_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 		const void *const *vals, const uint64_t *lens,
 		enum psched_dtype dtype, unsigned timeout_ms)
 {
-	uint64_t req;
+	uint64_t req = 0;
 	int ret;
 
 	ret = kvw_issue(n, PSD_MSG_INIT, keys, nkeys, vals, NULL, lens, dtype,
 			-1, 0, n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL,
 			NULL, &req);
-	if (ret)
-		return ret;
-	ret = psched_wait(n, req, timeout_ms);
-	if (ret)
-		return ret;
-	/* Nobody pulls before rank 0's values are in. */
-	return psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+	return psd_kvw_init_wait(n, ret, req, timeout_ms);
 }
 
 /* Unlocked (any application thread). */

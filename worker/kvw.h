@@ -386,12 +386,19 @@ void psd_kvw_req_cancel_unlocks(struct psched_node *n, struct kvw_req *r);
 /* Locked on entry and return, dropped to run callbacks (sender thread).
  * Fail callback requests past their deadline. */
 void psd_kvw_expire_unlocks(struct psched_node *n);
+/* Unlocked; blocks.  Init request @req, issued when @ret is 0, is
+ * answered and every worker got here: 0 or the first error. */
+int psd_kvw_init_wait(struct psched_node *n, int ret, uint64_t req,
+		      unsigned timeout_ms);
 
 /* kvw_layout.c, the dense family.  Locked. */
 int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		      size_t nkeys, const void *const *push_vals,
 		      void *const *pull_vals, const uint64_t *lens,
 		      enum psched_dtype dtype, struct kvw_req **out);
+/* Locked.  A new key of @len bytes of @dtype, or NULL without memory. */
+struct kvw_key *psd_kvw_key_add(struct psd_kvw *w, uint64_t key, uint64_t len,
+				enum psched_dtype dtype);
 /* Locked.  Slot @i of push @r is the next step of key @k. */
 void psd_kvw_push_step(struct psd_kvw *w, struct kvw_req *r, size_t i,
 		       struct kvw_key *k);

@@ -14,9 +14,8 @@
 #include "partition.h"
 #include "placement.h"
 
-/* Locked.  A new key of @len bytes of @dtype. */
-static struct kvw_key *kvw_key_add(struct psd_kvw *w, uint64_t key,
-				   uint64_t len, enum psched_dtype dtype)
+struct kvw_key *psd_kvw_key_add(struct psd_kvw *w, uint64_t key, uint64_t len,
+				enum psched_dtype dtype)
 {
 	struct kvw_key *k = calloc(1, sizeof(*k));
 
@@ -55,7 +54,7 @@ static int kvw_key_check(struct psd_kvw *w, struct psched_node *n, uint8_t type,
 				      "pushed or initialised by this worker",
 				      (unsigned long long)key);
 	if (!k) {
-		k = kvw_key_add(w, key, len, dtype);
+		k = psd_kvw_key_add(w, key, len, dtype);
 		if (!k)
 			return psd_set_errmsg(-ENOMEM, "no memory for keys");
 	}

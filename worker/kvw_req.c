@@ -495,3 +495,12 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 	psd_kvw_req_free(r);
 	return ret;
 }
+
+int psd_kvw_init_wait(struct psched_node *n, int ret, uint64_t req,
+		      unsigned timeout_ms)
+{
+	if (!ret)
+		ret = psched_wait(n, req, timeout_ms);
+	/* Nobody pulls before rank 0's values are in. */
+	return ret ? ret : psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+}

@@ -660,18 +660,9 @@ static int rows_key_declare(struct psd_kvw *w, uint64_t key, uint64_t rows,
 				      "key %llu already exists with another "
 				      "shape or dtype",
 				      (unsigned long long)key);
-	if (k)
-		return 0;
-	k = calloc(1, sizeof(*k));
-	if (!k)
+	if (!k && !(k = psd_kvw_key_add(w, key, rows * rowbytes, dtype)))
 		return psd_set_errmsg(-ENOMEM, "no memory for keys");
-	k->total = rows * rowbytes;
-	k->dtype = (uint8_t)dtype;
 	k->rowbytes = rowbytes;
-	if (psd_map_put(&w->keys, key, k)) {
-		free(k);
-		return psd_set_errmsg(-ENOMEM, "no memory for keys");
-	}
 	return 0;
 }
 
@@ -680,7 +671,7 @@ int psched_row_sparse_init(struct psched_node *n, uint64_t key, uint64_t rows,
 			   unsigned timeout_ms)
 {
 	struct psd_kvw *w = n ? kvw_of(n) : NULL;
-	uint64_t req;
+	uint64_t req = 0;
 	int ret;
 
 	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
@@ -697,10 +688,5 @@ int psched_row_sparse_init(struct psched_node *n, uint64_t key, uint64_t rows,
 		return ret;
 	ret = rows_issue(n, PSD_MSG_INIT, key, 0, NULL, NULL, NULL, 0, NULL,
 			 NULL, &req);
-	if (ret)
-		return ret;
-	ret = psched_wait(n, req, timeout_ms);
-	if (ret)
-		return ret;
-	return psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+	return psd_kvw_init_wait(n, ret, req, timeout_ms);
 }
