@@ -99,6 +99,13 @@ static void kvw_rx_check(struct kvw_req *r, const struct kvw_chunk *ch,
 			r->fam->what, psd_msg_type_name(r->type),
 			(unsigned long long)h->key, (unsigned long long)step,
 			psched_strerror(h->status));
+	else if (h->type == PSD_MSG_PULL_RESP && !psd_msg_is_pull(r->type))
+		psd_kvw_req_error(
+			r, -EPROTO,
+			"%s answered %s%s of key %llu (step %llu) "
+			"with a pull answer",
+			p->desc, r->fam->what, psd_msg_type_name(r->type),
+			(unsigned long long)h->key, (unsigned long long)step);
 	else if (h->type == PSD_MSG_PULL_RESP && h->length != want)
 		psd_kvw_req_error(
 			r, -EPROTO,
