@@ -17,7 +17,7 @@
  * 8-byte prefix is built) and a pull's answers land straight in the
  * caller's rows; otherwise a push packs its distinct rows (summing
  * duplicates) when each piece is sent, where the transport wants them
- * (psd_kvw_rows_fill(): the shm ring, else r->cbuf), and a pull's
+ * (rows_fill(): the shm ring, else r->cbuf), and a pull's
  * answers, read where the transport has them (the shm ring) or landed
  * in a buffer of distinct rows, are copied out to every position asking
  * them (a pushpull does both).
@@ -308,15 +308,19 @@ static uint64_t rows_pieces(const struct kvw_req *r, uint64_t held, size_t cnt,
 	return cnt ? (cnt + per - 1) / per : 1;
 }
 
-/* Locked.  Bytes of r->cbuf a piece of @cnt distinct rows needs. */
+/* Locked.  Payload bytes of a piece of @cnt distinct rows. */
+static uint64_t rows_len(const struct kvw_req *r, size_t cnt)
+{
+	if (psd_msg_is_push(r->type))
+		return PSD_ROWS_PREFIX + cnt * (8 + r->rows->rowbytes);
+	return r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8 : 0;
+}
+
+/* Locked.  Bytes of r->cbuf it needs: a direct push's prefix only. */
 static uint64_t rows_room(const struct kvw_req *r, size_t cnt)
 {
-	const struct kvw_rows *x = r->rows;
-
-	if (psd_msg_is_push(r->type))
-		return PSD_ROWS_PREFIX +
-		       (x->direct ? 0 : cnt * (8 + x->rowbytes));
-	return r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8 : 0;
+	return psd_msg_is_push(r->type) && r->rows->direct ? PSD_ROWS_PREFIX
+							   : rows_len(r, cnt);
 }
 
 /* Locked.  Fill chunk @k and its payload room. */
@@ -335,10 +339,7 @@ static void rows_chunk(struct kvw_req *r, size_t k, unsigned s, uint64_t lo,
 	x->cu[k] = u0;
 	x->cn[k] = cnt;
 	ch->coff = *boff;
-	ch->clen = psd_msg_is_push(r->type)
-			   ? PSD_ROWS_PREFIX + cnt * (8 + x->rowbytes)
-		   : r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8
-					     : 0;
+	ch->clen = rows_len(r, cnt);
 	ch->node.len = psd_msg_is_push(r->type) ? ch->clen : 0;
 	*boff += rows_room(r, cnt);
 	r->srv[s].pending++;
