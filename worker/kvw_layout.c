@@ -235,37 +235,15 @@ static uint64_t kvw_chunk_size(const struct psd_kvw *w, const struct kvw_req *r,
 	return psd_part_chunk_size(s->part, esize, len);
 }
 
-/* Locked.  How many chunks @r is cut into. */
-static uint64_t kvw_req_count(struct psched_node *n, struct kvw_req *r)
-{
-	struct psd_kvw *w = kvw_of(n);
-	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
-	uint64_t off, len, total = 0;
-	size_t i;
-	unsigned s;
-
-	for (i = 0; i < r->nslots; i++) {
-		for (s = 0; s < n->num_server; s++) {
-			psd_place(r->slots[i].key, r->slots[i].total, esize,
-				  n->num_server, s, &off, &len);
-			if (len)
-				total += psd_part_count(
-					len, kvw_chunk_size(w, r, &r->slots[i],
-							    len));
-		}
-	}
-	return total;
-}
-
-/* Locked.  Fill r->chunks (sized by kvw_req_count()) and the per-server
- * pending counts. */
-static void kvw_req_cut(struct psched_node *n, struct kvw_req *r)
+/* Locked.  How many chunks @r is cut into; with @fill, fill r->chunks
+ * (sized by a count first) and the per-server pending counts too. */
+static uint64_t kvw_req_cut(struct psched_node *n, struct kvw_req *r, bool fill)
 {
 	struct psd_kvw *w = kvw_of(n);
 	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
 	bool payload = kvw_is_push(r->type) || (r->flags & PSD_F_HAS_VALUE);
-	uint64_t off, len, c, cnt, j;
-	size_t i, k = 0;
+	uint64_t off, len, c, cnt, j, k = 0;
+	size_t i;
 	unsigned s;
 
 	for (i = 0; i < r->nslots; i++) {
@@ -276,8 +254,8 @@ static void kvw_req_cut(struct psched_node *n, struct kvw_req *r)
 				continue;
 			c = kvw_chunk_size(w, r, &r->slots[i], len);
 			cnt = psd_part_count(len, c);
-			for (j = 0; j < cnt; j++, k++) {
-				struct kvw_chunk *ch = &r->chunks[k];
+			for (j = 0; fill && j < cnt; j++) {
+				struct kvw_chunk *ch = &r->chunks[k + j];
 
 				ch->req = r;
 				ch->slot = (uint32_t)i;
@@ -288,14 +266,16 @@ static void kvw_req_cut(struct psched_node *n, struct kvw_req *r)
 				ch->node.len = payload ? ch->span : 0;
 				r->srv[s].pending++;
 			}
+			k += cnt;
 		}
 	}
+	return k;
 }
 
 /* Locked.  ->layout: cut @r into chunks (its config is set). */
 static int kvw_dense_layout(struct psched_node *n, struct kvw_req *r)
 {
-	uint64_t total = kvw_req_count(n, r);
+	uint64_t total = kvw_req_cut(n, r, false);
 	int ret;
 
 	if (total > UINT32_MAX)
@@ -310,7 +290,7 @@ static int kvw_dense_layout(struct psched_node *n, struct kvw_req *r)
 		return psd_set_errmsg(-ENOMEM, "no memory for %llu chunks",
 				      (unsigned long long)total);
 	r->nchunks = total;
-	kvw_req_cut(n, r);
+	kvw_req_cut(n, r, true);
 	ret = r->cmp ? kvw_req_pack(r) : 0;
 	if (ret) {
 		r->nchunks = 0;
