@@ -136,8 +136,8 @@ void psd_kvw_req_free(struct kvw_req *r)
 	for (i = 0; i < r->nslots; i++)
 		psd_scratch_put(r->scratch, r->slots[i].codes);
 	psd_scratch_put(r->scratch, r->cbuf);
-	psd_kvw_rows_free(r->rows);
-	psd_kvw_klset_put(r->kl_set);
+	if (r->fam->free)
+		r->fam->free(r);
 	free(r->chunks);
 	free(r->srv);
 	free(r);
@@ -523,4 +523,13 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 	pthread_mutex_unlock(&w->lock);
 	psd_kvw_req_free(r);
 	return ret;
+}
+
+int psd_kvw_init_wait(struct psched_node *n, int ret, uint64_t req,
+		      unsigned timeout_ms)
+{
+	if (!ret)
+		ret = psched_wait(n, req, timeout_ms);
+	/* Nobody pulls before rank 0's values are in. */
+	return ret ? ret : psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
 }

@@ -13,5 +13,7 @@ tail -n 30 "$TMP/mx.log"
 [ $rc = 0 ] || die "test_kvstore_mx.py exited $rc"
 grep -q "== dist_sync: exit 0" "$TMP/mx.log" || die "dist_sync suite did not pass"
 grep -q "== dist_async: exit 0" "$TMP/mx.log" || die "dist_async suite did not pass"
-[ "$(grep -c '^OK' "$TMP/mx.log")" = 5 ] || die "not every suite (local, 2 x 2 workers) said OK"
+# the two workers of a dist job share the log: their lines may interleave
+! grep -q "FAILED (" "$TMP/mx.log" || die "a suite failed"
+[ "$(grep -o 'OK' "$TMP/mx.log" | wc -l)" -ge 5 ] || die "not every suite (local, 2 x 2 workers) said OK"
 exit 0
