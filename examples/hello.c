@@ -46,7 +46,7 @@ int main(int argc, char **argv)
 		return fail("join", ret);
 
 	/* Collective: every worker declares the key, rank 0's zeros win. */
-	ret = psched_init(node, &key, 1, &init, &len, PSCHED_F32, 0);
+	ret = psched_keys_init(node, &key, 1, &init, &len, PSCHED_F32, 0);
 	for (i = 0; i < N; i++)
 		grad[i] = psched_node_rank(node) + 1;
 	if (!ret)

@@ -210,25 +210,123 @@ int psched_barrier(struct psched_node *node, unsigned group,
 typedef void psched_done_fn(int err, uint64_t req, void *arg);
 
 /*
- * Key-value requests (workers only).  A request names @nkeys distinct keys;
- * key i has @lens[i] bytes of elements of @dtype.  Value buffers are the
- * caller's and are used in place (no copies): @vals[i] must stay valid and
- * unchanged (push) or untouched (pull) until the request completes.
- * @priority: smaller = sooner.  On 0, *@req identifies the request for
- * psched_wait() and @cb (may be NULL) runs when it completes.  A key's
- * length is fixed by its first push or init; a later mismatch fails with
- * PSCHED_ESIZE.
+ * Requests (workers only): one entry point, psched_request(), for every
+ * push, pull and pushpull of the three families of keys.
  *
- * push: add @vals to this step's aggregate on the servers.  Each push of a
- * key by a worker is one step; in dist_sync mode the servers sum the W
- * workers' pushes of a step, then the sum becomes the stored value.  A
- * push for a later step than the one the servers aggregate is held there
- * (and completes at once) within limits (docs/security.md "Limits and
- * refusals"). pull: copy the stored value into @vals once it includes this
- * worker's latest push of the key. pushpull: push @push_vals then pull the new
- * aggregate into @pull_vals, in one round trip.  @push_vals and @pull_vals may
- * be the same buffers.
+ * dense (PSCHED_FAMILY_DENSE): @nkeys distinct keys; key i has @lens[i]
+ * bytes of elements of @dtype in its own buffer, @push_vals[i] (push) and
+ * @pull_vals[i] (pull).  A key is declared by psched_keys_init() or its
+ * first push; its length is fixed then, and a later mismatch fails with
+ * PSCHED_ESIZE.  Each push of a key by a worker is one step; in sync mode
+ * the servers sum the W workers' pushes of a step, then the sum becomes
+ * the stored value.  A push for a later step than the one the servers
+ * aggregate is held there (and completes at once) within limits
+ * (docs/security.md "Limits and refusals").  A pull copies the stored
+ * value into @pull_vals once it includes this worker's latest push of the
+ * key.  A pushpull pushes, then pulls the new aggregate, in one round
+ * trip; @push_vals and @pull_vals may be the same buffers.  With
+ * @on_device the buffers are memory of CUDA device @device (docs/gpu.md):
+ * the worker stages them through pinned host buffers; without CUDA in
+ * this build, a driver or device @device, the request fails with -ENODEV,
+ * and a host pointer or memory of another device gets -EINVAL.
+ *
+ * key list (PSCHED_FAMILY_KEYLIST; ps-lite's ZPush(keys, vals, lens)):
+ * @nkeys small keys, sorted ascending with no duplicates (else -EINVAL
+ * naming the first bad index), their values packed back to back in one
+ * buffer, @push_buf (push) and @pull_buf (pull); key i holds @elems[i]
+ * elements of @dtype (or, when @elems is NULL, @elem elements each; at
+ * least 1).  Keys need no init: a server keeps a key from its first push
+ * (value 0 before).  Server s of S owns the keys in [s * 2^64 / S,
+ * (s + 1) * 2^64 / S), so a list is cut into one contiguous slice per
+ * server, sent from the caller's arrays without copying.  Each key-list
+ * push (or pushpull) of a worker is its next key-list step, whatever keys
+ * it names (an empty list is a step that pushes nothing).  Once every
+ * worker pushed step s, every key pushed in step s holds the sum of that
+ * step's pushes; keys nobody pushed keep their value.  A pull returns
+ * values that include this worker's latest key-list push.  A key's length
+ * and the dtype of a server's key lists are fixed by their first push.
+ * Each server checks its slice: one that disagrees (PSCHED_ESIZE naming
+ * the key, -EINVAL for the dtype) or pulls a key never pushed
+ * (PSCHED_EUNKNOWNKEY) is refused whole by that server, which stores
+ * nothing of it and counts the push as an empty one of its step; other
+ * servers' slices are not rolled back.  The request fails with the first
+ * refusal.  Key lists use sync mode and the default update rule; they are
+ * independent of dense keys.
+ *
+ * row-sparse (PSCHED_FAMILY_ROWS; embedding tables, docs/c-api.md
+ * "Row-sparse tensors"): @nrows rows @row_ids of the table @key declared
+ * by psched_row_sparse_init(), each of the table's width and dtype
+ * (@dtype is not read), packed in @push_buf (push) and @pull_buf (pull;
+ * row i for @row_ids[i]).  A push is one step (duplicate ids are summed;
+ * an empty push, @nrows 0, is a step too); when every worker's push of a
+ * step is in, each row pushed by any worker is replaced by the sum of
+ * that step's pushes (async mode: the sum is added), or updated by the
+ * optimizer (lazy update); rows nobody pushed are unchanged.  A pull
+ * copies rows @row_ids (any order, repeats allowed) once the table
+ * includes this worker's latest push; only servers owning those rows are
+ * asked.  A pushpull pushes (@row_ids, @push_buf) and pulls the same ids
+ * into @pull_buf once that push's step is applied, each server answering
+ * with the rows it just updated.  A row id >= the table's rows fails with
+ * -EINVAL before anything is sent; an unknown key with PSCHED_EUNKNOWNKEY.
+ *
+ * Every family: buffers (and the key, length and row id arrays) are the
+ * caller's and are used in place: they must stay valid, and unchanged
+ * for a push, until the request completes.  @priority: smaller = sooner.
+ * On 0, *@req (may be NULL when @cb is set) identifies the request for
+ * psched_wait() and psched_test(), and @cb (may be NULL) runs with @arg
+ * when it completes.  Fields of another family than @family must be 0 /
+ * NULL.  A malformed request fails at once with -EINVAL and
+ * psched_errmsg() naming the field: an unknown @op or @family, a buffer
+ * the op needs left NULL, a field of another family set, a negative
+ * @device.
  */
+enum psched_op {
+	PSCHED_OP_PUSH = 1,
+	PSCHED_OP_PULL = 2,
+	PSCHED_OP_PUSHPULL = 3,
+};
+
+enum psched_family {
+	PSCHED_FAMILY_DENSE = 0,   /* keys with a buffer each */
+	PSCHED_FAMILY_KEYLIST = 1, /* many small keys in one buffer */
+	PSCHED_FAMILY_ROWS = 2,	   /* rows of a row-sparse key */
+};
+
+struct psched_request {
+	enum psched_op op;
+	enum psched_family family;
+	enum psched_dtype dtype; /* dense, key list */
+	int priority;		 /* smaller = sooner */
+	/* dense and key list: the keys */
+	size_t nkeys;
+	const uint64_t *keys;
+	/* dense: bytes and buffer of each key */
+	const uint64_t *lens;
+	const void *const *push_vals;
+	void *const *pull_vals;
+	bool on_device; /* dense: buffers in CUDA device @device's memory */
+	int device;
+	/* key list: elements of each key, or @elem each when @elems is NULL */
+	const uint32_t *elems;
+	uint32_t elem;
+	/* row-sparse: rows @row_ids of table @key */
+	uint64_t key;
+	size_t nrows;
+	const uint64_t *row_ids;
+	/* key list and row-sparse: the values, packed */
+	const void *push_buf;
+	void *pull_buf;
+	psched_done_fn *cb; /* NULL: wait with psched_wait() */
+	void *arg;
+};
+
+/* Issue request @rq (read during the call only; its arrays and buffers
+ * stay in use until completion).  Unlocked: any application thread. */
+int psched_request(struct psched_node *node, const struct psched_request *rq,
+		   uint64_t *req);
+
+/* Dense host requests: psched_request() of family PSCHED_FAMILY_DENSE,
+ * spelled as calls. */
 int psched_push(struct psched_node *node, const uint64_t *keys, size_t nkeys,
 		const void *const *vals, const uint64_t *lens,
 		enum psched_dtype dtype, int priority, psched_done_fn *cb,
@@ -242,98 +340,28 @@ int psched_pushpull(struct psched_node *node, const uint64_t *keys,
 		    void *const *pull_vals, const uint64_t *lens,
 		    enum psched_dtype dtype, int priority, psched_done_fn *cb,
 		    void *arg, uint64_t *req);
-/*
- * Key lists (docs/c-api.md; ps-lite's ZPush(keys, vals, lens) shape):
- * one request carrying @nkeys small keys, their values packed back to back
- * in one buffer @vals, key i holding @lens[i] elements of @dtype (or, when
- * @lens is NULL, @len elements each).  @keys must be sorted ascending with
- * no duplicates (refused with -EINVAL otherwise, naming the first bad
- * index); lengths are at least 1.  Keys need no init: a server keeps a key
- * from its first push (value 0 before).  Server s of S owns the keys in
- * [s * 2^64 / S, (s + 1) * 2^64 / S), as ps-lite splits its key space, so
- * a list is cut into one contiguous slice per server, sent from the
- * caller's arrays without copying.  @vals (and @keys, @lens) must stay
- * valid until the request completes, as for psched_push().
- *
- * Steps: each psched_push_keys() (or pushpull) of a worker is its next
- * key-list step, whatever keys it names (an empty list is a step that
- * pushes nothing).  Once every worker pushed step s, every key pushed in
- * step s holds the sum of that step's pushes; keys nobody pushed keep
- * their value.  psched_pull_keys() returns values that include this
- * worker's latest key-list push.  A key's length and the dtype of a
- * server's key lists are fixed by their first push.  Each server checks
- * its slice: one that disagrees (PSCHED_ESIZE naming the key, -EINVAL for
- * the dtype) or pulls a key never pushed (PSCHED_EUNKNOWNKEY) is refused
- * whole by that server, which stores nothing of it and counts the push as
- * an empty one of its step; other servers' slices of the same request
- * are not rolled back.  The request fails with the first refusal.
- * Key lists use sync mode and the default update rule (the sum replaces
- * the value); they are independent of psched_push()'s keys.
- */
-int psched_push_keys(struct psched_node *node, size_t nkeys,
-		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
-		     const void *vals, enum psched_dtype dtype, int priority,
-		     psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_pull_keys(struct psched_node *node, size_t nkeys,
-		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
-		     void *vals, enum psched_dtype dtype, int priority,
-		     psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_pushpull_keys(struct psched_node *node, size_t nkeys,
-			 const uint64_t *keys, const uint32_t *lens,
-			 uint32_t len, const void *push_vals, void *pull_vals,
-			 enum psched_dtype dtype, int priority,
-			 psched_done_fn *cb, void *arg, uint64_t *req);
 
 /*
- * Declare keys and their initial values (collective: every worker calls
- * it; worker rank 0's values win, the others only declare the size).
- * Blocks until the servers hold the keys.  @vals may be NULL on ranks other
- * than 0.
+ * Declare dense keys and their initial values (collective: every worker
+ * calls it; worker rank 0's values win, the others only declare the
+ * size).  Blocks until the servers hold the keys and every worker got
+ * here, at most @timeout_ms (0 = the request timeout).  @vals may be NULL
+ * on ranks other than 0.
  */
-int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
-		const void *const *vals, const uint64_t *lens,
-		enum psched_dtype dtype, unsigned timeout_ms);
+int psched_keys_init(struct psched_node *node, const uint64_t *keys,
+		     size_t nkeys, const void *const *vals,
+		     const uint64_t *lens, enum psched_dtype dtype,
+		     unsigned timeout_ms);
 
 /*
- * Row-sparse tensors (embedding tables; docs/c-api.md "Row-sparse tensors").  A
- * row-sparse key is a table of @rows rows of @width elements of @dtype,
- * placed on the servers by row range; servers store only rows ever
- * pushed (the others read as zeros).  psched_row_sparse_init() declares
- * it (collective, like psched_init(); every worker passes the same shape;
- * blocks).  psched_row_sparse_push() pushes @nrows rows (@rows: @nrows x
- * width elements, row i for id @row_ids[i]; duplicate ids are summed; an
- * empty push, @nrows 0, is a step too): each push is one step, and when
- * every worker's push of a step is in, each row pushed by any worker is
- * folded into the table: by default it is replaced by the sum of that
- * step's pushes of it (async mode: the sum is added); an optimizer
- * updates only those rows (lazy update).  Rows nobody pushed are
- * unchanged.  psched_row_sparse_pull() copies rows @row_ids (any order,
- * repeats allowed) into @out (@nrows x width elements) once the table
- * includes this worker's latest push; only servers owning those rows are
- * asked.  psched_row_sparse_pushpull() is a push of (@row_ids, @rows)
- * followed by a pull of the same ids into @out (@nrows x width; row i for
- * @row_ids[i]) once that push's step is applied, in one request: the ids
- * are sorted once and each server answers its piece with the rows it
- * just updated (an embedding training step: push the gradient rows, get
- * the new weights of those rows).  Buffers stay the caller's until the
- * request completes (as for psched_push).  A row id >= rows fails with
- * -EINVAL before anything is sent; an unknown key with
- * PSCHED_EUNKNOWNKEY.
+ * Declare row-sparse key @key, a table of @rows rows of @width elements
+ * of @dtype, placed on the servers by row range; servers store only rows
+ * ever pushed (the others read as zeros).  Collective like
+ * psched_keys_init(): every worker passes the same shape; blocks.
  */
 int psched_row_sparse_init(struct psched_node *node, uint64_t key,
 			   uint64_t rows, uint64_t width,
 			   enum psched_dtype dtype, unsigned timeout_ms);
-int psched_row_sparse_push(struct psched_node *node, uint64_t key, size_t nrows,
-			   const uint64_t *row_ids, const void *rows,
-			   int priority, psched_done_fn *cb, void *arg,
-			   uint64_t *req);
-int psched_row_sparse_pull(struct psched_node *node, uint64_t key, size_t nrows,
-			   const uint64_t *row_ids, void *out, int priority,
-			   psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_row_sparse_pushpull(struct psched_node *node, uint64_t key,
-			       size_t nrows, const uint64_t *row_ids,
-			       const void *rows, void *out, int priority,
-			       psched_done_fn *cb, void *arg, uint64_t *req);
 
 /*
  * Wait for request @req to complete, at most @timeout_ms (0 = the node's
@@ -343,33 +371,6 @@ int psched_row_sparse_pushpull(struct psched_node *node, uint64_t key,
  */
 int psched_wait(struct psched_node *node, uint64_t req, unsigned timeout_ms);
 
-/*
- * GPU tensors (docs/gpu.md).  The same requests as psched_push /
- * psched_pull / psched_pushpull, with every value buffer in memory of CUDA
- * device @device (cudaMalloc'd or managed, e.g. a torch tensor's
- * data_ptr()).  The worker stages them through a pool of pinned host
- * buffers (PS_GPU_STAGE_BYTES x PS_GPU_STAGE_BUFS) on PS_GPU_STREAMS CUDA
- * streams, chunk by chunk, the copy of one chunk overlapping the network
- * transfer of the one before; scheduling (priorities, credit) is the same
- * as for host buffers.  Without CUDA in this build, a driver or device
- * @device, these fail with -ENODEV and psched_errmsg() says which; a host
- * pointer or memory of another device gets -EINVAL.  Host requests are
- * never affected.
- */
-int psched_push_device(struct psched_node *node, const uint64_t *keys,
-		       size_t nkeys, const void *const *vals,
-		       const uint64_t *lens, enum psched_dtype dtype,
-		       int device, int priority, psched_done_fn *cb, void *arg,
-		       uint64_t *req);
-int psched_pull_device(struct psched_node *node, const uint64_t *keys,
-		       size_t nkeys, void *const *vals, const uint64_t *lens,
-		       enum psched_dtype dtype, int device, int priority,
-		       psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_pushpull_device(struct psched_node *node, const uint64_t *keys,
-			   size_t nkeys, const void *const *push_vals,
-			   void *const *pull_vals, const uint64_t *lens,
-			   enum psched_dtype dtype, int device, int priority,
-			   psched_done_fn *cb, void *arg, uint64_t *req);
 /*
  * 0 if device buffers of CUDA device @device can be used here; else
  * -ENODEV with psched_errmsg() saying why (built without CUDA, no driver,

@@ -241,7 +241,8 @@ int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
 /*
  * The same with every buffer in memory of CUDA device @device (e.g. torch
  * CUDA tensors' data_ptr()): staged by the worker through pinned host
- * memory, never copied by the caller (psched.h, psched_push_device()).
+ * memory, never copied by the caller (psched.h, psched_request() with
+ * on_device).
  * Dist stores only (-EINVAL for "local"); -ENODEV when this build, the
  * machine or @device has no CUDA, with psched_errmsg() saying which.
  */

@@ -487,14 +487,14 @@ static int bench_size_init(struct psched_node *node, const struct bopts *o,
 	int ret = 0;
 
 	for (i = 0; i < k->nk && !ret; i++)
-		ret = psched_init(node, &k->keys[i], 1, NULL, &k->size,
-				  o->dtype, 0);
+		ret = psched_keys_init(node, &k->keys[i], 1, NULL, &k->size,
+				       o->dtype, 0);
 	if (!ret && o->mode != MODE_PULL && psched_num_workers(node) > 1) {
 		uint64_t flen = sizeof(float);
 
 		st->key = (uint64_t)si << 32 | 0xffffffffu;
-		ret = psched_init(node, &st->key, 1, NULL, &flen, PSCHED_F32,
-				  0);
+		ret = psched_keys_init(node, &st->key, 1, NULL, &flen,
+				       PSCHED_F32, 0);
 	}
 	return ret;
 }

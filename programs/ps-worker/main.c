@@ -282,8 +282,8 @@ static bool time_is_up(struct psched_node *node, bool mine, unsigned timeout_ms,
 
 	if (psched_num_workers(node) == 1)
 		return mine;
-	if (!declared &&
-	    psched_init(node, &key, 1, NULL, &len, PSCHED_F32, timeout_ms)) {
+	if (!declared && psched_keys_init(node, &key, 1, NULL, &len, PSCHED_F32,
+					  timeout_ms)) {
 		*err = fail("init of the stop flag");
 		return true;
 	}
@@ -324,8 +324,8 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 		const void *v = ks[i].push;
 
 		memset(ks[i].push, 0, ks[i].len);
-		if (psched_init(node, &ks[i].key, 1, &v, &ks[i].len,
-				ks[i].dtype, o->timeout_ms))
+		if (psched_keys_init(node, &ks[i].key, 1, &v, &ks[i].len,
+				     ks[i].dtype, o->timeout_ms))
 			return fail("init");
 		bytes += ks[i].len;
 	}

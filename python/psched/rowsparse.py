@@ -14,7 +14,6 @@ values".
 scipy.sparse CSR matrices are taken as pushes too (their non-empty rows)
 when scipy is installed.  Row-sparse pushes and pulls block until done.
 """
-import ctypes
 
 import numpy as np
 
@@ -88,39 +87,11 @@ def as_row_sparse(v):
     return RowSparse(ids, np.asarray(csr[ids].todense()), csr.shape)
 
 
-_declared = False
-
-
-def _declare(lib):
-    global _declared
-    if _declared:
-        return
-    vp, u64 = ctypes.c_void_p, _lib.c_u64
-    lib.psched_row_sparse_init.argtypes = [vp, u64, u64, u64, ctypes.c_int,
-                                           ctypes.c_uint]
-    lib.psched_row_sparse_push.argtypes = [vp, u64, ctypes.c_size_t,
-                                           _lib.c_u64_p, vp, ctypes.c_int,
-                                           vp, vp, ctypes.POINTER(u64)]
-    lib.psched_row_sparse_pull.argtypes = [vp, u64, ctypes.c_size_t,
-                                           _lib.c_u64_p, vp, ctypes.c_int,
-                                           vp, vp, ctypes.POINTER(u64)]
-    lib.psched_row_sparse_pushpull.argtypes = [
-        vp, u64, ctypes.c_size_t, _lib.c_u64_p, vp, vp, ctypes.c_int, vp,
-        vp, ctypes.POINTER(u64)]
-    lib.psched_wait.argtypes = [vp, u64, ctypes.c_uint]
-    for f in (lib.psched_row_sparse_init, lib.psched_row_sparse_push,
-              lib.psched_row_sparse_pull, lib.psched_row_sparse_pushpull,
-              lib.psched_wait):
-        f.restype = ctypes.c_int
-    _declared = True
-
-
 def _node(kv):
     node = kv._lib.psched_kvstore_node(kv._live())
     if not node:
         raise kv_error(kv, -95, "row-sparse keys need a dist KVStore "
                        "(dist_sync / dist_async), not %r" % kv.type)
-    _declare(kv._lib)
     return node
 
 
@@ -182,9 +153,15 @@ def is_row_sparse_arg(v):
     return is_row_sparse(v)
 
 
-def _wait(kv, node, req, names):
-    ret = kv._lib.psched_wait(node, req.value, 0)
-    kv._check(ret, names)
+def _rows(kv, node, op, ck, key, ids, push, pull, priority):
+    """A row-sparse @op of rows @ids of table @ck, waited for."""
+    ret = _lib.request_wait(
+        kv._lib, node, op=op, family=_lib.FAMILY_ROWS, key=ck,
+        nrows=ids.size, row_ids=ids.ctypes.data,
+        push_buf=push.ctypes.data if push is not None else None,
+        pull_buf=pull.ctypes.data if pull is not None else None,
+        priority=int(priority))
+    kv._check(ret, {ck: key})
 
 
 def _pushed(kv, ck, key, value, what):
@@ -213,13 +190,7 @@ def push(kv, ck, key, value, priority):
     """Push row-sparse @value into key @key (blocks until sent and
     acknowledged)."""
     m, v, rows, ids = _pushed(kv, ck, key, value, "push")
-    node = _node(kv)
-    req = _lib.c_u64()
-    ret = kv._lib.psched_row_sparse_push(
-        node, ck, ids.size, ids.ctypes.data_as(_lib.c_u64_p),
-        rows.ctypes.data, int(priority), None, None, ctypes.byref(req))
-    kv._check(ret, {ck: key})
-    _wait(kv, node, req, {ck: key})
+    _rows(kv, _node(kv), _lib.OP_PUSH, ck, key, ids, rows, None, priority)
 
 
 def pushpull(kv, ck, key, value, out, priority):
@@ -231,14 +202,8 @@ def pushpull(kv, ck, key, value, out, priority):
     m, v, rows, ids = _pushed(kv, ck, key, value, "pushpull")
     dst = np.empty((ids.size, m[1][1]), m[2]) if out is None else out
     _check_out(kv, key, "pushpull", dst, ids.size, m)
-    node = _node(kv)
-    req = _lib.c_u64()
-    ret = kv._lib.psched_row_sparse_pushpull(
-        node, ck, ids.size, ids.ctypes.data_as(_lib.c_u64_p),
-        rows.ctypes.data, dst.ctypes.data, int(priority), None, None,
-        ctypes.byref(req))
-    kv._check(ret, {ck: key})
-    _wait(kv, node, req, {ck: key})
+    _rows(kv, _node(kv), _lib.OP_PUSHPULL, ck, key, ids, rows, dst,
+          priority)
     if out is not None:
         return out
     v.rows = dst
@@ -262,13 +227,7 @@ def row_sparse_pull(kv, ck, key, out, priority, row_ids):
         dst = out
         _check_out(kv, key, "row_sparse_pull", dst, ids.size, m)
     u = np.ascontiguousarray(ids, dtype=np.uint64)
-    node = _node(kv)
-    req = _lib.c_u64()
-    ret = kv._lib.psched_row_sparse_pull(
-        node, ck, u.size, u.ctypes.data_as(_lib.c_u64_p), dst.ctypes.data,
-        int(priority), None, None, ctypes.byref(req))
-    kv._check(ret, {ck: key})
-    _wait(kv, node, req, {ck: key})
+    _rows(kv, _node(kv), _lib.OP_PULL, ck, key, u, None, dst, priority)
     if isinstance(out, RowSparse):
         out.ids, out.rows, out.shape = ids.astype(np.int64), dst, m[1]
     return out

@@ -236,7 +236,7 @@ static void conflict(struct psched_node *n, bool init, uint64_t len0,
 	      psched_errmsg());
 	t0 = now_s();
 	if (init)
-		ret = psched_init(n, &key, 1, &pv, &len, PSCHED_F32, 0);
+		ret = psched_keys_init(n, &key, 1, &pv, &len, PSCHED_F32, 0);
 	else
 		ret = pushpull_wait(n, key, v, out, len);
 	dt = now_s() - t0;

@@ -77,8 +77,8 @@ int main(void)
 	CHECK(!psched_barrier(n, PSCHED_GROUP_WORKERS, 0), "barrier");
 
 	/* The same connections still aggregate exactly. */
-	CHECK(!psched_init(n, &k1, 1, NULL, &len1, PSCHED_F32, 0), "init: %s",
-	      psched_errmsg());
+	CHECK(!psched_keys_init(n, &k1, 1, NULL, &len1, PSCHED_F32, 0),
+	      "init: %s", psched_errmsg());
 	for (step = 1; step <= 20; step++) {
 		for (i = 0; i < 1024; i++)
 			big[i] = (float)(i * (rank + 1) + step);

@@ -153,7 +153,7 @@ static int run_worker(void)
 	garbage(n);
 	CHECK(psched_server_set_updater(n, twice, NULL) == -EINVAL,
 	      "a worker took a server updater");
-	CHECK(!psched_init(n, &key, 1, &v, &len, PSCHED_F32, 0), "%s",
+	CHECK(!psched_keys_init(n, &key, 1, &v, &len, PSCHED_F32, 0), "%s",
 	      psched_errmsg());
 	push_pull(n, 1, 3); /* custom: 1 + 2 * 1 */
 	ret = psched_servers_configure(n, "async", NULL, 0);

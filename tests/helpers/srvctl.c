@@ -81,7 +81,7 @@ static int run_worker(void)
 	psched_cfg_init(&cfg);
 	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
 	CHECK(!psched_node_create(&cfg, &n), "%s", psched_errmsg());
-	CHECK(!psched_init(n, &key, 1, &in, &len, PSCHED_F32, 0), "%s",
+	CHECK(!psched_keys_init(n, &key, 1, &in, &len, PSCHED_F32, 0), "%s",
 	      psched_errmsg());
 	CHECK(psched_servers_command(n, 1, NULL, 3, 0) == -EINVAL,
 	      "a NULL body was sent");
