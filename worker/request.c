@@ -34,7 +34,8 @@ struct req_field {
 static const char *req_foreign_field(const struct psched_request *rq)
 {
 	const struct req_field f[] = {
-		{ "keys/nkeys", rq->keys || rq->nkeys, REQ_DENSE | REQ_KEYLIST },
+		{ "keys/nkeys", rq->keys || rq->nkeys,
+		  REQ_DENSE | REQ_KEYLIST },
 		{ "lens", rq->lens, REQ_DENSE },
 		{ "push_vals", rq->push_vals, REQ_DENSE },
 		{ "pull_vals", rq->pull_vals, REQ_DENSE },
@@ -96,9 +97,9 @@ static int req_check(const struct psched_request *rq)
 		return psd_set_errmsg(-EINVAL, "dense %s without pull_vals",
 				      op);
 	if (rq->nkeys && (!rq->keys || !rq->lens))
-		return psd_set_errmsg(-EINVAL, "dense %s of %zu keys without %s",
-				      op, rq->nkeys,
-				      rq->keys ? "lens" : "keys");
+		return psd_set_errmsg(-EINVAL,
+				      "dense %s of %zu keys without %s", op,
+				      rq->nkeys, rq->keys ? "lens" : "keys");
 	if (!rq->on_device && rq->device)
 		return psd_set_errmsg(-EINVAL,
 				      "dense %s: device %d without on_device",
@@ -143,10 +144,9 @@ int psched_request(struct psched_node *n, const struct psched_request *rq,
 					rq->dtype, rq->priority, rq->cb,
 					rq->arg, req);
 	case PSCHED_FAMILY_ROWS:
-		return psd_kvw_rows_issue(n, type, rq->key, rq->nrows,
-					  rq->row_ids, rq->push_buf,
-					  rq->pull_buf, rq->priority, rq->cb,
-					  rq->arg, req);
+		return psd_kvw_rows_issue(
+			n, type, rq->key, rq->nrows, rq->row_ids, rq->push_buf,
+			rq->pull_buf, rq->priority, rq->cb, rq->arg, req);
 	case PSCHED_FAMILY_DENSE:
 		break;
 	}

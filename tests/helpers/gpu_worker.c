@@ -168,7 +168,7 @@ static int run_compare(struct psched_node *n)
 
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *n;
 	int ret, rc;
 
@@ -177,10 +177,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gpu_worker refused|compare\n");
 		return 2;
 	}
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	ret = psched_node_create(&cfg, &n);
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	ret = psched_node_create(cfg, &n);
+	psched_cfg_destroy(cfg);
 	CHECK(!ret, "create: %s", psched_errmsg());
 	rank = psched_node_rank(n);
 	CHECK(psched_num_workers(n) == 2, "needs 2 workers");

@@ -246,17 +246,21 @@ static void pipelined(int first)
 
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	uint64_t req, k2[3];
 	uint32_t l2[3];
 	size_t u, n, i, off = 0;
 	int ret, s, last;
+	char cache[8];
 
 	M = argc > 1 ? strtoul(argv[1], NULL, 10) : 600;
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	CHECK(!psched_node_create(&cfg, &node), "create: %s", psched_errmsg());
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	CHECK(!psched_cfg_get(cfg, "keylist-cache", cache, sizeof(cache)), "%s",
+	      psched_errmsg());
+	CHECK(!psched_node_create(cfg, &node), "create: %s", psched_errmsg());
+	psched_cfg_destroy(cfg);
 	rank = psched_node_rank(node);
 	nw = psched_num_workers(node);
 	nsrv = psched_num_servers(node);
@@ -407,7 +411,7 @@ int main(int argc, char **argv)
 			if (i < 2)
 				check_pull("the same list again", 1, 0);
 		}
-		if (cfg.keylist_cache)
+		if (!strcmp(cache, "1"))
 			CHECK(tx[2] - tx[1] < (tx[1] - tx[0]) / 4,
 			      "list cache: a pull sent %llu, then %llu bytes",
 			      (unsigned long long)(tx[1] - tx[0]),

@@ -129,8 +129,12 @@ static void keylist_ops(struct psched_node *n)
 {
 	/* Keys on both servers' halves of the key space; key i holds
 	 * elems[i] floats. */
-	static const uint64_t keys[NKL] = { 3, 9, 1000, UINT64_MAX / 2 + 5,
-					    UINT64_MAX / 2 + 6, UINT64_MAX - 1 };
+	static const uint64_t keys[NKL] = { 3,
+					    9,
+					    1000,
+					    UINT64_MAX / 2 + 5,
+					    UINT64_MAX / 2 + 6,
+					    UINT64_MAX - 1 };
 	static const uint32_t elems[NKL] = { 1, 3, 2, 5, 1, 4 };
 	float in[16], out[16];
 	struct psched_request rq = {
@@ -335,16 +339,16 @@ static void bad_contents(struct psched_node *n)
 
 int main(void)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *n;
 
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	CHECK(!psched_node_create(&cfg, &n), "create: %s", psched_errmsg());
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	CHECK(!psched_node_create(cfg, &n), "create: %s", psched_errmsg());
+	psched_cfg_destroy(cfg);
 	rank = psched_node_rank(n);
-	CHECK(psched_num_workers(n) == NWORKERS, "needs %d workers",
-	      NWORKERS);
+	CHECK(psched_num_workers(n) == NWORKERS, "needs %d workers", NWORKERS);
 	CHECK(psched_num_servers(n) == 2, "needs 2 servers");
 
 	dense_ops(n);

@@ -40,8 +40,8 @@ static inline int rq_keys(struct psched_node *n, enum psched_op op,
 
 static inline int rq_rows(struct psched_node *n, enum psched_op op,
 			  uint64_t key, size_t nrows, const uint64_t *ids,
-			  const void *pv, void *qv, int prio, psched_done_fn *cb,
-			  void *arg, uint64_t *req)
+			  const void *pv, void *qv, int prio,
+			  psched_done_fn *cb, void *arg, uint64_t *req)
 {
 	const struct psched_request rq = {
 		.op = op,
@@ -102,7 +102,7 @@ static inline int rq_device(struct psched_node *n, enum psched_op op,
 #define pull_device(n, k, nk, v, l, dt, dev, pr, cb, a, r)                     \
 	rq_device(n, PSCHED_OP_PULL, k, nk, NULL, v, l, dt, dev, pr, cb, a, r)
 #define pushpull_device(n, k, nk, pv, qv, l, dt, dev, pr, cb, a, r)            \
-	rq_device(n, PSCHED_OP_PUSHPULL, k, nk, pv, qv, l, dt, dev, pr, cb,    \
-		  a, r)
+	rq_device(n, PSCHED_OP_PUSHPULL, k, nk, pv, qv, l, dt, dev, pr, cb, a, \
+		  r)
 
 #endif

@@ -48,7 +48,7 @@ static void test_autotune_cuts_a_stuck_sample(void)
 	uint64_t part, credit, now;
 	unsigned int i;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.autotune = 1;
 	cfg.autotune_steps_per_sample = 2;
 	cfg.autotune_warmup_samples = 1;

@@ -242,7 +242,7 @@ static struct tk_ctx *tk_setup(unsigned nsrv, uint64_t part, uint64_t credit,
 	pthread_cond_init(&t->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	t->nsrv = nsrv;
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.partition_bytes = part;
 	cfg.credit_bytes = credit;
 	snprintf(cfg.scheduling, sizeof(cfg.scheduling), "priority");
