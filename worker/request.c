@@ -7,10 +7,6 @@
  */
 #include "kvw.h"
 
-#define REQ_DENSE   (1u << PSCHED_FAMILY_DENSE)
-#define REQ_KEYLIST (1u << PSCHED_FAMILY_KEYLIST)
-#define REQ_ROWS    (1u << PSCHED_FAMILY_ROWS)
-
 static const char *const req_family_names[] = {
 	[PSCHED_FAMILY_DENSE] = "dense",
 	[PSCHED_FAMILY_KEYLIST] = "key-list",
@@ -23,35 +19,54 @@ static const char *const req_op_names[] = {
 	[PSCHED_OP_PUSHPULL] = "pushpull",
 };
 
-/* A field of struct psched_request: set or not, and by which families. */
-struct req_field {
-	const char *name;
-	bool set;
-	unsigned families;
+/* The fields of struct psched_request that only some families read: a
+ * bit each, in the order of req_field_names[]. */
+enum {
+	REQ_F_KEYS = 1u << 0,
+	REQ_F_LENS = 1u << 1,
+	REQ_F_PUSH_VALS = 1u << 2,
+	REQ_F_PULL_VALS = 1u << 3,
+	REQ_F_DEVICE = 1u << 4,
+	REQ_F_ELEMS = 1u << 5,
+	REQ_F_KEY = 1u << 6,
+	REQ_F_ROWS = 1u << 7,
+	REQ_F_PUSH_BUF = 1u << 8,
+	REQ_F_PULL_BUF = 1u << 9,
 };
 
-/* The first field @rq sets that its family does not read, or NULL. */
+static const char *const req_field_names[] = {
+	"keys/nkeys", "lens", "push_vals",     "pull_vals", "on_device/device",
+	"elems/elem", "key",  "row_ids/nrows", "push_buf",  "pull_buf",
+};
+
+/* The fields each family reads. */
+static const unsigned req_family_fields[] = {
+	[PSCHED_FAMILY_DENSE] = REQ_F_KEYS | REQ_F_LENS | REQ_F_PUSH_VALS |
+				REQ_F_PULL_VALS | REQ_F_DEVICE,
+	[PSCHED_FAMILY_KEYLIST] =
+		REQ_F_KEYS | REQ_F_ELEMS | REQ_F_PUSH_BUF | REQ_F_PULL_BUF,
+	[PSCHED_FAMILY_ROWS] =
+		REQ_F_KEY | REQ_F_ROWS | REQ_F_PUSH_BUF | REQ_F_PULL_BUF,
+};
+
+/* The first field @rq sets that its family does not read, or NULL.  A
+ * mask, not a loop over the fields: it runs for every request. */
 static const char *req_foreign_field(const struct psched_request *rq)
 {
-	const struct req_field f[] = {
-		{ "keys/nkeys", rq->keys || rq->nkeys,
-		  REQ_DENSE | REQ_KEYLIST },
-		{ "lens", rq->lens, REQ_DENSE },
-		{ "push_vals", rq->push_vals, REQ_DENSE },
-		{ "pull_vals", rq->pull_vals, REQ_DENSE },
-		{ "on_device/device", rq->on_device || rq->device, REQ_DENSE },
-		{ "elems/elem", rq->elems || rq->elem, REQ_KEYLIST },
-		{ "key", rq->key, REQ_ROWS },
-		{ "row_ids/nrows", rq->row_ids || rq->nrows, REQ_ROWS },
-		{ "push_buf", rq->push_buf, REQ_KEYLIST | REQ_ROWS },
-		{ "pull_buf", rq->pull_buf, REQ_KEYLIST | REQ_ROWS },
-	};
-	size_t i;
+	unsigned set, bad;
 
-	for (i = 0; i < PSD_ARRAY_SIZE(f); i++)
-		if (f[i].set && !(f[i].families & (1u << rq->family)))
-			return f[i].name;
-	return NULL;
+	set = (rq->keys || rq->nkeys ? REQ_F_KEYS : 0) |
+	      (rq->lens ? REQ_F_LENS : 0) |
+	      (rq->push_vals ? REQ_F_PUSH_VALS : 0) |
+	      (rq->pull_vals ? REQ_F_PULL_VALS : 0) |
+	      (rq->on_device || rq->device ? REQ_F_DEVICE : 0) |
+	      (rq->elems || rq->elem ? REQ_F_ELEMS : 0) |
+	      (rq->key ? REQ_F_KEY : 0) |
+	      (rq->row_ids || rq->nrows ? REQ_F_ROWS : 0) |
+	      (rq->push_buf ? REQ_F_PUSH_BUF : 0) |
+	      (rq->pull_buf ? REQ_F_PULL_BUF : 0);
+	bad = set & ~req_family_fields[rq->family];
+	return bad ? req_field_names[__builtin_ctz(bad)] : NULL;
 }
 
 /* The first buffer @rq names that its op does not use, or NULL. */
