@@ -37,14 +37,20 @@ static struct kvstore_key *kvstore_find(struct psched_kvstore *kv, uint64_t key)
 	return psd_map_get(&kv->keys, key);
 }
 
-/* Lock held: a new, empty entry for @key (absent so far), or NULL. */
-static struct kvstore_key *kvstore_add(struct psched_kvstore *kv, uint64_t key)
+struct kvstore_key *psd_kvstore_key_find(struct psched_kvstore *kv,
+					 uint64_t key)
+{
+	return kvstore_find(kv, key);
+}
+
+struct kvstore_key *psd_kvstore_key_add(struct psched_kvstore *kv, uint64_t key)
 {
 	struct kvstore_key *k = calloc(1, sizeof(*k));
 
 	if (!k)
 		return NULL;
 	k->key = key;
+	psd_map_init(&k->rowst);
 	if (psd_map_put(&kv->keys, key, k)) {
 		free(k);
 		return NULL;
@@ -237,6 +243,12 @@ static int kvstore_check_key(struct psched_kvstore *kv, enum kvstore_call call,
 		return psd_set_errmsg(PSCHED_EUNKNOWNKEY,
 				      "%s of key %llu: the key was never "
 				      "initialised (call init first)",
+				      cn, (unsigned long long)key);
+	if (k->rows)
+		return psd_set_errmsg(-EINVAL,
+				      "%s of key %llu: a row-sparse key (push "
+				      "its rows, read them with "
+				      "row_sparse_pull)",
 				      cn, (unsigned long long)key);
 	es = psched_dtype_size((enum psched_dtype)k->dtype);
 	if (k->dtype != dtype)
@@ -498,7 +510,7 @@ static int kvstore_record(struct psched_kvstore *kv, const uint64_t *keys,
 					(unsigned long long)keys[i]);
 			memcpy(v, vals[i], (size_t)lens[i]);
 		}
-		k = kvstore_add(kv, keys[i]);
+		k = psd_kvstore_key_add(kv, keys[i]);
 		if (!k) {
 			free(v);
 			return psd_set_errmsg(-ENOMEM, "init: no memory");

@@ -37,7 +37,11 @@ struct kvstore_key {
 	uint64_t key;
 	uint8_t dtype;
 	uint64_t nbytes;
-	uint8_t *value; /* "local": the stored value */
+	uint8_t *value; /* "local": the stored value (row-sparse: the table) */
+	uint64_t rows;	/* row-sparse keys (kvstore_rows.c): rows, else 0 */
+	uint64_t width; /* elements per row */
+	struct psd_map rowst; /* "local" row-sparse: row -> optimizer state */
+	unsigned rowst_ns;    /* state arrays per element in rowst */
 	struct kvstore_op **ops;
 	unsigned nops;
 	unsigned ops_cap;
@@ -53,8 +57,17 @@ struct psched_kvstore {
 	pthread_cond_t cond;	/* an op became done */
 	struct psd_map keys;	/* key -> struct kvstore_key */
 	struct psd_updater upd; /* "local" */
+	bool opt_set;		/* an optimizer was set (and not removed) */
 };
 
+/* kvstore.c, lock held: the entry of @key (NULL if none); a new, empty
+ * entry for @key (absent so far), or NULL for no memory. */
+struct kvstore_key *psd_kvstore_key_find(struct psched_kvstore *kv,
+					 uint64_t key);
+struct kvstore_key *psd_kvstore_key_add(struct psched_kvstore *kv,
+					uint64_t key);
+/* kvstore_rows.c: free what a row-sparse key holds beyond the entry. */
+void psd_kvstore_rows_fini(struct kvstore_key *k);
 /* kvstore.c: drop a reference to @op (freed with the last). */
 void psd_kvstore_op_put(struct kvstore_op *op);
 /* kvstore_life.c: rank 0 configures the servers (sync mode @mode, or the

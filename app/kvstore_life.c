@@ -5,9 +5,11 @@
  * optimizer or updater, destroy, accessors, and the server/scheduler
  * side of a KVStore program.  Calls and waits are in kvstore.c.
  */
+#include <ctype.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "internal.h"
 #include "psched/kvstore.h"
@@ -45,8 +47,13 @@ int psched_kvstore_set_optimizer(struct psched_kvstore *kv,
 	if (ret)
 		return ret;
 	if (kv->kind == KVSTORE_LOCAL)
-		return psd_upd_set_optimizer(&kv->upd, opt);
-	return psd_kvstore_configure(kv, NULL, opt);
+		ret = psd_upd_set_optimizer(&kv->upd, opt);
+	else
+		ret = psd_kvstore_configure(kv, NULL, opt);
+	if (!ret)
+		kv->opt_set = opt->name && *opt->name &&
+			      strcmp(opt->name, "none") != 0;
+	return ret;
 }
 
 int psched_kvstore_set_updater(struct psched_kvstore *kv, psched_updater_fn *fn,
@@ -83,8 +90,9 @@ static int kvstore_parse_type(const char *type, enum kvstore_kind *kind)
 	};
 	size_t i;
 
+	/* MXNet lower-cases the name first ("Local", "DIST_SYNC"). */
 	for (i = 0; type && i < PSD_ARRAY_SIZE(types); i++) {
-		if (!strcmp(type, types[i].name)) {
+		if (!strcasecmp(type, types[i].name)) {
 			*kind = types[i].kind;
 			return 0;
 		}
@@ -131,6 +139,7 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 	struct psched_kvstore *kv;
 	pthread_condattr_t ca;
 	enum kvstore_kind kind = KVSTORE_LOCAL;
+	size_t i;
 	int ret;
 
 	ret = kvstore_parse_type(type, &kind);
@@ -141,6 +150,8 @@ int psched_kvstore_create(const char *type, const struct psched_cfg *cfg,
 		return psd_set_errmsg(-ENOMEM, "no memory for a KVStore");
 	kv->kind = kind;
 	snprintf(kv->type, sizeof(kv->type), "%s", type);
+	for (i = 0; kv->type[i]; i++) /* MXNet's type is the lower-cased name */
+		kv->type[i] = (char)tolower((unsigned char)kv->type[i]);
 	kv->nworkers = 1;
 	pthread_mutex_init(&kv->lock, NULL);
 	pthread_condattr_init(&ca);
@@ -172,6 +183,7 @@ static void kvstore_key_free(void *val, void *arg)
 	for (j = 0; j < k->nops; j++)
 		psd_kvstore_op_put(k->ops[j]);
 	free(k->ops);
+	psd_kvstore_rows_fini(k);
 	free(k->value);
 	free(k);
 }

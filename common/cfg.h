@@ -82,6 +82,11 @@ struct psched_cfg {
 	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
 	int caller_rx;		  /* PS_CALLER_RX: 0 | 1 (worker) */
 	int sender_nice; /* PS_SENDER_NICE -20..19 (worker), 0 = inherited */
+	/* Metrics (docs/metrics.md), read by the scheduler. */
+	unsigned metrics_port;	      /* PS_METRICS_PORT 0..65535, 0 = off */
+	char metrics_addr[64];	      /* PS_METRICS_ADDR: address to bind */
+	char metrics_file[256];	      /* PS_METRICS_FILE: JSON lines, "" off */
+	unsigned metrics_interval_ms; /* PS_METRICS_INTERVAL (s) */
 };
 
 /* Fill @cfg (caller storage) with the defaults of every option. */

@@ -22,6 +22,7 @@ enum psd_opt_kind {
 	PSD_OPT_RMSPROP,
 	PSD_OPT_ADAGRAD,
 	PSD_OPT_SIGNUM,
+	PSD_OPT_TEST, /* MXNet's test optimizer: w += rescale_grad * g */
 	PSD_OPT_COUNT,
 };
 

@@ -14,10 +14,10 @@ static const char *const opt_names[PSD_OPT_COUNT] = {
 	[PSD_OPT_SGD] = "sgd",	       [PSD_OPT_NAG] = "nag",
 	[PSD_OPT_ADAM] = "adam",       [PSD_OPT_ADAMW] = "adamw",
 	[PSD_OPT_RMSPROP] = "rmsprop", [PSD_OPT_ADAGRAD] = "adagrad",
-	[PSD_OPT_SIGNUM] = "signum",
+	[PSD_OPT_SIGNUM] = "signum",   [PSD_OPT_TEST] = "test",
 };
 
-#define OPT_NAME_LIST "sgd, nag, adam, adamw, rmsprop, adagrad, signum"
+#define OPT_NAME_LIST "sgd, nag, adam, adamw, rmsprop, adagrad, signum, test"
 
 int psd_opt_kind_of(const char *name)
 {
@@ -157,6 +157,8 @@ static int opt_check_own(const struct psched_optimizer *o, int kind,
 					      "NaN",
 					      nm);
 		break;
+	case PSD_OPT_TEST:
+		return 0;
 	default:
 		break;
 	}
@@ -182,9 +184,10 @@ int psched_optimizer_check(const struct psched_optimizer *o)
 				      "(supported: " OPT_NAME_LIST ")",
 				      o->name);
 	nm = opt_names[kind];
-	if (!isfinite(o->learning_rate) || o->learning_rate < 0)
+	/* MXNet takes any learning rate (a negative one ascends). */
+	if (!isfinite(o->learning_rate))
 		return opt_bad(nm, "learning_rate", o->learning_rate,
-			       "a finite number >= 0");
+			       "a finite number");
 	if (!isfinite(o->wd) || o->wd < 0)
 		return opt_bad(nm, "wd", o->wd, "a finite number >= 0");
 	if (!isfinite(o->rescale_grad) || o->rescale_grad <= 0)
@@ -281,6 +284,10 @@ void psd_opt_step(const struct psd_opt_params *p, double *w, double g,
 		  double *s, uint32_t t)
 {
 	g *= p->rescale;
+	if (p->kind == PSD_OPT_TEST) { /* MXNet 1.x: no lr, wd or clipping */
+		*w += g;
+		return;
+	}
 	if (p->clip > 0)
 		g = fmin(fmax(g, -p->clip), p->clip);
 	switch (p->kind) {

@@ -515,16 +515,56 @@ static void po_closed(void *arg, struct psd_conn *c, int err)
 	}
 }
 
+/*
+ * Heartbeat thread, n->lock not held: this node's counters for the
+ * scheduler's metrics (docs/metrics.md); @lat holds @ns's latency array.
+ */
+static void po_heartbeat_stats(struct psched_node *n, Psched__NodeStats *ns,
+			       uint64_t *lat)
+{
+	struct psched_stats st;
+	int dead;
+
+	psched_node_stats(n, &st);
+	ns->tx_bytes = st.tx_bytes;
+	ns->rx_bytes = st.rx_bytes;
+	ns->tx_msgs = st.tx_msgs;
+	ns->rx_msgs = st.rx_msgs;
+	ns->stored_bytes = st.stored_bytes;
+	ns->alloc_bytes = st.alloc_bytes;
+	ns->chunks_started = st.chunks_started;
+	ns->max_in_flight_bytes = st.max_in_flight_bytes;
+	ns->credit_bytes = st.credit_bytes;
+	ns->config_epoch = st.config_epoch;
+	ns->requests_in_flight = st.requests_in_flight;
+	ns->in_flight_bytes = st.in_flight_bytes;
+	ns->requests_ok = st.requests_ok;
+	ns->errors_timeout = st.errors_timeout;
+	ns->errors_node_dead = st.errors_node_dead;
+	ns->errors_remote = st.errors_remote;
+	ns->errors_shutdown = st.errors_shutdown;
+	ns->errors_other = st.errors_other;
+	memcpy(lat, st.latency_count, sizeof(st.latency_count));
+	ns->n_latency_count = PSCHED_LATENCY_BUCKETS;
+	ns->latency_count = lat;
+	ns->latency_sum_us = st.latency_sum_us;
+	dead = psched_num_dead_nodes(n, PSCHED_GROUP_ALL);
+	ns->dead_peers = dead > 0 ? (uint32_t)dead : 0;
+}
+
 /* Heartbeat thread: one beat per interval until psd_po_stop(). */
 static void *po_heartbeat_main(void *arg)
 {
 	struct psched_node *n = arg;
 	Psched__Heartbeat hb = PSCHED__HEARTBEAT__INIT;
+	Psched__NodeStats ns = PSCHED__NODE_STATS__INIT;
 	Psched__Control m = PSCHED__CONTROL__INIT;
+	uint64_t lat[PSCHED_LATENCY_BUCKETS];
 	struct timespec ts;
 
 	m.body_case = PSCHED__CONTROL__BODY_HEARTBEAT;
 	m.heartbeat = &hb;
+	hb.stats = &ns;
 	pthread_mutex_lock(&n->lock);
 	while (!n->hb_stop) {
 		psd_deadline(&ts, n->cfg.heartbeat_interval_ms);
@@ -532,6 +572,7 @@ static void *po_heartbeat_main(void *arg)
 		if (n->hb_stop || !n->sched || atomic_load(&n->sched->closed))
 			continue;
 		pthread_mutex_unlock(&n->lock);
+		po_heartbeat_stats(n, &ns, lat);
 		hb.time_us = psd_now_us();
 		psd_node_send_sched(n, &m);
 		pthread_mutex_lock(&n->lock);

@@ -520,6 +520,7 @@ static void van_accept_all(struct psd_van *van, struct psd_listener *lis)
 		c = van_conn_alloc(van, lis->ops);
 		if (!c)
 			return;
+		psd_set_errmsg(0, "%s", ""); /* the transport may say why */
 		ret = lis->ops->accept(lis, c);
 		if (ret) {
 			psd_conn_put(c);
@@ -531,8 +532,10 @@ static void van_accept_all(struct psd_van *van, struct psd_listener *lis)
 					   &skipped))
 				psd_warn("accept failed: %s (%u more in the "
 					 "last %u s)",
-					 psched_strerror(ret), skipped,
-					 VAN_RL_MS / 1000);
+					 psched_errmsg()[0]
+						 ? psched_errmsg()
+						 : psched_strerror(ret),
+					 skipped, VAN_RL_MS / 1000);
 			return;
 		}
 		c->born_ms = psd_now_ms();

@@ -356,6 +356,9 @@ unsigned psched_dtype_size(enum psched_dtype dtype);
  * "?" for a value outside the enum. */
 const char *psched_dtype_name(enum psched_dtype dtype);
 
+/* Request latency buckets of struct psched_stats (docs/metrics.md). */
+#define PSCHED_LATENCY_BUCKETS	 20
+#define PSCHED_LATENCY_BUCKET_US 16
 /* Bytes moved so far by this node (payload only), for tools. */
 struct psched_stats {
 	uint64_t tx_bytes;
@@ -372,6 +375,23 @@ struct psched_stats {
 	/* worker: psched_wait()s whose answer this thread read itself
 	 * (PS_CALLER_RX) */
 	uint64_t caller_rx_waits;
+	/* worker: requests registered and not done, and push bytes holding
+	 * credit now */
+	uint64_t requests_in_flight;
+	uint64_t in_flight_bytes;
+	/* worker: requests done, by outcome (docs/metrics.md) */
+	uint64_t requests_ok;
+	uint64_t errors_timeout;   /* -ETIMEDOUT */
+	uint64_t errors_node_dead; /* PSCHED_ENODEDEAD */
+	uint64_t errors_remote;	   /* PSCHED_EREMOTE: a server refused */
+	uint64_t errors_shutdown;  /* PSCHED_ESHUTDOWN */
+	uint64_t errors_other;
+	/* worker: request latency, registration to completion; bucket i
+	 * counts requests that took at most PSCHED_LATENCY_BUCKET_US << i
+	 * microseconds (and more than the bucket below), the last one the
+	 * rest */
+	uint64_t latency_count[PSCHED_LATENCY_BUCKETS];
+	uint64_t latency_sum_us;
 };
 void psched_node_stats(const struct psched_node *node,
 		       struct psched_stats *out);

@@ -32,13 +32,13 @@ struct psd_autotune {
 	struct psd_tuner *t;
 	struct at_worker *w;
 	unsigned slots;
-	struct psd_tuner_config cur; /* what the tuner wants run */
-	bool want;		     /* cur not committed yet */
-	uint32_t epoch;		     /* switch carrying cur; 0: none */
-	bool gated;		     /* a config of ours is in force */
-	uint64_t gate;		     /* ...from this step */
-	uint64_t last_step;	     /* last step reported to the tuner */
-	uint64_t samples;	     /* tuner samples already shown */
+	struct psd_tuner_config cur;  /* what the tuner wants run */
+	bool want;		      /* cur not committed yet */
+	struct psd_cfg_proposal prop; /* cur, as handed to the switch */
+	bool gated;		      /* a config of ours is in force */
+	uint64_t gate;		      /* ...from this step */
+	uint64_t last_step;	      /* last step reported to the tuner */
+	uint64_t samples;	      /* tuner samples already shown */
 	uint64_t quiet_ms; /* config running, no window reported since */
 	enum psd_tuner_phase phase;
 	unsigned search; /* the tuner's search number last shown */
@@ -204,10 +204,8 @@ static void at_try_report(struct psd_autotune *at)
 			 "failed: %s",
 			 step, 1.0 / slowest, psched_strerror(ret));
 	at_show(at);
-	if (changed) {
+	if (changed)
 		at->want = true;
-		at->epoch = 0;
-	}
 }
 
 /* The slowest live worker finished the step before the gate: the
@@ -254,10 +252,8 @@ void psd_autotune_tick(struct psd_autotune *at, uint64_t now_ms)
 		     secs, at->gate);
 	at->quiet_ms = now_ms;
 	at_show(at);
-	if (changed) {
+	if (changed)
 		at->want = true;
-		at->epoch = 0;
-	}
 }
 
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
@@ -338,31 +334,14 @@ void psd_autotune_finish(struct psd_autotune *at)
 		     best.partition_bytes, best.credit_bytes, score);
 }
 
-bool psd_autotune_wanted(const struct psd_autotune *at, uint64_t *part,
-			 uint64_t *credit)
+static void at_settled(struct psd_cfg_proposal *p, bool committed,
+		       uint32_t epoch, uint64_t from)
 {
-	if (!at || !at->want || at->epoch)
-		return false;
-	*part = at->cur.partition_bytes;
-	*credit = at->cur.credit_bytes;
-	return true;
-}
+	struct psd_autotune *at =
+		psd_container_of(p, struct psd_autotune, prop);
 
-void psd_autotune_proposed(struct psd_autotune *at, uint32_t epoch)
-{
-	if (at && at->want)
-		at->epoch = epoch;
-}
-
-void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
-			   bool committed, uint64_t from)
-{
-	if (!at || !at->want || !at->epoch || epoch != at->epoch)
-		return;
-	if (!committed) {
-		at->epoch = 0; /* propose it again */
-		return;
-	}
+	if (!committed || !at->want)
+		return; /* called off: still wanted, proposed again */
 	at->want = false;
 	at->gated = true;
 	at->gate = from;
@@ -371,4 +350,20 @@ void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
 	psd_info("autotune: tuner config %" PRIu64 " is config epoch %u "
 		 "from step %" PRIu64,
 		 at->cur.epoch, epoch, from);
+}
+
+struct psd_cfg_proposal *psd_autotune_proposal(struct psd_autotune *at)
+{
+	if (!at || !at->want)
+		return NULL;
+	at->prop.part = at->cur.partition_bytes;
+	at->prop.credit = at->cur.credit_bytes;
+	at->prop.settled = at_settled;
+	return &at->prop;
+}
+
+const char *psd_autotune_phase(const struct psd_autotune *at, uint64_t *samples)
+{
+	*samples = psd_tuner_samples(at->t);
+	return psd_tuner_phase_name(psd_tuner_phase(at->t));
 }

@@ -33,7 +33,7 @@ void psd_autotune_destroy(struct psd_autotune *at);
  * time of @step_time_s, and its conditions (0: unknown): link rate
  * @link_bps (@link_floor: only a floor), its paths' minimum round trip
  * @min_rtt_s, compute time per step @compute_s.  May complete a sample
- * and make the tuner want a new config (psd_autotune_wanted()).
+ * and make the tuner want a new config (psd_autotune_proposal()).
  */
 void psd_autotune_metrics(struct psd_autotune *at, unsigned slot, uint64_t step,
 			  double step_time_s, double link_bps, bool link_floor,
@@ -56,16 +56,23 @@ void psd_autotune_worker_gone(struct psd_autotune *at, unsigned slot);
 void psd_autotune_finish(struct psd_autotune *at);
 
 /*
- * The config the tuner wants and nobody proposed yet: true and the
- * sizes, or false.
+ * A config someone wants run, handed to the scheduler's config switch
+ * (cfgswitch.c), which settles it exactly once: committed from step
+ * @from as config @epoch, or called off (@committed false; it may be
+ * handed over again).
  */
-bool psd_autotune_wanted(const struct psd_autotune *at, uint64_t *part,
-			 uint64_t *credit);
-/* The scheduler proposed the wanted config as switch @epoch. */
-void psd_autotune_proposed(struct psd_autotune *at, uint32_t epoch);
-/* Switch @epoch committed from step @from, or (@committed false) was
- * called off: then the wanted config is proposed again. */
-void psd_autotune_switched(struct psd_autotune *at, uint32_t epoch,
-			   bool committed, uint64_t from);
+struct psd_cfg_proposal {
+	uint64_t part, credit;
+	void (*settled)(struct psd_cfg_proposal *p, bool committed,
+			uint32_t epoch, uint64_t from);
+};
+
+/* The config the tuner wants committed, or NULL when it wants none. */
+struct psd_cfg_proposal *psd_autotune_proposal(struct psd_autotune *at);
+
+/* The tuner's phase ("warmup", "explore", "locked", "retune") and in
+ * @samples the samples it completed. */
+const char *psd_autotune_phase(const struct psd_autotune *at,
+			       uint64_t *samples);
 
 #endif

@@ -44,14 +44,25 @@ static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
 	}
 }
 
+/* The switch closed: tell whoever proposed its config how it ended. */
+static void sched_cfg_settle(struct psd_sched *s, bool committed, uint64_t from)
+{
+	struct psd_cfg_proposal *p = s->sw.prop;
+
+	s->sw.open = false;
+	s->sw.prop = NULL;
+	if (p)
+		p->settled(p, committed, s->sw.epoch, from);
+}
+
 /* Call the open switch off: ABORT to the workers that saw its PREPARE. */
 static void sched_cfg_abort(struct psched_node *n)
 {
 	struct psd_sched *s = psd_sched_of(n);
 
-	s->sw.open = false;
+	s->switches_aborted++;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__ABORT, 0, false);
-	psd_autotune_switched(s->at, s->sw.epoch, false, 0);
+	sched_cfg_settle(s, false, 0);
 }
 
 /*
@@ -86,17 +97,22 @@ void psd_sched_cfg_check(struct psched_node *n)
 	if (from <= s->last_apply_step)
 		from = s->last_apply_step + 1;
 	s->last_apply_step = from;
-	s->sw.open = false;
+	s->cur_epoch = s->sw.epoch;
+	s->cur_part = s->sw.part;
+	s->cur_credit = s->sw.credit;
+	s->switches_committed++;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
-	psd_autotune_switched(s->at, s->sw.epoch, true, from);
 	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
 		 "from step %llu",
 		 s->sw.epoch, (unsigned long long)s->sw.part,
 		 (unsigned long long)s->sw.credit, (unsigned long long)from);
+	sched_cfg_settle(s, true, from);
 }
 
-int psd_sched_propose_config(struct psched_node *n, uint64_t part,
-			     uint64_t credit)
+/* Open a switch to @part/@credit on behalf of @p (settled when it
+ * closes, which may be inside this call), or of nobody. */
+static int sched_propose(struct psched_node *n, uint64_t part, uint64_t credit,
+			 struct psd_cfg_proposal *p)
 {
 	struct psd_sched *s = psd_sched_of(n);
 
@@ -105,6 +121,7 @@ int psd_sched_propose_config(struct psched_node *n, uint64_t part,
 	if (s->sw.open)
 		return -EBUSY;
 	s->sw.open = true;
+	s->sw.prop = p;
 	s->sw.epoch = ++s->last_epoch;
 	s->sw.part = part;
 	s->sw.credit = credit;
@@ -113,6 +130,12 @@ int psd_sched_propose_config(struct psched_node *n, uint64_t part,
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
 	psd_sched_cfg_check(n); /* no live worker: called off at once */
 	return 0;
+}
+
+int psd_sched_propose_config(struct psched_node *n, uint64_t part,
+			     uint64_t credit)
+{
+	return sched_propose(n, part, credit, NULL);
 }
 
 void psd_sched_on_config_ack(struct psched_node *n, struct sched_node *sn,
@@ -158,21 +181,20 @@ void psd_sched_cfg_timeout(struct psched_node *n)
 void psd_sched_autotune_kick(struct psched_node *n)
 {
 	struct psd_sched *s = psd_sched_of(n);
-	uint64_t part, credit;
+	struct psd_cfg_proposal *p;
 	unsigned i;
 
-	if (!s->at || s->sw.open || s->shutdown_sent || !s->table_sent ||
-	    !psd_autotune_wanted(s->at, &part, &credit))
+	if (!s->at || s->sw.open || s->shutdown_sent || !s->table_sent)
+		return;
+	p = psd_autotune_proposal(s->at);
+	if (!p)
 		return;
 	/* Without a live worker the switch would only be called off. */
 	for (i = 0; i < s->cap && !psd_sched_is_live_worker(&s->nodes[i]); i++)
 		;
 	if (i == s->cap)
 		return;
-	/* The switch may close inside the call: name its epoch first. */
-	psd_autotune_proposed(s->at, s->last_epoch + 1);
-	if (psd_sched_propose_config(n, part, credit))
-		psd_autotune_proposed(s->at, 0);
+	(void)sched_propose(n, p->part, p->credit, p);
 }
 
 void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
@@ -180,7 +202,17 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 {
 	struct psd_sched *s = psd_sched_of(n);
 
-	if (sn->role != PSCHED_ROLE_WORKER || !s->at)
+	if (sn->role != PSCHED_ROLE_WORKER)
+		return;
+	sn->has_step = true;
+	sn->step.step = m->step;
+	sn->step.step_time_s = m->step_time_s;
+	sn->step.compute_s = m->compute_s;
+	sn->step.link_bps = m->link_bytes_per_s;
+	sn->step.min_rtt_s = m->min_rtt_s;
+	sn->step.pushed = m->bytes_pushed;
+	sn->step.pulled = m->bytes_pulled;
+	if (!s->at)
 		return;
 	psd_debug("%s: metrics step %llu, %.6f s per step, epoch %u, link "
 		  "%.4g B/s%s, min rtt %.6f s, compute %.6f s",

@@ -10,6 +10,7 @@
 
 #include "node.h"
 #include "autotune.h"
+#include "metrics.h"
 
 struct sched_node {
 	struct psd_conn *conn;
@@ -28,6 +29,13 @@ struct sched_node {
 	bool closed;
 	uint32_t acked_epoch; /* last config PREPARE it answered */
 	char desc[96];
+	/* For the metrics (metrics.h): the counters of its last heartbeat
+	 * and, for a worker, its last step report. */
+	bool has_stats;
+	struct psched_stats stats;
+	uint32_t dead_peers;
+	bool has_step;
+	struct psd_metrics_step step;
 };
 
 /* One config switch in progress (two phases, see proto/psched.proto). */
@@ -38,6 +46,7 @@ struct sched_cfg_switch {
 	uint64_t credit;
 	uint64_t max_step; /* highest step any worker acked */
 	uint64_t deadline_ms;
+	struct psd_cfg_proposal *prop; /* whose config it carries, or NULL */
 };
 
 #define SCHED_CYCLE_MAX 32
@@ -77,6 +86,14 @@ struct psd_sched {
 	struct sched_cfg_switch sw;
 	struct sched_cycle cycle;
 	struct psd_autotune *at; /* --autotune, else NULL */
+	/* The config in force (the last committed) and what happened. */
+	uint32_t cur_epoch;
+	uint64_t cur_part;
+	uint64_t cur_credit;
+	uint64_t switches_committed;
+	uint64_t switches_aborted;
+	uint64_t declared_dead;
+	struct psd_metrics *met; /* --metrics-port / --metrics-file, or NULL */
 };
 
 static inline struct psd_sched *psd_sched_of(struct psched_node *n)
@@ -86,6 +103,13 @@ static inline struct psd_sched *psd_sched_of(struct psched_node *n)
 
 /* Send @m to one registered node (errors show up as a closed connection). */
 void psd_sched_send(struct sched_node *sn, const Psched__Control *m);
+
+/* metrics_sched.c: the node's counters from a heartbeat. */
+void psd_sched_on_heartbeat(struct sched_node *sn, const Psched__Heartbeat *hb);
+/* Van thread, each tick: publish the metrics when due. */
+void psd_sched_metrics_tick(struct psched_node *n, uint64_t now);
+/* Start serving (scheduler start); 0 or -errno with psched_errmsg(). */
+int psd_sched_metrics_start(struct psched_node *n);
 
 /* cfgswitch.c */
 bool psd_sched_is_live_worker(const struct sched_node *sn);

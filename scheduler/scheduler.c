@@ -147,6 +147,7 @@ static void sched_declare_dead(struct psched_node *n, struct sched_node *sn,
 	if (sn->dead)
 		return;
 	sn->dead = true;
+	s->declared_dead++;
 	snprintf(reason, sizeof(reason), "%s %s", sn->desc, why);
 	psd_err("declaring %s", reason);
 	if (sn->role == PSCHED_ROLE_WORKER)
@@ -414,6 +415,7 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 	sn->last_seen_ms = psd_now_ms();
 	switch (m->body_case) {
 	case PSCHED__CONTROL__BODY_HEARTBEAT:
+		psd_sched_on_heartbeat(sn, m->heartbeat);
 		break;
 	case PSCHED__CONTROL__BODY_BARRIER:
 		sched_barrier_arrive(n, sn, m->barrier);
@@ -514,6 +516,7 @@ static void sched_tick(void *arg)
 	unsigned i, open = 0;
 	char why[96];
 
+	psd_sched_metrics_tick(n, now);
 	if (s->done)
 		return;
 	if (!s->table_sent) {
@@ -556,6 +559,7 @@ static void sched_free(struct psched_node *n)
 		free(s->barriers[g].seqs);
 	}
 	psd_autotune_destroy(s->at);
+	psd_metrics_destroy(s->met);
 	free(s->nodes);
 	free(s);
 	n->role_state = NULL;
@@ -597,6 +601,8 @@ static int sched_alloc(struct psched_node *n)
 		if (ret)
 			return ret;
 	}
+	s->cur_part = n->cfg.partition_bytes;
+	s->cur_credit = n->cfg.credit_bytes;
 	s->start_ms = psd_now_ms();
 	return 0;
 }
@@ -631,6 +637,9 @@ static int sched_start(struct psched_node *n)
 	snprintf(la.host, sizeof(la.host), "0.0.0.0");
 	n->id = 0;
 	n->rank = 0;
+	ret = psd_sched_metrics_start(n);
+	if (ret)
+		return ret;
 	ret = psd_van_create(&vo, &cb, &n->van);
 	if (ret)
 		return ret;

@@ -20,7 +20,8 @@ pkgs=(gcc g++ make pkg-config libc6-dev dpkg-dev
       iproute2 procps libcap2-bin python3 python3-numpy python3-yaml gnuplot-nox
       openssh-server openssh-client
       clang libclang-rt-14-dev   # make fuzz: libFuzzer (tests/fuzz/)
-      clang-format)              # tests/static/test_format.sh
+      clang-format               # tests/static/test_format.sh
+      prometheus)                # test_metrics.sh: prometheus, promtool
 if [ "${1:-}" = --for ]; then
 	case ${2:-} in
 	torch) pkgs=(python3-torch) ;;

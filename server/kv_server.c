@@ -17,13 +17,8 @@ static void kvs_conn_closed(struct psched_node *n, struct psd_conn *c)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_conn *kc = c->ctx;
-	struct psd_kvs_entry *e;
-	size_t pos = 0;
 
-	while ((e = psd_map_next(&s->entries, &pos, NULL)))
-		psd_kvs_drop_entry_waits(n, e, c, 0, NULL, false);
-	psd_kvs_kl_drop(n, c, 0, NULL);
-	psd_kvs_rows_drop(n, c, 0, NULL);
+	psd_kvs_families_drop(n, c, 0, NULL);
 	if (kc) {
 		psd_kvs_hold_free(s, kc->hold, kc->hold_len);
 		free(kc);
@@ -36,8 +31,6 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 			    const char *why)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_kvs_entry *e;
-	size_t pos = 0;
 
 	if (p->role != PSCHED_ROLE_WORKER || s->async)
 		return;
@@ -53,19 +46,7 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 			 "%s died (%s): sync steps cannot complete", p->desc,
 			 why);
 	pthread_mutex_unlock(&n->lock);
-	while ((e = psd_map_next(&s->entries, &pos, NULL)))
-		psd_kvs_drop_entry_waits(n, e, NULL, err, s->broken_msg, false);
-	psd_kvs_kl_drop(n, NULL, err, s->broken_msg);
-	psd_kvs_rows_drop(n, NULL, err, s->broken_msg);
-}
-
-static void kvs_entry_drop(void *val, void *arg)
-{
-	struct psched_node *n = arg;
-	struct psd_kvs_entry *e = val;
-
-	psd_kvs_drop_entry_waits(n, e, NULL, 0, NULL, false);
-	psd_kvs_entry_free(psd_kvs_of(n), e);
+	psd_kvs_families_drop(n, NULL, err, s->broken_msg);
 }
 
 static void kvs_destroy(struct psched_node *n)
@@ -74,13 +55,9 @@ static void kvs_destroy(struct psched_node *n)
 
 	if (!s)
 		return;
-	psd_map_clear(&s->entries, kvs_entry_drop, n);
-	psd_kvs_rows_fini(n);
-	psd_map_fini(&s->entries);
+	psd_kvs_families_fini(n);
 	psd_cfgtab_fini(&s->cfgs);
 	psd_kvs_states_drop(s);
-	psd_kvs_kl_drop(n, NULL, 0, NULL);
-	psd_kvs_kl_free(s);
 	free(s->cmp_buf);
 	psd_upd_fini(&s->upd);
 	free(s);

@@ -6,10 +6,16 @@
  * in; async: each push is applied at once) and answers pulls, queueing
  * early ones until their version exists.
  *
- *   kvs_store.c    entries: create, find, free, memory accounting
+ *   kvs_rx.c       the request pipeline: every request's header checks
+ *                  and its family (struct psd_kvs_family); the dense
+ *                  family's push/pull/init
+ *   kvs_store.c    dense entries: create, find, free, memory accounting
  *   kvs_step.c     the open step: layout, sum, updater, version bump
- *   kvs_rx.c       incoming requests: header checks, push/pull/init
- *   kvs_reply.c    replies and the wait queues (pulls by priority)
+ *   kvs_reply.c    answers, refusals and the wait queues of every family
+ *                  (pulls by priority, held early pushes)
+ *   kvs_keylist.c  the key-list family (kvs_kl.h: kvs_klstore.c and
+ *                  kvs_klapply.c its store)
+ *   kvs_rows.c     the row-sparse family (kvs_rowtab.c its tables)
  *   kv_server.c    role glue: attach, destroy, stats, config, command
  *   kvs_states.c   optimizer state dump/load commands
  *
@@ -34,7 +40,8 @@ struct psd_kvs_wait {
 	struct psd_conn *conn; /* holds a reference */
 	struct psd_hdr h;      /* the request */
 	uint64_t want;	       /* version that answers it */
-	void *buf;	       /* held push payload (early step), owned */
+	void *buf;	       /* held payload or the pull's ids, owned */
+	uint64_t held;	       /* bytes of buf counted in parked_bytes */
 };
 
 struct psd_kvs_entry {
@@ -68,18 +75,51 @@ struct psd_kvs_entry {
 
 struct kvs_rows;
 struct psd_kvs_rows;
+struct psd_kvs_conn;
+
+/*
+ * A request family: dense tensors (kvs_rx.c), key lists (kvs_keylist.c)
+ * or row-sparse tables (kvs_rows.c), picked by the header's flags.  The
+ * pipeline (psd_kvs_rx_header(), psd_kvs_rx_data()) checks that a
+ * request comes from a worker and fits PS_MAX_TENSOR_BYTES and resets
+ * the connection's state; the family decodes the rest of the header,
+ * folds the payload into its store and answers.  Van thread.
+ */
+struct psd_kvs_family {
+	uint8_t flag;	  /* header flag that picks it; 0: dense */
+	const char *noun; /* in refusals: "key", "row-sparse key" */
+	const char *obj;  /* what h->total measures: "tensor", "table" */
+	/* Header checked by the pipeline: 0, the payload goes to *@dst
+	 * (NULL: the scratch buffer) and ->data runs; PSD_RX_DISCARD:
+	 * refused and answered; -errno drops the connection. */
+	int (*header)(struct psched_node *n, struct psd_conn *c,
+		      struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		      void **dst);
+	/* The payload of a request ->header accepted is in. */
+	void (*data)(struct psched_node *n, struct psd_conn *c,
+		     struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		     void *payload);
+	/* Drop the waits of @c (all when NULL), answering @err unless 0. */
+	void (*drop)(struct psched_node *n, struct psd_conn *c, int err,
+		     const char *why);
+	/* Free the family's state (the node goes). */
+	void (*fini)(struct psched_node *n);
+};
+
+extern const struct psd_kvs_family psd_kvs_dense, psd_kvs_keylist,
+	psd_kvs_rowsparse;
 
 /* What the header hook decided for the message now being received. */
 struct psd_kvs_conn {
+	const struct psd_kvs_family *fam; /* accepted at its header */
 	struct psd_kvs_entry *e;
 	struct kvs_rows *rows; /* a row-sparse request (kvs_rows.c) */
 	int wrank;
 	bool direct;	   /* payload went straight into e->merge */
 	void *hold;	   /* payload buffer of an early push, owned */
 	uint64_t hold_len; /* its bytes, counted in parked_bytes */
-	bool kl;	   /* a key-list request accepted at its header */
-	void *kl_own;	   /* its payload buffer, when the store may adopt
-			    * it (kvs_klstore.c psd_kl_rxbuf()) */
+	void *kl_own;	   /* a key list's payload buffer, when the store
+			    * may adopt it (kvs_klstore.c psd_kl_rxbuf()) */
 };
 
 struct psd_kvs {
@@ -133,6 +173,9 @@ void psd_kvs_entry_free(struct psd_kvs *s, struct psd_kvs_entry *e);
  * use. */
 bool psd_kvs_has_steps(const struct psd_kvs *s);
 
+/* @buf (*@cap bytes, malloc'd) or a larger one with room for @len (never NULL
+ * but out of memory, @buf then unchanged). */
+void *psd_kvs_room(void *buf, uint64_t *cap, uint64_t len);
 /* Free a held early-push payload of @len bytes and uncount it. */
 void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len);
 /* Bytes of early pushes this server may hold now. */
@@ -180,6 +223,11 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 			bool acked);
 
 /* kvs_reply.c */
+/* The header answering @req: @type from this node, with @status, @flags
+ * and @length payload bytes. */
+struct psd_hdr psd_kvs_answer_hdr(const struct psched_node *n,
+				  const struct psd_hdr *req, uint8_t type,
+				  int status, uint8_t flags, uint64_t length);
 /* The push's bytes are here: give the worker its credit back. */
 void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
 		      const struct psd_hdr *req);
@@ -207,49 +255,53 @@ void psd_kvs_send_error(struct psched_node *n, struct psd_conn *c,
 			const struct psd_hdr *req, int err, const char *why,
 			bool fatal);
 /* Queue @h on @list until version @want (or its chunk) exists; @buf, if
- * not NULL, is a held payload the wait owns on 0. */
+ * not NULL, is a payload the wait owns on 0, @held of its bytes counted
+ * in parked_bytes. */
 int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
-		       const struct psd_hdr *h, uint64_t want, void *buf);
+		       const struct psd_hdr *h, uint64_t want, void *buf,
+		       uint64_t held);
+/* Free @w (off its list) and its buffer. */
+void psd_kvs_wait_free(struct psd_kvs *s, struct psd_kvs_wait *w);
+/* Off @list: the pull of the smallest priority (ties: the first to come)
+ * that version @version answers, or NULL. */
+struct psd_kvs_wait *psd_kvs_wait_pull(struct psd_list *list, uint64_t version);
+/* Off @list: the first wait for step @step (a held push), or NULL. */
+struct psd_kvs_wait *psd_kvs_wait_step(struct psd_list *list, uint64_t step);
+/* Drop every wait of @c on @list (all when @c is NULL), answering @err
+ * first unless it is 0 -- but held pushes, answered when held (a held
+ * pushpull still owes its pull answer). */
+void psd_kvs_drop_waits(struct psched_node *n, struct psd_list *list,
+			struct psd_conn *c, int err, const char *why);
+/* May pull @h of a key at @version be answered now (1: its step is
+ * applied, or async)?  0: it waits; a worker died, so it would wait for
+ * ever: refused here, the error returned. */
+int psd_kvs_pull_ready(struct psched_node *n, struct psd_conn *c,
+		       const struct psd_hdr *h, uint64_t version);
 /* Answer, in priority order, every queued pull the version now covers. */
 void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e);
 /* Chunk @idx of the open step is complete: answer its pushpulls. */
 void psd_kvs_answer_chunk(struct psched_node *n, struct psd_kvs_entry *e,
 			  uint64_t idx);
 /* Drop every wait of @e from @c (all when @c is NULL), answering @err
- * first unless it is 0: pulls, pushpulls waiting for a chunk, and (unless
- * @pulls_only) early pushes held for a later step. */
+ * first unless it is 0: pulls, pushpulls waiting for a chunk and early
+ * pushes held for a later step. */
 void psd_kvs_drop_entry_waits(struct psched_node *n, struct psd_kvs_entry *e,
-			      struct psd_conn *c, int err, const char *why,
-			      bool pulls_only);
+			      struct psd_conn *c, int err, const char *why);
 
-/* kvs_rx.c: the data hooks of struct psd_role_ops. */
+/* kvs_rx.c: the data hooks of struct psd_role_ops, and the families. */
 int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
 		      const struct psd_hdr *h, void **dst);
 void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 		     const struct psd_hdr *h, void *payload);
+/* Every family's ->drop, or (@fini) ->fini. */
+void psd_kvs_families_drop(struct psched_node *n, struct psd_conn *c, int err,
+			   const char *why);
+void psd_kvs_families_fini(struct psched_node *n);
 
-/* kvs_keylist.c: key lists (PSD_F_KEYLIST), van thread. */
-int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
-			 struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			 void **dst);
-void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
-			const struct psd_hdr *h, void *payload);
-/* Drop the key-list waits of @c (all when NULL), answering @err first
- * unless it is 0. */
-void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
-		     const char *why);
+/* kvs_klstore.c: free the key-list store (tests, ->fini). */
 void psd_kvs_kl_free(struct psd_kvs *s);
-/* kvs_rows.c: row-sparse keys (PSD_F_ROWS requests).  Van thread. */
-int psd_kvs_rows_rx_header(struct psched_node *n, struct psd_conn *c,
-			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			   void **dst);
-void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
-			  const struct psd_hdr *h, void *payload);
-/* Drop the waits of @c (every wait when NULL), answering @err unless 0. */
-void psd_kvs_rows_drop(struct psched_node *n, struct psd_conn *c, int err,
-		       const char *why);
+/* kvs_rows.c: is @key a row-sparse key here? */
 bool psd_kvs_rows_has(const struct psd_kvs *s, uint64_t key);
-void psd_kvs_rows_fini(struct psched_node *n);
 
 /* kv_server.c.  Van thread: apply a worker's ServerCommand, already
  * checked by server/command.c: @mode 0 unchanged, 1 sync, 2 async; @opt

@@ -52,8 +52,12 @@ uint64_t psd_kl_packed_len(const struct psd_hdr *h)
 	return h->length - (push ? h->span : 0) - (h->offset ? 0 : 4 * h->part);
 }
 
-int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
-		      struct psd_hdr *raw, const char **why)
+/* Request @h with packed keys, received at @own + 8n - P in a buffer
+ * from psd_kl_rxbuf(): unpack its keys to the front of @own so that the
+ * buffer holds the plain request that *@raw describes.  0, -EPROTO with
+ * *@why (nothing to store), -ENOMEM. */
+static int kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+			 void *own, struct psd_hdr *raw, const char **why)
 {
 	uint64_t sec = psd_kl_packed_len(h);
 	uint8_t *src = (uint8_t *)own + (h->part * 8 - sec);
@@ -95,11 +99,12 @@ static int kl_parse_packed(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 	return psd_klpack_unpack(p, psd_kl_packed_len(h), l->n, kl->ukeys, why);
 }
 
-/* Parse and check the payload of request @h; for pushes the values too.
- * 0 or -EPROTO with *@why. */
-int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		 const void *payload, unsigned esize, int wrank,
-		 struct psd_kl_list *l, const char **why)
+/* Parse and check request @h's payload (keys, lengths, values) into @l,
+ * or take the keys of the tagged list it names (PSD_F_KLCACHED) of worker
+ * @wrank.  0 or -EPROTO with *@why. */
+static int kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
+		    const void *payload, unsigned esize, int wrank,
+		    struct psd_kl_list *l, const char **why)
 {
 	static const uint64_t none; /* an empty message has no payload */
 	const uint8_t *p = payload ? payload : (const void *)&none;
@@ -177,14 +182,11 @@ int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
 static struct psd_hdr kl_answer(struct psched_node *n, const struct psd_hdr *h,
 				int type, uint64_t bytes)
 {
-	struct psd_hdr a = *h;
+	struct psd_hdr a = psd_kvs_answer_hdr(n, h, (uint8_t)type, 0,
+					      PSD_F_KEYLIST, bytes);
 
-	a.type = (uint8_t)type;
-	a.sender = n->id;
-	a.status = 0;
-	a.flags = PSD_F_KEYLIST;
 	a.offset = 0;
-	a.total = a.span = a.length = bytes;
+	a.total = a.span = bytes;
 	a.part = 0;
 	return a;
 }
@@ -262,21 +264,27 @@ static void kl_answer_list(struct psched_node *n, struct psd_conn *c,
 	psd_conn_send(c, &a, &iov, l.bytes ? 1 : 0);
 }
 
-/* Answer pull @h whose keys are in @payload (or cached, @wrank's). */
-static void kl_answer_pull(struct psched_node *n, struct psd_conn *c,
-			   const struct psd_hdr *h, const void *payload,
-			   int wrank)
+/* A plain copy of @l's keys (and lengths) followed by room for @extra
+ * bytes, or NULL (no memory); *@h, the request @l came with, then
+ * describes a request of that copy. */
+static uint8_t *kl_keys_copy(const struct psd_kl_list *l, uint64_t extra,
+			     struct psd_hdr *h)
 {
-	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
-	const char *why = "";
-	struct psd_kl_list l;
+	uint64_t len = l->n * (l->lens ? 12 : 8) + extra;
+	uint8_t *buf = malloc(len ? (size_t)len : 1);
 
-	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
-			 &why)) {
-		psd_kvs_reject(n, c, h, -EPROTO, why);
-		return;
+	if (!buf)
+		return NULL;
+	if (l->n) {
+		psd_kl_list_ready(l);
+		memcpy(buf, l->keys, (size_t)l->n * 8);
+		if (l->lens)
+			memcpy(buf + l->n * 8, l->lens, (size_t)l->n * 4);
 	}
-	kl_answer_list(n, c, h, &l);
+	h->length = len;
+	h->flags &= (uint8_t) ~(PSD_F_KLCACHED | PSD_F_KLPACKED);
+	h->epoch = 0;
+	return buf;
 }
 
 /* Pull @h of list @l waits for version h->step: keep a copy of its keys
@@ -285,32 +293,92 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 			 const struct psd_hdr *h, const struct psd_kl_list *l)
 {
 	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
-	uint64_t len = l->n * (l->lens ? 12 : 8);
 	struct psd_hdr wh = *h;
-	uint8_t *buf = malloc(len ? (size_t)len : 1);
+	uint8_t *buf = kl_keys_copy(l, 0, &wh);
 
-	/* the wait's header describes the copy: a pull of these keys */
-	wh.length = len;
-	wh.flags &= (uint8_t) ~(PSD_F_KLCACHED | PSD_F_KLPACKED);
-	wh.epoch = 0;
-	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf)) {
+	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf, 0)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
-		return;
 	}
-	if (!l->n)
-		return;
-	psd_kl_list_ready(l);
-	memcpy(buf, l->keys, (size_t)l->n * 8);
-	if (l->lens)
-		memcpy(buf + l->n * 8, l->lens, (size_t)l->n * 4);
 }
 
-static void kl_wait_free(struct psd_kvs_wait *w)
+/*
+ * Store the new keys of @l (checked) and add it to the open step: 0,
+ * PSCHED_ESIZE (key *@bad has another length here) or -errno, nothing
+ * stored.  *@whole: @l is the whole store.
+ */
+static int kl_store(struct psd_kvs *s, struct psd_kvs_kl *kl,
+		    const struct psd_kl_list *l, bool *whole, uint64_t *bad)
 {
-	psd_conn_put(w->conn);
-	free(w->buf);
-	free(w);
+	uint64_t nnew = 0, base = 0;
+	const uint32_t *idx = NULL;
+	bool added = false, run = false, was_empty = !kl->n;
+	int ret = 0;
+
+	*whole = psd_kl_is_whole(kl, l);
+	if (was_empty) {
+		nnew = l->n; /* all new: no lookup, psd_kl_insert() appends */
+	} else if (!*whole && psd_kl_run_of(kl, l, &base)) {
+		run = true; /* one of the runs: slots base, base + 1, ... */
+	} else if (!*whole) {
+		ret = psd_kl_insert_new(s, kl, l);
+		added = ret == 1;
+		if (!ret)
+			ret = psd_kl_slots(kl, l, &idx, &nnew, bad);
+		else if (added)
+			ret = 0;
+	}
+	if (!ret && nnew) {
+		ret = psd_kl_insert(s, kl, l, nnew);
+		added = ret == 1; /* merged into the sums as well */
+		if (added)
+			ret = 0;
+		/* into an empty store the list is the whole store */
+		*whole = !ret && was_empty;
+		if (!ret && !was_empty && !added)
+			ret = psd_kl_slots(kl, l, &idx, &nnew, bad);
+		if (!ret && !was_empty && !added)
+			*whole = psd_kl_is_whole(kl, l);
+	}
+	if (!ret && !added)
+		ret = run ? psd_kl_add_run(kl, l, base)
+			  : psd_kl_add(kl, l, *whole, idx);
+	return ret;
+}
+
+/* Parse push @h into @l, refusing it when malformed; *@raw: @h, or the
+ * plain request its keys make when they came packed into a buffer of
+ * their own (@own) and are unpacked there first. */
+static int kl_push_parse(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, const void *payload,
+			 int wrank, bool own, struct psd_hdr *raw,
+			 struct psd_kl_list *l)
+{
+	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	void *buf = (void *)(uintptr_t)payload;
+	const char *why = "";
+	int ret = 0;
+
+	*raw = *h;
+	if (own && (h->flags & PSD_F_KLPACKED)) {
+		/* one length: the keys may stay packed until read */
+		ret = h->offset ? psd_kl_own_lazy(h, buf, raw, &why)
+				: kl_unpack_own(kl, h, buf, raw, &why);
+		if (ret == -ENOMEM)
+			why = "no memory to unpack the keys";
+		if (ret)
+			*raw = *h;
+	}
+	if (!ret)
+		ret = kl_parse(kl, raw, payload, psched_dtype_size(h->dtype),
+			       wrank, l, &why);
+	if (ret)
+		return psd_kvs_rejectf(n, c, raw, -EPROTO,
+				       "malformed key list: %s (nothing "
+				       "stored)",
+				       why);
+	l->own = own;
+	return 0;
 }
 
 /*
@@ -324,66 +392,30 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = s->kl;
-	uint64_t nnew = 0, bad = 0, base = 0;
-	const char *why = "";
-	const uint32_t *idx = NULL;
 	struct psd_kl_list l;
 	struct psd_hdr raw;
-	bool whole, refused = true, added = false, run = false;
-	int ret = 0;
+	uint64_t bad = 0;
+	bool whole;
+	int ret = -EINVAL;
 
-	if (kl->has_dtype && h->dtype != kl->dtype) {
+	if (kl->has_dtype && h->dtype != kl->dtype)
 		psd_kvs_rejectf(n, c, h, -EINVAL,
 				"key list of dtype %s, but this server's key "
 				"lists hold %s (nothing stored)",
 				psched_dtype_name(h->dtype),
 				psched_dtype_name(kl->dtype));
+	else if (!kl_push_parse(n, c, h, payload, wrank, own, &raw, &l))
+		ret = 0;
+	if (ret)
 		goto count;
-	}
-	if (own && (h->flags & PSD_F_KLPACKED)) {
-		/* one length: the keys may stay packed until read */
-		ret = h->offset ? psd_kl_own_lazy(h, (void *)(uintptr_t)payload,
-						  &raw, &why)
-				: psd_kl_unpack_own(kl, h,
-						    (void *)(uintptr_t)payload,
-						    &raw, &why);
-		if (ret == -ENOMEM)
-			why = "no memory to unpack the keys";
-		if (ret) {
-			psd_kvs_rejectf(n, c, h, -EPROTO,
-					"malformed key list: %s (nothing "
-					"stored)",
-					why);
-			goto count;
-		}
-		h = &raw;
-	}
-	if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
-			 &why)) {
-		psd_kvs_rejectf(n, c, h, -EPROTO,
-				"malformed key list: %s (nothing stored)", why);
-		goto count;
-	}
-	l.own = own;
+	h = &raw;
 	if (!kl->has_dtype && l.n) {
 		kl->has_dtype = true;
 		kl->dtype = h->dtype;
 		kl->esize = psched_dtype_size(h->dtype);
 	}
-	whole = psd_kl_is_whole(kl, &l);
-	if (!kl->n) {
-		nnew = l.n; /* all new: no lookup, psd_kl_insert() appends */
-	} else if (!whole && psd_kl_run_of(kl, &l, &base)) {
-		run = true; /* one of the runs: slots base, base + 1, ... */
-	} else if (!whole) {
-		ret = psd_kl_insert_new(s, kl, &l);
-		added = ret == 1;
-		if (!ret)
-			ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
-		else if (added)
-			ret = 0;
-	}
-	if (ret == PSCHED_ESIZE) {
+	ret = kl_store(s, kl, &l, &whole, &bad);
+	if (ret == PSCHED_ESIZE)
 		psd_kvs_rejectf(n, c, h, ret,
 				"key list: key %llu has %u elements, but this "
 				"server holds it with %u (nothing stored)",
@@ -392,98 +424,75 @@ static void kl_push(struct psched_node *n, struct psd_conn *c,
 				psd_kl_slen(kl, kl->idx[bad] == KL_NONE
 							? 0
 							: kl->idx[bad]));
-		goto refused_parsed;
-	}
-	if (!ret && nnew) {
-		bool was_empty = !kl->n;
-
-		ret = psd_kl_insert(s, kl, &l, nnew);
-		added = ret == 1; /* merged into the sums as well */
-		if (added)
-			ret = 0;
-		/* into an empty store the list is the whole store */
-		whole = !ret && was_empty;
-		if (!ret && !was_empty && !added)
-			ret = psd_kl_slots(kl, &l, &idx, &nnew, &bad);
-		if (!ret && !was_empty && !added)
-			whole = psd_kl_is_whole(kl, &l);
-	}
-	if (!ret && !added)
-		ret = run ? psd_kl_add_run(kl, &l, base)
-			  : psd_kl_add(kl, &l, whole, idx);
-	if (ret) {
+	else if (ret)
 		psd_kvs_rejectf(n, c, h, ret,
 				"key list of %llu keys: %s (nothing stored)",
 				(unsigned long long)l.n, psched_strerror(ret));
-		goto refused_parsed;
-	}
-	refused = false;
-	psd_kl_remember(kl, wrank, &l, whole);
-	goto count;
-refused_parsed:
-	psd_kl_remember(kl, wrank, &l, false);
+	psd_kl_remember(kl, wrank, &l, !ret && whole);
 count:
-	if (!acked && !refused) {
+	if (!acked && !ret) {
 		struct psd_hdr a = kl_answer(n, h, PSD_MSG_PUSH_ACK, 0);
 
 		psd_conn_send(c, &a, NULL, 0);
 	}
-	if (h->type == PSD_MSG_PUSHPULL && !refused)
+	if (h->type == PSD_MSG_PUSHPULL && !ret)
 		kl_pull_wait(n, c, h, &l);
 	kl->have[wrank] = true;
 	kl->got++;
 }
 
-/* Answer every waiting pull the version now covers, smaller priority
- * first (ties in arrival order). */
-static void kl_answer_pulls(struct psched_node *n, struct psd_kvs_kl *kl)
+/* A pull (@wrank's, or -1: a queued one whose keys are in @payload):
+ * answered if the version covers it, else queued. */
+static void kl_on_pull(struct psched_node *n, struct psd_conn *c,
+		       const struct psd_hdr *h, const void *payload, int wrank)
 {
-	struct psd_kvs_wait *best;
-	struct psd_list *pos;
+	struct psd_kvs_kl *kl = psd_kvs_of(n)->kl;
+	const char *why = "";
+	struct psd_kl_list l;
+	int ret;
 
-	for (;;) {
-		best = NULL;
-		psd_list_for_each (pos, &kl->pulls) {
-			struct psd_kvs_wait *w = psd_container_of(
-				pos, struct psd_kvs_wait, link);
-
-			if (w->want <= kl->version &&
-			    (!best || w->h.priority < best->h.priority))
-				best = w;
-		}
-		if (!best)
-			return;
-		psd_list_del(&best->link);
-		kl_answer_pull(n, best->conn, &best->h, best->buf, -1);
-		kl_wait_free(best);
+	if (kl_parse(kl, h, payload, psched_dtype_size(h->dtype), wrank, &l,
+		     &why)) {
+		psd_kvs_reject(n, c, h, -EPROTO, why);
+		return;
 	}
+	if (l.tag) {
+		psd_kl_remember(kl, wrank, &l,
+				kl->n == l.n && psd_kl_is_whole_cmp(kl, &l));
+		if (kl->wc[wrank].tag == l.tag)
+			l.wc = &kl->wc[wrank];
+	}
+	/* A pull the version covers is answered even after a worker left
+	 * (the others may still pull its last step). */
+	ret = psd_kvs_pull_ready(n, c, h, kl->version);
+	if (ret > 0)
+		kl_answer_list(n, c, h, &l);
+	else if (!ret)
+		kl_pull_wait(n, c, h, &l);
 }
 
 /* While the open step has every worker's push: fold it in, answer the
- * pulls it satisfies, apply the held pushes of the next step. */
+ * pulls it satisfies (smaller priority first, ties in arrival order),
+ * apply the held pushes of the next step. */
 static void kl_advance(struct psched_node *n)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = s->kl;
-	struct psd_list *pos, *tmp;
+	struct psd_kvs_wait *w;
+	struct psd_peer *p;
 
 	while (kl->got >= s->nworker) {
 		psd_kl_commit(s, kl);
-		kl_answer_pulls(n, kl);
-		psd_list_for_each_safe (pos, tmp, &kl->held) {
-			struct psd_kvs_wait *w = psd_container_of(
-				pos, struct psd_kvs_wait, link);
-			struct psd_peer *p = psd_node_peer(n, w->conn->peer_id);
-
-			if (w->h.step != kl->version + 1)
-				continue;
-			psd_list_del(&w->link);
+		while ((w = psd_kvs_wait_pull(&kl->pulls, kl->version))) {
+			kl_on_pull(n, w->conn, &w->h, w->buf, -1);
+			psd_kvs_wait_free(s, w);
+		}
+		while ((w = psd_kvs_wait_step(&kl->held, kl->version + 1))) {
+			p = psd_node_peer(n, w->conn->peer_id);
 			if (p && p->rank >= 0 && (unsigned)p->rank < s->nworker)
 				kl_push(n, w->conn, &w->h, w->buf, p->rank,
 					true, false);
-			psd_conn_put(w->conn);
-			psd_kvs_hold_free(s, w->buf, w->h.length);
-			free(w);
+			psd_kvs_wait_free(s, w);
 		}
 	}
 }
@@ -497,32 +506,18 @@ static void kl_advance(struct psched_node *n)
 static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		       struct psd_hdr *h, void *buf, int wrank)
 {
+	uint64_t held = h->length;
 	const char *why = "";
 	struct psd_kl_list l;
-	uint64_t len;
-	uint8_t *nb;
+	uint8_t *nb = NULL;
 
-	if (psd_kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank, &l,
-			 &why)) {
-		psd_kvs_hold_free(s, buf, h->length);
-		return NULL;
+	if (!kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank, &l, &why))
+		nb = kl_keys_copy(&l, h->span, h);
+	if (nb) {
+		memcpy(nb + (h->length - h->span), buf, (size_t)h->span);
+		s->parked_bytes += h->length;
 	}
-	len = l.n * (l.lens ? 12 : 8) + h->span;
-	nb = malloc((size_t)len);
-	if (!nb) {
-		psd_kvs_hold_free(s, buf, h->length);
-		return NULL;
-	}
-	psd_kl_list_ready(&l);
-	memcpy(nb, l.keys, (size_t)l.n * 8);
-	if (l.lens)
-		memcpy(nb + l.n * 8, l.lens, (size_t)l.n * 4);
-	memcpy(nb + l.n * (l.lens ? 12 : 8), buf, (size_t)h->span);
-	psd_kvs_hold_free(s, buf, h->length);
-	s->parked_bytes += len;
-	h->length = len;
-	h->flags &= (uint8_t) ~(PSD_F_KLCACHED | PSD_F_KLPACKED);
-	h->epoch = 0;
+	psd_kvs_hold_free(s, buf, held);
 	return nb;
 }
 
@@ -530,9 +525,9 @@ static void *kl_expand(struct psd_kvs *s, struct psd_kvs_kl *kl,
  * store adopts; smaller ones are copied from the scratch buffer. */
 #define KL_ADOPT_MIN (1u << 20)
 
-int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
-			 struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			 void **dst)
+static int kl_header(struct psched_node *n, struct psd_conn *c,
+		     struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		     void **dst)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = psd_kl_get(n);
@@ -545,7 +540,7 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 
 	if (!kl) {
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory for key lists");
-		return h->length ? PSD_RX_DISCARD : 0;
+		return PSD_RX_DISCARD;
 	}
 	kl->max_ukeys = psd_van_max_tensor(c) / 8;
 	if (s->async)
@@ -571,15 +566,13 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 				      "second key-list push for step %llu",
 				      (unsigned long long)h->step);
 	if (ret)
-		return h->length ? PSD_RX_DISCARD : 0;
-	if (push && h->step > kl->version + 1) {
-		ret = psd_kvs_hold_early(n, c, kc, h, kl->version + 1,
-					 "key-list push", dst);
-		if (ret)
-			return ret;
-	} else if (push && (!kl->n || !kl->version) && h->part &&
-		   raw >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED) &&
-		   raw >= h->length && h->part <= kl->max_ukeys) {
+		return PSD_RX_DISCARD;
+	if (push && h->step > kl->version + 1)
+		return psd_kvs_hold_early(n, c, kc, h, kl->version + 1,
+					  "key-list push", dst);
+	if (push && (!kl->n || !kl->version) && h->part &&
+	    raw >= KL_ADOPT_MIN && !(h->flags & PSD_F_KLCACHED) &&
+	    raw >= h->length && h->part <= kl->max_ukeys) {
 		/* keys for an empty store, or of the first step: into a
 		 * buffer the store can adopt or keep as the worker's tagged
 		 * list (psd_kl_remember()); packed keys land at the end of
@@ -592,101 +585,81 @@ int psd_kvs_kl_rx_header(struct psched_node *n, struct psd_conn *c,
 		if (kc->kl_own)
 			*dst = (uint8_t *)kc->kl_own + (raw - h->length);
 	}
-	kc->kl = true;
 	return 0;
 }
 
-void psd_kvs_kl_rx_data(struct psched_node *n, struct psd_conn *c,
-			const struct psd_hdr *h, void *payload)
+/* Push @h, early when its header came, is held (in @buf) until its step
+ * opens. */
+static void kl_hold(struct psched_node *n, struct psd_conn *c,
+		    const struct psd_hdr *h, void *buf, int wrank)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_kvs_conn *kc = c->ctx;
 	struct psd_kvs_kl *kl = s->kl;
 	struct psd_hdr hh = *h;
 	const char *why = "";
 	struct psd_kl_list l;
-	void *buf, *own;
 
-	if (!kc || !kc->kl || !kl)
-		return; /* refused at the header */
-	kc->kl = false;
-	own = kc->kl_own;
+	/* Its tag is known from now on (later pushes may name it before
+	 * this one applies); held, it goes without one. */
+	if (h->epoch && !(h->flags & PSD_F_KLCACHED)) {
+		if (!kl_parse(kl, h, buf, psched_dtype_size(h->dtype), wrank,
+			      &l, &why))
+			psd_kl_remember(kl, wrank, &l, false);
+		hh.epoch = 0;
+	}
+	if (h->flags & PSD_F_KLCACHED)
+		buf = kl_expand(s, kl, &hh, buf, wrank);
+	if (!buf) {
+		psd_kvs_reject(n, c, h, -EPROTO,
+			       "cannot hold an early key-list push: its tag "
+			       "is unknown or no memory");
+		return;
+	}
+	if (psd_kvs_queue_wait(c, &kl->held, &hh, h->step, buf, hh.length)) {
+		psd_kvs_hold_free(s, buf, hh.length);
+		psd_kvs_reject(n, c, h, -ENOMEM,
+			       "no memory to hold an early push");
+		return;
+	}
+	if (psd_msg_is_push(h->type)) {
+		struct psd_hdr a = kl_answer(n, h, PSD_MSG_PUSH_ACK, 0);
+
+		psd_conn_send(c, &a, NULL, 0);
+	}
+}
+
+static void kl_data(struct psched_node *n, struct psd_conn *c,
+		    struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		    void *payload)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	void *buf = kc->hold, *own = kc->kl_own;
+
 	kc->kl_own = NULL;
+	kc->hold = NULL;
 	if (own) {
 		kl_push(n, c, h, own, kc->wrank, false, true);
 		psd_kl_rxbuf_put(own); /* kept if the store adopted it */
-		kl_advance(n);
+	} else if (h->type == PSD_MSG_PULL) {
+		kl_on_pull(n, c, h, payload, kc->wrank);
 		return;
-	}
-	if (h->type == PSD_MSG_PULL) {
-		if (psd_kl_parse(kl, h, payload, psched_dtype_size(h->dtype),
-				 kc->wrank, &l, &why)) {
-			psd_kvs_reject(n, c, h, -EPROTO, why);
-			return;
-		}
-		if (l.tag) {
-			psd_kl_remember(kl, kc->wrank, &l,
-					kl->n == l.n &&
-						psd_kl_is_whole_cmp(kl, &l));
-			if (kl->wc[kc->wrank].tag == l.tag)
-				l.wc = &kl->wc[kc->wrank];
-		}
-		/* A pull the version covers is answered even after a
-		 * worker left (the others may still pull its last step). */
-		if (kl->version >= h->step)
-			kl_answer_list(n, c, h, &l);
-		else if (s->broken)
-			psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
-		else
-			kl_pull_wait(n, c, h, &l);
+	} else if (buf && h->step != s->kl->version + 1) {
+		/* early when its header came; its step may have opened
+		 * since */
+		kl_hold(n, c, h, buf, kc->wrank);
 		return;
-	}
-	buf = kc->hold;
-	kc->hold = NULL;
-	/* Early when its header came; its step may have opened since. */
-	if (buf && h->step != kl->version + 1) {
-		/* Its tag is known from now on (later pushes may name it
-		 * before this one applies); held, it goes without one. */
-		if (h->epoch && !(h->flags & PSD_F_KLCACHED)) {
-			if (!psd_kl_parse(kl, h, buf,
-					  psched_dtype_size(h->dtype),
-					  kc->wrank, &l, &why))
-				psd_kl_remember(kl, kc->wrank, &l, false);
-			hh.epoch = 0;
-		}
-		if (h->flags & PSD_F_KLCACHED)
-			buf = kl_expand(s, kl, &hh, buf, kc->wrank);
-		if (!buf) {
-			psd_kvs_reject(n, c, h, -EPROTO,
-				       "cannot hold an early key-list push: "
-				       "its tag is unknown or no memory");
-			return;
-		}
-		if (psd_kvs_queue_wait(c, &kl->held, &hh, h->step, buf)) {
-			psd_kvs_hold_free(s, buf, hh.length);
-			psd_kvs_reject(n, c, h, -ENOMEM,
-				       "no memory to hold an early push");
-			return;
-		}
-		if (psd_msg_is_push(h->type)) {
-			struct psd_hdr a = kl_answer(n, h, PSD_MSG_PUSH_ACK, 0);
-
-			psd_conn_send(c, &a, NULL, 0);
-		}
-		return;
-	}
-	kl_push(n, c, h, buf ? buf : payload, kc->wrank, false, false);
-	if (buf)
+	} else {
+		kl_push(n, c, h, buf ? buf : payload, kc->wrank, false, false);
 		psd_kvs_hold_free(s, buf, h->length);
+	}
 	kl_advance(n);
 }
 
-void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
-		     const char *why)
+static void kl_drop(struct psched_node *n, struct psd_conn *c, int err,
+		    const char *why)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_kl *kl = s ? s->kl : NULL;
-	struct psd_list *pos, *tmp;
 
 	if (!kl)
 		return;
@@ -696,28 +669,22 @@ void psd_kvs_kl_drop(struct psched_node *n, struct psd_conn *c, int err,
 		psd_kl_rxbuf_put(kc->kl_own); /* a message cut short */
 		kc->kl_own = NULL;
 	}
-	psd_list_for_each_safe (pos, tmp, &kl->pulls) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (c && w->conn != c)
-			continue;
-		psd_list_del(&w->link);
-		if (err)
-			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		kl_wait_free(w);
-	}
-	psd_list_for_each_safe (pos, tmp, &kl->held) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (c && w->conn != c)
-			continue;
-		psd_list_del(&w->link);
-		if (err && w->h.type == PSD_MSG_PUSHPULL)
-			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		psd_conn_put(w->conn);
-		psd_kvs_hold_free(s, w->buf, w->h.length);
-		free(w);
-	}
+	psd_kvs_drop_waits(n, &kl->pulls, c, err, why);
+	psd_kvs_drop_waits(n, &kl->held, c, err, why);
 }
+
+static void kl_fini(struct psched_node *n)
+{
+	kl_drop(n, NULL, 0, NULL);
+	psd_kvs_kl_free(psd_kvs_of(n));
+}
+
+const struct psd_kvs_family psd_kvs_keylist = {
+	.flag = PSD_F_KEYLIST,
+	.noun = "key",
+	.obj = "tensor",
+	.header = kl_header,
+	.data = kl_data,
+	.drop = kl_drop,
+	.fini = kl_fini,
+};

@@ -13,7 +13,8 @@
 #define KL_NONE UINT32_MAX
 /* Header flag of this server's own (never on the wire: psd_hdr_decode()
  * refuses unknown flags): the keys were unpacked and checked sorted
- * already (psd_kl_unpack_own()), psd_kl_parse() need not check again. */
+ * already (kvs_keylist.c, kl_unpack_own()): kl_parse() need not check
+ * again. */
 #define KL_F_SORTED 0x80u
 
 /* A worker's last tagged list on this server (wire.h PSD_F_KLCACHED). */
@@ -63,7 +64,7 @@ struct psd_kvs_kl {
 	uint64_t out_cap;
 	/* Packed keys (PSD_F_KLPACKED): unpacked here when the message is
 	 * not in a buffer of its own; a section moved aside to unpack in
-	 * place when it is (psd_kl_unpack_own()). */
+	 * place when it is (kvs_keylist.c kl_unpack_own()). */
 	uint64_t *ukeys;
 	uint64_t ukeys_cap;
 	uint8_t *pk;
@@ -105,20 +106,13 @@ static inline uint64_t psd_kl_soff(const struct psd_kvs_kl *kl, uint64_t j)
 	return kl->ulen ? j * kl->ulen : kl->offs[j];
 }
 
-/* kvs_klstore.c (psd_kl_parse(), psd_kl_packed_len() and
- * psd_kl_unpack_own(): kvs_keylist.c) */
+/* kvs_klstore.c (psd_kl_packed_len(): kvs_keylist.c) */
 /* The keys of list @l written out (a key block's may still be packed). */
 void psd_kl_list_ready(const struct psd_kl_list *l);
 /* Are key block @k's keys still packed (tests)? */
 bool psd_kl_keys_packed(const uint64_t *k);
 /* The key-list state, made on first use (NULL: no memory). */
 struct psd_kvs_kl *psd_kl_get(struct psched_node *n);
-/* Parse and check request @h's payload (keys, lengths, values) into @l,
- * or take the keys of the tagged list it names (PSD_F_KLCACHED) of worker
- * @wrank.  0 or -EPROTO with *@why. */
-int psd_kl_parse(struct psd_kvs_kl *kl, const struct psd_hdr *h,
-		 const void *payload, unsigned esize, int wrank,
-		 struct psd_kl_list *l, const char **why);
 /*
  * A scratch array of the store (@buf, *@cap elements of @esize bytes)
  * with room for @n: @buf itself, or a new array (*@cap set, @buf freed;
@@ -129,12 +123,6 @@ void *psd_kl_grow(const struct psd_kvs_kl *kl, void *buf, uint64_t *cap,
 		  uint64_t n, size_t esize);
 /* Bytes of request @h's packed key section (PSD_F_KLPACKED). */
 uint64_t psd_kl_packed_len(const struct psd_hdr *h);
-/* Request @h with packed keys, received at @own + 8n - P in a buffer
- * from psd_kl_rxbuf(): unpack its keys to the front of @own so that the
- * buffer holds the plain request that *@raw describes.  0, -EPROTO with
- * *@why (nothing to store), -ENOMEM. */
-int psd_kl_unpack_own(struct psd_kvs_kl *kl, const struct psd_hdr *h, void *own,
-		      struct psd_hdr *raw, const char **why);
 /* Keep @l as worker @wrank's tagged list, if it came with a tag. */
 void psd_kl_remember(struct psd_kvs_kl *kl, int wrank,
 		     const struct psd_kl_list *l, bool whole);
@@ -152,9 +140,10 @@ bool psd_kl_is_whole_cmp(const struct psd_kvs_kl *kl,
  * psd_kl_rxbuf_put() drops the message's hold on it. */
 void *psd_kl_rxbuf(const struct psd_kvs_kl *kl, uint64_t len, uint64_t from);
 /* Request @h with packed keys of one length, received into @own from
- * psd_kl_rxbuf() as psd_kl_unpack_own() says, but its keys left packed
- * until read (struct psd_kl_keyhdr): the section is checked and kept aside,
- * *@raw describes the plain request.  0, -EPROTO with *@why, -ENOMEM. */
+ * psd_kl_rxbuf() as kl_unpack_own() (kvs_keylist.c) says, but its keys
+ * left packed until read (struct psd_kl_keyhdr): the section is checked
+ * and kept aside, *@raw describes the plain request.  0, -EPROTO with
+ * *@why, -ENOMEM. */
 int psd_kl_own_lazy(const struct psd_hdr *h, void *own, struct psd_hdr *raw,
 		    const char **why);
 void psd_kl_rxbuf_put(void *buf);

@@ -207,6 +207,264 @@ bool psd_kl_run_of(const struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 	return false;
 }
 
+/* What psd_kl_insert() builds: the new arrays and how it fills them. */
+struct kl_ins {
+	uint64_t nnew, tot;
+	uint64_t addel; /* elements of the new keys */
+	bool uni;	/* one length, ulen, before and after */
+	uint32_t ulen;
+	unsigned es;
+	bool adopt, adopt_acc, fuse, vcopy, run2; /* see psd_kl_insert() */
+	uint64_t *keys, *offs, *acc_blk;
+	uint32_t *lens, *stamp;
+	uint8_t *val, *acc;
+	uint64_t k, e; /* keys and elements written */
+};
+
+/* Which way @l's @nnew new keys go in, and what they add. */
+static void kl_ins_plan(const struct psd_kvs_kl *kl,
+			const struct psd_kl_list *l, uint64_t nnew,
+			struct kl_ins *in)
+{
+	uint64_t i;
+
+	memset(in, 0, sizeof(*in));
+	in->nnew = nnew;
+	in->tot = kl->n + nnew;
+	in->uni = kl->ulen || !kl->n;
+	in->ulen = kl->n ? kl->ulen : psd_kl_len_of(l, 0);
+	in->es = kl->esize;
+	/* The first list into an empty store, in a buffer of its own: its
+	 * keys become the key array and (one length, aligned values) its
+	 * values the open step's sums, without a copy -- fresh pages for a
+	 * copy cost as much as the copy itself. */
+	in->adopt = l->own && !kl->n && nnew == l->n;
+	in->adopt_acc = in->adopt && l->ulen && !kl->full && !kl->partial &&
+			!((uintptr_t)l->vals % (in->es < 8 ? in->es : 8));
+	in->fuse = kl->n && nnew == l->n && kl->full && !kl->partial;
+	/* nothing committed yet: every value is 0, as the new array */
+	in->vcopy = kl->version != 0;
+	/* @l's keys become the second run: no merged key array */
+	in->run2 = in->fuse && !in->vcopy && l->own && !kl->keys2 &&
+		   !kl->stamp && kl->ulen && !l->lens && l->ulen == kl->ulen;
+	if (!l->lens && nnew == l->n) { /* no pass over millions of keys */
+		in->addel = l->n * l->ulen;
+		in->uni = in->uni && l->ulen == in->ulen;
+		return;
+	}
+	for (i = 0; i < l->n; i++)
+		if (nnew == l->n || kl->idx[i] == KL_NONE) {
+			in->addel += psd_kl_len_of(l, i);
+			if (psd_kl_len_of(l, i) != in->ulen)
+				in->uni = false;
+		}
+}
+
+static void kl_ins_free(struct kl_ins *in)
+{
+	psd_kl_keys_put(in->keys);
+	psd_kl_free(in->val);
+	psd_kl_vals_free(in->acc, in->acc_blk);
+	psd_kl_free(in->lens);
+	psd_kl_free(in->offs);
+	psd_kl_free(in->stamp);
+}
+
+/* The new arrays: 0 or -ENOMEM (none kept). */
+static int kl_ins_alloc(const struct psd_kvs_kl *kl,
+			const struct psd_kl_list *l, struct kl_ins *in)
+{
+	uint64_t bytes = (kl->nelem + in->addel) * in->es;
+
+	if (in->adopt)
+		in->keys = psd_kl_keys_get((uint64_t *)(uintptr_t)l->keys);
+	else if (!in->run2)
+		in->keys = psd_kl_keys_alloc(kl, in->tot);
+	in->val = psd_kl_alloc(kl, (size_t)bytes, true);
+	if (in->adopt_acc) {
+		in->acc = (uint8_t *)(uintptr_t)l->vals;
+		in->acc_blk = psd_kl_keys_get((uint64_t *)(uintptr_t)l->keys);
+	} else {
+		in->acc = psd_kl_alloc(kl, (size_t)bytes, true);
+		/* every sum is written by this push or the merge */
+		if (in->acc)
+			psd_big_populate(in->acc, bytes);
+	}
+	if (!in->uni) {
+		in->lens = psd_kl_alloc(kl, (size_t)in->tot * 4, false);
+		in->offs = psd_kl_alloc(kl, (size_t)in->tot * 8, false);
+	}
+	if (kl->stamp)
+		in->stamp = psd_kl_alloc(kl, (size_t)in->tot * 4, true);
+	if ((!in->keys && !in->run2) || !in->val || !in->acc ||
+	    (!in->uni && (!in->lens || !in->offs)) ||
+	    (kl->stamp && !in->stamp)) {
+		kl_ins_free(in);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/* Every key new and after the stored ones (an empty store, say): append,
+ * no merge. */
+static void kl_ins_append(const struct psd_kvs_kl *kl,
+			  const struct psd_kl_list *l, struct kl_ins *in)
+{
+	uint64_t i, j, k = kl->n, e = kl->nelem;
+	unsigned es = in->es;
+
+	if (kl->n) {
+		if (in->keys)
+			memcpy(in->keys, kl->keys, (size_t)kl->n * 8);
+		if (in->vcopy)
+			memcpy(in->val, kl->val, (size_t)(kl->nelem * es));
+		memcpy(in->acc, kl->acc, (size_t)(kl->nelem * es));
+	}
+	if (in->fuse)
+		memcpy(in->acc + kl->nelem * es, l->vals, (size_t)l->bytes);
+	if (!in->adopt && in->keys)
+		memcpy(in->keys + kl->n, l->keys, (size_t)l->n * 8);
+	if (in->stamp)
+		memcpy(in->stamp, kl->stamp, (size_t)kl->n * 4);
+	if (in->uni) {
+		in->k = k + l->n;
+		in->e = e + in->addel;
+		return;
+	}
+	for (j = 0; j < kl->n; j++) {
+		in->lens[j] = psd_kl_slen(kl, j);
+		in->offs[j] = psd_kl_soff(kl, j);
+	}
+	for (i = 0; i < l->n; i++, k++) {
+		in->lens[k] = psd_kl_len_of(l, i);
+		in->offs[k] = e;
+		e += in->lens[k];
+	}
+	in->k = k;
+	in->e = e;
+}
+
+/* The merge of one 4-byte element per key, before and after, without a
+ * call per key.  0, or -EEXIST: a key of @l is stored (@nnew was a
+ * guess). */
+static int kl_ins_merge4(const struct psd_kvs_kl *kl,
+			 const struct psd_kl_list *l, struct kl_ins *in)
+{
+	const uint32_t *ov = (const uint32_t *)(const void *)kl->val;
+	const uint32_t *oa = (const uint32_t *)(const void *)kl->acc;
+	const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
+	uint32_t *nv = (uint32_t *)(void *)in->val;
+	uint32_t *na = (uint32_t *)(void *)in->acc;
+	uint64_t *keys = in->keys, i = 0, j = 0, k = 0;
+	uint32_t *stamp = in->stamp;
+	bool guess = in->nnew == l->n, fuse = in->fuse, vcopy = in->vcopy;
+
+	while (i < l->n || j < kl->n) {
+		if (j < kl->n && (i >= l->n || kl->keys[j] <= l->keys[i])) {
+			if (i < l->n && kl->keys[j] == l->keys[i]) {
+				if (guess)
+					return -EEXIST;
+				i++;
+			}
+			keys[k] = kl->keys[j];
+			if (vcopy)
+				nv[k] = ov[j];
+			na[k] = oa[j];
+			if (stamp)
+				stamp[k] = kl->stamp[j];
+			j++;
+		} else {
+			if (fuse)
+				na[k] = lv[i];
+			keys[k] = l->keys[i++];
+		}
+		k++;
+	}
+	in->k = in->e = k;
+	return 0;
+}
+
+/* The merge: i over the list, j over the store, k out, e elements.  0 or
+ * -EEXIST as kl_ins_merge4(). */
+static int kl_ins_merge(const struct psd_kvs_kl *kl,
+			const struct psd_kl_list *l, struct kl_ins *in)
+{
+	uint64_t *keys = in->keys, i = 0, j = 0, k = 0, e = 0, lo = 0;
+	unsigned es = in->es;
+	uint32_t len;
+
+	while (i < l->n || j < kl->n) {
+		if (j < kl->n && (i >= l->n || kl->keys[j] <= l->keys[i])) {
+			if (i < l->n && kl->keys[j] == l->keys[i]) {
+				if (in->nnew == l->n)
+					return -EEXIST;
+				i++; /* stored already */
+			}
+			len = psd_kl_slen(kl, j);
+			keys[k] = kl->keys[j];
+			if (in->vcopy)
+				memcpy(in->val + e * es,
+				       kl->val + psd_kl_soff(kl, j) * es,
+				       (size_t)len * es);
+			memcpy(in->acc + e * es,
+			       kl->acc + psd_kl_soff(kl, j) * es,
+			       (size_t)len * es);
+			if (in->stamp)
+				in->stamp[k] = kl->stamp[j];
+			j++;
+		} else {
+			len = psd_kl_len_of(l, i);
+			if (in->fuse)
+				memcpy(in->acc + e * es, l->vals + lo,
+				       (size_t)len * es);
+			lo += (uint64_t)len * es;
+			keys[k] = l->keys[i++];
+		}
+		if (!in->uni) {
+			in->lens[k] = len;
+			in->offs[k] = e;
+		}
+		e += len;
+		k++;
+	}
+	in->k = k;
+	in->e = e;
+	return 0;
+}
+
+/* The new arrays become the store's. */
+static void kl_ins_install(struct psd_kvs *s, struct psd_kvs_kl *kl,
+			   const struct psd_kl_list *l, struct kl_ins *in)
+{
+	if (in->run2) {
+		kl->keys2 = psd_kl_keys_get((uint64_t *)(uintptr_t)l->keys);
+		kl->n2 = l->n;
+	} else {
+		psd_kl_keys_put(kl->keys);
+		kl->keys = in->keys;
+	}
+	psd_kl_vals_free(kl->val, kl->val_blk);
+	psd_kl_vals_free(kl->acc, kl->acc_blk);
+	kl->val_blk = NULL;
+	kl->acc_blk = in->acc_blk;
+	psd_kl_free(kl->lens);
+	psd_kl_free(kl->offs);
+	psd_kl_free(kl->stamp);
+	kl->val = in->val;
+	kl->acc = in->acc;
+	kl->lens = in->lens;
+	kl->offs = in->offs;
+	kl->stamp = in->stamp;
+	kl->ulen = in->uni ? in->ulen : 0;
+	kl->n = in->tot;
+	kl->nelem = in->e;
+	kl->gen++;
+	if (in->fuse)
+		kl->full++; /* every key's sum has this step's pushes */
+	atomic_fetch_add(&s->stored_bytes, in->addel * in->es);
+	atomic_fetch_add(&s->alloc_bytes, in->addel * in->es * 2);
+}
+
 /*
  * Merge the @nnew keys of @l that kl->idx marks new into the store (zero
  * values).  Either everything is rebuilt or nothing changes (-ENOMEM).
@@ -230,238 +488,50 @@ bool psd_kl_run_of(const struct psd_kvs_kl *kl, const struct psd_kl_list *l,
 int psd_kl_insert(struct psd_kvs *s, struct psd_kvs_kl *kl,
 		  const struct psd_kl_list *l, uint64_t nnew)
 {
-	uint64_t tot = kl->n + nnew, addel = 0, i, j = 0, k = 0, e = 0;
-	bool uni = kl->ulen || !kl->n;
-	uint32_t ulen = kl->n ? kl->ulen : psd_kl_len_of(l, 0);
-	uint64_t *keys, *offs = NULL, *acc_blk = NULL;
-	uint32_t *lens = NULL, *stamp = NULL;
-	uint8_t *val, *acc;
-	unsigned es = kl->esize;
-	/* The first list into an empty store, in a buffer of its own: its
-	 * keys become the key array and (one length, aligned values) its
-	 * values the open step's sums, without a copy -- fresh pages for a
-	 * copy cost as much as the copy itself. */
-	bool adopt = l->own && !kl->n && nnew == l->n;
-	bool adopt_acc = adopt && l->ulen && !kl->full && !kl->partial &&
-			 !((uintptr_t)l->vals % (es < 8 ? es : 8));
-	bool fuse = kl->n && nnew == l->n && kl->full && !kl->partial;
-	/* nothing committed yet: every value is 0, as the new array */
-	bool vcopy = kl->version != 0;
-	uint64_t lo = 0; /* value bytes of @l before key i */
+	struct kl_ins in;
 	int ret;
-	/* @l's keys become the second run: no merged key array */
-	bool run2 = fuse && !vcopy && l->own && !kl->keys2 && !kl->stamp &&
-		    kl->ulen && !l->lens && l->ulen == kl->ulen;
 
-	if (!run2) {
+	kl_ins_plan(kl, l, nnew, &in);
+	if (!in.run2) {
 		ret = kl_flatten(kl);
 		if (ret)
 			return ret;
 		/* merged key by key below (an adopted list's keys are not
 		 * read; the second run's walk reads packed keys as they are) */
 		psd_kl_store_ready(kl);
-		if (!adopt)
+		if (!in.adopt)
 			psd_kl_list_ready(l);
 	}
-
-	if (!l->lens && nnew == l->n) { /* no pass over millions of keys */
-		addel = l->n * l->ulen;
-		uni = uni && l->ulen == ulen;
-	} else {
-		for (i = 0; i < l->n; i++)
-			if (nnew == l->n || kl->idx[i] == KL_NONE) {
-				addel += psd_kl_len_of(l, i);
-				if (psd_kl_len_of(l, i) != ulen)
-					uni = false;
-			}
-	}
-	if (tot >= KL_NONE)
+	if (in.tot >= KL_NONE)
 		return -E2BIG;
-	keys = adopt  ? psd_kl_keys_get((uint64_t *)(uintptr_t)l->keys)
-	       : run2 ? NULL
-		      : psd_kl_keys_alloc(kl, tot);
-	val = psd_kl_alloc(kl, (size_t)((kl->nelem + addel) * es), true);
-	if (adopt_acc) {
-		acc = (uint8_t *)(uintptr_t)l->vals;
-		acc_blk = psd_kl_keys_get((uint64_t *)(uintptr_t)l->keys);
-	} else {
-		acc = psd_kl_alloc(kl, (size_t)((kl->nelem + addel) * es),
-				   true);
-		/* every sum is written by this push or the merge below */
-		if (acc)
-			psd_big_populate(acc, (kl->nelem + addel) * es);
-	}
-	if (!uni) {
-		lens = psd_kl_alloc(kl, (size_t)tot * 4, false);
-		offs = psd_kl_alloc(kl, (size_t)tot * 8, false);
-	}
-	if (kl->stamp)
-		stamp = psd_kl_alloc(kl, (size_t)tot * 4, true);
-	if ((!keys && !run2) || !val || !acc || (!uni && (!lens || !offs)) ||
-	    (kl->stamp && !stamp)) {
-		ret = -ENOMEM;
-		goto err_free;
-	}
-	/* Every key new and after the stored ones (an empty store, say):
-	 * append, no merge. */
+	ret = kl_ins_alloc(kl, l, &in);
+	if (ret)
+		return ret;
 	if (nnew == l->n &&
 	    (!kl->n ||
 	     psd_kl_lkey_at(l, 0) > psd_kl_key_at(kl->keys, kl->n - 1))) {
-		if (kl->n) {
-			if (keys)
-				memcpy(keys, kl->keys, (size_t)kl->n * 8);
-			if (vcopy)
-				memcpy(val, kl->val, (size_t)(kl->nelem * es));
-			memcpy(acc, kl->acc, (size_t)(kl->nelem * es));
-		}
-		if (fuse)
-			memcpy(acc + kl->nelem * es, l->vals, (size_t)l->bytes);
-		if (!adopt && keys)
-			memcpy(keys + kl->n, l->keys, (size_t)l->n * 8);
-		if (stamp)
-			memcpy(stamp, kl->stamp, (size_t)kl->n * 4);
-		k = kl->n;
-		e = kl->nelem;
-		if (!uni) {
-			for (j = 0; j < kl->n; j++) {
-				lens[j] = psd_kl_slen(kl, j);
-				offs[j] = psd_kl_soff(kl, j);
-			}
-			for (i = 0; i < l->n; i++, k++) {
-				lens[k] = psd_kl_len_of(l, i);
-				offs[k] = e;
-				e += lens[k];
-			}
-		} else {
-			k += l->n;
-			e += addel;
-		}
-		goto done;
-	}
-	if (run2) {
+		kl_ins_append(kl, l, &in);
+	} else if (in.run2) {
 		/* the sums stay run after run, the list's after the store's;
 		 * a key of the list stored already (@nnew was a guess) is
 		 * found by one walk through both runs' keys */
-		if (!kl_run2_sums(kl, l, acc, (size_t)ulen * es))
-			goto err_stored;
-		k = tot;
-		e = kl->nelem + addel;
-		goto done;
-	}
-	/* One 4-byte element per key, before and after: merge without a
-	 * call per key. */
-	if (uni && ulen == 1 && es == 4 && (!kl->n || kl->ulen == 1)) {
-		const uint32_t *ov = (const uint32_t *)(const void *)kl->val;
-		const uint32_t *oa = (const uint32_t *)(const void *)kl->acc;
-		const uint32_t *lv = (const uint32_t *)(const void *)l->vals;
-		uint32_t *nv = (uint32_t *)(void *)val;
-		uint32_t *na = (uint32_t *)(void *)acc;
-
-		i = 0;
-		while (i < l->n || j < kl->n) {
-			if (j < kl->n &&
-			    (i >= l->n || kl->keys[j] <= l->keys[i])) {
-				if (i < l->n && kl->keys[j] == l->keys[i]) {
-					if (nnew == l->n)
-						goto err_stored;
-					i++;
-				}
-				keys[k] = kl->keys[j];
-				if (vcopy)
-					nv[k] = ov[j];
-				na[k] = oa[j];
-				if (stamp)
-					stamp[k] = kl->stamp[j];
-				j++;
-			} else {
-				if (fuse)
-					na[k] = lv[i];
-				keys[k] = l->keys[i++];
-			}
-			k++;
-		}
-		e = k;
-		goto done;
-	}
-	/* merge: i over the list, j over the store, k out, e elements */
-	i = 0;
-	while (i < l->n || j < kl->n) {
-		bool old =
-			j < kl->n && (i >= l->n || kl->keys[j] <= l->keys[i]);
-		uint32_t len;
-
-		if (old) {
-			if (i < l->n && kl->keys[j] == l->keys[i]) {
-				if (nnew == l->n)
-					goto err_stored;
-				i++; /* stored already */
-			}
-			len = psd_kl_slen(kl, j);
-			keys[k] = kl->keys[j];
-			if (vcopy)
-				memcpy(val + e * es,
-				       kl->val + psd_kl_soff(kl, j) * es,
-				       (size_t)len * es);
-			memcpy(acc + e * es, kl->acc + psd_kl_soff(kl, j) * es,
-			       (size_t)len * es);
-			if (stamp)
-				stamp[k] = kl->stamp[j];
-			j++;
-		} else {
-			len = psd_kl_len_of(l, i);
-			if (fuse)
-				memcpy(acc + e * es, l->vals + lo,
-				       (size_t)len * es);
-			lo += (uint64_t)len * es;
-			keys[k] = l->keys[i++];
-		}
-		if (!uni) {
-			lens[k] = len;
-			offs[k] = e;
-		}
-		e += len;
-		k++;
-	}
-done:
-	if (run2) {
-		kl->keys2 = psd_kl_keys_get((uint64_t *)(uintptr_t)l->keys);
-		kl->n2 = l->n;
+		ret = kl_run2_sums(kl, l, in.acc, (size_t)in.ulen * in.es)
+			      ? 0
+			      : -EEXIST;
+		in.k = in.tot;
+		in.e = kl->nelem + in.addel;
+	} else if (in.uni && in.ulen == 1 && in.es == 4 &&
+		   (!kl->n || kl->ulen == 1)) {
+		ret = kl_ins_merge4(kl, l, &in);
 	} else {
-		psd_kl_keys_put(kl->keys);
-		kl->keys = keys;
+		ret = kl_ins_merge(kl, l, &in);
 	}
-	psd_kl_vals_free(kl->val, kl->val_blk);
-	psd_kl_vals_free(kl->acc, kl->acc_blk);
-	kl->val_blk = NULL;
-	kl->acc_blk = acc_blk;
-	psd_kl_free(kl->lens);
-	psd_kl_free(kl->offs);
-	psd_kl_free(kl->stamp);
-	kl->val = val;
-	kl->acc = acc;
-	kl->lens = lens;
-	kl->offs = offs;
-	kl->stamp = stamp;
-	kl->ulen = uni ? ulen : 0;
-	kl->n = tot;
-	kl->nelem = e;
-	kl->gen++;
-	if (fuse)
-		kl->full++; /* every key's sum has this step's pushes */
-	atomic_fetch_add(&s->stored_bytes, addel * es);
-	atomic_fetch_add(&s->alloc_bytes, addel * es * 2);
-	return fuse ? 1 : 0;
-
-err_stored:
-	ret = -EEXIST; /* @nnew was a guess (psd_kl_insert_new()) */
-err_free:
-	psd_kl_keys_put(keys);
-	psd_kl_free(val);
-	psd_kl_vals_free(acc, acc_blk);
-	psd_kl_free(lens);
-	psd_kl_free(offs);
-	psd_kl_free(stamp);
-	return ret;
+	if (ret) {
+		kl_ins_free(&in); /* -EEXIST: psd_kl_insert_new() guessed */
+		return ret;
+	}
+	kl_ins_install(s, kl, l, &in);
+	return in.fuse ? 1 : 0;
 }
 
 /*

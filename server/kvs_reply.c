@@ -11,34 +11,46 @@
 
 #include "kvs.h"
 
-void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
-		      const struct psd_hdr *req)
+struct psd_hdr psd_kvs_answer_hdr(const struct psched_node *n,
+				  const struct psd_hdr *req, uint8_t type,
+				  int status, uint8_t flags, uint64_t length)
 {
 	struct psd_hdr h = *req;
 
+	h.type = type;
+	h.sender = n->id;
+	h.status = status;
+	h.flags = flags;
+	h.length = length;
+	return h;
+}
+
+void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *req)
+{
 	/* The push's bytes are here (held or summed): the worker's credit
 	 * for them comes back, even when a pushpull's answer must wait for
 	 * the other workers.  Holding credit across that wait deadlocks as
-	 * soon as two workers start their chunks in different orders. */
-	h.type = PSD_MSG_PUSH_ACK;
-	h.sender = n->id;
-	h.status = 0;
-	h.length = 0;
-	h.flags = req->flags & PSD_F_KEYLIST; /* routes the answer */
+	 * soon as two workers start their chunks in different orders.  Of
+	 * the flags only PSD_F_KEYLIST routes an answer. */
+	struct psd_hdr h = psd_kvs_answer_hdr(n, req, PSD_MSG_PUSH_ACK, 0,
+					      req->flags & PSD_F_KEYLIST, 0);
+
 	psd_conn_reply(c, &h, NULL, 0);
 }
 
 void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 			  const struct psd_hdr *req, int status)
 {
-	struct psd_hdr h = *req;
+	/* PSD_F_KEYLIST alone routes the answer: no other flag of the
+	 * request (a key list's KL_F_SORTED is this server's own) goes
+	 * back on the wire. */
+	struct psd_hdr h = psd_kvs_answer_hdr(
+		n, req,
+		psd_msg_is_pull(req->type) ? PSD_MSG_PULL_RESP
+					   : PSD_MSG_PUSH_ACK,
+		status, req->flags & PSD_F_KEYLIST, 0);
 
-	h.type = psd_msg_is_pull(req->type) ? PSD_MSG_PULL_RESP
-					    : PSD_MSG_PUSH_ACK;
-	h.sender = n->id;
-	h.status = status;
-	h.length = 0;
-	h.flags = req->flags & PSD_F_KEYLIST; /* routes the answer */
 	psd_conn_reply(c, &h, NULL, 0);
 }
 
@@ -49,14 +61,11 @@ static void kvs_reply_data(struct psched_node *n, struct psd_conn *c,
 			   const struct psd_hdr *req, const uint8_t *base,
 			   uint64_t step)
 {
-	struct psd_hdr h = *req;
+	struct psd_hdr h =
+		psd_kvs_answer_hdr(n, req, PSD_MSG_PULL_RESP, 0, 0, req->span);
 	struct iovec iov;
 
-	h.type = PSD_MSG_PULL_RESP;
-	h.sender = n->id;
-	h.flags = 0;
 	h.step = step;
-	h.length = h.span;
 	iov.iov_base = (void *)(uintptr_t)(base + (h.offset - e->off));
 	iov.iov_len = (size_t)h.span;
 	psd_conn_reply(c, &h, &iov, 1);
@@ -127,7 +136,8 @@ int psd_kvs_rejectf(struct psched_node *n, struct psd_conn *c,
 }
 
 int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
-		       const struct psd_hdr *h, uint64_t want, void *buf)
+		       const struct psd_hdr *h, uint64_t want, void *buf,
+		       uint64_t held)
 {
 	struct psd_kvs_wait *w = calloc(1, sizeof(*w));
 
@@ -138,38 +148,73 @@ int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
 	w->h = *h;
 	w->want = want;
 	w->buf = buf;
+	w->held = held;
 	psd_list_add_tail(list, &w->link);
 	return 0;
 }
 
-static void kvs_wait_free(struct psched_node *n, struct psd_kvs_wait *w)
+void psd_kvs_wait_free(struct psd_kvs *s, struct psd_kvs_wait *w)
 {
 	psd_conn_put(w->conn);
-	psd_kvs_hold_free(psd_kvs_of(n), w->buf, w->h.length);
+	free(w->buf);
+	s->parked_bytes -= w->held;
 	free(w);
+}
+
+struct psd_kvs_wait *psd_kvs_wait_pull(struct psd_list *list, uint64_t version)
+{
+	struct psd_kvs_wait *best = NULL;
+	struct psd_list *pos;
+
+	psd_list_for_each (pos, list) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		/* Ties keep arrival order (strict <). */
+		if (w->want <= version &&
+		    (!best || w->h.priority < best->h.priority))
+			best = w;
+	}
+	if (best)
+		psd_list_del(&best->link);
+	return best;
+}
+
+struct psd_kvs_wait *psd_kvs_wait_step(struct psd_list *list, uint64_t step)
+{
+	struct psd_list *pos;
+
+	psd_list_for_each (pos, list) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (w->want == step) {
+			psd_list_del(&w->link);
+			return w;
+		}
+	}
+	return NULL;
+}
+
+int psd_kvs_pull_ready(struct psched_node *n, struct psd_conn *c,
+		       const struct psd_hdr *h, uint64_t version)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	if (s->async || version >= h->step)
+		return 1;
+	if (s->broken)
+		return psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	return 0;
 }
 
 void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e)
 {
-	struct psd_list *pos;
-	struct psd_kvs_wait *best;
+	struct psd_kvs_wait *w;
 
-	for (;;) {
-		best = NULL;
-		psd_list_for_each (pos, &e->pulls) {
-			struct psd_kvs_wait *w = psd_container_of(
-				pos, struct psd_kvs_wait, link);
-
-			/* Ties keep arrival order (strict <). */
-			if (w->want <= e->version &&
-			    (!best || w->h.priority < best->h.priority))
-				best = w;
-		}
-		if (!best)
-			return;
-		psd_list_del(&best->link);
-		psd_kvs_reply_pull(n, best->conn, e, &best->h);
-		kvs_wait_free(n, best);
+	while ((w = psd_kvs_wait_pull(&e->pulls, e->version))) {
+		psd_kvs_reply_pull(n, w->conn, e, &w->h);
+		psd_kvs_wait_free(psd_kvs_of(n), w);
 	}
 }
 
@@ -184,40 +229,35 @@ void psd_kvs_answer_chunk(struct psched_node *n, struct psd_kvs_entry *e,
 
 		psd_list_del(&w->link);
 		psd_kvs_reply_chunk(n, w->conn, e, &w->h);
-		kvs_wait_free(n, w);
+		psd_kvs_wait_free(psd_kvs_of(n), w);
 	}
 }
 
-/* Drop every wait of @c on @head (all of them when @c is NULL), replying
- * @err first to each but held pushes (answered when they were held; a
- * held pushpull still owes its pull answer). */
-static void kvs_drop_waits(struct psched_node *n, struct psd_list *head,
-			   struct psd_conn *c, int err, const char *why)
+void psd_kvs_drop_waits(struct psched_node *n, struct psd_list *list,
+			struct psd_conn *c, int err, const char *why)
 {
 	struct psd_list *pos, *tmp;
 
-	psd_list_for_each_safe (pos, tmp, head) {
+	psd_list_for_each_safe (pos, tmp, list) {
 		struct psd_kvs_wait *w =
 			psd_container_of(pos, struct psd_kvs_wait, link);
 
 		if (c && w->conn != c)
 			continue;
 		psd_list_del(&w->link);
-		if (err && !(w->buf && w->h.type == PSD_MSG_PUSH))
+		if (err && w->h.type != PSD_MSG_PUSH)
 			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		kvs_wait_free(n, w);
+		psd_kvs_wait_free(psd_kvs_of(n), w);
 	}
 }
 
 void psd_kvs_drop_entry_waits(struct psched_node *n, struct psd_kvs_entry *e,
-			      struct psd_conn *c, int err, const char *why,
-			      bool pulls_only)
+			      struct psd_conn *c, int err, const char *why)
 {
 	uint64_t i;
 
-	kvs_drop_waits(n, &e->pulls, c, err, why);
+	psd_kvs_drop_waits(n, &e->pulls, c, err, why);
 	for (i = 0; e->open && i < e->nchunks; i++)
-		kvs_drop_waits(n, &e->cwait[i], c, err, why);
-	if (!pulls_only)
-		kvs_drop_waits(n, &e->held, c, err, why);
+		psd_kvs_drop_waits(n, &e->cwait[i], c, err, why);
+	psd_kvs_drop_waits(n, &e->held, c, err, why);
 }

@@ -76,35 +76,8 @@ static struct psd_kvs_rows *rows_all(struct psd_kvs *s)
 	return s->rows;
 }
 
-static void rows_wait_free(struct psd_kvs *s, struct psd_kvs_wait *w)
-{
-	psd_conn_put(w->conn);
-	psd_kvs_hold_free(s, w->buf, w->h.length);
-	free(w);
-}
-
-/* Drop the waits of @c (all when NULL) on @head, answering @err unless 0
- * (held pushes were answered when held). */
-static void rows_drop_list(struct psched_node *n, struct psd_list *head,
-			   struct psd_conn *c, int err, const char *why)
-{
-	struct psd_list *pos, *tmp;
-
-	psd_list_for_each_safe (pos, tmp, head) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (c && w->conn != c)
-			continue;
-		psd_list_del(&w->link);
-		if (err && w->h.type != PSD_MSG_PUSH)
-			psd_kvs_reject(n, w->conn, &w->h, err, why);
-		rows_wait_free(psd_kvs_of(n), w);
-	}
-}
-
-void psd_kvs_rows_drop(struct psched_node *n, struct psd_conn *c, int err,
-		       const char *why)
+static void rows_drop(struct psched_node *n, struct psd_conn *c, int err,
+		      const char *why)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct kvs_rows *e;
@@ -113,8 +86,8 @@ void psd_kvs_rows_drop(struct psched_node *n, struct psd_conn *c, int err,
 	if (!s->rows)
 		return;
 	while ((e = psd_map_next(&s->rows->keys, &pos, NULL))) {
-		rows_drop_list(n, &e->pulls, c, err, why);
-		rows_drop_list(n, &e->held, c, err, why);
+		psd_kvs_drop_waits(n, &e->pulls, c, err, why);
+		psd_kvs_drop_waits(n, &e->held, c, err, why);
 	}
 }
 
@@ -124,8 +97,8 @@ static void rows_entry_free(void *val, void *arg)
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct kvs_rows *e = val;
 
-	rows_drop_list(n, &e->pulls, NULL, 0, NULL);
-	rows_drop_list(n, &e->held, NULL, 0, NULL);
+	psd_kvs_drop_waits(n, &e->pulls, NULL, 0, NULL);
+	psd_kvs_drop_waits(n, &e->held, NULL, 0, NULL);
 	psd_rows_tab_fini(s, &e->tab);
 	psd_rows_tab_fini(s, &e->mtab);
 	atomic_fetch_sub(&s->stored_bytes, e->val.count * e->rowbytes);
@@ -137,7 +110,7 @@ static void rows_entry_free(void *val, void *arg)
 	free(e);
 }
 
-void psd_kvs_rows_fini(struct psched_node *n)
+static void rows_fini(struct psched_node *n)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 
@@ -235,31 +208,45 @@ static struct kvs_rows *rows_check_entry(struct psched_node *n,
 	return e;
 }
 
-int psd_kvs_rows_rx_header(struct psched_node *n, struct psd_conn *c,
-			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
-			   void **dst)
+static int rows_header(struct psched_node *n, struct psd_conn *c,
+		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		       void **dst)
 {
-	*dst = NULL; /* the connection's scratch buffer */
-	kc->rows = NULL;
-	if (h->total > psd_van_max_tensor(c)) {
-		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
-				"row-sparse key %llu: a table of %llu bytes, "
-				"above this server's PS_MAX_TENSOR_BYTES %llu",
-				(unsigned long long)h->key,
-				(unsigned long long)h->total,
-				(unsigned long long)psd_van_max_tensor(c));
-		return h->length ? PSD_RX_DISCARD : 0;
+	struct kvs_rows *e = rows_check_entry(n, c, h);
+	char what[48];
+
+	if (!e)
+		return PSD_RX_DISCARD;
+	kc->rows = e;
+	if (psd_msg_is_push(h->type) && !psd_kvs_of(n)->async &&
+	    h->step > e->version + 1) {
+		/* held in a buffer of its own until its step opens */
+		snprintf(what, sizeof(what), "row push of key %llu",
+			 (unsigned long long)h->key);
+		return psd_kvs_hold_early(n, c, kc, h, e->version + 1, what,
+					  dst);
 	}
-	kc->rows = rows_check_entry(n, c, h);
-	if (!kc->rows)
-		return h->length ? PSD_RX_DISCARD : 0;
 	/* A push's rows are only summed or copied: read them where the
 	 * transport has them (its prefix and ids are copied before they
-	 * are checked, psd_kvs_rows_rx_data()). */
+	 * are checked, rows_data()). */
 	if (psd_msg_is_push(h->type) && c->rx_inplace &&
 	    h->length >= PSD_ROWS_PREFIX)
 		*dst = c->rx_inplace;
 	return 0;
+}
+
+/* Row id @i of the @nrows at @ids, the stored rows ahead of it
+ * prefetched (for a write when @wr). */
+PSD_ROWS_INLINE uint64_t rows_id_ahead(const struct kvs_rows *e,
+				       const uint8_t *ids, uint64_t i,
+				       uint64_t nrows, bool wr)
+{
+	uint64_t id;
+
+	psd_rows_tab_prefetch_at(&e->tab, ids, i, nrows);
+	psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i, nrows, wr);
+	memcpy(&id, ids + i * 8, 8);
+	return id;
 }
 
 /* What rows_fill() writes: the rows of @e that @ids ask, in order. */
@@ -280,10 +267,7 @@ static void rows_fill(void *arg, uint8_t *dst, size_t len)
 
 	(void)len;
 	for (i = 0; i < a->nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, a->ids, i, a->nrows);
-		psd_rows_val_prefetch_at(&e->tab, &e->val, a->ids, i, a->nrows,
-					 false);
-		memcpy(&id, a->ids + i * 8, 8);
+		id = rows_id_ahead(e, a->ids, i, a->nrows, false);
 		if (psd_rows_tab_get(&e->tab, id, &slot))
 			memcpy(dst + i * e->rowbytes,
 			       psd_rows_at(&e->val, slot), (size_t)e->rowbytes);
@@ -305,22 +289,16 @@ static int rows_answer(struct psched_node *n, struct psd_conn *c,
 		       void *arg)
 {
 	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
-	struct psd_hdr h = *req;
 	uint64_t len = nrows * e->rowbytes;
+	struct psd_hdr h = psd_kvs_answer_hdr(n, req, PSD_MSG_PULL_RESP, 0,
+					      PSD_F_ROWS, len);
 
-	if (len > all->rcap) {
-		uint8_t *nb = realloc(all->rbuf, (size_t)len);
+	uint8_t *nb = psd_kvs_room(all->rbuf, &all->rcap, len);
 
-		if (!nb)
-			return -ENOMEM;
-		all->rbuf = nb;
-		all->rcap = len;
-	}
-	h.type = PSD_MSG_PULL_RESP;
-	h.sender = n->id;
-	h.flags = PSD_F_ROWS;
+	if (!nb)
+		return -ENOMEM;
+	all->rbuf = nb;
 	h.step = step;
-	h.length = len;
 	psd_conn_send_fill(c, &h, fill, arg, all->rbuf);
 	return 0;
 }
@@ -445,10 +423,7 @@ static void rows_fold_fill(void *arg, uint8_t *dst, size_t len)
 	(void)len;
 	psd_rows_prefix_get(a->head, &p);
 	for (i = 0; i < p.nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, ids, i, p.nrows);
-		psd_rows_val_prefetch_at(&e->tab, &e->val, ids, i, p.nrows,
-					 true);
-		memcpy(&id, ids + i * 8, 8);
+		id = rows_id_ahead(e, ids, i, p.nrows, true);
 		if (rows_fold(a->s, e, id, a->rows + i * e->rowbytes, a->add,
 			      &w))
 			rows_fold_failed(e, id);
@@ -539,7 +514,7 @@ static int rows_merge(struct psd_kvs *s, struct kvs_rows *e,
 static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_list *pos, *tmp;
+	struct psd_kvs_wait *w;
 	uint64_t i;
 
 	for (i = 0; i < e->mtab.cap && e->mtab.count; i++)
@@ -555,15 +530,9 @@ static void rows_step_finish(struct psched_node *n, struct kvs_rows *e)
 	memset(e->want, 0, s->nworker * sizeof(*e->want));
 	e->wdone = 0;
 	e->version++;
-	psd_list_for_each_safe (pos, tmp, &e->pulls) {
-		struct psd_kvs_wait *w =
-			psd_container_of(pos, struct psd_kvs_wait, link);
-
-		if (w->want > e->version)
-			continue;
-		psd_list_del(&w->link);
+	while ((w = psd_kvs_wait_pull(&e->pulls, e->version))) {
 		rows_reply_pull(n, w->conn, e, &w->h, w->buf);
-		rows_wait_free(s, w);
+		psd_kvs_wait_free(s, w);
 	}
 }
 
@@ -611,29 +580,15 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 /* Pushes held for the step now open, in arrival order. */
 static void rows_replay_held(struct psched_node *n, struct kvs_rows *e)
 {
-	struct psd_kvs *s = psd_kvs_of(n);
-	struct psd_list *pos;
-	bool again = true;
+	struct psd_kvs_wait *w;
+	struct psd_peer *p;
 
-	while (again) {
-		again = false;
-		psd_list_for_each (pos, &e->held) {
-			struct psd_kvs_wait *w = psd_container_of(
-				pos, struct psd_kvs_wait, link);
-			uint64_t v = e->version;
-			struct psd_peer *p;
-
-			if (w->want != v + 1)
-				continue;
-			psd_list_del(&w->link);
-			p = psd_node_peer(n, w->h.sender);
-			if (p && p->role == PSCHED_ROLE_WORKER)
-				rows_piece(n, w->conn, e, &w->h, w->buf,
-					   rows_after(w->buf), p->rank, false);
-			rows_wait_free(s, w);
-			again = true; /* the list changed under us */
-			break;
-		}
+	while ((w = psd_kvs_wait_step(&e->held, e->version + 1))) {
+		p = psd_node_peer(n, w->h.sender);
+		if (p && p->role == PSCHED_ROLE_WORKER)
+			rows_piece(n, w->conn, e, &w->h, w->buf,
+				   rows_after(w->buf), p->rank, false);
+		psd_kvs_wait_free(psd_kvs_of(n), w);
 	}
 }
 
@@ -641,26 +596,24 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 			 struct kvs_rows *e, const struct psd_hdr *h,
 			 const uint8_t *payload);
 
-/* A checked push of @e (sync mode).  A pushpull is answered with its
- * rows once its step is applied instead of with an ack. */
-static void rows_on_push(struct psched_node *n, struct psd_conn *c,
-			 struct kvs_rows *e, const struct psd_hdr *h,
-			 const uint8_t *head, const uint8_t *rows, int wrank)
+/* A checked push of @e (sync mode); @hold: its payload, held since its
+ * header came early (psd_kvs_hold_early()).  A pushpull is answered with
+ * its rows once its step is applied instead of with an ack.  Returns
+ * @hold unless it is held on (NULL then). */
+static void *rows_on_push(struct psched_node *n, struct psd_conn *c,
+			  struct kvs_rows *e, const struct psd_hdr *h,
+			  const uint8_t *head, const uint8_t *rows, int wrank,
+			  void *hold)
 {
-	struct psd_kvs *s = psd_kvs_of(n);
-	/* @head and @rows may be in different places (read in place). */
-	uint64_t hlen = (uint64_t)(rows_after(head) - head);
-	char what[48];
-	uint8_t *buf;
 	int ret;
 
 	if (h->step <= e->version) {
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
-		return;
+		return hold;
 	}
 	if (h->step == e->version + 1) {
 		/* The answer only for a piece summed: a refusal answers
-		 * it. */
+		 * it.  Its step may have opened while an early one came. */
 		ret = rows_piece(n, c, e, h, head, rows, wrank,
 				 h->type == PSD_MSG_PUSHPULL);
 		if (!ret && h->type == PSD_MSG_PUSHPULL)
@@ -668,26 +621,22 @@ static void rows_on_push(struct psched_node *n, struct psd_conn *c,
 		else if (!ret)
 			psd_kvs_send_ack(n, c, h);
 		rows_replay_held(n, e);
-		return;
+		return hold;
 	}
-	snprintf(what, sizeof(what), "row push of key %llu",
-		 (unsigned long long)h->key);
-	if (psd_kvs_admit_early(n, c, h, e->version + 1, what))
-		return;
-	buf = malloc((size_t)h->length);
-	if (!buf || psd_kvs_queue_wait(c, &e->held, h, h->step, buf)) {
-		free(buf);
+	if (!hold) { /* not early at its header: cannot be early now */
+		psd_kvs_reject(n, c, h, -EPROTO, "row push not held");
+		return NULL;
+	}
+	if (psd_kvs_queue_wait(c, &e->held, h, h->step, hold, h->length)) {
 		psd_kvs_reject(n, c, h, -ENOMEM,
 			       "no memory to hold an early row push");
-		return;
+		return hold;
 	}
-	memcpy(buf, head, (size_t)hlen);
-	memcpy(buf + hlen, rows, (size_t)(h->length - hlen));
-	s->parked_bytes += h->length;
 	if (h->type == PSD_MSG_PUSHPULL)
 		rows_on_pull(n, c, e, h, head); /* waits for its step */
 	else
 		psd_kvs_send_ack(n, c, h);
+	return NULL;
 }
 
 /* Async: fold each row at once (default rule: add). */
@@ -705,12 +654,7 @@ static void rows_on_async_push(struct psched_node *n, struct psd_conn *c,
 	}
 	psd_rows_prefix_get(head, &p);
 	for (i = 0; i < p.nrows; i++) {
-		psd_rows_tab_prefetch_at(&e->tab, head + PSD_ROWS_PREFIX, i,
-					 p.nrows);
-		psd_rows_val_prefetch_at(&e->tab, &e->val,
-					 head + PSD_ROWS_PREFIX, i, p.nrows,
-					 true);
-		memcpy(&id, head + PSD_ROWS_PREFIX + i * 8, 8);
+		id = rows_id_ahead(e, head + PSD_ROWS_PREFIX, i, p.nrows, true);
 		if (rows_fold(psd_kvs_of(n), e, id, rows + i * e->rowbytes,
 			      true, NULL)) {
 			psd_kvs_reject(n, c, h, -ENOMEM,
@@ -736,19 +680,17 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 	struct psd_rows_prefix p;
 	struct psd_hdr q = *h;
 	void *buf;
+	int ret = psd_kvs_pull_ready(n, c, h, e->version);
 
-	if (s->async || e->version >= h->step) {
+	if (ret > 0)
 		rows_reply_pull(n, c, e, h, payload);
+	if (ret)
 		return;
-	}
-	if (s->broken) {
-		psd_kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
-		return;
-	}
 	psd_rows_prefix_get(payload, &p);
 	q.length = PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
 	buf = malloc((size_t)q.length);
-	if (!buf || psd_kvs_queue_wait(c, &e->pulls, &q, h->step, buf)) {
+	if (!buf ||
+	    psd_kvs_queue_wait(c, &e->pulls, &q, h->step, buf, q.length)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 		return;
@@ -773,6 +715,7 @@ static const uint8_t *rows_head_copy(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs_rows *all = psd_kvs_of(n)->rows;
 	struct psd_rows_prefix p;
+	uint8_t *nb;
 	uint64_t len;
 
 	psd_rows_prefix_get(payload, &p);
@@ -784,33 +727,29 @@ static const uint8_t *rows_head_copy(struct psched_node *n, struct psd_conn *c,
 				p.nrows, (unsigned long long)h->length);
 		return NULL;
 	}
-	if (len > all->hcap) {
-		uint8_t *nb = realloc(all->hbuf, (size_t)len);
-
-		if (!nb) {
-			psd_kvs_reject(n, c, h, -ENOMEM,
-				       "no memory for a row-sparse push");
-			return NULL;
-		}
-		all->hbuf = nb;
-		all->hcap = len;
+	nb = psd_kvs_room(all->hbuf, &all->hcap, len);
+	if (!nb) {
+		psd_kvs_reject(n, c, h, -ENOMEM,
+			       "no memory for a row-sparse push");
+		return NULL;
 	}
+	all->hbuf = nb;
 	memcpy(all->hbuf, payload, (size_t)len);
 	psd_rows_prefix_put(all->hbuf, &p); /* the count bounded above */
 	return all->hbuf;
 }
 
-void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
-			  const struct psd_hdr *h, void *payload)
+static void rows_data(struct psched_node *n, struct psd_conn *c,
+		      struct psd_kvs_conn *kc, const struct psd_hdr *h,
+		      void *payload)
 {
-	struct psd_kvs_conn *kc = c->ctx;
-	struct kvs_rows *e = kc ? kc->rows : NULL;
-	const uint8_t *head = payload;
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct kvs_rows *e = kc->rows;
+	const uint8_t *head = payload, *rows;
+	void *hold = kc->hold; /* an early push's payload, @payload */
 	char why[256];
 
-	if (!e)
-		return; /* refused at the header */
-	kc->rows = NULL;
+	kc->hold = NULL;
 	if (h->type == PSD_MSG_INIT) {
 		psd_kvs_reply_status(n, c, h, 0);
 		return;
@@ -822,22 +761,30 @@ void psd_kvs_rows_rx_data(struct psched_node *n, struct psd_conn *c,
 	}
 	if (psd_rows_check(h, head, e->lo, e->n, why, sizeof(why))) {
 		psd_kvs_reject(n, c, h, -EPROTO, why);
+		psd_kvs_hold_free(s, hold, h->length);
 		return;
 	}
+	rows = (const uint8_t *)payload + (rows_after(head) - head);
 	if (h->type == PSD_MSG_PULL)
 		rows_on_pull(n, c, e, h, head);
-	else if (psd_kvs_of(n)->async)
-		rows_on_async_push(n, c, e, h, head,
-				   (const uint8_t *)payload +
-					   (rows_after(head) - head));
-	else if (kc->wrank >= 0 && (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
-		rows_on_push(n, c, e, h, head,
-			     (const uint8_t *)payload +
-				     (rows_after(head) - head),
-			     kc->wrank);
+	else if (s->async)
+		rows_on_async_push(n, c, e, h, head, rows);
+	else if (kc->wrank >= 0 && (unsigned)kc->wrank < s->nworker)
+		hold = rows_on_push(n, c, e, h, head, rows, kc->wrank, hold);
+	psd_kvs_hold_free(s, hold, h->length);
 }
 
 bool psd_kvs_rows_has(const struct psd_kvs *s, uint64_t key)
 {
 	return s->rows && psd_map_get(&s->rows->keys, key);
 }
+
+const struct psd_kvs_family psd_kvs_rowsparse = {
+	.flag = PSD_F_ROWS,
+	.noun = "row-sparse key",
+	.obj = "table",
+	.header = rows_header,
+	.data = rows_data,
+	.drop = rows_drop,
+	.fini = rows_fini,
+};

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
 /*
- * KV server requests (server/kvs.h): every header is checked against the
- * key's entry, range, config epoch and step before its payload is read,
- * and the payload's destination is chosen then (in place, scratch, or a
- * buffer held until its step opens).  Then init, pull, push, pushpull.
+ * KV server requests (server/kvs.h): the one pipeline every request
+ * takes (a worker's request, within PS_MAX_TENSOR_BYTES, handed to its
+ * family, struct psd_kvs_family), and the dense family: its header is
+ * checked against the key's entry, range, config epoch and step before
+ * its payload is read, and the payload's destination is chosen then (in
+ * place, scratch, or a buffer held until its step opens).  Then init,
+ * pull, push, pushpull.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,7 +82,7 @@ static int kvs_conflict(struct psched_node *n, struct psd_conn *c,
 	if (!e->conflict)
 		e->conflict = strdup(why);
 	psd_kvs_reject(n, c, h, PSCHED_ESIZE, why);
-	psd_kvs_drop_entry_waits(n, e, NULL, PSCHED_ESIZE, why, false);
+	psd_kvs_drop_entry_waits(n, e, NULL, PSCHED_ESIZE, why);
 	if (h->type == PSD_MSG_INIT && e->conflict)
 		kvs_init_conflict_notify(n, e, h, wrank);
 	return PSCHED_ESIZE;
@@ -208,73 +211,36 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 	return 0;
 }
 
-int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
-		      const struct psd_hdr *h, void **dst)
+/* The dense family's header: the key's entry, then a sync push's step. */
+static int kvs_dense_header(struct psched_node *n, struct psd_conn *c,
+			    struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			    void **dst)
 {
-	struct psd_peer *p = psd_node_peer(n, c->peer_id);
-	struct psd_kvs_conn *kc;
-	int ret;
-
-	if (!psd_msg_is_request(h->type) || !p ||
-	    p->role != PSCHED_ROLE_WORKER) {
-		psd_err("dropping connection from %s: %s message %s", c->peer,
-			psd_msg_type_name(h->type),
-			p ? "is not a request" : "before hello");
-		return -EPROTO;
-	}
-	kc = kvs_conn_ctx(c);
-	if (!kc)
-		return -ENOMEM;
-	memset(kc, 0, sizeof(*kc));
-	kc->wrank = p->rank;
-	if (h->flags & PSD_F_ROWS)
-		return psd_kvs_rows_rx_header(n, c, kc, h, dst);
-	if (h->total > psd_van_max_tensor(c)) {
-		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
-				"key %llu: %s sent a tensor of %llu bytes, "
-				"above this server's PS_MAX_TENSOR_BYTES %llu",
-				(unsigned long long)h->key, p->desc,
-				(unsigned long long)h->total,
-				(unsigned long long)psd_van_max_tensor(c));
-		return PSD_RX_DISCARD;
-	}
-	if (h->flags & PSD_F_KEYLIST)
-		return psd_kvs_kl_rx_header(n, c, kc, h, dst);
-	ret = kvs_check_entry(n, c, h, kc->wrank, &kc->e);
-	if (ret)
-		return h->length ? PSD_RX_DISCARD : 0; /* already answered */
+	if (kvs_check_entry(n, c, h, kc->wrank, &kc->e))
+		return PSD_RX_DISCARD; /* already answered */
 	if (h->type != PSD_MSG_PUSH && h->type != PSD_MSG_PUSHPULL)
 		return 0;
 	if (psd_kvs_of(n)->async)
 		return 0;
-	ret = kvs_push_header(n, c, kc, h, dst);
-	if (ret == PSD_RX_DISCARD)
-		kc->e = NULL; /* answered already; ignore the payload */
-	return ret;
+	return kvs_push_header(n, c, kc, h, dst);
 }
 
 static void kvs_on_pull(struct psched_node *n, struct psd_conn *c,
 			struct psd_kvs_entry *e, const struct psd_hdr *h)
 {
-	struct psd_kvs *s = psd_kvs_of(n);
+	int ret = psd_kvs_pull_ready(n, c, h, e->version);
 
-	if (s->async || e->version >= h->step) {
+	if (ret > 0)
 		psd_kvs_reply_pull(n, c, e, h);
-		return;
-	}
-	if (s->broken) {
-		psd_kvs_reject(n, c, h, PSCHED_ENODEDEAD, s->broken_msg);
-		return;
-	}
-	if (psd_kvs_queue_wait(c, &e->pulls, h, h->step, NULL))
+	else if (!ret && psd_kvs_queue_wait(c, &e->pulls, h, h->step, NULL, 0))
 		psd_kvs_reply_status(n, c, h, -ENOMEM);
 }
 
 static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
-			struct psd_kvs_entry *e, const struct psd_hdr *h,
+			struct psd_kvs_conn *kc, const struct psd_hdr *h,
 			const void *payload)
 {
-	struct psd_kvs_conn *kc = c->ctx;
+	struct psd_kvs_entry *e = kc->e;
 
 	/* Another worker's conflicting init may have come in between this
 	 * one's header and its payload: its notice went only to workers
@@ -286,8 +252,7 @@ static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
 	if (h->flags & PSD_F_HAS_VALUE)
 		memcpy(e->value + (h->offset - e->off), payload,
 		       (size_t)h->span);
-	if (kc && kc->wrank >= 0 &&
-	    (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
+	if (kc->wrank >= 0 && (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
 		e->inited[kc->wrank] = true;
 	psd_kvs_reply_status(n, c, h, 0);
 }
@@ -301,17 +266,14 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 
 	if (h->flags & PSD_F_COMPRESSED) {
 		/* Dequantise into the scratch, then as an uncompressed push. */
-		if (s->cmp_cap < h->span) {
-			void *nb = realloc(s->cmp_buf, (size_t)h->span);
+		void *nb = psd_kvs_room(s->cmp_buf, &s->cmp_cap, h->span);
 
-			if (!nb) {
-				psd_kvs_reject(n, c, h, -ENOMEM,
-					       "no memory to dequantise");
-				return;
-			}
-			s->cmp_buf = nb;
-			s->cmp_cap = h->span;
+		if (!nb) {
+			psd_kvs_reject(n, c, h, -ENOMEM,
+				       "no memory to dequantise");
+			return;
 		}
+		s->cmp_buf = nb;
 		if (psd_cmp_unpack(payload, h->length, s->cmp_buf,
 				   (size_t)(h->span / 4), 0)) {
 			psd_kvs_reject(n, c, h, -EPROTO,
@@ -347,7 +309,7 @@ static void kvs_on_early_push(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_hold_free(psd_kvs_of(n), buf, h->length);
 		return;
 	}
-	if (psd_kvs_queue_wait(c, &e->held, h, h->step, buf)) {
+	if (psd_kvs_queue_wait(c, &e->held, h, h->step, buf, h->length)) {
 		psd_kvs_hold_free(psd_kvs_of(n), buf, h->length);
 		psd_kvs_reply_status(n, c, h, -ENOMEM);
 		return;
@@ -355,27 +317,16 @@ static void kvs_on_early_push(struct psched_node *n, struct psd_conn *c,
 	psd_kvs_send_ack(n, c, h);
 }
 
-void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
-		     const struct psd_hdr *h, void *payload)
+static void kvs_dense_data(struct psched_node *n, struct psd_conn *c,
+			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
+			   void *payload)
 {
-	struct psd_kvs_conn *kc = c->ctx;
-
-	if (h->flags & PSD_F_KEYLIST) {
-		psd_kvs_kl_rx_data(n, c, h, payload);
-		return;
-	}
-	if (h->flags & PSD_F_ROWS) {
-		psd_kvs_rows_rx_data(n, c, h, payload);
-		return;
-	}
-	if (!kc || !kc->e)
-		return; /* rejected at the header */
 	switch (h->type) {
 	case PSD_MSG_PULL:
 		kvs_on_pull(n, c, kc->e, h);
 		return;
 	case PSD_MSG_INIT:
-		kvs_on_init(n, c, kc->e, h, payload);
+		kvs_on_init(n, c, kc, h, payload);
 		return;
 	default:
 		break;
@@ -387,4 +338,125 @@ void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
 	else
 		psd_kvs_push_apply(n, c, kc->e, h, payload, kc->wrank,
 				   kc->direct, false);
+}
+
+static void kvs_dense_drop(struct psched_node *n, struct psd_conn *c, int err,
+			   const char *why)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_entry *e;
+	size_t pos = 0;
+
+	while ((e = psd_map_next(&s->entries, &pos, NULL)))
+		psd_kvs_drop_entry_waits(n, e, c, err, why);
+}
+
+static void kvs_entry_drop(void *val, void *arg)
+{
+	struct psched_node *n = arg;
+	struct psd_kvs_entry *e = val;
+
+	psd_kvs_drop_entry_waits(n, e, NULL, 0, NULL);
+	psd_kvs_entry_free(psd_kvs_of(n), e);
+}
+
+static void kvs_dense_fini(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	psd_map_clear(&s->entries, kvs_entry_drop, n);
+	psd_map_fini(&s->entries);
+}
+
+const struct psd_kvs_family psd_kvs_dense = {
+	.flag = 0,
+	.noun = "key",
+	.obj = "tensor",
+	.header = kvs_dense_header,
+	.data = kvs_dense_data,
+	.drop = kvs_dense_drop,
+	.fini = kvs_dense_fini,
+};
+
+/* The families, in the order their flags are tested (dense last). */
+static const struct psd_kvs_family *const kvs_families[] = {
+	&psd_kvs_rowsparse,
+	&psd_kvs_keylist,
+	&psd_kvs_dense,
+};
+
+#define KVS_NFAMILIES (sizeof(kvs_families) / sizeof(kvs_families[0]))
+
+static const struct psd_kvs_family *kvs_family_of(const struct psd_hdr *h)
+{
+	size_t i;
+
+	for (i = 0; i + 1 < KVS_NFAMILIES; i++)
+		if (h->flags & kvs_families[i]->flag)
+			return kvs_families[i];
+	return &psd_kvs_dense;
+}
+
+void psd_kvs_families_drop(struct psched_node *n, struct psd_conn *c, int err,
+			   const char *why)
+{
+	size_t i;
+
+	for (i = 0; i < KVS_NFAMILIES; i++)
+		kvs_families[i]->drop(n, c, err, why);
+}
+
+void psd_kvs_families_fini(struct psched_node *n)
+{
+	size_t i;
+
+	for (i = 0; i < KVS_NFAMILIES; i++)
+		kvs_families[i]->fini(n);
+}
+
+int psd_kvs_rx_header(struct psched_node *n, struct psd_conn *c,
+		      const struct psd_hdr *h, void **dst)
+{
+	struct psd_peer *p = psd_node_peer(n, c->peer_id);
+	const struct psd_kvs_family *fam = kvs_family_of(h);
+	struct psd_kvs_conn *kc;
+	int ret;
+
+	if (!psd_msg_is_request(h->type) || !p ||
+	    p->role != PSCHED_ROLE_WORKER) {
+		psd_err("dropping connection from %s: %s message %s", c->peer,
+			psd_msg_type_name(h->type),
+			p ? "is not a request" : "before hello");
+		return -EPROTO;
+	}
+	kc = kvs_conn_ctx(c);
+	if (!kc)
+		return -ENOMEM;
+	memset(kc, 0, sizeof(*kc));
+	kc->wrank = p->rank;
+	if (h->total > psd_van_max_tensor(c)) {
+		psd_kvs_rejectf(n, c, h, PSCHED_ESIZE,
+				"%s %llu: %s sent a %s of %llu bytes, above "
+				"this server's PS_MAX_TENSOR_BYTES %llu",
+				fam->noun, (unsigned long long)h->key, p->desc,
+				fam->obj, (unsigned long long)h->total,
+				(unsigned long long)psd_van_max_tensor(c));
+		return PSD_RX_DISCARD;
+	}
+	ret = fam->header(n, c, kc, h, dst);
+	if (!ret)
+		kc->fam = fam;
+	return ret;
+}
+
+void psd_kvs_rx_data(struct psched_node *n, struct psd_conn *c,
+		     const struct psd_hdr *h, void *payload)
+{
+	struct psd_kvs_conn *kc = c->ctx;
+	const struct psd_kvs_family *fam = kc ? kc->fam : NULL;
+
+	if (!fam)
+		return; /* refused at the header */
+	kc->fam = NULL;
+	fam->data(n, c, kc, h, payload);
 }

@@ -12,6 +12,7 @@
 #include "kvs.h"
 #include "gpu/gpu.h"
 #include "partition.h"
+#include "rows.h"
 
 /* Every wait list is empty while no step is open. */
 static int kvs_counts_grow(struct psd_kvs *s, struct psd_kvs_entry *e,
@@ -71,53 +72,10 @@ int psd_kvs_chunk_index(const struct psd_kvs_entry *e, const struct psd_hdr *h,
 			      idx);
 }
 
+/* The row sum vectorises: the same sums, element by element. */
 void psd_kvs_sum(uint8_t dtype, void *dst, const void *src, uint64_t len)
 {
-	size_t i, n;
-
-	switch (dtype) {
-	case PSCHED_F32: {
-		float *d = dst;
-		const float *s = src;
-
-		for (i = 0, n = (size_t)len / 4; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_F64: {
-		double *d = dst;
-		const double *s = src;
-
-		for (i = 0, n = (size_t)len / 8; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_I32: {
-		uint32_t *d = dst; /* unsigned: wraparound, not UB */
-		const uint32_t *s = src;
-
-		for (i = 0, n = (size_t)len / 4; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_I64: {
-		uint64_t *d = dst;
-		const uint64_t *s = src;
-
-		for (i = 0, n = (size_t)len / 8; i < n; i++)
-			d[i] += s[i];
-		break;
-	}
-	case PSCHED_F16:
-		psd_f16_add(dst, src, (size_t)len / 2);
-		break;
-	case PSCHED_BF16:
-		psd_bf16_add(dst, src, (size_t)len / 2);
-		break;
-	default:
-		memcpy(dst, src, (size_t)len);
-		break;
-	}
+	psd_rows_add(dtype, dst, src, len);
 }
 
 void psd_kvs_sum_on(struct psd_kvs *s, uint8_t dtype, void *dst,
@@ -216,7 +174,7 @@ static void kvs_push_answer(struct psched_node *n, struct psd_conn *c,
 	} else if (e->counts[idx] < s->nworker && s->broken) {
 		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
 	} else if (e->counts[idx] < s->nworker) {
-		if (psd_kvs_queue_wait(c, &e->cwait[idx], h, h->step, NULL))
+		if (psd_kvs_queue_wait(c, &e->cwait[idx], h, h->step, NULL, 0))
 			psd_kvs_reply_status(n, c, h, -ENOMEM);
 		else if (!acked)
 			psd_kvs_send_ack(n, c, h);
@@ -253,30 +211,18 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 }
 
 /* Pushes that arrived for later steps, in arrival order.  Applying one
- * may finish a step, which recurses here; rescan after each. */
+ * may finish a step, which recurses here; the list is searched again
+ * after each. */
 static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e)
 {
-	struct psd_list *pos;
 	struct psd_kvs_wait *w;
 	struct psd_peer *p;
 
-	for (;;) {
-		w = NULL;
-		psd_list_for_each (pos, &e->held) {
-			w = psd_container_of(pos, struct psd_kvs_wait, link);
-			if (w->h.step == e->version + 1)
-				break;
-			w = NULL;
-		}
-		if (!w)
-			return;
-		psd_list_del(&w->link);
+	while ((w = psd_kvs_wait_step(&e->held, e->version + 1))) {
 		p = psd_node_peer(n, w->conn->peer_id);
 		if (!atomic_load(&w->conn->closed) && p)
 			psd_kvs_push_apply(n, w->conn, e, &w->h, w->buf,
 					   p->rank, false, true);
-		psd_conn_put(w->conn);
-		psd_kvs_hold_free(psd_kvs_of(n), w->buf, w->h.length);
-		free(w);
+		psd_kvs_wait_free(psd_kvs_of(n), w);
 	}
 }

@@ -142,6 +142,20 @@ bool psd_kvs_has_steps(const struct psd_kvs *s)
 	return false;
 }
 
+void *psd_kvs_room(void *buf, uint64_t *cap, uint64_t len)
+{
+	void *nb;
+
+	if (buf && len <= *cap)
+		return buf;
+	if (!len)
+		len = 1; /* NULL says no memory */
+	nb = realloc(buf, (size_t)len);
+	if (nb)
+		*cap = len;
+	return nb;
+}
+
 void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len)
 {
 	if (!buf)

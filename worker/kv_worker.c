@@ -134,38 +134,6 @@ static void kvw_metrics_note(struct psched_node *n, uint8_t type,
 			  (unsigned long long)mt.step);
 }
 
-/*
- * Locked on entry and return; dropped around an inline send.  Hand the
- * registered request @r to the sender: park it, or cut it into chunks and
- * queue them, sending its only chunk at once when that is quicker.
- */
-static void kvw_req_start_unlocks(struct psched_node *n, struct kvw_req *r)
-{
-	struct psd_kvw *w = kvw_of(n);
-	struct psd_chunk_node *node;
-	int ret;
-
-	if (r->parked) {
-		r->pending++; /* held until the config commit */
-		psd_list_add_tail(&w->parked, &r->park_link);
-		return;
-	}
-	ret = psd_kvw_req_layout(n, r);
-	if (ret) {
-		psd_kvw_req_error(r, ret, "%s", psched_errmsg());
-		r->pending = 1;
-		return;
-	}
-	if (psd_kvw_send_inline(w, r)) {
-		node = psd_sched_next(&w->q, &w->credit);
-		if (node)
-			psd_kvw_chunk_send_unlocks(
-				n,
-				psd_container_of(node, struct kvw_chunk, node));
-	}
-	psd_kvw_kick(w);
-}
-
 /* Unlocked.  Build, register and start one request. */
 int psd_kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		  size_t nkeys, const void *const *push_vals,
@@ -173,68 +141,49 @@ int psd_kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		  enum psched_dtype dtype, int device, int priority,
 		  uint8_t flags, psched_done_fn *cb, void *arg, uint64_t *req)
 {
-	struct psd_kvw *w = kvw_of(n);
+	struct psd_kvw *w;
 	struct kvw_req *r = NULL;
-	bool fire;
+	bool fire = false;
 	int ret;
 
-	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
-		return psd_set_errmsg(-EINVAL, "only workers push and pull");
-	if (!req && !cb)
-		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	ret = psd_kvw_issue_check(n, cb, req);
+	if (ret)
+		return ret;
+	w = kvw_of(n);
 	/* Device values (kvw_gpu.c): -1 is host memory. */
 	if (device != -1 && keys && nkeys &&
 	    (ret = psd_kvw_gpu_prepare(n, device, nkeys, push_vals, pull_vals)))
 		return ret;
 	pthread_mutex_lock(&w->lock);
-	if (n->fatal) {
-		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
-		goto out_unlock;
-	}
+	ret = psd_kvw_fatal(n);
 	/* Compression quantises the caller's values on this thread, which
 	 * cannot read device memory. */
-	if (device != -1 && push_vals && w->cmp_kind && dtype == PSCHED_F32) {
+	if (!ret && device != -1 && push_vals && w->cmp_kind &&
+	    dtype == PSCHED_F32)
 		ret = psd_set_errmsg(
 			-EOPNOTSUPP,
 			"gradient compression takes host buffers "
 			"only: push device %d's values without it, "
 			"or copy them to the host",
 			device);
-		goto out_unlock;
+	if (!ret)
+		ret = psd_kvw_req_build(n, type, keys, nkeys, push_vals,
+					pull_vals, lens, dtype, &r);
+	if (!ret) {
+		r->on_gpu = device != -1;
+		r->gpu_direct = r->on_gpu && psd_kvw_gpu_direct(w);
+		r->gpu_dev = device;
+		r->flags = flags | (r->cmp ? PSD_F_COMPRESSED : 0);
+		ret = psd_kvw_req_issue_unlocks(n, r, priority, cb, arg, req,
+						&fire);
 	}
-	ret = psd_kvw_req_build(n, type, keys, nkeys, push_vals, pull_vals,
-				lens, dtype, &r);
-	if (ret)
-		goto out_unlock;
-	ret = psd_kvw_req_register(w, r);
-	if (ret)
-		goto err_free;
-	r->on_gpu = device != -1;
-	r->gpu_direct = r->on_gpu && psd_kvw_gpu_direct(w);
-	r->gpu_dev = device;
-	r->cb = cb;
-	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
-	r->cb_arg = arg;
-	r->flags = flags | (r->cmp ? PSD_F_COMPRESSED : 0);
-	r->priority = w->fifo ? 0 : priority;
-	r->pending = 1; /* held until issued */
-	if (req)
-		*req = r->id;
-	kvw_req_start_unlocks(n, r);
-	fire = psd_kvw_req_settle(w, r);
 	pthread_mutex_unlock(&w->lock);
+	if (ret)
+		return ret;
 	if (fire)
 		psd_kvw_req_run_cb(w, r);
 	kvw_metrics_note(n, type, lens, nkeys);
 	return 0;
-
-err_free:
-	pthread_mutex_unlock(&w->lock);
-	psd_kvw_req_free(r);
-	return ret;
-out_unlock:
-	pthread_mutex_unlock(&w->lock);
-	return ret;
 }
 
 /* Unlocked; blocks until the values are in and every worker got here. */
@@ -242,19 +191,13 @@ int psched_keys_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
 		     const void *const *vals, const uint64_t *lens,
 		     enum psched_dtype dtype, unsigned timeout_ms)
 {
-	uint64_t req;
+	uint64_t req = 0;
 	int ret;
 
 	ret = psd_kvw_issue(
 		n, PSD_MSG_INIT, keys, nkeys, vals, NULL, lens, dtype, -1, 0,
 		n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL, NULL, &req);
-	if (ret)
-		return ret;
-	ret = psched_wait(n, req, timeout_ms);
-	if (ret)
-		return ret;
-	/* Nobody pulls before rank 0's values are in. */
-	return psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+	return psd_kvw_init_wait(n, ret, req, timeout_ms);
 }
 
 /* Unlocked (any application thread). */
@@ -363,6 +306,17 @@ static void kvw_stats(const struct psched_node *n, struct psched_stats *out)
 	out->credit_bytes = w->credit.credit;
 	out->config_epoch = psd_cfgtab_last(&w->cfgs)->epoch;
 	out->caller_rx_waits = w->met.caller_rx;
+	out->requests_in_flight = w->met.inflight;
+	out->in_flight_bytes = w->credit.in_flight;
+	out->requests_ok = w->met.done_ok;
+	out->errors_timeout = w->met.err_timeout;
+	out->errors_node_dead = w->met.err_node_dead;
+	out->errors_remote = w->met.err_remote;
+	out->errors_shutdown = w->met.err_shutdown;
+	out->errors_other = w->met.err_other;
+	memcpy(out->latency_count, w->met.lat_count,
+	       sizeof(out->latency_count));
+	out->latency_sum_us = w->met.lat_sum_us;
 	pthread_mutex_unlock(&w->lock);
 }
 

@@ -37,12 +37,22 @@
  * Every wait is bounded and a dead server fails every request that still
  * needs it, naming the server, key and step.
  *
+ * Three request families travel this one pipeline: dense tensors, key
+ * lists and row-sparse tables.  Each supplies a small table (struct
+ * kvw_family): how to cut a request into chunks, its header and payload,
+ * and how an answer is matched and lands.  Queueing, credit, priorities,
+ * config epochs, timeouts, the timeline, answers and completion are the
+ * pipeline's, written once.
+ *
  * Files, one concern each:
  *   kvw_req.c     request table, settling, timeouts, cancel, psched_wait
- *   kvw_layout.c  keys, building a request, cutting it into chunks
- *   kvw_send.c    sender thread, credit pump, sending one chunk
- *   kvw_park.c    config PREPARE / COMMIT / ABORT, parking
- *   kvw_rx.c      answers from servers, server failure
+ *   kvw_send.c    starting a request, sender thread, credit pump, sending
+ *                 one chunk and completing its send
+ *   kvw_rx.c      answers from servers (every family), server failure
+ *   kvw_park.c    config PREPARE / COMMIT / ABORT, parking, the one place
+ *                 the credit changes
+ *   kvw_layout.c  the dense family: keys, building, cutting into chunks
+ *   kvw_keylist.c the key-list family;  kvw_rows.c the row-sparse family
  *   kv_worker.c   public entry points, metrics, timeline, attach / destroy
  *
  * Locking.  One mutex, w->lock, guards all of struct psd_kvw and every
@@ -121,10 +131,10 @@ struct kvw_chunk {
 	uint8_t state;
 	bool credited; /* its bytes count against the credit now */
 	uint64_t t_start;
-	uint64_t t_push;	  /* credit given back */
-	bool gpu_rx;		  /* a device pull answer is being received */
-	struct psd_stage_buf stg; /* pinned slots of that answer (none:
-				     GPUDirect, or the scratch buffer) */
+	uint64_t t_push; /* credit given back */
+	bool rx_busy;	 /* its pull answer is being received into place */
+	struct psd_stage_buf stg;    /* pinned slots of that answer (none:
+					GPUDirect, or the scratch buffer) */
 	struct psd_stage_buf tx_stg; /* pinned slots a staged push went out
 				      * of: held until the chunk settles, as
 				      * a transport may return from a
@@ -136,7 +146,10 @@ struct kvw_chunk {
 	uint64_t kl_n;	   /* and its key count (kvw_keylist.c) */
 };
 
+struct kvw_family;
+
 struct kvw_req {
+	const struct kvw_family *fam;
 	uint64_t id;
 	uint8_t type;
 	uint8_t dtype;
@@ -153,6 +166,7 @@ struct kvw_req {
 	bool gpu_direct; /* ... moved by GPUDirect RDMA, not staged */
 	int gpu_dev;
 	uint64_t deadline_ms; /* callback requests: fail after this */
+	uint64_t t_reg_us;    /* when it became in flight (latency) */
 	int err;
 	char msg[320];
 	psched_done_fn *cb;
@@ -167,7 +181,6 @@ struct kvw_req {
 	struct psd_scratch *scratch; /* the worker's: cbuf and codes */
 	/* A key list (kvw_keylist.c): the caller's arrays, one chunk per
 	 * server slice; slots[0] holds the value buffers and the step. */
-	bool kl;
 	uint32_t kl_len; /* elements per key, 0: kl_lens */
 	uint32_t kl_tag; /* list tag (wire.h PSD_F_KLCACHED), 0: none */
 	const uint64_t *kl_keys;
@@ -196,6 +209,15 @@ struct kvw_metrics {
 	uint64_t last_busy;  /* busy_us + open period */
 	uint64_t last_wait;  /* wait_us */
 	uint64_t caller_rx;  /* waits answered on the waiting thread */
+	/* Requests done: outcomes and latency (psched_stats). */
+	uint64_t done_ok;
+	uint64_t err_timeout;
+	uint64_t err_node_dead;
+	uint64_t err_remote;
+	uint64_t err_shutdown;
+	uint64_t err_other;
+	uint64_t lat_count[PSCHED_LATENCY_BUCKETS];
+	uint64_t lat_sum_us;
 	/* Credit-bound or not (kvw_send.c, kvw_floor_look()): while sends
 	 * wait for credit, how often the transport found the path with room
 	 * (floor_n) out of lim_n looks, at most one per KVW_FLOOR_GAP_US
@@ -290,15 +312,60 @@ static inline bool kvw_is_push(uint8_t type)
 	return psd_msg_is_push(type);
 }
 
+/*
+ * A request family: what a dense request (kvw_layout.c), a key list
+ * (kvw_keylist.c) and a row-sparse request (kvw_rows.c) each supply to
+ * the one pipeline, as a transport supplies struct psd_transport_ops.
+ * Every op runs with w->lock held, except ->fill (unlocked, while its
+ * chunk is being sent) and ->free (any lock).  NULL only where said.
+ */
+struct kvw_family {
+	const char *what; /* in messages: "", "key-list ", "row-sparse " */
+	uint8_t flag;	  /* header flag its answers may carry (wire.h) */
+	bool stepped;	  /* cut under the config of its step (epochs) */
+	bool keyed;	  /* answers name their chunk's slot key */
+	/* Cut @r into r->chunks, counted in r->srv[].pending; NULL: cut
+	 * when it was built.  0, or -errno with psched_errmsg() set. */
+	int (*layout)(struct psched_node *n, struct kvw_req *r);
+	/* Whether the caller sends @r's queued chunks itself now; NULL:
+	 * never (the sender thread sends them all). */
+	bool (*send_inline)(const struct psched_node *n,
+			    const struct psd_kvw *w, const struct kvw_req *r);
+	/* The header of @ch and its payload (@iov has room for 3). */
+	void (*hdr)(const struct psched_node *n, const struct kvw_chunk *ch,
+		    struct psd_hdr *h, struct iovec *iov, int *niov);
+	/* @ch's payload is written by ->fill as it is sent (NULL: never);
+	 * iov[0] of ->hdr is then the buffer ->fill writes if the
+	 * transport cannot place it (psd_conn_send_fill()). */
+	bool (*filled)(const struct kvw_chunk *ch);
+	psd_fill_fn fill;
+	/* Bytes a pull answer to @ch carries (NULL: ch->span). */
+	uint64_t (*rx_len)(const struct kvw_req *r, const struct kvw_chunk *ch);
+	/* Where pull answer @h to @ch, arriving on @c, lands; NULL: it does
+	 * not fit @ch and is read into the scratch buffer. */
+	void *(*rx_dst)(struct kvw_req *r, const struct kvw_chunk *ch,
+			const struct psd_hdr *h, const struct psd_conn *c);
+	/* The answer of @ch is in at @payload (NULL: nothing more to do). */
+	void (*rx_landed)(struct kvw_req *r, const struct kvw_chunk *ch,
+			  const void *payload);
+	/* Free what the family hung on @r (NULL: nothing). */
+	void (*free)(struct kvw_req *r);
+};
+
+extern const struct kvw_family psd_kvw_dense;
+extern const struct kvw_family psd_kvw_keylist;
+extern const struct kvw_family psd_kvw_rowsparse;
+
 /* kvw_req.c: the request table.  All Locked. */
 struct kvw_req *psd_kvw_req_find(struct psd_kvw *w, uint64_t id);
 int psd_kvw_req_register(struct psd_kvw *w, struct kvw_req *r);
 void psd_kvw_req_unregister(struct psd_kvw *w, struct kvw_req *r);
 /* Any lock: @r is no longer reachable from @w. */
 void psd_kvw_req_free(struct kvw_req *r);
-/* Locked.  A request of @nkeys slots, no chunks yet (kvw_layout.c); NULL
- * without memory. */
-struct kvw_req *psd_kvw_req_alloc(struct psched_node *n, uint8_t type,
+/* Locked.  A request of family @fam with @nkeys slots, no chunks yet
+ * (kvw_layout.c); NULL without memory. */
+struct kvw_req *psd_kvw_req_alloc(struct psched_node *n,
+				  const struct kvw_family *fam, uint8_t type,
 				  size_t nkeys, enum psched_dtype dtype);
 
 /* kvw_req.c: settling.  Locked.  First error wins. */
@@ -329,6 +396,10 @@ void psd_kvw_req_cancel_unlocks(struct psched_node *n, struct kvw_req *r);
 /* Locked on entry and return, dropped to run callbacks (sender thread).
  * Fail callback requests past their deadline. */
 void psd_kvw_expire_unlocks(struct psched_node *n);
+/* Unlocked; blocks.  Init request @req, issued when @ret is 0, is
+ * answered and every worker got here: 0 or the first error. */
+int psd_kvw_init_wait(struct psched_node *n, int ret, uint64_t req,
+		      unsigned timeout_ms);
 
 /*
  * Issuing requests: unlocked (any application thread); request.c maps
@@ -354,19 +425,44 @@ int psd_kvw_rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 		       void *out, int priority, psched_done_fn *cb, void *arg,
 		       uint64_t *req);
 
-/* kvw_layout.c.  Locked. */
+/* kvw_layout.c, the dense family.  Locked. */
 int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		      size_t nkeys, const void *const *push_vals,
 		      void *const *pull_vals, const uint64_t *lens,
 		      enum psched_dtype dtype, struct kvw_req **out);
-int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r);
+/* Locked.  A new key of @len bytes of @dtype, or NULL without memory. */
+struct kvw_key *psd_kvw_key_add(struct psd_kvw *w, uint64_t key, uint64_t len,
+				enum psched_dtype dtype);
+/* Locked.  Slot @i of push @r is the next step of key @k. */
+void psd_kvw_push_step(struct psd_kvw *w, struct kvw_req *r, size_t i,
+		       struct kvw_key *k);
 
-/* kvw_send.c. */
+/* kvw_send.c: starting requests. */
+/* Unlocked.  0 when @n is a worker that may issue a request answered by
+ * @cb or by @req, else -EINVAL with psched_errmsg() set. */
+int psd_kvw_issue_check(const struct psched_node *n, psched_done_fn *cb,
+			const uint64_t *req);
+/* Locked.  0, or the node's fatal error (psched_errmsg() set). */
+int psd_kvw_fatal(const struct psched_node *n);
+/* Locked on entry and return, dropped around an inline send.  Register
+ * built request @r and start it (park it, or cut and queue its chunks and
+ * maybe send them): 0, or the error with @r freed (psched_errmsg() set).
+ * *@fire: @r completed and its callback must run (psd_kvw_req_run_cb(),
+ * after unlocking). */
+int psd_kvw_req_issue_unlocks(struct psched_node *n, struct kvw_req *r,
+			      int priority, psched_done_fn *cb, void *arg,
+			      uint64_t *req, bool *fire);
+/* Locked.  Cut @r (under its step's config if its family is stepped) and
+ * queue every chunk, or none: 0 or -errno (psched_errmsg() set). */
+int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r);
+/* Locked.  The header fields every family starts from (psd_hdr). */
+void psd_kvw_hdr_base(const struct psched_node *n, const struct kvw_chunk *ch,
+		      struct psd_hdr *h);
+
+/* kvw_send.c: the sender. */
 /* Locked on entry and return, dropped around the send and the callback.
  * Send one chunk taken off the queue. */
 void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch);
-/* Locked.  Whether @r goes out on the caller's thread right now. */
-bool psd_kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r);
 /* Unlocked.  Start / stop the sender thread. */
 int psd_kvw_sender_start(struct psched_node *n);
 void psd_kvw_sender_stop(struct psd_kvw *w);
@@ -428,43 +524,14 @@ int psd_kvw_gpu_fake_direct(struct psched_node *n, const char *transport,
 /* Locked.  Device requests of @w go by GPUDirect. */
 bool psd_kvw_gpu_direct(const struct psd_kvw *w);
 
-/* kvw_keylist.c.  Locked: the header and payload (up to 3 pieces) of a
- * key-list chunk.  Unlocked (van thread): its answers. */
-void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
-		    struct psd_hdr *h, struct iovec *iov, int *niov);
-int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
-			 const struct psd_hdr *h, void **dst);
-/* Unlocked: free the key-list cache (worker teardown). */
+/* kvw_keylist.c.  Unlocked: free the key-list cache (worker teardown). */
 void psd_kvw_kl_fini(struct psd_kvw *w);
-/* Drop a request's hold on its packed keys (NULL is a no-op). */
-void psd_kvw_klset_put(struct kvw_klset *set);
-void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
-			const struct psd_hdr *h, void *payload);
-/* kvw_rows.c: row-sparse requests (flag PSD_F_ROWS; payloads of every
- * chunk in r->cbuf, or from the caller's arrays).  Any lock: free @x, its
- * big buffers back to the worker's scratch cache (NULL is a no-op). */
-void psd_kvw_rows_free(struct kvw_rows *x);
-/* Locked.  psd_kvw_req_layout() of a row-sparse request. */
-int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r);
-/* psd_fill_fn of a row-sparse push piece that is not direct (its ids
- * and rows packed where the transport wants them: psd_conn_send_fill()).
- * Unlocked, while the chunk is being sent; @arg is the chunk. */
-void psd_kvw_rows_fill(void *arg, uint8_t *dst, size_t len);
-/* Locked.  True when chunk @ch goes out with psd_kvw_rows_fill(). */
-bool psd_kvw_rows_filled(const struct kvw_chunk *ch);
-/* Locked.  Header fields and payload of a row-sparse chunk: @iov has
- * room for 3 entries, *@niov says how many are used (a filled chunk:
- * one, the buffer its fill writes when the transport cannot place it). */
-void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
-		      struct iovec *iov, int *niov);
-/* Unlocked (van thread): answers with PSD_F_ROWS. */
-int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
-			   const struct psd_hdr *h, void **dst);
-void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
-			  const struct psd_hdr *h, void *payload);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);
+/* Locked.  The config of each slot's step; a push of a step under a
+ * newer config puts that config's credit in force. */
+void psd_kvw_req_config(struct psd_kvw *w, struct kvw_req *r);
 
 /* kvw_rx.c.  Unlocked (van thread): the app's receive hooks. */
 int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,

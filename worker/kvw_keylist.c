@@ -83,7 +83,8 @@ struct kvw_klcache {
 	unsigned nsrv;
 };
 
-void psd_kvw_klset_put(struct kvw_klset *set)
+/* Drop a hold on @set (NULL is a no-op). */
+static void kvw_klset_put(struct kvw_klset *set)
 {
 	if (!set || atomic_fetch_sub(&set->refs, 1) != 1)
 		return;
@@ -99,7 +100,7 @@ void psd_kvw_kl_fini(struct psd_kvw *w)
 	if (!c)
 		return;
 	pthread_mutex_destroy(&c->mu);
-	psd_kvw_klset_put(c->set);
+	kvw_klset_put(c->set);
 	psd_big_free(c->lens);
 	free(c->srv_tag);
 	free(c);
@@ -145,7 +146,7 @@ static struct kvw_klset *kvw_klset_fresh(struct kvw_klcache *c)
 
 	if (set && atomic_load(&set->refs) == 1)
 		return set;
-	psd_kvw_klset_put(set);
+	kvw_klset_put(set);
 	c->set = set = calloc(1, sizeof(*set) + c->nsrv * sizeof(set->sl[0]));
 	if (!set)
 		return NULL;
@@ -368,12 +369,12 @@ static int kvw_kl_cut(size_t nkeys, const uint64_t *keys, const uint32_t *lens,
 	return 0;
 }
 
-/* Locked. */
-void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
-		    struct psd_hdr *h, struct iovec *iov, int *niov)
+/* Locked.  ->hdr: a slice's keys (plain, packed or cached), lengths and
+ * values. */
+static void kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
+		       struct psd_hdr *h, struct iovec *iov, int *niov)
 {
 	const struct kvw_req *r = ch->req;
-	const struct kvw_slot *s = &r->slots[0];
 	struct kvw_klcache *c = kvw_of(n)->klc;
 	const struct kvw_klslice *sl;
 	bool cached = false;
@@ -386,22 +387,12 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 		cached = c->srv_tag[ch->srank] == r->kl_tag;
 		c->srv_tag[ch->srank] = r->kl_tag;
 	}
-	*h = (struct psd_hdr){
-		.type = r->type,
-		.dtype = r->dtype,
-		.flags = PSD_F_KEYLIST,
-		.sender = n->id,
-		.key = ch->kl_n ? r->kl_keys[ch->kl_first] : 0,
-		.total = ch->span,
-		.offset = r->kl_len,
-		.span = ch->span,
-		.part = ch->kl_n,
-		.step = s->step,
-		.req = r->id,
-		.slot = (uint32_t)(ch - r->chunks),
-		.epoch = ch->kl_n ? r->kl_tag : 0,
-		.priority = r->priority,
-	};
+	psd_kvw_hdr_base(n, ch, h);
+	h->key = ch->kl_n ? r->kl_keys[ch->kl_first] : 0;
+	h->total = ch->span;
+	h->offset = r->kl_len;
+	h->part = ch->kl_n;
+	h->epoch = ch->kl_n ? r->kl_tag : 0;
 	if (cached)
 		h->flags |= PSD_F_KLCACHED;
 	sl = ch->kl_n && !cached && r->kl_set && ch->srank < r->kl_set->nsrv
@@ -422,7 +413,8 @@ void psd_kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 		iov[k++].iov_len = (size_t)ch->kl_n * 4;
 	}
 	if (kvw_is_push(r->type) && ch->span) {
-		iov[k].iov_base = (void *)(uintptr_t)(s->src + ch->off);
+		iov[k].iov_base =
+			(void *)(uintptr_t)(r->slots[0].src + ch->off);
 		iov[k++].iov_len = (size_t)ch->span;
 	}
 	h->length = 0;
@@ -442,14 +434,13 @@ static int kvw_kl_req_make(struct psched_node *n, uint8_t type,
 
 	for (s = 0; s < n->num_server; s++)
 		nch += push || cut[s].n;
-	r = psd_kvw_req_alloc(n, type, 1, PSCHED_F32); /* dtype: issue */
-	if (!r)
-		return -ENOMEM;
-	r->chunks = nch ? calloc(nch, sizeof(*r->chunks)) : NULL;
-	if (nch && !r->chunks) {
+	r = psd_kvw_req_alloc(n, &psd_kvw_keylist, type, 1, PSCHED_F32);
+	if (r && nch && !(r->chunks = calloc(nch, sizeof(*r->chunks)))) {
 		psd_kvw_req_free(r);
-		return -ENOMEM;
+		r = NULL;
 	}
+	if (!r)
+		return psd_set_errmsg(-ENOMEM, "no memory for a key list");
 	r->nchunks = nch;
 	nch = 0;
 	for (s = 0; s < n->num_server; s++) {
@@ -472,6 +463,24 @@ static int kvw_kl_req_make(struct psched_node *n, uint8_t type,
 	return 0;
 }
 
+/* Locked.  What request @r of @nkeys keys sends and receives. */
+static void kvw_kl_req_set(struct psd_kvw *w, struct kvw_req *r, size_t nkeys,
+			   const uint64_t *keys, const uint32_t *lens,
+			   const void *push_vals, void *pull_vals,
+			   enum psched_dtype dtype, uint64_t total)
+{
+	r->kl_keys = keys;
+	r->kl_lens = lens;
+	r->dtype = (uint8_t)dtype;
+	r->flags = PSD_F_KEYLIST;
+	r->slots[0].key = nkeys ? keys[0] : 0;
+	r->slots[0].total = total;
+	r->slots[0].src = push_vals;
+	r->slots[0].dst = pull_vals;
+	/* w->kl_step advances once the request is issued */
+	r->slots[0].step = w->kl_step + (kvw_is_push(r->type) ? 1 : 0);
+}
+
 /* Unlocked.  Check, cut, register and queue one key-list request. */
 int psd_kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
@@ -479,20 +488,17 @@ int psd_kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
 		     void *arg, uint64_t *req)
 {
-	struct psd_kvw *w = kvw_of(n);
 	struct kvw_klcache *c = NULL;
-	struct kvw_kl_cut *cut;
-	struct kvw_req *r = NULL;
 	struct kvw_klset *set = NULL;
+	struct kvw_req *r = NULL;
+	struct kvw_kl_cut *cut;
+	bool fire = false, copy = false, sorted = false;
 	uint32_t ulen, tag = 0;
-	bool fire, copy = false, sorted = false;
-	size_t k;
 	int ret;
 
-	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
-		return psd_set_errmsg(-EINVAL, "only workers push and pull");
-	if (!req && !cb)
-		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	ret = psd_kvw_issue_check(n, cb, req);
+	if (ret)
+		return ret;
 	if ((unsigned)dtype > PSCHED_DTYPE_MAX)
 		return psd_set_errmsg(-EINVAL, "key list: unknown dtype %d",
 				      (int)dtype);
@@ -508,175 +514,68 @@ int psd_kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 		return psd_set_errmsg(-ENOMEM, "no memory for a key list");
 	ret = kvw_kl_cut(nkeys, keys, lens, len, psched_dtype_size(dtype),
 			 n->num_server, cut, &ulen);
-	if (ret)
-		goto out_free_cut;
-	c = nkeys ? kvw_klc_get(n) : NULL;
+	c = !ret && nkeys ? kvw_klc_get(n) : NULL;
 	if (c) {
 		pthread_mutex_lock(&c->mu);
 		tag = kvw_kl_tag(c, nkeys, keys, lens, ulen, cut, &set, &copy,
 				 &sorted);
 	}
-	ret = sorted ? 0 : kvw_kl_sorted(nkeys, keys);
-	if (ret)
-		goto out_unlock_c;
-	pthread_mutex_lock(&w->lock);
-	if (n->fatal) {
-		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
-		goto out_unlock;
-	}
-	ret = kvw_kl_req_make(n, type, cut, &r);
-	if (ret) {
-		psd_set_errmsg(ret, "no memory for a key list");
-		goto out_unlock;
-	}
-	ret = psd_kvw_req_register(w, r);
-	if (ret) {
-		psd_set_errmsg(ret, "too many requests in flight");
-		goto err_free;
-	}
-	r->kl = true;
-	r->kl_keys = keys;
-	r->kl_lens = lens;
-	r->kl_len = ulen;
-	r->kl_tag = tag;
-	r->kl_set = set;
-	set = NULL;
-	r->type = type;
-	r->dtype = (uint8_t)dtype;
-	r->flags = PSD_F_KEYLIST;
-	r->slots[0].key = nkeys ? keys[0] : 0;
-	r->slots[0].total =
-		cut[n->num_server - 1].off + cut[n->num_server - 1].bytes;
-	r->slots[0].src = push_vals;
-	r->slots[0].dst = pull_vals;
-	r->slots[0].step = kvw_is_push(type) ? ++w->kl_step : w->kl_step;
-	r->cb = cb;
-	r->cb_arg = arg;
-	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
-	r->priority = w->fifo ? 0 : priority;
-	r->pending = 1; /* held until queued */
-	if (req)
-		*req = r->id;
-	for (k = 0; k < r->nchunks; k++) {
-		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
-		if (ret) {
-			/* the chunks not queued fail; the request with them */
-			psd_kvw_req_error(r, ret, "no memory to queue chunks");
-			for (; k < r->nchunks; k++) {
-				r->chunks[k].state = KVW_CH_DONE;
-				r->srv[r->chunks[k].srank].pending--;
-			}
-			break;
+	if (!ret && !sorted)
+		ret = kvw_kl_sorted(nkeys, keys);
+	if (!ret) {
+		struct psd_kvw *w = kvw_of(n);
+
+		pthread_mutex_lock(&w->lock);
+		ret = psd_kvw_fatal(n);
+		if (!ret)
+			ret = kvw_kl_req_make(n, type, cut, &r);
+		if (!ret) {
+			kvw_kl_req_set(w, r, nkeys, keys, lens, push_vals,
+				       pull_vals, dtype,
+				       cut[n->num_server - 1].off +
+					       cut[n->num_server - 1].bytes);
+			r->kl_len = ulen;
+			r->kl_tag = tag;
+			r->kl_set = set; /* @r holds it now */
+			set = NULL;
+			ret = psd_kvw_req_issue_unlocks(n, r, priority, cb, arg,
+							req, &fire);
+			w->kl_step += !ret && kvw_is_push(type);
 		}
-		r->pending++;
+		pthread_mutex_unlock(&w->lock);
 	}
-	psd_kvw_kick(w);
-	fire = psd_kvw_req_settle(w, r);
-	pthread_mutex_unlock(&w->lock);
 	/* The request is on its way; the caller's keys stay valid until it
 	 * completes, so the copy is made meanwhile. */
-	if (copy)
+	if (!ret && copy)
 		kvw_kl_copy(c, nkeys, keys, lens, ulen, cut);
 	if (c)
 		pthread_mutex_unlock(&c->mu);
+	kvw_klset_put(set);
 	free(cut);
 	if (fire)
-		psd_kvw_req_run_cb(w, r);
-	return 0;
-
-err_free:
-	psd_kvw_req_free(r);
-out_unlock:
-	pthread_mutex_unlock(&w->lock);
-out_unlock_c:
-	psd_kvw_klset_put(set);
-	if (c)
-		pthread_mutex_unlock(&c->mu);
-out_free_cut:
-	free(cut);
+		psd_kvw_req_run_cb(kvw_of(n), r);
 	return ret;
 }
 
-/* Unlocked (van thread).  A pull answer lands in the caller's values at
- * its slice. */
-int psd_kvw_kl_rx_header(struct psched_node *n, struct psd_conn *c,
-			 const struct psd_hdr *h, void **dst)
+/* Locked.  ->rx_dst: a pull answer lands in the caller's values at its
+ * slice. */
+static void *kvw_kl_rx_dst(struct kvw_req *r, const struct kvw_chunk *ch,
+			   const struct psd_hdr *h, const struct psd_conn *c)
 {
-	struct psd_kvw *w = kvw_of(n);
-	struct psd_peer *p = psd_node_peer(n, c->peer_id);
-	struct kvw_chunk *ch;
-	struct kvw_req *r;
-
-	if (!h->length)
-		return 0;
-	pthread_mutex_lock(&w->lock);
-	r = psd_kvw_req_find(w, h->req);
-	if (r && r->kl && !r->cancelled && h->slot < r->nchunks &&
-	    h->type == PSD_MSG_PULL_RESP && r->slots[0].dst) {
-		ch = &r->chunks[h->slot];
-		if (ch->srank == p->rank && ch->state != KVW_CH_DONE &&
-		    ch->span == h->length) {
-			r->busy++;
-			r->srv[p->rank].busy++;
-			*dst = r->slots[0].dst + ch->off;
-		}
-	}
-	pthread_mutex_unlock(&w->lock);
-	return 0;
+	(void)h;
+	(void)c;
+	return r->slots[0].dst ? r->slots[0].dst + ch->off : NULL;
 }
 
-/* Unlocked (van thread).  An answer to a key-list chunk is in. */
-void psd_kvw_kl_rx_data(struct psched_node *n, struct psd_conn *c,
-			const struct psd_hdr *h, void *payload)
+static void kvw_kl_free(struct kvw_req *r)
 {
-	struct psd_kvw *w = kvw_of(n);
-	struct psd_peer *p = psd_node_peer(n, c->peer_id);
-	struct kvw_chunk *ch;
-	struct kvw_req *r;
-	bool fire;
-
-	pthread_mutex_lock(&w->lock);
-	r = psd_kvw_req_find(w, h->req);
-	ch = r && r->kl && h->slot < r->nchunks ? &r->chunks[h->slot] : NULL;
-	if (!ch || ch->srank != p->rank) {
-		pthread_mutex_unlock(&w->lock);
-		psd_debug("discarding late key-list %s for request %llu "
-			  "from %s",
-			  psd_msg_type_name(h->type),
-			  (unsigned long long)h->req, c->peer);
-		return;
-	}
-	if (h->length && r->srv[p->rank].busy && r->slots[0].dst &&
-	    payload == r->slots[0].dst + ch->off) {
-		r->busy--;
-		r->srv[p->rank].busy--;
-	}
-	if (!h->status && h->type == PSD_MSG_PUSH_ACK &&
-	    r->type == PSD_MSG_PUSHPULL) {
-		psd_kvw_chunk_uncredit(w, ch); /* the answer comes later */
-		pthread_mutex_unlock(&w->lock);
-		return;
-	}
-	if (h->status)
-		psd_kvw_req_error(r, h->status,
-				  "%s rejected key-list %s of %llu keys from "
-				  "key %llu (step %llu): %s",
-				  p->desc, psd_msg_type_name(r->type),
-				  (unsigned long long)ch->kl_n,
-				  (unsigned long long)h->key,
-				  (unsigned long long)r->slots[0].step,
-				  psched_strerror(h->status));
-	else if (h->type == PSD_MSG_PULL_RESP && h->length != ch->span)
-		psd_kvw_req_error(r, -EPROTO,
-				  "%s answered key-list pull from key %llu "
-				  "with %llu bytes instead of %llu",
-				  p->desc, (unsigned long long)h->key,
-				  (unsigned long long)h->length,
-				  (unsigned long long)ch->span);
-	fire = psd_kvw_chunk_settle(w, ch, h->status != 0);
-	if (!r->busy)
-		pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	if (fire)
-		psd_kvw_req_run_cb(w, r);
+	kvw_klset_put(r->kl_set);
 }
+
+const struct kvw_family psd_kvw_keylist = {
+	.what = "key-list ",
+	.flag = PSD_F_KEYLIST,
+	.hdr = kvw_kl_hdr,
+	.rx_dst = kvw_kl_rx_dst,
+	.free = kvw_kl_free,
+};

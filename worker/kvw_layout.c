@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
 /*
- * KV worker: what a worker knows of its keys, building a request from the
- * caller's arguments, and cutting it into chunks per key, server range
- * (placement.h) and partition (partition.h) under the config of its step.
- * Every function here is Locked (kvw.h).
+ * KV worker, the dense family: what a worker knows of its keys, building
+ * a request from the caller's arguments, cutting it into chunks per key,
+ * server range (placement.h) and partition (partition.h) under the config
+ * of its step, and its chunks' headers.  Every function here is Locked
+ * (kvw.h).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +14,8 @@
 #include "partition.h"
 #include "placement.h"
 
-/* Locked.  A new key of @len bytes of @dtype. */
-static struct kvw_key *kvw_key_add(struct psd_kvw *w, uint64_t key,
-				   uint64_t len, enum psched_dtype dtype)
+struct kvw_key *psd_kvw_key_add(struct psd_kvw *w, uint64_t key, uint64_t len,
+				enum psched_dtype dtype)
 {
 	struct kvw_key *k = calloc(1, sizeof(*k));
 
@@ -54,7 +54,7 @@ static int kvw_key_check(struct psd_kvw *w, struct psched_node *n, uint8_t type,
 				      "pushed or initialised by this worker",
 				      (unsigned long long)key);
 	if (!k) {
-		k = kvw_key_add(w, key, len, dtype);
+		k = psd_kvw_key_add(w, key, len, dtype);
 		if (!k)
 			return psd_set_errmsg(-ENOMEM, "no memory for keys");
 	}
@@ -79,7 +79,8 @@ static int kvw_key_check(struct psd_kvw *w, struct psched_node *n, uint8_t type,
 	return 0;
 }
 
-struct kvw_req *psd_kvw_req_alloc(struct psched_node *n, uint8_t type,
+struct kvw_req *psd_kvw_req_alloc(struct psched_node *n,
+				  const struct kvw_family *fam, uint8_t type,
 				  size_t nkeys, enum psched_dtype dtype)
 {
 	struct kvw_req *r;
@@ -92,6 +93,7 @@ struct kvw_req *psd_kvw_req_alloc(struct psched_node *n, uint8_t type,
 		free(r);
 		return NULL;
 	}
+	r->fam = fam;
 	r->type = type;
 	r->dtype = (uint8_t)dtype;
 	r->nslots = nkeys;
@@ -161,6 +163,18 @@ static int kvw_req_pack(struct kvw_req *r)
 	return 0;
 }
 
+void psd_kvw_push_step(struct psd_kvw *w, struct kvw_req *r, size_t i,
+		       struct kvw_key *k)
+{
+	r->slots[i].step = ++k->step;
+	if (k->step > w->max_step)
+		w->max_step = k->step;
+	/* A step beyond what the open PREPARE was told of waits for its
+	 * commit. */
+	if (w->preparing && k->step > w->prep_step)
+		r->parked = true;
+}
+
 /* Locked.  Validate the keys and build the request; steps are only
  * advanced once every key passed. */
 int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
@@ -178,7 +192,7 @@ int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		return psd_set_errmsg(-EINVAL,
 				      "%s: no keys, no lengths or a bad dtype",
 				      psd_msg_type_name(type));
-	r = psd_kvw_req_alloc(n, type, nkeys, dtype);
+	r = psd_kvw_req_alloc(n, &psd_kvw_dense, type, nkeys, dtype);
 	if (!r)
 		return -ENOMEM;
 	w->gen++;
@@ -201,16 +215,8 @@ int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 			return ret;
 		}
 	}
-	for (i = 0; i < nkeys && kvw_is_push(type); i++) {
-		k = psd_map_get(&w->keys, keys[i]);
-		r->slots[i].step = ++k->step;
-		if (k->step > w->max_step)
-			w->max_step = k->step;
-		/* A step beyond what the open PREPARE was told of waits for
-		 * its commit. */
-		if (w->preparing && k->step > w->prep_step)
-			r->parked = true;
-	}
+	for (i = 0; i < nkeys && kvw_is_push(type); i++)
+		psd_kvw_push_step(w, r, i, psd_map_get(&w->keys, keys[i]));
 	*out = r;
 	return 0;
 }
@@ -229,64 +235,15 @@ static uint64_t kvw_chunk_size(const struct psd_kvw *w, const struct kvw_req *r,
 	return psd_part_chunk_size(s->part, esize, len);
 }
 
-/* Locked.  The config of each slot's step; a push of a step under a
- * newer config switches the credit too. */
-static void kvw_req_config(struct psd_kvw *w, struct kvw_req *r)
-{
-	const struct psd_cfg_entry *e;
-	size_t i;
-
-	for (i = 0; i < r->nslots; i++) {
-		struct kvw_slot *s = &r->slots[i];
-
-		e = psd_cfgtab_for_step(&w->cfgs, s->step);
-		s->epoch = e->epoch;
-		s->part = e->partition_bytes;
-		if (kvw_is_push(r->type) && e->epoch > w->credit_epoch &&
-		    !w->fifo) {
-			w->credit_epoch = e->epoch;
-			psd_credit_set(&w->credit, e->credit_bytes);
-			psd_info("config epoch %u in force from step %llu: "
-				 "partition %llu bytes, credit %llu bytes",
-				 e->epoch,
-				 (unsigned long long)e->apply_from_step,
-				 (unsigned long long)e->partition_bytes,
-				 (unsigned long long)e->credit_bytes);
-		}
-	}
-}
-
-/* Locked.  How many chunks @r is cut into. */
-static uint64_t kvw_req_count(struct psched_node *n, struct kvw_req *r)
-{
-	struct psd_kvw *w = kvw_of(n);
-	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
-	uint64_t off, len, total = 0;
-	size_t i;
-	unsigned s;
-
-	for (i = 0; i < r->nslots; i++) {
-		for (s = 0; s < n->num_server; s++) {
-			psd_place(r->slots[i].key, r->slots[i].total, esize,
-				  n->num_server, s, &off, &len);
-			if (len)
-				total += psd_part_count(
-					len, kvw_chunk_size(w, r, &r->slots[i],
-							    len));
-		}
-	}
-	return total;
-}
-
-/* Locked.  Fill r->chunks (sized by kvw_req_count()) and the per-server
- * pending counts. */
-static void kvw_req_cut(struct psched_node *n, struct kvw_req *r)
+/* Locked.  How many chunks @r is cut into; with @fill, fill r->chunks
+ * (sized by a count first) and the per-server pending counts too. */
+static uint64_t kvw_req_cut(struct psched_node *n, struct kvw_req *r, bool fill)
 {
 	struct psd_kvw *w = kvw_of(n);
 	unsigned esize = psched_dtype_size((enum psched_dtype)r->dtype);
 	bool payload = kvw_is_push(r->type) || (r->flags & PSD_F_HAS_VALUE);
-	uint64_t off, len, c, cnt, j;
-	size_t i, k = 0;
+	uint64_t off, len, c, cnt, j, k = 0;
+	size_t i;
 	unsigned s;
 
 	for (i = 0; i < r->nslots; i++) {
@@ -297,8 +254,8 @@ static void kvw_req_cut(struct psched_node *n, struct kvw_req *r)
 				continue;
 			c = kvw_chunk_size(w, r, &r->slots[i], len);
 			cnt = psd_part_count(len, c);
-			for (j = 0; j < cnt; j++, k++) {
-				struct kvw_chunk *ch = &r->chunks[k];
+			for (j = 0; fill && j < cnt; j++) {
+				struct kvw_chunk *ch = &r->chunks[k + j];
 
 				ch->req = r;
 				ch->slot = (uint32_t)i;
@@ -309,22 +266,18 @@ static void kvw_req_cut(struct psched_node *n, struct kvw_req *r)
 				ch->node.len = payload ? ch->span : 0;
 				r->srv[s].pending++;
 			}
+			k += cnt;
 		}
 	}
+	return k;
 }
 
-/* Locked.  Cut @r into chunks and queue them. */
-int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r)
+/* Locked.  ->layout: cut @r into chunks (its config is set). */
+static int kvw_dense_layout(struct psched_node *n, struct kvw_req *r)
 {
-	struct psd_kvw *w = kvw_of(n);
-	uint64_t total;
-	size_t k;
+	uint64_t total = kvw_req_cut(n, r, false);
 	int ret;
 
-	kvw_req_config(w, r);
-	if (r->rows)
-		return psd_kvw_rows_layout(n, r);
-	total = kvw_req_count(n, r);
 	if (total > UINT32_MAX)
 		return psd_set_errmsg(-E2BIG,
 				      "%s of key %llu: %llu chunks; raise "
@@ -334,31 +287,79 @@ int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r)
 				      (unsigned long long)total);
 	r->chunks = calloc(total, sizeof(*r->chunks));
 	if (!r->chunks)
-		return -ENOMEM;
+		return psd_set_errmsg(-ENOMEM, "no memory for %llu chunks",
+				      (unsigned long long)total);
 	r->nchunks = total;
-	kvw_req_cut(n, r);
-	if (r->cmp) {
-		ret = kvw_req_pack(r);
-		if (ret) {
-			free(r->chunks);
-			r->chunks = NULL;
-			r->nchunks = 0;
-			memset(r->srv, 0, n->num_server * sizeof(*r->srv));
-			return ret;
-		}
+	kvw_req_cut(n, r, true);
+	ret = r->cmp ? kvw_req_pack(r) : 0;
+	if (ret) {
+		r->nchunks = 0;
+		memset(r->srv, 0, n->num_server * sizeof(*r->srv));
 	}
-	for (k = 0; k < r->nchunks; k++) {
-		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
-		if (ret) {
-			while (k--)
-				psd_chunkq_remove(&w->q, &r->chunks[k].node);
-			free(r->chunks);
-			r->chunks = NULL;
-			r->nchunks = 0;
-			memset(r->srv, 0, n->num_server * sizeof(*r->srv));
-			return psd_set_errmsg(ret, "no memory to queue chunks");
-		}
-	}
-	r->pending += (unsigned)r->nchunks;
-	return 0;
+	return ret;
 }
+
+/*
+ * Locked.  ->send_inline: one small chunk, alone in the queue, and, if it
+ * carries a payload, no push bytes in flight.  The last condition keeps a
+ * burst of pushes (40 issued back to back) for the sender thread, which
+ * writes its small chunks together (kvw_may_hold()): sent inline, each
+ * cost a write and a wake-up of the server, and the caller's writes
+ * contended for the socket with the van thread reading the acks (push
+ * 4 KiB x 40: 2-5x fewer Gbit/s).  A push issued after the previous one's
+ * ack (serial use), and a pull right after a push, still skip the thread
+ * hand-off.
+ */
+static bool kvw_dense_send_inline(const struct psched_node *n,
+				  const struct psd_kvw *w,
+				  const struct kvw_req *r)
+{
+	bool payload = kvw_is_push(r->type) || (r->flags & PSD_F_HAS_VALUE);
+
+	(void)n;
+	return r->nchunks == 1 && !r->on_gpu && psd_chunkq_len(&w->q) == 1 &&
+	       (!payload || !w->credit.in_flight) &&
+	       r->chunks[0].span <= KVW_INLINE_MAX &&
+	       psd_credit_can_start(&w->credit, r->chunks[0].node.len);
+}
+
+/* Locked.  ->hdr: the tensor bytes of @ch, or its compressed codes. */
+static void kvw_dense_hdr(const struct psched_node *n,
+			  const struct kvw_chunk *ch, struct psd_hdr *h,
+			  struct iovec *iov, int *niov)
+{
+	const struct kvw_req *r = ch->req;
+	bool payload = kvw_is_push(r->type) || (r->flags & PSD_F_HAS_VALUE);
+
+	psd_kvw_hdr_base(n, ch, h);
+	h->length = !payload ? 0 : r->cmp ? ch->clen : ch->span;
+	iov->iov_base =
+		!payload ? NULL
+		: r->cmp
+			? (void *)(r->cbuf + ch->coff)
+			: (void *)(uintptr_t)(r->slots[ch->slot].src + ch->off);
+	iov->iov_len = (size_t)h->length;
+	*niov = 1;
+}
+
+/* Locked.  ->rx_dst: the answer's bytes go where the chunk asked. */
+static void *kvw_dense_rx_dst(struct kvw_req *r, const struct kvw_chunk *ch,
+			      const struct psd_hdr *h, const struct psd_conn *c)
+{
+	struct kvw_slot *s = &r->slots[ch->slot];
+
+	(void)c;
+	return s->dst && s->total == h->total && ch->off == h->offset
+		       ? s->dst + h->offset
+		       : NULL;
+}
+
+const struct kvw_family psd_kvw_dense = {
+	.what = "",
+	.stepped = true,
+	.keyed = true,
+	.layout = kvw_dense_layout,
+	.send_inline = kvw_dense_send_inline,
+	.hdr = kvw_dense_hdr,
+	.rx_dst = kvw_dense_rx_dst,
+};

@@ -1,14 +1,64 @@
 // SPDX-License-Identifier: MIT
 /*
- * KV worker: two-phase config switches.  Between a PREPARE and its COMMIT
- * (or ABORT), pushes of steps beyond the highest step this worker had
- * pushed are parked (psd_kvw_req_build() marks them, kvw_issue() holds
- * them); when the PREPARE closes they are cut with the configs known then
- * and queued, oldest first.  (kvw.h explains the locking words.)
+ * KV worker: config epochs.  Two-phase switches: between a PREPARE and
+ * its COMMIT (or ABORT), pushes of steps beyond the highest step this
+ * worker had pushed are parked (psd_kvw_req_build() marks them, the
+ * request's start holds them); when the PREPARE closes they are cut with
+ * the configs known then and queued, oldest first.  The config a request
+ * is cut with, and the credit in force, are set here and nowhere else.
+ * (kvw.h explains the locking words.)
  */
 #include <stdlib.h>
 
 #include "kvw.h"
+
+/*
+ * Locked.  The one place the credit changes.  A push of a step under
+ * config @e is cut (@cut): @e's credit is in force from now on.  Config
+ * @e was committed (!@cut): more credit takes effect now, not from the
+ * config's first step: credit is this worker's own limit on bytes in
+ * flight (nothing on the wire or at the servers depends on it), and a
+ * step still running under a starved credit could otherwise take
+ * minutes.  Live (bench/autotune-bench.sh), the tuner cut short a sample
+ * of 4 KiB x 1 behind a 4 ms round trip; the step in progress kept 4 KiB
+ * in flight until it ended, 107 s later.  Less credit waits for its
+ * step, as the partition does.
+ */
+static void kvw_credit_follow(struct psd_kvw *w, const struct psd_cfg_entry *e,
+			      bool cut)
+{
+	if (w->fifo || e->epoch <= w->credit_epoch)
+		return;
+	if (cut) {
+		w->credit_epoch = e->epoch;
+		psd_credit_set(&w->credit, e->credit_bytes);
+		psd_info("config epoch %u in force from step %llu: "
+			 "partition %llu bytes, credit %llu bytes",
+			 e->epoch, (unsigned long long)e->apply_from_step,
+			 (unsigned long long)e->partition_bytes,
+			 (unsigned long long)e->credit_bytes);
+	} else if (w->credit.credit &&
+		   (!e->credit_bytes || e->credit_bytes > w->credit.credit)) {
+		psd_credit_set(&w->credit, e->credit_bytes);
+		psd_kvw_kick(w);
+	}
+}
+
+void psd_kvw_req_config(struct psd_kvw *w, struct kvw_req *r)
+{
+	const struct psd_cfg_entry *e;
+	size_t i;
+
+	for (i = 0; i < r->nslots; i++) {
+		struct kvw_slot *s = &r->slots[i];
+
+		e = psd_cfgtab_for_step(&w->cfgs, s->step);
+		s->epoch = e->epoch;
+		s->part = e->partition_bytes;
+		if (kvw_is_push(r->type))
+			kvw_credit_follow(w, e, true);
+	}
+}
 
 /*
  * Locked.  A PREPARE closed (commit or abort): lay out and queue the
@@ -86,22 +136,8 @@ static void kvw_commit(struct psd_kvw *w, const Psched__Config *m)
 	if (ret && ret != -EALREADY)
 		psd_err("config epoch %u refused: %s", m->epoch,
 			psched_strerror(ret));
-	/*
-	 * More credit takes effect now, not from the config's first step:
-	 * credit is this worker's own limit on bytes in flight (nothing on
-	 * the wire or at the servers depends on it), and a step still
-	 * running under a starved credit could otherwise take minutes.
-	 * Live (bench/autotune-bench.sh), the tuner cut short a sample of
-	 * 4 KiB x 1 behind a 4 ms round trip; the step in progress kept
-	 * 4 KiB in flight until it ended, 107 s later.  Less credit waits
-	 * for its step, as the partition does.
-	 */
-	if (!ret && !w->fifo && m->epoch > w->credit_epoch &&
-	    w->credit.credit &&
-	    (!m->credit_bytes || m->credit_bytes > w->credit.credit)) {
-		psd_credit_set(&w->credit, m->credit_bytes);
-		psd_kvw_kick(w);
-	}
+	if (!ret)
+		kvw_credit_follow(w, &e, false);
 }
 
 /* Unlocked (van thread).  Config message from the scheduler. */

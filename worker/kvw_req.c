@@ -65,6 +65,31 @@ int psd_kvw_req_register(struct psd_kvw *w, struct kvw_req *r)
 	return 0;
 }
 
+/* Locked: @r is done after @us microseconds (psched_stats). */
+static void kvw_req_count(struct kvw_metrics *km, const struct kvw_req *r,
+			  uint64_t us)
+{
+	unsigned b = 0;
+
+	if (!r->err)
+		km->done_ok++;
+	else if (r->err == -ETIMEDOUT)
+		km->err_timeout++;
+	else if (r->err == PSCHED_ENODEDEAD)
+		km->err_node_dead++;
+	else if (r->err == PSCHED_EREMOTE)
+		km->err_remote++;
+	else if (r->err == PSCHED_ESHUTDOWN)
+		km->err_shutdown++;
+	else
+		km->err_other++;
+	while (b + 1 < PSCHED_LATENCY_BUCKETS &&
+	       us > ((uint64_t)PSCHED_LATENCY_BUCKET_US << b))
+		b++;
+	km->lat_count[b]++;
+	km->lat_sum_us += us;
+}
+
 void psd_kvw_busy(struct psd_kvw *w, struct kvw_req *r, bool on)
 {
 	struct kvw_metrics *km = &w->met;
@@ -74,6 +99,10 @@ void psd_kvw_busy(struct psd_kvw *w, struct kvw_req *r, bool on)
 		return;
 	r->inflight = on;
 	now = psd_now_us();
+	if (on)
+		r->t_reg_us = now;
+	else
+		kvw_req_count(km, r, now - r->t_reg_us);
 	if (on && !km->inflight++)
 		km->busy_since = now;
 	else if (!on && !--km->inflight)
@@ -107,8 +136,8 @@ void psd_kvw_req_free(struct kvw_req *r)
 	for (i = 0; i < r->nslots; i++)
 		psd_scratch_put(r->scratch, r->slots[i].codes);
 	psd_scratch_put(r->scratch, r->cbuf);
-	psd_kvw_rows_free(r->rows);
-	psd_kvw_klset_put(r->kl_set);
+	if (r->fam->free)
+		r->fam->free(r);
 	free(r->chunks);
 	free(r->srv);
 	free(r);
@@ -494,4 +523,13 @@ int psched_wait(struct psched_node *n, uint64_t id, unsigned timeout_ms)
 	pthread_mutex_unlock(&w->lock);
 	psd_kvw_req_free(r);
 	return ret;
+}
+
+int psd_kvw_init_wait(struct psched_node *n, int ret, uint64_t req,
+		      unsigned timeout_ms)
+{
+	if (!ret)
+		ret = psched_wait(n, req, timeout_ms);
+	/* Nobody pulls before rank 0's values are in. */
+	return ret ? ret : psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
 }

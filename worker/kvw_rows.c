@@ -17,7 +17,7 @@
  * 8-byte prefix is built) and a pull's answers land straight in the
  * caller's rows; otherwise a push packs its distinct rows (summing
  * duplicates) when each piece is sent, where the transport wants them
- * (psd_kvw_rows_fill(): the shm ring, else r->cbuf), and a pull's
+ * (rows_fill(): the shm ring, else r->cbuf), and a pull's
  * answers, read where the transport has them (the shm ring) or landed
  * in a buffer of distinct rows, are copied out to every position asking
  * them (a pushpull does both).
@@ -51,7 +51,9 @@ struct kvw_rows {
 	struct psd_scratch *scratch; /* where the big buffers go back */
 };
 
-void psd_kvw_rows_free(struct kvw_rows *x)
+/* Any lock: free @x, its big buffers back to the worker's scratch cache
+ * (NULL is a no-op). */
+static void rows_ctx_free(struct kvw_rows *x)
 {
 	if (!x)
 		return;
@@ -132,12 +134,12 @@ static int rows_ctx_build(struct psd_kvw *w, const struct kvw_key *k,
 	x->pairs = psd_scratch_get(x->scratch, (n ? n : 1) * sizeof(*x->pairs));
 	x->ustart = psd_scratch_get(x->scratch, (n + 1) * sizeof(*x->ustart));
 	if (!x->pairs || !x->ustart) {
-		psd_kvw_rows_free(x);
+		rows_ctx_free(x);
 		return -ENOMEM;
 	}
 	for (i = 0; i < n; i++) {
 		if (ids[i] >= x->rows) {
-			psd_kvw_rows_free(x);
+			rows_ctx_free(x);
 			return psd_set_errmsg(
 				-EINVAL,
 				"row-sparse key %llu: row id %llu (index %zu) "
@@ -189,7 +191,7 @@ rows_prefetch(const struct kvw_rows *x, const uint8_t *base, size_t k, bool wr)
 /* Pack distinct rows [u0, u0 + cnt) of a push after the prefix at @buf:
  * their ids, then the rows (duplicates summed).  Reads only what the
  * request's layout made, so it runs unlocked at send time
- * (psd_kvw_rows_fill()). */
+ * (rows_fill()). */
 static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
 			   uint8_t dtype, uint8_t *buf)
 {
@@ -217,7 +219,10 @@ static void rows_pack_push(const struct kvw_rows *x, size_t u0, size_t cnt,
 	}
 }
 
-void psd_kvw_rows_fill(void *arg, uint8_t *dst, size_t len)
+/* ->fill of a push piece that is not direct: its ids and rows packed
+ * where the transport wants them (psd_conn_send_fill()).  Unlocked, while
+ * the chunk is being sent; @arg is the chunk. */
+static void rows_fill(void *arg, uint8_t *dst, size_t len)
 {
 	const struct kvw_chunk *ch = arg;
 	const struct kvw_req *r = ch->req;
@@ -230,7 +235,7 @@ void psd_kvw_rows_fill(void *arg, uint8_t *dst, size_t len)
 }
 
 /* The prefix of a push piece of @cnt rows; the rest is packed when it is
- * sent (psd_kvw_rows_fill()) unless the ids are direct. */
+ * sent (rows_fill()) unless the ids are direct. */
 static void rows_pack_prefix(size_t cnt, uint32_t pieces, uint8_t *buf)
 {
 	struct psd_rows_prefix p = { .nrows = (uint32_t)cnt, .pieces = pieces };
@@ -303,15 +308,19 @@ static uint64_t rows_pieces(const struct kvw_req *r, uint64_t held, size_t cnt,
 	return cnt ? (cnt + per - 1) / per : 1;
 }
 
-/* Locked.  Bytes of r->cbuf a piece of @cnt distinct rows needs. */
+/* Locked.  Payload bytes of a piece of @cnt distinct rows. */
+static uint64_t rows_len(const struct kvw_req *r, size_t cnt)
+{
+	if (psd_msg_is_push(r->type))
+		return PSD_ROWS_PREFIX + cnt * (8 + r->rows->rowbytes);
+	return r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8 : 0;
+}
+
+/* Locked.  Bytes of r->cbuf it needs: a direct push's prefix only. */
 static uint64_t rows_room(const struct kvw_req *r, size_t cnt)
 {
-	const struct kvw_rows *x = r->rows;
-
-	if (psd_msg_is_push(r->type))
-		return PSD_ROWS_PREFIX +
-		       (x->direct ? 0 : cnt * (8 + x->rowbytes));
-	return r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8 : 0;
+	return psd_msg_is_push(r->type) && r->rows->direct ? PSD_ROWS_PREFIX
+							   : rows_len(r, cnt);
 }
 
 /* Locked.  Fill chunk @k and its payload room. */
@@ -330,10 +339,7 @@ static void rows_chunk(struct kvw_req *r, size_t k, unsigned s, uint64_t lo,
 	x->cu[k] = u0;
 	x->cn[k] = cnt;
 	ch->coff = *boff;
-	ch->clen = psd_msg_is_push(r->type)
-			   ? PSD_ROWS_PREFIX + cnt * (8 + x->rowbytes)
-		   : r->type == PSD_MSG_PULL ? PSD_ROWS_PREFIX + cnt * 8
-					     : 0;
+	ch->clen = rows_len(r, cnt);
 	ch->node.len = psd_msg_is_push(r->type) ? ch->clen : 0;
 	*boff += rows_room(r, cnt);
 	r->srv[s].pending++;
@@ -375,15 +381,14 @@ static int rows_cut(struct psched_node *n, struct kvw_req *r, uint64_t per,
 	return 0;
 }
 
-/* Locked.  psd_kvw_req_layout() of a row-sparse request (its config is
- * set): cut it into pieces, pack their payloads, queue them. */
-int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
+/* Locked.  ->layout (its config is set): cut @r into pieces and pack
+ * their payloads. */
+static int rows_layout(struct psched_node *n, struct kvw_req *r)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_rows *x = r->rows;
 	uint64_t per = rows_per_piece(w, r), bytes;
-	size_t nch, k;
-	int ret;
+	size_t nch;
 
 	rows_cut(n, r, per, false, &nch, &bytes);
 	r->chunks = calloc(nch ? nch : 1, sizeof(*r->chunks));
@@ -401,37 +406,29 @@ int psd_kvw_rows_layout(struct psched_node *n, struct kvw_req *r)
 					       "request");
 	r->nchunks = nch;
 	rows_cut(n, r, per, true, &nch, &bytes);
-	for (k = 0; k < r->nchunks; k++) {
-		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
-		if (ret) {
-			while (k--)
-				psd_chunkq_remove(&w->q, &r->chunks[k].node);
-			r->nchunks = 0;
-			memset(r->srv, 0, n->num_server * sizeof(*r->srv));
-			return psd_set_errmsg(ret, "no memory to queue chunks");
-		}
-	}
-	r->pending += (unsigned)r->nchunks;
 	return 0;
 }
 
-bool psd_kvw_rows_filled(const struct kvw_chunk *ch)
+/* Locked.  ->filled: a push piece whose ids are not direct. */
+static bool rows_filled(const struct kvw_chunk *ch)
 {
 	const struct kvw_req *r = ch->req;
 
-	return r->rows && psd_msg_is_push(r->type) && !r->rows->direct &&
+	return psd_msg_is_push(r->type) && !r->rows->direct &&
 	       ch->clen > PSD_ROWS_PREFIX;
 }
 
-/* Locked.  The header and payload (up to 3 iovecs) of row-sparse chunk
- * @ch. */
-void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
-		      struct iovec *iov, int *niov)
+/* Locked.  ->hdr: the header and payload (up to 3 iovecs) of row-sparse
+ * chunk @ch; a filled chunk: one, the buffer rows_fill() writes when the
+ * transport cannot place it. */
+static void rows_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
+		     struct psd_hdr *h, struct iovec *iov, int *niov)
 {
 	const struct kvw_req *r = ch->req;
 	const struct kvw_rows *x = r->rows;
 	size_t k = (size_t)(ch - r->chunks);
 
+	psd_kvw_hdr_base(n, ch, h);
 	h->flags = PSD_F_ROWS;
 	h->part = x->rowbytes;
 	h->length = ch->clen;
@@ -451,39 +448,26 @@ void psd_kvw_rows_hdr(const struct kvw_chunk *ch, struct psd_hdr *h,
 	*niov = 3;
 }
 
-/* Unlocked (van thread).  Where a row-sparse pull answer lands. */
-int psd_kvw_rows_rx_header(struct psched_node *n, struct psd_conn *c,
-			   const struct psd_hdr *h, void **dst)
+/* Locked.  ->rx_len: the rows of its distinct ids. */
+static uint64_t rows_rx_len(const struct kvw_req *r, const struct kvw_chunk *ch)
 {
-	struct psd_kvw *w = kvw_of(n);
-	struct psd_peer *p = psd_node_peer(n, c->peer_id);
-	struct kvw_chunk *ch;
-	struct kvw_req *r;
+	return r->rows->cn[ch - r->chunks] * r->rows->rowbytes;
+}
 
-	*dst = NULL;
-	if (!h->length)
-		return 0;
-	pthread_mutex_lock(&w->lock);
-	r = psd_kvw_req_find(w, h->req);
-	if (r && r->rows && !r->cancelled && h->slot < r->nchunks) {
-		ch = &r->chunks[h->slot];
-		if (r->slots[0].key == h->key && ch->srank == p->rank &&
-		    ch->state != KVW_CH_DONE &&
-		    h->length == r->rows->cn[h->slot] * r->rows->rowbytes) {
-			r->busy++;
-			r->srv[p->rank].busy++;
-			/* Rows copied out to their positions anyway are
-			 * read where the transport has them (values only:
-			 * nothing of them is checked). */
-			*dst = !r->rows->direct && c->rx_inplace
-				       ? c->rx_inplace
-				       : r->rows->land +
-						 r->rows->cu[h->slot] *
-							 r->rows->rowbytes;
-		}
-	}
-	pthread_mutex_unlock(&w->lock);
-	return 0;
+/* Locked.  ->rx_dst: rows copied out to their positions anyway are read
+ * where the transport has them (values only: nothing of them is
+ * checked); others land in place. */
+static void *rows_rx_dst(struct kvw_req *r, const struct kvw_chunk *ch,
+			 const struct psd_hdr *h, const struct psd_conn *c)
+{
+	const struct kvw_rows *x = r->rows;
+
+	(void)h;
+	if (!x->land)
+		return NULL;
+	return !x->direct && c->rx_inplace
+		       ? c->rx_inplace
+		       : x->land + x->cu[ch - r->chunks] * x->rowbytes;
 }
 
 /* Locked.  Copy answered distinct rows (of chunk @k, at @src) to every
@@ -501,53 +485,25 @@ static void rows_scatter(const struct kvw_rows *x, size_t k, const uint8_t *src)
 		}
 }
 
-/* Unlocked (van thread).  A row-sparse pull answer is in. */
-void psd_kvw_rows_rx_data(struct psched_node *n, struct psd_conn *c,
-			  const struct psd_hdr *h, void *payload)
+/* Locked.  ->rx_landed: copy the rows out unless they are in place. */
+static void rows_rx_landed(struct kvw_req *r, const struct kvw_chunk *ch,
+			   const void *payload)
 {
-	struct psd_kvw *w = kvw_of(n);
-	struct psd_peer *p = psd_node_peer(n, c->peer_id);
-	struct kvw_chunk *ch;
-	struct kvw_req *r;
-	bool fire, landed;
+	if (!r->rows->direct && payload)
+		rows_scatter(r->rows, (size_t)(ch - r->chunks), payload);
+}
 
-	pthread_mutex_lock(&w->lock);
-	r = psd_kvw_req_find(w, h->req);
-	ch = r && r->rows && h->slot < r->nchunks ? &r->chunks[h->slot] : NULL;
-	if (!ch || r->slots[0].key != h->key || ch->srank != p->rank) {
-		pthread_mutex_unlock(&w->lock);
-		return;
-	}
-	landed = h->length && r->srv[p->rank].busy &&
-		 (payload == r->rows->land +
-				     r->rows->cu[h->slot] * r->rows->rowbytes ||
-		  (payload && payload == c->rx_inplace));
-	if (landed) {
-		if (!r->rows->direct && !r->cancelled)
-			rows_scatter(r->rows, h->slot, payload);
-		r->busy--;
-		r->srv[p->rank].busy--;
-	} else if (h->length != r->rows->cn[h->slot] * r->rows->rowbytes)
-		psd_kvw_req_error(r, -EPROTO,
-				  "%s answered a row pull of key %llu with "
-				  "%llu bytes instead of %llu",
-				  p->desc, (unsigned long long)h->key,
-				  (unsigned long long)h->length,
-				  (unsigned long long)(r->rows->cn[h->slot] *
-						       r->rows->rowbytes));
-	fire = psd_kvw_chunk_settle(w, ch, false);
-	if (!r->busy)
-		pthread_cond_broadcast(&w->cond);
-	pthread_mutex_unlock(&w->lock);
-	if (fire)
-		psd_kvw_req_run_cb(w, r);
+static void rows_free(struct kvw_req *r)
+{
+	rows_ctx_free(r->rows);
 }
 
 /* Locked.  A request of one slot on row-sparse key @k. */
 static struct kvw_req *rows_req_alloc(struct psched_node *n, uint8_t type,
 				      uint64_t key, const struct kvw_key *k)
 {
-	struct kvw_req *r = psd_kvw_req_alloc(n, type, 1, k->dtype);
+	struct kvw_req *r =
+		psd_kvw_req_alloc(n, &psd_kvw_rowsparse, type, 1, k->dtype);
 
 	if (!r)
 		return NULL;
@@ -557,20 +513,7 @@ static struct kvw_req *rows_req_alloc(struct psched_node *n, uint8_t type,
 	return r;
 }
 
-/* Locked.  Step bookkeeping of a push, as for dense keys. */
-static void rows_req_step(struct psd_kvw *w, struct kvw_req *r,
-			  struct kvw_key *k)
-{
-	if (!psd_msg_is_push(r->type))
-		return;
-	r->slots[0].step = ++k->step;
-	if (k->step > w->max_step)
-		w->max_step = k->step;
-	if (w->preparing && k->step > w->prep_step)
-		r->parked = true;
-}
-
-/* Locked.  Build and register a request; *@out then holds its hold. */
+/* Locked.  Build a request (not registered yet). */
 static int rows_req_make(struct psched_node *n, uint8_t type, uint64_t key,
 			 size_t nids, const uint64_t *ids, const void *src,
 			 void *out, struct kvw_req **rp)
@@ -594,27 +537,24 @@ static int rows_req_make(struct psched_node *n, uint8_t type, uint64_t key,
 	x->out = out;
 	r = rows_req_alloc(n, type, key, k);
 	if (!r) {
-		psd_kvw_rows_free(x);
+		rows_ctx_free(x);
 		return psd_set_errmsg(-ENOMEM, "no memory for a request");
 	}
 	r->rows = x;
-	ret = psd_kvw_req_register(w, r);
-	if (ret) {
-		psd_kvw_req_free(r);
-		return psd_set_errmsg(ret, "too many requests");
-	}
-	rows_req_step(w, r, k);
+	r->flags = PSD_F_ROWS;
+	if (psd_msg_is_push(type))
+		psd_kvw_push_step(w, r, 0, k);
 	*rp = r;
 	return 0;
 }
 
 /*
- * Locked.  Whether the caller sends (and packs) @r itself: its pieces,
- * one per server at most, are all that is queued and nothing is in
- * flight (a lone request, as a training step's embedding pushpull is),
- * so handing them to the sender thread would only add its wake-up to the
- * request's time.  Other requests queued or in flight keep the sender
- * thread's order and batching.
+ * Locked.  ->send_inline: the caller sends (and packs) @r itself when its
+ * pieces, one per server at most, are all that is queued and nothing is
+ * in flight (a lone request, as a training step's embedding pushpull
+ * is), so handing them to the sender thread would only add its wake-up
+ * to the request's time.  Other requests queued or in flight keep the
+ * sender thread's order and batching.
  */
 static bool rows_send_inline(const struct psched_node *n,
 			     const struct psd_kvw *w, const struct kvw_req *r)
@@ -623,22 +563,21 @@ static bool rows_send_inline(const struct psched_node *n,
 	       psd_chunkq_len(&w->q) == r->nchunks && !w->credit.in_flight;
 }
 
-/* Locked on entry and return, dropped around each send: send what the
- * queue gives next, as many chunks as @r has. */
-static void rows_send_now_unlocks(struct psched_node *n, struct psd_kvw *w,
-				  const struct kvw_req *r)
-{
-	struct psd_chunk_node *node;
-	size_t k, nch = r->nchunks;
-
-	for (k = 0; k < nch; k++) {
-		node = psd_sched_next(&w->q, &w->credit);
-		if (!node)
-			break;
-		psd_kvw_chunk_send_unlocks(
-			n, psd_container_of(node, struct kvw_chunk, node));
-	}
-}
+const struct kvw_family psd_kvw_rowsparse = {
+	.what = "row-sparse ",
+	.flag = PSD_F_ROWS,
+	.stepped = true,
+	.keyed = true,
+	.layout = rows_layout,
+	.send_inline = rows_send_inline,
+	.hdr = rows_hdr,
+	.filled = rows_filled,
+	.fill = rows_fill,
+	.rx_len = rows_rx_len,
+	.rx_dst = rows_rx_dst,
+	.rx_landed = rows_rx_landed,
+	.free = rows_free,
+};
 
 /* Unlocked.  Issue a row-sparse request. */
 int psd_kvw_rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
@@ -646,15 +585,13 @@ int psd_kvw_rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 		       void *out, int priority, psched_done_fn *cb, void *arg,
 		       uint64_t *req)
 {
-	struct psd_kvw *w = n ? kvw_of(n) : NULL;
 	struct kvw_req *r = NULL;
-	bool fire;
+	bool fire = false;
 	int ret;
 
-	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
-		return psd_set_errmsg(-EINVAL, "only workers push and pull");
-	if (!req && !cb)
-		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	ret = psd_kvw_issue_check(n, cb, req);
+	if (ret)
+		return ret;
 	if (nids && (!ids || (psd_msg_is_push(type) && !src) ||
 		     (type != PSD_MSG_PUSH && !out)))
 		return psd_set_errmsg(-EINVAL,
@@ -664,40 +601,17 @@ int psd_kvw_rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 				      (unsigned long long)key);
 	if (nids > UINT32_MAX)
 		return psd_set_errmsg(-E2BIG, "more than 2^32 rows at once");
-	pthread_mutex_lock(&w->lock);
-	if (n->fatal) {
-		ret = psd_set_errmsg(n->fatal, "%s", n->fatal_msg);
-		pthread_mutex_unlock(&w->lock);
-		return ret;
-	}
-	ret = rows_req_make(n, type, key, nids, ids, src, out, &r);
-	if (ret) {
-		pthread_mutex_unlock(&w->lock);
-		return ret;
-	}
-	r->cb = cb;
-	r->cb_arg = arg;
-	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
-	r->flags = PSD_F_ROWS;
-	r->priority = w->fifo ? 0 : priority;
-	r->pending = 1; /* held until issued */
-	if (req)
-		*req = r->id;
-	if (r->parked) {
-		r->pending++; /* until the config commit */
-		psd_list_add_tail(&w->parked, &r->park_link);
-	} else if ((ret = psd_kvw_req_layout(n, r))) {
-		psd_kvw_req_error(r, ret, "%s", psched_errmsg());
-		r->pending = 1;
-	} else if (rows_send_inline(n, w, r)) {
-		rows_send_now_unlocks(n, w, r);
-	}
-	psd_kvw_kick(w);
-	fire = psd_kvw_req_settle(w, r);
-	pthread_mutex_unlock(&w->lock);
+	pthread_mutex_lock(&kvw_of(n)->lock);
+	ret = psd_kvw_fatal(n);
+	if (!ret)
+		ret = rows_req_make(n, type, key, nids, ids, src, out, &r);
+	if (!ret)
+		ret = psd_kvw_req_issue_unlocks(n, r, priority, cb, arg, req,
+						&fire);
+	pthread_mutex_unlock(&kvw_of(n)->lock);
 	if (fire)
-		psd_kvw_req_run_cb(w, r);
-	return 0;
+		psd_kvw_req_run_cb(kvw_of(n), r);
+	return ret;
 }
 
 /* Locked.  Declare row-sparse key @key on this worker. */
@@ -721,18 +635,9 @@ static int rows_key_declare(struct psd_kvw *w, uint64_t key, uint64_t rows,
 				      "key %llu already exists with another "
 				      "shape or dtype",
 				      (unsigned long long)key);
-	if (k)
-		return 0;
-	k = calloc(1, sizeof(*k));
-	if (!k)
+	if (!k && !(k = psd_kvw_key_add(w, key, rows * rowbytes, dtype)))
 		return psd_set_errmsg(-ENOMEM, "no memory for keys");
-	k->total = rows * rowbytes;
-	k->dtype = (uint8_t)dtype;
 	k->rowbytes = rowbytes;
-	if (psd_map_put(&w->keys, key, k)) {
-		free(k);
-		return psd_set_errmsg(-ENOMEM, "no memory for keys");
-	}
 	return 0;
 }
 
@@ -741,7 +646,7 @@ int psched_row_sparse_init(struct psched_node *n, uint64_t key, uint64_t rows,
 			   unsigned timeout_ms)
 {
 	struct psd_kvw *w = n ? kvw_of(n) : NULL;
-	uint64_t req;
+	uint64_t req = 0;
 	int ret;
 
 	if (!w || n->cfg.role != PSCHED_ROLE_WORKER)
@@ -758,10 +663,5 @@ int psched_row_sparse_init(struct psched_node *n, uint64_t key, uint64_t rows,
 		return ret;
 	ret = psd_kvw_rows_issue(n, PSD_MSG_INIT, key, 0, NULL, NULL, NULL, 0,
 				 NULL, NULL, &req);
-	if (ret)
-		return ret;
-	ret = psched_wait(n, req, timeout_ms);
-	if (ret)
-		return ret;
-	return psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+	return psd_kvw_init_wait(n, ret, req, timeout_ms);
 }

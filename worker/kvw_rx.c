@@ -9,14 +9,46 @@
 #include "command.h"
 #include "kvw.h"
 
-/* Unlocked (van thread).  Choose where an answer's payload lands. */
+/*
+ * Locked.  The chunk answer @h from server @p is for, or NULL: a late,
+ * unknown or foreign answer.  An answer carries its request's family
+ * flag or none (a server's status answers to row-sparse requests carry
+ * none).
+ */
+static struct kvw_chunk *kvw_rx_chunk(struct psd_kvw *w,
+				      const struct psd_peer *p,
+				      const struct psd_hdr *h)
+{
+	struct kvw_req *r = psd_kvw_req_find(w, h->req);
+	struct kvw_chunk *ch;
+
+	if (!r || h->slot >= r->nchunks ||
+	    (h->flags & (PSD_F_KEYLIST | PSD_F_ROWS) & ~r->fam->flag))
+		return NULL;
+	ch = &r->chunks[h->slot];
+	if (ch->srank != p->rank ||
+	    (r->fam->keyed && r->slots[ch->slot].key != h->key))
+		return NULL;
+	return ch;
+}
+
+static uint64_t kvw_rx_len(const struct kvw_req *r, const struct kvw_chunk *ch)
+{
+	return r->fam->rx_len ? r->fam->rx_len(r, ch) : ch->span;
+}
+
+/*
+ * Unlocked (van thread).  Choose where an answer's payload lands: only a
+ * pull answer of the exact bytes its chunk asked for, from its server,
+ * lands in caller memory; late, unknown or unfitting ones land in the
+ * scratch buffer.
+ */
 int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 		      const struct psd_hdr *h, void **dst)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct psd_peer *p = psd_node_peer(n, c->peer_id);
 	struct kvw_chunk *ch;
-	struct kvw_slot *s;
 	struct kvw_req *r;
 	bool gpu = false;
 
@@ -27,43 +59,30 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 		return -EPROTO;
 	}
 	*dst = NULL;
-	if (h->flags & PSD_F_KEYLIST)
-		return psd_kvw_kl_rx_header(n, c, h, dst);
-	if (h->flags & PSD_F_ROWS)
-		return psd_kvw_rows_rx_header(n, c, h, dst);
-	if (!h->length)
+	if (!h->length || h->type != PSD_MSG_PULL_RESP)
 		return 0;
 	pthread_mutex_lock(&w->lock);
-	r = psd_kvw_req_find(w, h->req);
-	if (r && !r->cancelled && h->slot < r->nchunks) {
-		ch = &r->chunks[h->slot];
-		s = &r->slots[ch->slot];
-		/* Only the exact bytes this chunk asked for, from its server.
-		 */
-		if (s->dst && s->key == h->key && s->total == h->total &&
-		    ch->off == h->offset && ch->span == h->length &&
-		    ch->srank == p->rank && ch->state != KVW_CH_DONE &&
-		    !ch->gpu_rx) {
-			r->busy++;
-			r->srv[p->rank].busy++;
-			if (r->on_gpu && r->gpu_direct && c->rx_direct) {
-				/* GPUDirect: the NIC writes device memory. */
-				ch->gpu_rx = true;
-				c->rx_dev = true;
-				*dst = s->dst + h->offset;
-			} else if (r->on_gpu)
-				ch->gpu_rx = gpu = true;
-			else
-				*dst = s->dst + h->offset;
-		}
+	ch = kvw_rx_chunk(w, p, h);
+	r = ch ? ch->req : NULL;
+	if (ch && !r->cancelled && psd_msg_is_pull(r->type) &&
+	    ch->state != KVW_CH_DONE && !ch->rx_busy &&
+	    h->length == kvw_rx_len(r, ch) &&
+	    (*dst = r->fam->rx_dst(r, ch, h, c))) {
+		ch->rx_busy = true;
+		r->busy++;
+		r->srv[p->rank].busy++;
+		/* GPUDirect: the NIC writes device memory. */
+		if (r->on_gpu && r->gpu_direct && c->rx_direct)
+			c->rx_dev = true;
+		else if (r->on_gpu)
+			gpu = true;
 	}
 	pthread_mutex_unlock(&w->lock);
-	/* A device answer: pinned slots, else the scratch buffer (*dst
-	 * NULL); kvw_rx_to_device() copies it over.  Only this thread
-	 * touches ch->stg while gpu_rx is set. */
+	/* A staged device answer: pinned slots, else the scratch buffer
+	 * (NULL); kvw_rx_to_device_unlocks() copies it over.  Only this
+	 * thread touches ch->stg while rx_busy is set. */
 	if (gpu)
 		*dst = psd_kvw_gpu_rx_buf(w, h->length, &ch->stg);
-	/* Late or unknown answers land in the scratch buffer. */
 	return 0;
 }
 
@@ -71,23 +90,31 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 static void kvw_rx_check(struct kvw_req *r, const struct kvw_chunk *ch,
 			 const struct psd_peer *p, const struct psd_hdr *h)
 {
-	uint64_t step = r->slots[ch->slot].step;
+	uint64_t step = r->slots[ch->slot].step, want = kvw_rx_len(r, ch);
 
 	if (h->status)
 		psd_kvw_req_error(
 			r, h->status,
-			"%s rejected %s of key %llu (step %llu): %s", p->desc,
-			psd_msg_type_name(r->type), (unsigned long long)h->key,
-			(unsigned long long)step, psched_strerror(h->status));
-	else if (h->type == PSD_MSG_PULL_RESP && h->length != ch->span)
-		psd_kvw_req_error(r, -EPROTO,
-				  "%s answered %s of key %llu (step %llu) with "
-				  "%llu bytes instead of %llu",
-				  p->desc, psd_msg_type_name(r->type),
-				  (unsigned long long)h->key,
-				  (unsigned long long)step,
-				  (unsigned long long)h->length,
-				  (unsigned long long)ch->span);
+			"%s rejected %s%s of key %llu (step %llu): %s", p->desc,
+			r->fam->what, psd_msg_type_name(r->type),
+			(unsigned long long)h->key, (unsigned long long)step,
+			psched_strerror(h->status));
+	else if (h->type == PSD_MSG_PULL_RESP && !psd_msg_is_pull(r->type))
+		psd_kvw_req_error(
+			r, -EPROTO,
+			"%s answered %s%s of key %llu (step %llu) "
+			"with a pull answer",
+			p->desc, r->fam->what, psd_msg_type_name(r->type),
+			(unsigned long long)h->key, (unsigned long long)step);
+	else if (h->type == PSD_MSG_PULL_RESP && h->length != want)
+		psd_kvw_req_error(
+			r, -EPROTO,
+			"%s answered %s%s of key %llu (step %llu) "
+			"with %llu bytes instead of %llu",
+			p->desc, r->fam->what, psd_msg_type_name(r->type),
+			(unsigned long long)h->key, (unsigned long long)step,
+			(unsigned long long)h->length,
+			(unsigned long long)want);
 }
 
 /* Locked on entry and return, dropped around the copy.  Device answer
@@ -113,6 +140,27 @@ static void kvw_rx_to_device_unlocks(struct psd_kvw *w, struct kvw_req *r,
 				  psched_errmsg());
 }
 
+/* Locked on entry and return, dropped around a device copy.  The answer
+ * psd_kvw_rx_header() placed for @ch is in at @payload. */
+static void kvw_rx_landed_unlocks(struct psd_kvw *w, struct kvw_chunk *ch,
+				  unsigned srank, const struct psd_hdr *h,
+				  void *payload)
+{
+	struct kvw_req *r = ch->req;
+
+	ch->rx_busy = false;
+	/* Not copied when it landed in place (GPUDirect). */
+	if (r->on_gpu && !h->status && payload &&
+	    payload != r->slots[ch->slot].dst + h->offset)
+		kvw_rx_to_device_unlocks(w, r, ch, h, payload);
+	else if (r->on_gpu)
+		psd_kvw_gpu_unstage(w, &ch->stg);
+	else if (r->fam->rx_landed && !r->cancelled)
+		r->fam->rx_landed(r, ch, payload);
+	r->busy--;
+	r->srv[srank].busy--;
+}
+
 /* Unlocked (van thread).  An answer is in, payload in place. */
 void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 		     const struct psd_hdr *h, void *payload)
@@ -123,40 +171,18 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 	struct kvw_req *r;
 	bool fire = false;
 
-	if (h->flags & PSD_F_KEYLIST) {
-		psd_kvw_kl_rx_data(n, c, h, payload);
-		return;
-	}
-	if (h->flags & PSD_F_ROWS) {
-		psd_kvw_rows_rx_data(n, c, h, payload);
-		return;
-	}
 	pthread_mutex_lock(&w->lock);
-	r = psd_kvw_req_find(w, h->req);
-	ch = r && h->slot < r->nchunks ? &r->chunks[h->slot] : NULL;
-	if (!ch || r->slots[ch->slot].key != h->key || ch->srank != p->rank) {
+	ch = kvw_rx_chunk(w, p, h);
+	if (!ch) {
 		pthread_mutex_unlock(&w->lock);
 		psd_debug("discarding late %s for request %llu from %s",
 			  psd_msg_type_name(h->type),
 			  (unsigned long long)h->req, c->peer);
 		return;
 	}
-	if (h->length && ch->gpu_rx && r->srv[p->rank].busy) {
-		ch->gpu_rx = false;
-		/* Not copied when it landed in place (GPUDirect). */
-		if (!h->status && payload &&
-		    payload != r->slots[ch->slot].dst + h->offset)
-			kvw_rx_to_device_unlocks(w, r, ch, h, payload);
-		else
-			psd_kvw_gpu_unstage(w, &ch->stg);
-		r->busy--;
-		r->srv[p->rank].busy--;
-	} else if (h->length && r->slots[ch->slot].dst &&
-		   r->srv[p->rank].busy &&
-		   payload == r->slots[ch->slot].dst + h->offset) {
-		r->busy--;
-		r->srv[p->rank].busy--;
-	}
+	r = ch->req;
+	if (ch->rx_busy)
+		kvw_rx_landed_unlocks(w, ch, p->rank, h, payload);
 	if (!h->status && h->type == PSD_MSG_PUSH_ACK &&
 	    r->type == PSD_MSG_PUSHPULL) {
 		/* Its bytes are in; the pull answer comes later. */
@@ -190,11 +216,10 @@ static bool kvw_req_fail_server(struct psd_kvw *w, struct kvw_req *r,
 	r->srv[p->rank].busy = 0;
 	for (j = 0; j < r->nchunks; j++)
 		if (r->chunks[j].srank == p->rank) {
-			/* A device answer cut off: its slots come back. */
-			if (r->chunks[j].gpu_rx) {
-				r->chunks[j].gpu_rx = false;
+			/* An answer cut off; a device one's slots come back. */
+			if (r->chunks[j].rx_busy && r->on_gpu)
 				psd_kvw_gpu_unstage(w, &r->chunks[j].stg);
-			}
+			r->chunks[j].rx_busy = false;
 			fire |= psd_kvw_chunk_settle(w, &r->chunks[j], true);
 		}
 	return fire;
@@ -259,7 +284,8 @@ static void kvw_on_request_error(struct psched_node *n, struct psd_conn *c,
 	pthread_mutex_lock(&w->lock);
 	r = psd_kvw_req_find(w, re->req);
 	if (r && re->slot < r->nchunks &&
-	    (r->kl || r->slots[r->chunks[re->slot].slot].key == re->key) &&
+	    (!r->fam->keyed ||
+	     r->slots[r->chunks[re->slot].slot].key == re->key) &&
 	    r->chunks[re->slot].srank == p->rank)
 		psd_kvw_req_error(
 			r, status,

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * KV worker: the sender thread, the credit pump and the sending of one
- * chunk (kvw.h explains the locking words used here).
+ * KV worker: starting a request of any family, the sender thread, the
+ * credit pump, and sending one chunk then completing its send (kvw.h
+ * explains the locking words used here).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -10,43 +11,6 @@
 #include <unistd.h>
 
 #include "kvw.h"
-
-/* Locked.  The header of @ch on the wire. */
-static void kvw_chunk_hdr(const struct psched_node *n,
-			  const struct kvw_chunk *ch, struct psd_hdr *h,
-			  struct iovec *iov, int *niov)
-{
-	const struct kvw_req *r = ch->req;
-	const struct kvw_slot *s = &r->slots[ch->slot];
-	bool payload = kvw_is_push(r->type) || (r->flags & PSD_F_HAS_VALUE);
-
-	*h = (struct psd_hdr){
-		.type = r->type,
-		.dtype = r->dtype,
-		.flags = r->flags,
-		.sender = n->id,
-		.key = s->key,
-		.total = s->total,
-		.offset = ch->off,
-		.span = ch->span,
-		.length = !payload ? 0
-			  : r->cmp ? ch->clen
-				   : ch->span,
-		.part = ch->part,
-		.step = s->step,
-		.req = r->id,
-		.slot = (uint32_t)(ch - r->chunks),
-		.epoch = s->epoch,
-		.priority = r->priority,
-	};
-	iov->iov_base = !payload ? NULL
-			: r->cmp ? (void *)(r->cbuf + ch->coff)
-				 : (void *)(uintptr_t)(s->src + ch->off);
-	iov->iov_len = (size_t)h->length;
-	*niov = 1;
-	if (r->rows)
-		psd_kvw_rows_hdr(ch, h, iov, niov);
-}
 
 /* A chunk is kept aside only when the next one is at most this long
  * (a large one would delay it by its whole send). */
@@ -103,115 +67,142 @@ static void kvw_held_add(struct kvw_held *held, struct psd_conn *c)
 	held->c[held->n++] = c;
 }
 
-/*
- * Locked on entry and return; dropped around the send and, when the send
- * completed the request, around its callback.  Send @ch, just taken off
- * the queue by psd_sched_next() (which counted it in flight).  With
- * @held, a small chunk may be kept aside for @held's flush.
- */
-static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
-			   struct kvw_held *held)
+/* What one send of a chunk needs, read under the lock. */
+struct kvw_tx {
+	struct psd_hdr h;
+	struct iovec iov[3];
+	int niov;
+	struct kvw_gpu_job job, next;
+	struct psd_stage_buf stg;
+	struct psd_peer *p;
+	struct psd_conn *conn;
+	bool more;
+	bool filled;
+	char why[256];
+};
+
+/* Locked.  @ch, just taken off the queue, starts: its header, payload and
+ * device job into @tx; its request is held while the send runs. */
+static void kvw_chunk_start(struct psched_node *n, struct kvw_chunk *ch,
+			    struct kvw_held *held, struct kvw_tx *tx)
 {
 	struct psd_kvw *w = kvw_of(n);
 	struct kvw_req *r = ch->req;
-	struct psd_peer *p = psd_node_peer(n, psd_server_id(ch->srank));
-	struct kvw_gpu_job job, next = { 0 };
-	struct psd_stage_buf stg = { 0 };
 	struct psd_chunk_node *head;
-	struct psd_hdr h;
-	struct iovec iov = { 0 }, kiov[3], *v;
-	int niov = 1;
-	bool fire = false, sent = false, more, filled;
-	struct psd_conn *conn;
-	char why[256] = "";
-	int ret = 0;
 
-	if (r->kl)
-		psd_kvw_kl_hdr(n, ch, &h, kiov, &niov);
-	else
-		kvw_chunk_hdr(n, ch, &h, r->rows ? kiov : &iov, &niov);
+	tx->niov = 1;
+	r->fam->hdr(n, ch, &tx->h, tx->iov, &tx->niov);
 	ch->state = KVW_CH_SENDING;
 	ch->credited = true;
 	ch->t_start = psd_now_us();
 	/* Device values go out of pinned slots (kvw_gpu.c); the chunk due
 	 * next, if on a device too, is copied meanwhile. */
-	psd_kvw_gpu_job(ch, &job);
-	if (job.on && (head = psd_chunkq_peek(&w->q)))
+	psd_kvw_gpu_job(ch, &tx->job);
+	if (tx->job.on && (head = psd_chunkq_peek(&w->q)))
 		psd_kvw_gpu_job(psd_container_of(head, struct kvw_chunk, node),
-				&next);
+				&tx->next);
 	/* The request cannot complete (and be freed by its callback or
 	 * waiter) while its caller memory is on its way out. */
 	r->sending++;
 	r->pending++;
-	conn = p->conn;
-	filled = r->rows && psd_kvw_rows_filled(ch);
-	more = !job.on && !job.direct && !filled && kvw_may_hold(w, held, conn);
-	pthread_mutex_unlock(&w->lock);
+	tx->p = psd_node_peer(n, psd_server_id(ch->srank));
+	tx->conn = tx->p->conn;
+	tx->filled = r->fam->filled && r->fam->filled(ch);
+	tx->more = !tx->job.on && !tx->job.direct && !tx->filled &&
+		   kvw_may_hold(w, held, tx->conn);
+}
+
+/* Unlocked.  Hand @tx of @ch to the transport: 0 or -errno (tx->why says
+ * more when the transport did). */
+static int kvw_chunk_xmit(struct psd_kvw *w, struct kvw_chunk *ch,
+			  struct kvw_held *held, struct kvw_tx *tx)
+{
+	struct psd_peer *p = tx->p;
+	int ret = 0;
+
 	/* GPUDirect: the device pointer itself goes to the transport (iov
 	 * is s->src + off already); staged if it cannot take it. */
-	if (job.direct && !p->dead && p->conn) {
-		ret = psd_conn_send_dev(p->conn, &h, &iov, 1);
-		sent = ret != -EOPNOTSUPP;
-		if (sent && ret)
-			snprintf(why, sizeof(why), "%s", psched_errmsg());
-		if (!sent) {
-			psd_kvw_gpu_direct_refused(w, psched_errmsg());
-			job.on = true;
-			ret = 0;
+	if (tx->job.direct && !p->dead && p->conn) {
+		ret = psd_conn_send_dev(p->conn, &tx->h, tx->iov, 1);
+		if (ret != -EOPNOTSUPP) {
+			if (ret)
+				snprintf(tx->why, sizeof(tx->why), "%s",
+					 psched_errmsg());
+			return ret;
 		}
+		psd_kvw_gpu_direct_refused(w, psched_errmsg());
+		tx->job.on = true;
+		ret = 0;
 	}
-	if (job.on && !p->dead && p->conn) {
-		ret = psd_kvw_gpu_stage_push(w, &job, &next, &stg);
-		iov.iov_base = stg.host;
+	if (tx->job.on && !p->dead && p->conn) {
+		ret = psd_kvw_gpu_stage_push(w, &tx->job, &tx->next, &tx->stg);
+		tx->iov[0].iov_base = tx->stg.host;
 	}
-	v = r->kl || r->rows ? kiov : &iov;
-	if (!sent && !ret && (p->dead || !conn))
-		ret = PSCHED_ENODEDEAD;
-	else if (!sent && !ret && filled)
-		ret = psd_conn_send_fill(conn, &h, psd_kvw_rows_fill, ch,
-					 v[0].iov_base);
-	else if (!sent && !ret && more)
-		ret = psd_conn_send_more(conn, &h, v, niov);
-	else if (!sent && !ret)
-		ret = psd_conn_send(conn, &h, v, niov);
-	else if (!sent)
-		snprintf(why, sizeof(why), "%s", psched_errmsg());
-	if (more && !ret)
-		kvw_held_add(held, conn);
-	pthread_mutex_lock(&w->lock);
+	if (ret) {
+		snprintf(tx->why, sizeof(tx->why), "%s", psched_errmsg());
+		return ret;
+	}
+	if (p->dead || !tx->conn)
+		return PSCHED_ENODEDEAD;
+	if (tx->filled)
+		return psd_conn_send_fill(tx->conn, &tx->h, ch->req->fam->fill,
+					  ch, tx->iov[0].iov_base);
+	if (!tx->more)
+		return psd_conn_send(tx->conn, &tx->h, tx->iov, tx->niov);
+	ret = psd_conn_send_more(tx->conn, &tx->h, tx->iov, tx->niov);
+	if (!ret)
+		kvw_held_add(held, tx->conn);
+	return ret;
+}
+
+/* Locked.  The send of @ch failed with @ret: say why. */
+static void kvw_chunk_failed(struct kvw_req *r, const struct kvw_tx *tx,
+			     int ret)
+{
+	const char *why = tx->why[0] ? tx->why : psched_strerror(ret);
+
+	/* A reset or a broken pipe while sending: the server closed its end
+	 * (it died, or left with the job), usually before the van has seen
+	 * the connection go; say so. */
+	if (ret == -ECONNRESET || ret == -EPIPE)
+		psd_kvw_req_error(r, ret,
+				  "%s of key %llu (step %llu) failed: %s died "
+				  "or left the job: the connection broke "
+				  "while sending (%s)",
+				  psd_msg_type_name(r->type),
+				  (unsigned long long)tx->h.key,
+				  (unsigned long long)tx->h.step, tx->p->desc,
+				  why);
+	else
+		psd_kvw_req_error(
+			r, ret, "%s of key %llu (step %llu) to %s failed: %s",
+			psd_msg_type_name(r->type),
+			(unsigned long long)tx->h.key,
+			(unsigned long long)tx->h.step, tx->p->desc, why);
+}
+
+/* Locked on entry and return; dropped around the callback when the send
+ * completed the request.  The send of @ch returned @ret: release what it
+ * held, fail the chunk on an error. */
+static void kvw_chunk_sent(struct psd_kvw *w, struct kvw_chunk *ch,
+			   struct kvw_tx *tx, int ret)
+{
+	struct kvw_req *r = ch->req;
+	bool fire = false;
+
 	r->sending--;
 	if (ch->state == KVW_CH_SENDING)
 		ch->state = KVW_CH_SENT;
 	/* A staged copy a transport may still read (transport.h,
 	 * req_send_early) stays until the chunk settles (its answer, an
 	 * error or a cancel), unless that happened already. */
-	if (stg.n && !ret && conn && conn->ops->req_send_early &&
+	if (tx->stg.n && !ret && tx->conn && tx->conn->ops->req_send_early &&
 	    ch->state != KVW_CH_DONE)
-		ch->tx_stg = stg;
-	else if (stg.n)
-		psd_kvw_gpu_unstage(w, &stg);
+		ch->tx_stg = tx->stg;
+	else if (tx->stg.n)
+		psd_kvw_gpu_unstage(w, &tx->stg);
 	if (ret && ch->state != KVW_CH_DONE) {
-		/* A reset or a broken pipe while sending: the server closed
-		 * its end (it died, or left with the job), usually before the
-		 * van has seen the connection go; say so. */
-		if (ret == -ECONNRESET || ret == -EPIPE)
-			psd_kvw_req_error(
-				r, ret,
-				"%s of key %llu (step %llu) failed: %s died or "
-				"left the job: the connection broke while "
-				"sending (%s)",
-				psd_msg_type_name(r->type),
-				(unsigned long long)h.key,
-				(unsigned long long)h.step, p->desc,
-				why[0] ? why : psched_strerror(ret));
-		else
-			psd_kvw_req_error(
-				r, ret,
-				"%s of key %llu (step %llu) to %s failed: %s",
-				psd_msg_type_name(r->type),
-				(unsigned long long)h.key,
-				(unsigned long long)h.step, p->desc,
-				why[0] ? why : psched_strerror(ret));
+		kvw_chunk_failed(r, tx, ret);
 		fire = psd_kvw_chunk_settle(w, ch, true);
 	}
 	if (psd_kvw_req_settle(w, r))
@@ -225,9 +216,159 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	}
 }
 
+/*
+ * Locked on entry and return; dropped around the send and, when the send
+ * completed the request, around its callback.  Send @ch, just taken off
+ * the queue by psd_sched_next() (which counted it in flight).  With
+ * @held, a small chunk may be kept aside for @held's flush.
+ */
+static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
+			   struct kvw_held *held)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct kvw_tx tx = { .niov = 1 };
+	int ret;
+
+	kvw_chunk_start(n, ch, held, &tx);
+	pthread_mutex_unlock(&w->lock);
+	ret = kvw_chunk_xmit(w, ch, held, &tx);
+	pthread_mutex_lock(&w->lock);
+	kvw_chunk_sent(w, ch, &tx, ret);
+}
+
 void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
 {
 	kvw_chunk_send(n, ch, NULL);
+}
+
+int psd_kvw_issue_check(const struct psched_node *n, psched_done_fn *cb,
+			const uint64_t *req)
+{
+	if (!n || !kvw_of(n) || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL, "only workers push and pull");
+	if (!req && !cb)
+		return psd_set_errmsg(-EINVAL, "need a request id or callback");
+	return 0;
+}
+
+int psd_kvw_fatal(const struct psched_node *n)
+{
+	return n->fatal ? psd_set_errmsg(n->fatal, "%s", n->fatal_msg) : 0;
+}
+
+/* Locked.  Queue every chunk of @r, or none (r->nchunks 0 then). */
+static int kvw_req_queue(struct psched_node *n, struct kvw_req *r)
+{
+	struct psd_kvw *w = kvw_of(n);
+	size_t k;
+	int ret;
+
+	for (k = 0; k < r->nchunks; k++) {
+		ret = psd_chunkq_push(&w->q, &r->chunks[k].node, r->priority);
+		if (ret) {
+			while (k--)
+				psd_chunkq_remove(&w->q, &r->chunks[k].node);
+			r->nchunks = 0;
+			memset(r->srv, 0, n->num_server * sizeof(*r->srv));
+			return psd_set_errmsg(ret, "no memory to queue chunks");
+		}
+	}
+	r->pending += (unsigned)r->nchunks;
+	return 0;
+}
+
+int psd_kvw_req_layout(struct psched_node *n, struct kvw_req *r)
+{
+	int ret = 0;
+
+	if (r->fam->stepped)
+		psd_kvw_req_config(kvw_of(n), r);
+	if (r->fam->layout)
+		ret = r->fam->layout(n, r);
+	return ret ? ret : kvw_req_queue(n, r);
+}
+
+/*
+ * Locked on entry and return; dropped around an inline send.  Hand the
+ * registered request @r to the sender: park it, or cut it into chunks and
+ * queue them, sending them at once when its family says that is quicker.
+ */
+static void kvw_req_start_unlocks(struct psched_node *n, struct kvw_req *r)
+{
+	struct psd_kvw *w = kvw_of(n);
+	struct psd_chunk_node *node;
+	size_t k, nch;
+	int ret;
+
+	if (r->parked) {
+		r->pending++; /* held until the config commit */
+		psd_list_add_tail(&w->parked, &r->park_link);
+		return;
+	}
+	ret = psd_kvw_req_layout(n, r);
+	if (ret) {
+		psd_kvw_req_error(r, ret, "%s", psched_errmsg());
+		r->pending = 1;
+	} else if (r->fam->send_inline && r->fam->send_inline(n, w, r)) {
+		/* what the queue gives next, as many chunks as @r has */
+		for (k = 0, nch = r->nchunks; k < nch; k++) {
+			node = psd_sched_next(&w->q, &w->credit);
+			if (!node)
+				break;
+			kvw_chunk_send(
+				n,
+				psd_container_of(node, struct kvw_chunk, node),
+				NULL);
+		}
+	}
+	psd_kvw_kick(w);
+}
+
+int psd_kvw_req_issue_unlocks(struct psched_node *n, struct kvw_req *r,
+			      int priority, psched_done_fn *cb, void *arg,
+			      uint64_t *req, bool *fire)
+{
+	struct psd_kvw *w = kvw_of(n);
+	int ret = psd_kvw_req_register(w, r);
+
+	if (ret) {
+		psd_kvw_req_free(r);
+		return psd_set_errmsg(ret, "too many requests in flight");
+	}
+	r->cb = cb;
+	r->cb_arg = arg;
+	r->deadline_ms = psd_now_ms() + n->cfg.request_timeout_ms;
+	r->priority = w->fifo ? 0 : priority;
+	r->pending = 1; /* held until issued */
+	if (req)
+		*req = r->id;
+	kvw_req_start_unlocks(n, r);
+	*fire = psd_kvw_req_settle(w, r);
+	return 0;
+}
+
+void psd_kvw_hdr_base(const struct psched_node *n, const struct kvw_chunk *ch,
+		      struct psd_hdr *h)
+{
+	const struct kvw_req *r = ch->req;
+	const struct kvw_slot *s = &r->slots[ch->slot];
+
+	*h = (struct psd_hdr){
+		.type = r->type,
+		.dtype = r->dtype,
+		.flags = r->flags,
+		.sender = n->id,
+		.key = s->key,
+		.total = s->total,
+		.offset = ch->off,
+		.span = ch->span,
+		.part = ch->part,
+		.step = s->step,
+		.req = r->id,
+		.slot = (uint32_t)(ch - r->chunks),
+		.epoch = s->epoch,
+		.priority = r->priority,
+	};
 }
 
 /* At most one look at the path per this many microseconds. */
@@ -294,27 +435,6 @@ static void kvw_pump_unlocks(struct psched_node *n)
 		kvw_held_flush(&held);
 		pthread_mutex_lock(&w->lock);
 	}
-}
-
-/*
- * Locked.  Whether the caller sends @r itself: one small chunk, alone in
- * the queue, and, if it carries a payload, no push bytes in flight.  The
- * last condition keeps a burst of pushes (40 issued back to back) for
- * the sender thread, which writes its small chunks together
- * (kvw_may_hold()): sent inline, each cost a write and a wake-up of the
- * server, and the caller's writes contended for the socket with the van
- * thread reading the acks (push 4 KiB x 40: 2-5x fewer Gbit/s).  A push
- * issued after the previous one's ack (serial use), and a pull right
- * after a push, still skip the thread hand-off.
- */
-bool psd_kvw_send_inline(struct psd_kvw *w, const struct kvw_req *r)
-{
-	bool payload = kvw_is_push(r->type) || (r->flags & PSD_F_HAS_VALUE);
-
-	return r->nchunks == 1 && !r->on_gpu && psd_chunkq_len(&w->q) == 1 &&
-	       (!payload || !w->credit.in_flight) &&
-	       r->chunks[0].span <= KVW_INLINE_MAX &&
-	       psd_credit_can_start(&w->credit, r->chunks[0].node.len);
 }
 
 /*

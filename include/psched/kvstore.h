@@ -13,7 +13,8 @@
  * ("device", "local_update_cpu", "local_allreduce_cpu" and
  * "local_allreduce_device" are taken as "local", "dist",
  * "dist_device_sync" and "dist_sync_device" as "dist_sync", as MXNet
- * scripts spell them; psched_kvstore_type() returns the name given.)
+ * scripts spell them; names match in any case, and psched_kvstore_type()
+ * returns the name given, lower-cased, as MXNet's type.)
  *
  * Keys are uint64_t; a key's dtype and size are fixed by init.  Priority
  * follows MXNet: larger = more urgent (the node API's smaller = sooner is
@@ -66,6 +67,8 @@ extern "C" {
  *   signum   g += wd * w; momentum > 0: m = momentum * m + (1 - momentum)
  *            * g, w = (1 - lr * wd_lh) * w - lr * sign(m); else
  *            w = (1 - lr * wd_lh) * w - lr * sign(g)
+ *   test     w += rescale_grad * g (MXNet 1.x's test optimizer: no
+ *            learning rate, weight decay or clipping)
  *
  * States start at 0 per key.  Float keys only (float16 and bfloat16 in
  * float32, float64 in float64); integer keys keep the default (the
@@ -73,12 +76,12 @@ extern "C" {
  * keep a float32 master copy of the weight that the rule updates (the
  * stored weight is its rounding), as MXNet's mp_* updates.
  * @name: "sgd", "nag", "adam", "adamw", "rmsprop", "adagrad", "signum",
- * or "" / NULL for the default (no optimizer).  Fields an optimizer does
- * not use are ignored.
+ * "test", or "" / NULL for the default (no optimizer).  Fields an optimizer
+ * does not use are ignored.
  */
 struct psched_optimizer {
 	const char *name;
-	double learning_rate; /* >= 0 */
+	double learning_rate; /* finite (MXNet: negative too) */
 	double momentum;      /* [0, 1): sgd, nag, signum */
 	double wd;	      /* >= 0 */
 	double rescale_grad;  /* > 0 */
@@ -135,7 +138,8 @@ typedef void psched_updater_fn(uint64_t key, enum psched_dtype dtype,
  * replaces the value) on a server node made with psched_node_create(), for
  * programs that embed a server:
  *
- *	psched_node_create(&cfg, &node);     // cfg.role = PSCHED_ROLE_SERVER
+ *	psched_cfg_set(cfg, "role", "server");
+ *	psched_node_create(cfg, &node);
  *	psched_server_set_updater(node, my_update, my_state);
  *	psched_node_run(node);
  *
@@ -260,6 +264,45 @@ int psched_kvstore_pushpull_device(struct psched_kvstore *kv,
 				   const uint64_t *lens,
 				   enum psched_dtype dtype, int device,
 				   int priority);
+
+/*
+ * Row-sparse keys (MXNet's row_sparse values; embedding tables) in every
+ * store type: key @key is a table of @rows rows of @width elements of
+ * @dtype.  init declares it with rows @ids (@nids of them; @vals: @nids x
+ * width elements, row i for id @ids[i]) holding those values and every
+ * other row zero (collective for dist stores: rank 0's rows are stored,
+ * the others' ignored, through one step every worker takes; NULL / 0: all
+ * zero).  push folds @nrows rows (@rows: @nrows x width elements, row i
+ * for @ids[i]; repeated ids summed; @nrows 0 is a step too) into the
+ * table: by default each row pushed is replaced by the step's sum of it
+ * (dist_async: the sum is added), an optimizer or updater updates only
+ * the rows pushed (lazy update), rows not pushed keep their values.
+ * pull copies rows @ids (any order, repeats allowed) into @out (@nrows x
+ * width elements).  pushpull is a push of (@ids, @rows) and a pull of the
+ * same ids into @out once that step is applied.  Dist stores use the
+ * node's row-sparse requests (psched_request() of PSCHED_FAMILY_ROWS,
+ * include/psched.h), "local" stores keep the table in this process.
+ * All four block until done.  -EINVAL for a row id >= rows, a bad shape
+ * or dtype, a dense key (and a row-sparse key in the dense calls),
+ * PSCHED_EUNKNOWNKEY for a key never initialised, -EEXIST for a second
+ * init.  Dist stores: init with rows after an optimizer was set is
+ * refused on rank 0 (-EINVAL, the key is declared zero): the rows would
+ * go through the optimizer.
+ */
+int psched_kvstore_row_sparse_init(struct psched_kvstore *kv, uint64_t key,
+				   uint64_t rows, uint64_t width,
+				   enum psched_dtype dtype, size_t nids,
+				   const uint64_t *ids, const void *vals);
+int psched_kvstore_row_sparse_push(struct psched_kvstore *kv, uint64_t key,
+				   size_t nrows, const uint64_t *ids,
+				   const void *rows, int priority);
+int psched_kvstore_row_sparse_pull(struct psched_kvstore *kv, uint64_t key,
+				   size_t nrows, const uint64_t *ids, void *out,
+				   int priority);
+int psched_kvstore_row_sparse_pushpull(struct psched_kvstore *kv, uint64_t key,
+				       size_t nrows, const uint64_t *ids,
+				       const void *rows, void *out,
+				       int priority);
 
 /*
  * Wait for every request issued so far on @keys (all keys when @keys is

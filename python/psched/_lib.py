@@ -93,6 +93,26 @@ class Optimizer(ctypes.Structure):
     ]
 
 
+# struct psched_stats's request latency buckets (include/psched.h)
+LATENCY_BUCKETS = 20
+LATENCY_BUCKET_US = 16
+
+
+class Stats(ctypes.Structure):
+    """struct psched_stats, field for field in its order (test_metrics.sh
+    checks the latency buckets, the last fields, against the counts)"""
+    _fields_ = [(n, c_u64) for n in (
+        "tx_bytes", "rx_bytes", "tx_msgs", "rx_msgs", "stored_bytes",
+        "alloc_bytes", "chunks_started", "max_in_flight_bytes",
+        "credit_bytes")] + [("config_epoch", ctypes.c_uint32)] + [
+        (n, c_u64) for n in (
+            "caller_rx_waits", "requests_in_flight", "in_flight_bytes",
+            "requests_ok", "errors_timeout", "errors_node_dead",
+            "errors_remote", "errors_shutdown", "errors_other")] + [
+        ("latency_count", c_u64 * LATENCY_BUCKETS),
+        ("latency_sum_us", c_u64)]
+
+
 # typedef void psched_updater_fn(uint64_t key, enum psched_dtype dtype,
 #     uint64_t offset, void *stored, const void *merged, uint64_t nbytes,
 #     void *arg);
@@ -163,8 +183,6 @@ def _declare(lib):
                                            ctypes.c_int],
         "psched_request": [vp, ctypes.POINTER(Request), c_u64_p],
         "psched_wait": [vp, c_u64, ctypes.c_uint],
-        "psched_row_sparse_init": [vp, c_u64, c_u64, c_u64, ctypes.c_int,
-                                   ctypes.c_uint],
         "psched_cuda_check": [ctypes.c_int],
         "psched_cuda_built": [],
         "psched_kvstore_wait": [vp, c_u64_p, ctypes.c_size_t],
@@ -195,6 +213,13 @@ def _declare(lib):
     f.restype, f.argtypes = vp, [vp]
     f = lib.psched_dtype_name
     f.restype, f.argtypes = ctypes.c_char_p, [ctypes.c_int]
+    f = lib.psched_node_stats
+    f.restype, f.argtypes = None, [vp, ctypes.POINTER(Stats)]
+    for name in ("psched_timeline_start", "psched_timeline_write"):
+        f = getattr(lib, name)
+        f.restype = ctypes.c_int
+    lib.psched_timeline_start.argtypes = [vp, ctypes.c_size_t]
+    lib.psched_timeline_write.argtypes = [vp, ctypes.c_char_p]
 
 
 def load():

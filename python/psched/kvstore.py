@@ -25,6 +25,7 @@ import traceback
 import numpy as np
 
 from . import _lib
+from ._errors import PSchedError, _PSchedValueError
 from . import rowsparse as _rs
 from .rowsparse import RowSparse
 from .optimizer import Optimizer as _PyOptimizer
@@ -41,18 +42,6 @@ def cuda_check(device=0):
     m = lib.psched_errmsg()
     return m.decode(errors="replace") if m else "no CUDA device"
 
-
-class PSchedError(RuntimeError):
-    """A psched call failed.  ``code`` is the library's negative error
-    code (psched_strerror() names it), ``str()`` its message."""
-
-    def __init__(self, message, code=0):
-        super().__init__(message)
-        self.code = code
-
-
-class _PSchedValueError(PSchedError, ValueError):
-    """A bad argument where MXNet raises ValueError (either catches it)."""
 
 
 # numpy has no bfloat16: psched's is a 2-byte structured dtype with one
@@ -194,6 +183,10 @@ class KVStore:
         self._pending = {}  # ckey -> _Pending
         self._updater = None
         self._updater_exc = None
+        self._key_kind = None     # ("int" or "str", the first key)
+        self._compression = None  # (type, threshold) once set
+        self._dev_cmp = None      # device stores: (type, float32 threshold)
+        self._residuals = {}      # device stores: (ckey, device) -> array
 
     # -- errors ---------------------------------------------------------
 
@@ -231,14 +224,32 @@ class KVStore:
 
     # -- argument handling ----------------------------------------------
 
-    def _entries(self, key, value, what):
-        """[(ckey, pykey, [arrays])] for a key or a list of keys, each
-        with an array or a list of arrays (one per device)."""
+    def _ck(self, k, what):
+        """The library key of @k; MXNet's rule: one store's keys are all
+        int or all str (the first key used decides)."""
+        ck = _ckey(k)
+        kind = "str" if isinstance(k, str) else "int"
+        if self._key_kind is None:
+            self._key_kind = (kind, k)
+        elif self._key_kind[0] != kind:
+            raise PSchedError(
+                "%s of key %r: Mixed key types are not allowed: this "
+                "store's keys are %s (the first was %r), %r is a%s %s"
+                % (what, k, self._key_kind[0], self._key_kind[1], k,
+                   "n" if kind == "int" else "", kind), -22)
+        return ck
+
+    def _entries(self, key, value, what, sparse=False):
+        """[(ckey, pykey, [values])] for a key or a list of keys, each
+        with a value or a list of values (one per device): arrays, and
+        with @sparse RowSparse / scipy.sparse values as they are."""
         if isinstance(key, (list, tuple)):
             if not isinstance(value, (list, tuple)) or len(value) != len(key):
                 raise PSchedError(
                     "%s: %d keys need a list of %d values"
                     % (what, len(key), len(key)), -22)
+            if not key:
+                raise PSchedError("%s: no keys" % what, -22)
             pairs = list(zip(key, value))
             if len({isinstance(k, str) for k in key}) > 1:
                 # MXNet's check and message (its _ctype_key_value)
@@ -248,13 +259,14 @@ class KVStore:
             pairs = [(key, value)]
         out = []
         for k, v in pairs:
-            ck = _ckey(k)
+            ck = self._ck(k, what)
             self._names[ck] = k
             vs = list(v) if isinstance(v, (list, tuple)) else [v]
             if not vs:
                 raise PSchedError("%s of key %r: no value" % (what, k), -22)
-            out.append((ck, k, [_as_array(a, "%s of key %r" % (what, k))
-                                for a in vs]))
+            w = "%s of key %r" % (what, k)
+            out.append((ck, k, [a if sparse and _rs.is_row_sparse(a)
+                                else _as_array(a, w) for a in vs]))
         return out
 
     def _check_shape(self, what, ck, k, arr, exact):
@@ -295,19 +307,25 @@ class KVStore:
     def init(self, key, value):
         """Declare keys with initial values (collective: every worker
         calls it with the same keys; rank 0's values are stored).  A
-        RowSparse value (shape, dtype, no rows) declares a row-sparse
-        key (docs/python.md "Row-sparse values")."""
-        if _rs.is_row_sparse_arg(value):
-            _rs.call(self, _rs.init, key, value)
-            return
-        items = []
-        for ck, k, arrs in self._entries(key, value, "init"):
-            if ck in self._meta:
-                raise PSchedError("init of key %r: the key is already "
-                                  "initialised" % (k,), -17)
+        RowSparse value declares a row-sparse key holding its rows
+        (docs/python.md "Row-sparse values")."""
+        items, rows = [], []
+        tabs = _rs.tables(self)
+        for ck, k, arrs in self._entries(key, value, "init", True):
+            w = "init of key %r" % (k,)
+            if ck in self._meta or ck in tabs:
+                raise PSchedError("%s: the key is already initialised" % w,
+                                  -17)
+            if any(_rs.is_row_sparse(a) for a in arrs):
+                if len(arrs) != 1:
+                    raise PSchedError("%s: one RowSparse value per key"
+                                      % w, -22)
+                rows.append((ck, k, _rs.as_row_sparse(arrs[0])))
+                continue
             a = np.ascontiguousarray(arrs[0])
-            items.append((ck, _code_of(a.dtype, "init of key %r" % (k,)),
-                          k, a))
+            items.append((ck, _code_of(a.dtype, w), k, a))
+        for ck, k, v in rows:
+            _rs.init(self, ck, k, v)
         for g in self._groups(items):
             n = len(g)
             keys = (_lib.c_u64 * n)(*[it[0] for it in g])
@@ -328,6 +346,10 @@ class KVStore:
             w = "%s of key %r" % (what, k)
             for a in arrs:
                 self._check_shape(what, ck, k, a, True)
+            if self._dev_cmp is not None and all(
+                    a.dtype == np.float32 for a in arrs):
+                arrs = [self._dev_quantize(ck, i, a)
+                        for i, a in enumerate(arrs)]
             if len(arrs) == 1:
                 a = np.ascontiguousarray(arrs[0])
             else:  # one value per device: sum them here first
@@ -398,16 +420,67 @@ class KVStore:
         for ck in cks:
             self._pending.pop(ck, None)
 
+    def _split_push(self, entries, what):
+        """Row-sparse pushes (ckey, key, RowSparse, rows) to row-sparse
+        keys, and the dense entries: arrays, and RowSparse values of
+        dense keys made dense (MXNet aggregates them so: the other rows
+        are zero).  Everything is checked before anything is sent."""
+        tabs = _rs.tables(self)
+        rows, dense = [], []
+        for ck, k, arrs in entries:
+            w = "%s of key %r" % (what, k)
+            sp = [_rs.is_row_sparse(a) for a in arrs]
+            if any(sp) and not all(sp):
+                raise PSchedError("%s: the devices' values must all be "
+                                  "RowSparse or all be arrays" % w, -22)
+            if any(sp) and self._compression is not None:
+                raise PSchedError("%s: gradient compression does not take "
+                                  "row-sparse values (as MXNet's)" % w, -95)
+            if ck in tabs:
+                if not all(sp):
+                    raise PSchedError("%s: a row-sparse key takes RowSparse "
+                                      "values" % w, -22)
+                v = _rs.summed(arrs, w)
+                _rs._rows_of(self, ck, k, v, what)
+                rows.append((ck, k, v))
+            elif all(sp):
+                dense.append((ck, k, [self._densify(ck, k, arrs, w)]))
+            else:
+                dense.append((ck, k, arrs))
+        return rows, dense
+
+    def _densify(self, ck, k, vals, w):
+        """RowSparse values @vals of dense key @k as one dense array."""
+        meta = self._meta.get(ck)
+        if meta is None:
+            raise PSchedError("%s: the key was never initialised (call "
+                              "init first)" % w, _lib.EUNKNOWNKEY)
+        v = _rs.summed(vals, w)
+        shape = meta[1]
+        if not shape or v.shape != (shape[0], int(np.prod(shape[1:]))):
+            raise PSchedError("%s: a RowSparse of shape %s, the key's shape "
+                              "is %s" % (w, v.shape, shape), _lib.ESIZE)
+        if v.dtype != meta[2]:
+            raise PSchedError("%s: the rows are %s but the key was "
+                              "initialised as %s"
+                              % (w, v.dtype.name, meta[2].name), -22)
+        return v.todense().reshape(shape)
+
     def push(self, key, value, priority=0):
         """Add @value to the keys' aggregate of this step (asynchronous:
         returns once sent; don't modify @value until a later pull,
         pushpull or wait of the key).  Larger @priority = more urgent.
         A RowSparse (or scipy.sparse) value pushes just its rows to a
-        row-sparse key, and blocks until the servers have them."""
-        if _rs.is_row_sparse_arg(value):
-            _rs.call(self, _rs.push, key, value, priority)
+        row-sparse key, blocking until done; into a dense key it is a
+        dense value whose other rows are zero.  A list of values per key
+        (one per device) is summed first."""
+        rows, dense = self._split_push(
+            self._entries(key, value, "push", True), "push")
+        for ck, k, v in rows:
+            _rs.push(self, ck, k, v, priority)
+        if not dense:
             return
-        items = self._push_items(self._entries(key, value, "push"), "push")
+        items = self._push_items(dense, "push")
         self._issue(self._lib.psched_kvstore_push, items, priority)
         # Bound what a push-only loop keeps alive.
         for it in items:
@@ -418,41 +491,136 @@ class KVStore:
              block=True):
         """Copy the keys' values into @out (an array, or a list of arrays
         per device, per key).  Waits for the values unless @block is
-        False (then call wait() before reading @out)."""
+        False (then call wait() before reading @out).  RowSparse outs are
+        skipped (MXNet's ignore_sparse=True); with ignore_sparse=False a
+        local store writes the key's whole value into them (its rows that
+        are not all zero).  A local store's row-sparse key pulls into a
+        dense array as its whole table (MXNet's cast)."""
         if out is None:
             raise PSchedError("pull: out is required", -22)
-        entries = self._entries(key, out, "pull")
-        items = self._out_items(entries, "pull")
-        self._issue(self._lib.psched_kvstore_pull, items, priority)
-        if block:
-            self.wait([e[1] for e in entries])
+        dense, fill, tables = [], [], []
+        local = self.type in _LOCAL_TYPES
+        for ck, k, arrs in self._entries(key, out, "pull", True):
+            sp = [a for a in arrs if _rs.is_row_sparse(a)]
+            ds = [a for a in arrs if not _rs.is_row_sparse(a)]
+            if sp and not ignore_sparse:
+                fill.append(self._fill_job(ck, k, sp))
+            if ds and local and ck in _rs.tables(self):
+                tables.append(self._table_job(ck, k, ds))
+            elif ds:
+                dense.append((ck, k, ds))
+        for ck, k, outs in tables:  # a local row-sparse key, made dense
+            val = _rs.pull_table(self, ck, k, priority)
+            for o in outs:
+                np.copyto(o, val.reshape(o.shape))
+        if dense:
+            items = self._out_items(dense, "pull")
+            self._issue(self._lib.psched_kvstore_pull, items, priority)
+            if block or fill:
+                self.wait([e[1] for e in dense])
+        for ck, k, outs in fill:
+            if ck in _rs.tables(self):
+                val = _rs.pull_table(self, ck, k, priority)
+            else:
+                val = np.empty(self._meta[ck][1], self._meta[ck][2])
+                self.pull(k, out=val, priority=priority)
+            v = _rs.from_dense(val.reshape(val.shape[0], -1))
+            for o in outs:
+                o.ids, o.rows = v.ids.copy(), v.rows.copy()
+
+    def _table_job(self, ck, k, outs):
+        """Check a local pull of row-sparse key @k into dense @outs."""
+        m = _rs.tables(self)[ck]
+        for o in outs:
+            if not isinstance(o, np.ndarray) or not o.flags.writeable or \
+                    o.dtype != m[2] or o.size != m[1][0] * m[1][1]:
+                raise PSchedError("pull of row-sparse key %r: out must be a "
+                                  "writeable %s array of %d x %d elements "
+                                  "(or use row_sparse_pull)"
+                                  % (k, m[2].name, m[1][0], m[1][1]),
+                                  _lib.ESIZE)
+        return ck, k, outs
+
+    def _fill_job(self, ck, k, outs):
+        """Check a pull with ignore_sparse=False into RowSparse @outs."""
+        w = "pull of key %r" % (k,)
+        if self.type not in _LOCAL_TYPES:
+            raise PSchedError("%s: dist kvstore pull doesn't support "
+                              "ignore_sparse=False (MXNet's rule)" % w, -95)
+        tab = _rs.tables(self).get(ck)
+        meta = self._meta.get(ck) if tab is None else tab
+        if meta is None:
+            raise PSchedError("%s: the key was never initialised (call init "
+                              "first)" % w, _lib.EUNKNOWNKEY)
+        shape = meta[1]
+        want = (shape[0], int(np.prod(shape[1:]))) if shape else ()
+        for o in outs:
+            if not isinstance(o, RowSparse):
+                raise PSchedError("%s: out: only a psched.RowSparse is "
+                                  "written in place" % w, -22)
+            if o.shape != want:
+                raise PSchedError("%s: out has shape %s, the key %s"
+                                  % (w, o.shape, shape), _lib.ESIZE)
+        return ck, k, outs
 
     def row_sparse_pull(self, key, out=None, priority=0, row_ids=None):
         """MXNet's row_sparse_pull: rows @row_ids of a row-sparse key
-        into @out (a RowSparse, or an array of len(row_ids) x width);
-        lists of keys take lists of outs and row_ids.  Blocks."""
+        into @out: a RowSparse (its ids become the distinct sorted ids),
+        or an array of len(row_ids) x width (row i for row_ids[i]); a list
+        of outs (one per device) takes a list of row_ids, one per out, or
+        one row_ids for all.  Lists of keys take lists of outs and of
+        row_ids.  Blocks; returns @out."""
         if out is None or row_ids is None:
             raise PSchedError("row_sparse_pull: out and row_ids are "
                               "required", -22)
         if isinstance(key, (list, tuple)):
-            if not isinstance(row_ids, (list, tuple)):
-                row_ids = [row_ids] * len(key)
-            return [_rs.call(self, _rs.row_sparse_pull, k, o, priority, r)
-                    for k, o, r in zip(key, out, row_ids)]
-        return _rs.call(self, _rs.row_sparse_pull, key, out, priority,
-                        row_ids)
+            if not isinstance(out, (list, tuple)) or len(out) != len(key):
+                raise PSchedError("row_sparse_pull: %d keys need a list of "
+                                  "%d outs" % (len(key), len(key)), -22)
+            if len({isinstance(k, str) for k in key}) > 1:
+                raise PSchedError("row_sparse_pull: inconsistent types of "
+                                  "keys detected.", -22)
+            rids = row_ids if _per_item(row_ids, len(key), "row_sparse_pull",
+                                        "keys") else [row_ids] * len(key)
+            jobs = [self._rsp_jobs(k, o, r)
+                    for k, o, r in zip(key, out, rids)]
+        else:
+            jobs = [self._rsp_jobs(key, out, row_ids)]
+        for job in jobs:
+            for ck, k, o, ids in job:
+                _rs.row_sparse_pull(self, ck, k, o, ids, priority)
+        return out
+
+    def _rsp_jobs(self, k, out, row_ids):
+        """(ckey, key, out, int64 ids) per out of one key, checked."""
+        w = "row_sparse_pull of key %r" % (k,)
+        ck = self._ck(k, "row_sparse_pull")
+        self._names[ck] = k
+        if ck not in _rs.tables(self):
+            if ck in self._meta:
+                raise PSchedError("%s: not a row-sparse key (it was "
+                                  "initialised dense: pull it)" % w, -22)
+            raise PSchedError("%s: the key was never initialised (call "
+                              "init first)" % w, _lib.EUNKNOWNKEY)
+        outs = list(out) if isinstance(out, (list, tuple)) else [out]
+        if not outs:
+            raise PSchedError("%s: no out" % w, -22)
+        for o in outs:
+            if not isinstance(o, (RowSparse, np.ndarray)):
+                raise PSchedError("%s: out must be a psched.RowSparse or a "
+                                  "numpy array, not %s"
+                                  % (w, type(o).__name__), -22)
+        rids = row_ids if _per_item(row_ids, len(outs), w, "outs") else \
+            [row_ids] * len(outs)
+        return [(ck, k, o, _rs._int_ids(r, w)) for o, r in zip(outs, rids)]
 
     def pushpull(self, key, value, out=None, priority=0, block=True):
         """push then pull in one round trip; @out None = into @value.
         A RowSparse value pushes its rows to a row-sparse key and gets
         back the updated rows of its ids (into @out, an array of one row
         per id, or into the RowSparse's rows), blocking; returns them."""
-        if _rs.is_row_sparse_arg(value):
-            if isinstance(key, (list, tuple)) and out is not None:
-                raise PSchedError("pushpull of row-sparse keys: out must "
-                                  "be None with a list of keys (the "
-                                  "answers go into the values)", -22)
-            return _rs.call(self, _rs.pushpull, key, value, out, priority)
+        if _any_sparse(value):
+            return self._pushpull_rows(key, value, out, priority)
         pe = self._entries(key, value, "pushpull")
         items = self._push_items(pe, "pushpull")
         oe = pe if out is None else self._entries(key, out, "pushpull")
@@ -461,6 +629,32 @@ class KVStore:
                     outs)
         if block:
             self.wait([e[1] for e in pe])
+
+    def _pushpull_rows(self, key, value, out, priority):
+        many = isinstance(key, (list, tuple))
+        if many and out is not None:
+            raise PSchedError("pushpull of row-sparse keys: out must be None "
+                              "with a list of keys (the answers go into the "
+                              "values)", -22)
+        jobs = []
+        for ck, k, arrs in self._entries(key, value, "pushpull", True):
+            w = "pushpull of key %r" % (k,)
+            if len(arrs) != 1 or not _rs.is_row_sparse(arrs[0]):
+                raise PSchedError("%s: one RowSparse value per row-sparse "
+                                  "key (push the devices' values, then "
+                                  "row_sparse_pull)" % w, -22)
+            if ck not in _rs.tables(self):
+                raise PSchedError("%s: not a row-sparse key (init it with a "
+                                  "RowSparse)" % w, _lib.EUNKNOWNKEY)
+            if self._compression is not None:
+                raise PSchedError("%s: gradient compression does not take "
+                                  "row-sparse values (as MXNet's)" % w, -95)
+            v = _rs.as_row_sparse(arrs[0])
+            _rs._rows_of(self, ck, k, v, "pushpull")
+            jobs.append((ck, k, v))
+        res = [_rs.pushpull(self, ck, k, v, out, priority)
+               for ck, k, v in jobs]
+        return res if many else res[0]
 
     def issue_device(self, op, keys, ptrs, nbytes, dtype, device,
                      out_ptrs=None, priority=0):
@@ -489,7 +683,7 @@ class KVStore:
             raise PSchedError("issue_device: keys, ptrs, nbytes (and "
                               "out_ptrs) differ in length", -22)
         code = _code_of(np.dtype(dtype), op)
-        cks = [_ckey(k) for k in keys]
+        cks = [self._ck(k, op) for k in keys]
         for ck, k in zip(cks, keys):
             self._names.setdefault(ck, k)
         ckeys = (_lib.c_u64 * n)(*cks)
@@ -578,6 +772,42 @@ class KVStore:
             self._check(ret)
         return ret
 
+    def stats(self):
+        """This node's counters, the figures the scheduler exports for it
+        (docs/metrics.md): bytes and messages in and out, requests in
+        flight, credit in use, requests done by outcome, request latency
+        ("latency_buckets": (upper bound in seconds, count) pairs, the
+        last bound inf).  All 0 for a local store."""
+        st = _lib.Stats()
+        node = self._lib.psched_kvstore_node(self._live())
+        if node:
+            self._lib.psched_node_stats(node, ctypes.byref(st))
+        out = {n: int(getattr(st, n)) for n, _ in _lib.Stats._fields_
+               if n not in ("latency_count", "latency_sum_us")}
+        out["credit_in_use_bytes"] = out.pop("in_flight_bytes")
+        out["errors"] = {k: out.pop("errors_" + k) for k in (
+            "timeout", "node_dead", "remote", "shutdown", "other")}
+        bounds = [(_lib.LATENCY_BUCKET_US << i) / 1e6
+                  for i in range(_lib.LATENCY_BUCKETS - 1)] + [float("inf")]
+        out["latency_buckets"] = list(zip(bounds, map(int, st.latency_count)))
+        out["latency_sum_s"] = st.latency_sum_us / 1e6
+        return out
+
+    def timeline_start(self, max_events=0):
+        """Record every chunk this worker sends (start, push done, pull
+        done), at most @max_events (0: 1M)."""
+        node = self._lib.psched_kvstore_node(self._live())
+        if node:
+            self._check(self._lib.psched_timeline_start(node, max_events))
+
+    def timeline_write(self, path):
+        """Write what timeline_start() recorded to @path as Chrome trace
+        JSON (chrome://tracing, Perfetto)."""
+        node = self._lib.psched_kvstore_node(self._live())
+        if node:
+            self._check(self._lib.psched_timeline_write(
+                node, os.fsencode(path)))
+
     # -- job ------------------------------------------------------------
 
     def barrier(self):
@@ -647,7 +877,8 @@ class KVStore:
     def _make_updater(self, updater):
         def call(ckey, dtype, offset, stored, merged, nbytes, arg):
             try:
-                pk, shape, dt = self._meta[ckey]
+                pk, shape, dt = self._meta[ckey] if ckey in self._meta \
+                    else _rs.tables(self)[ckey]  # a row: flat arrays
                 n = nbytes // dt.itemsize
                 st = np.ctypeslib.as_array(
                     (ctypes.c_byte * nbytes).from_address(stored)).view(dt)
@@ -683,12 +914,16 @@ class KVStore:
         self._check(ret)
 
     def set_gradient_compression(self, compression_params):
-        """MXNet's gradient compression of this worker's float32 pushes:
-        ``{'type': '2bit', 'threshold': 0.5}`` (each element sent as
-        +threshold, -threshold or 0), ``{'type': '1bit', 'threshold':
-        0.0}`` (+1 or -1), ``{'type': 'none'}``; what is not sent stays
-        in a residual added to the next push (error feedback).  Every
-        worker calls it (dist stores only)."""
+        """MXNet's gradient compression of float32 pushes: ``{'type':
+        '2bit', 'threshold': 0.5}`` (each element sent as +threshold,
+        -threshold or 0), ``{'type': '1bit', 'threshold': 0.0}`` (+1 or
+        -1 by the side of threshold), ``{'type': 'none'}``; type is
+        required, threshold defaults to 0.5 (MXNet's rules); what is not
+        sent stays in a residual
+        added to the next push (error feedback).  Dist stores compress
+        each worker's pushes (every worker calls it); device stores
+        ("device", "local_allreduce_device") each device's value before
+        they are summed, with a residual per device, as MXNet's."""
         if not isinstance(compression_params, dict):
             raise PSchedError("set_gradient_compression: compression_params "
                               "must be a dict such as {'type': '2bit', "
@@ -699,19 +934,60 @@ class KVStore:
                               "parameter%s %s (known: type, threshold)"
                               % ("s" if len(extra) > 1 else "",
                                  ", ".join(sorted(map(repr, extra)))), -22)
-        ctype = compression_params.get("type", "none")
+        ctype = compression_params.get("type")
         if not isinstance(ctype, str):
-            raise PSchedError("set_gradient_compression: type must be a "
-                              "str ('2bit', '1bit', 'none')", -22)
-        th = compression_params.get("threshold",
-                                    0.5 if ctype == "2bit" else 0.0)
+            raise PSchedError("set_gradient_compression: type is required, "
+                              "a str ('2bit', '1bit', 'none')", -22)
+        th = compression_params.get("threshold", 0.5)  # MXNet's default
         try:
             th = float(th)
         except (TypeError, ValueError):
             raise PSchedError("set_gradient_compression: threshold %r is "
                               "not a number" % (th,), -22) from None
-        self._check(self._lib.psched_kvstore_set_gradient_compression(
-            self._live(), ctype.encode(), th))
+        if self.type in _LOCAL_TYPES:
+            self._set_device_compression(ctype, th)
+        else:
+            self._check(self._lib.psched_kvstore_set_gradient_compression(
+                self._live(), ctype.encode(), th))
+        self._compression = None if ctype in ("none", "") else (ctype, th)
+
+    def _set_device_compression(self, ctype, th):
+        if "device" not in self.type:
+            raise PSchedError("set_gradient_compression: Gradient "
+                              "compression is not supported for this type "
+                              "of kvstore (%r; MXNet compresses on device "
+                              "and dist stores)" % self.type, -95)
+        if ctype not in ("2bit", "1bit", "none", ""):
+            raise PSchedError("gradient compression type '%s' is not "
+                              "supported (2bit, 1bit, none)" % ctype, -22)
+        if not np.isfinite(th) or (ctype == "2bit" and th <= 0) or \
+                abs(th) > 3.0e38:
+            raise PSchedError("gradient compression %s: threshold %g is not "
+                              "%s" % (ctype, th, "a finite number > 0"
+                                      if ctype == "2bit" else
+                                      "a finite float"), -22)
+        new = None if ctype in ("none", "") else (ctype, np.float32(th))
+        if new != self._dev_cmp:
+            self._residuals = {}
+        self._dev_cmp = new
+
+    def _dev_quantize(self, ck, dev, a):
+        """Device @dev's value @a of key @ck as its 2bit / 1bit form
+        would be dequantised (MXNet's device store, common/compress.h's
+        rules), its residual kept for the next push."""
+        kind, th = self._dev_cmp
+        r = self._residuals.get((ck, dev))
+        if r is None or r.shape != a.shape:
+            r = np.zeros(a.shape, np.float32)
+        r = r + a
+        one = np.float32(1)
+        if kind == "2bit":
+            q = np.where(r >= th, th, np.where(r <= -th, -th, 0))
+        else:
+            q = np.where(r > th, one, -one)
+        q = q.astype(np.float32)
+        self._residuals[(ck, dev)] = r - q
+        return q
 
     def save_optimizer_states(self, fname, dump_optimizer=False):
         """Write the optimizer's states (of every server, for dist
@@ -749,6 +1025,26 @@ class KVStore:
             self.close()
         except Exception:
             pass
+
+
+def _per_item(arg, n, what, things):
+    """Whether @arg is a list of @n row_ids arrays, one per item (else
+    one row_ids for all); a list of arrays of another length is an
+    error."""
+    if not isinstance(arg, (list, tuple)) or not arg or not all(
+            isinstance(x, (list, tuple, np.ndarray)) for x in arg):
+        return False
+    if len(arg) != n:
+        raise PSchedError("%s: %d row_ids for %d %s" % (what, len(arg), n,
+                                                        things), -22)
+    return True
+
+
+def _any_sparse(value):
+    """@value, or a value in the list (of lists) @value, is row-sparse."""
+    if isinstance(value, (list, tuple)):
+        return any(_any_sparse(v) for v in value)
+    return _rs.is_row_sparse(value)
 
 
 # -- servers started from the workers' script (DMLC_ROLE=server) ---------

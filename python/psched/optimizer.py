@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: MIT
 """Optimizers the KVStore applies where values are aggregated (the
 servers, or this process for ``local``), named and parameterised as
-``mxnet.optimizer``: SGD, NAG, Adam, AdamW, RMSProp, AdaGrad, Signum.
+``mxnet.optimizer``: SGD, NAG, Adam, AdamW, RMSProp, AdaGrad, Signum,
+and MXNet's Test (``w += rescale_grad * grad``).
 The rules are the C library's (include/psched/kvstore.h); these classes
 only carry the parameters.  Per-key learning-rate and weight-decay
 multipliers: ``opt.set_lr_mult({key: mult})``, ``opt.set_wd_mult(...)``
@@ -12,7 +13,7 @@ import ctypes
 from . import _lib
 
 __all__ = ["Optimizer", "SGD", "NAG", "Adam", "AdamW", "RMSProp", "AdaGrad",
-           "Signum", "create", "register"]
+           "Signum", "Test", "create", "register"]
 
 
 def _error(msg):
@@ -208,8 +209,14 @@ class Signum(Optimizer):
         self.momentum, self.wd_lh = momentum, wd_lh
 
 
+class Test(Optimizer):
+    """MXNet 1.x's test optimizer: w += rescale_grad * grad (no learning
+    rate, weight decay or clipping), as MXNet's own kvstore tests use."""
+    name = "test"
+
+
 _REGISTRY = {c.name: c for c in (SGD, NAG, Adam, AdamW, RMSProp, AdaGrad,
-                                 Signum)}
+                                 Signum, Test)}
 
 
 def register(cls):

@@ -120,6 +120,13 @@ def main(root):
           ctl_frame(control(11, f_varint(1, 3) + f_varint(2, 100))) +
           ctl_frame(control(12, f_varint(1, 1) + f_varint(2, 3))) + ctl_frame(control(8, b"")))
     write(c, "heartbeat_first", ctl_frame(control(5, f_varint(1, 1))))
+    # A heartbeat with a node's counters (NodeStats): bytes, requests,
+    # latency buckets, unpacked and packed.
+    stats = (f_varint(1, 100) + f_varint(11, 2) + f_varint(15, 1) + f_varint(19, 3) +
+             f_varint(19, 4) + f_bytes(19, varint(5) + varint(6)) + f_varint(20, 77) +
+             f_varint(21, 1))
+    write(c, "heartbeat_stats", ctl_frame(reg(node_srv)) +
+          ctl_frame(control(5, f_varint(1, 1) + f_bytes(2, stats))))
     write(c, "data_to_sched", data(PULL, 1, 4, 1, payload=False))
 
     # fuzz_node: setup byte (bits 0-1 state, bit 2 worker when joining,

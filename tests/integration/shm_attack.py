@@ -7,6 +7,14 @@ Usage:
       memfd with the two rings and four eventfds over the abstract
       socket), then posts a push of key 0 without authenticating; the
       server must drop the connection.
+  shm_attack.py silent SHM_PORT SECONDS
+      keeps 4 connections to the shm listener that send nothing, each
+      closed and opened again every half second, for SECONDS: the
+      server's I/O thread must go on serving its workers meanwhile.
+  shm_attack.py flood HOST TCP_PORT SHM_PORT SECONDS
+      opens and closes connections to the shm listener and to the TCP
+      port as fast as it can for SECONDS (at most 200000 of each); prints
+      how many it made.
 """
 import os
 import socket
@@ -65,11 +73,57 @@ def shm_push(argv):
     s.close()
 
 
+def shm_sock(port):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    s.settimeout(5)
+    s.connect("\0psched-shm-%d-%d" % (os.getuid(), port))
+    return s
+
+
+def silent(argv):
+    """Silent connections to the shm listener, renewed every 0.5 s."""
+    import time
+    port, end = int(argv[0]), time.monotonic() + float(argv[1])
+    held = []
+    while time.monotonic() < end:
+        for s in held:
+            s.close()
+        held = []
+        for _ in range(4):
+            try:
+                held.append(shm_sock(port))
+            except OSError:
+                pass  # a full backlog: the next round tries again
+        time.sleep(0.5)
+    for s in held:
+        s.close()
+
+
+def flood(argv):
+    """Connect and close on both listeners, bounded by time and count."""
+    import time
+    host, tport, sport = argv[0], int(argv[1]), int(argv[2])
+    end = time.monotonic() + float(argv[3])
+    made = 0
+    while time.monotonic() < end and made < 200000:
+        for conn in (lambda: shm_sock(sport),
+                     lambda: socket.create_connection((host, tport), 5)):
+            try:
+                conn().close()
+                made += 1
+            except OSError:
+                time.sleep(0.001)
+    print("flood: %d connections" % made)
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] != "shm-push":
+    modes = {"shm-push": (shm_push, 1), "silent": (silent, 2),
+             "flood": (flood, 4)}
+    if len(sys.argv) < 2 or sys.argv[1] not in modes or \
+            len(sys.argv) != 2 + modes[sys.argv[1]][1]:
         print(__doc__)
         sys.exit(2)
-    shm_push(sys.argv[2:])
+    modes[sys.argv[1]][0](sys.argv[2:])
     if failures:
         print("%d checks failed: %s" % (len(failures), ", ".join(failures)))
         sys.exit(1)

@@ -119,9 +119,9 @@ import numpy as np, psched, sys
 kv = psched.KVStore("dist_sync")
 W, r = kv.num_workers, kv.rank
 kv.init(1, np.zeros(1000, np.float32))
-kv.init("big", np.zeros(300000, np.float32))
+kv.init(2, np.zeros(300000, np.float32))  # keys all ints (MXNet)
 for step in range(5):
-    for key, n in ((1, 1000), ("big", 300000)):
+    for key, n in ((1, 1000), (2, 300000)):
         out = np.empty(n, np.float32)
         kv.pushpull(key, np.full(n, (r + 1) * (step + 1), np.float32), out=out)
         want = (step + 1) * W * (W + 1) / 2

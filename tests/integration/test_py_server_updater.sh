@@ -20,7 +20,7 @@ def half(key, merged, stored):          # module level, before KVStore()
 
 
 def tag(key, merged, stored):
-    stored[...] = {"w": 100, 3: 200}.get(key, -1)
+    stored[...] = {"w": 100, "v3": 200}.get(key, -1)
 
 
 def bad(key, merged, stored):
@@ -44,18 +44,18 @@ def expect_error(pattern, fn, *args):
 
 
 kv.init("w", np.zeros(1000, np.float32))
-kv.init(3, np.zeros(4))
+kv.init("v3", np.zeros(4))             # one key kind per store (MXNet)
 v, out = np.full(1000, kv.rank + 1.0, np.float32), np.empty(1000, np.float32)
 kv._set_updater(half)
 for step in (1, 2):
     kv.push("w", v)
     kv.pull("w", out=out)
     assert (out == 1.5 * step).all(), (step, out[:4])
-kv._set_updater(tag)                    # the updater sees str and int keys
+kv._set_updater(tag)                    # the updater sees keys by name
 kv.push("w", v); kv.pull("w", out=out)
 assert (out == 100).all(), out[:4]
 o3 = np.empty(4)
-kv.pushpull(3, np.ones(4), out=o3)
+kv.pushpull("v3", np.ones(4), out=o3)
 assert (o3 == 200).all(), o3
 expect_error("module-level function", kv._set_updater, lambda k, m, s: None)
 if kv.rank == 0:                        # rank 0 talks to the servers

@@ -23,11 +23,14 @@ def run_dist(module, dist_case):
     return 0 if res.wasSuccessful() else 1
 
 
-def main(module, local_case, dist_case, kvtypes):
-    """Exit status: 0 when the local tests and every job passed."""
+def main(module, local_case, dist_case, kvtypes, extra_local=()):
+    """Exit status: 0 when the local tests (@local_case, then the cases
+    of @extra_local) and every job passed."""
     if os.environ.get("DMLC_ROLE") == "worker":
         return run_dist(module, dist_case)
-    suite = unittest.defaultTestLoader.loadTestsFromTestCase(local_case)
+    load = unittest.defaultTestLoader.loadTestsFromTestCase
+    suite = unittest.TestSuite([load(c) for c in (local_case,) +
+                                tuple(extra_local)])
     ok = unittest.TextTestRunner(verbosity=2).run(suite).wasSuccessful()
     status = 0 if ok else 1
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"))

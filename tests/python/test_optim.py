@@ -146,11 +146,11 @@ class TestLocal(unittest.TestCase):
     def test_lr_and_wd_mult(self):
         kv = psched.KVStore("local")
         opt = psched.optimizer.SGD(learning_rate=0.1, momentum=0.5, wd=0.1)
-        opt.set_lr_mult({"a": 0.5, 3: 0.0})
+        opt.set_lr_mult({"a": 0.5, "c": 0.0})
         opt.set_wd_mult({"a": 2.0})
         kv.set_optimizer(opt)
         refs = {}
-        for k, lm, wm in (("a", 0.5, 2.0), (3, 0.0, 1.0), ("b", 1.0, 1.0)):
+        for k, lm, wm in (("a", 0.5, 2.0), ("c", 0.0, 1.0), ("b", 1.0, 1.0)):
             kv.init(k, np.ones(5, np.float32))
             refs[k] = Ref("sgd", np.ones(5), learning_rate=0.1, momentum=0.5,
                           wd=0.1, lr_mult=lm, wd_mult=wm)
@@ -163,7 +163,7 @@ class TestLocal(unittest.TestCase):
                 r.step(g)
                 check_close(self, out.astype(np.float64), r.w, "float32",
                             "key %r step %d" % (k, s))
-        kv.pull(3, out=out)
+        kv.pull("c", out=out)
         self.assertTrue((out == 1).all(), out)  # lr_mult 0: unchanged
         kv.close()
 
@@ -246,7 +246,7 @@ class TestLocal(unittest.TestCase):
             (lambda: kv.set_optimizer(psched.optimizer.RMSProp(
                 epsilon=0)), "epsilon 0 is not a finite number > 0"),
             (lambda: kv.set_optimizer(psched.optimizer.SGD(
-                learning_rate=-1)), "learning_rate -1"),
+                learning_rate=np.nan)), "learning_rate nan"),
             (lambda: kv.set_optimizer(psched.optimizer.Signum(
                 wd_lh=-0.5)), "wd_lh -0.5"),
             (lambda: kv.set_optimizer(psched.optimizer.NAG(
@@ -336,7 +336,7 @@ class TestLocal(unittest.TestCase):
 
 # -- dist: run as a worker of a psched.launch job ------------------------
 
-DIST_KEYS = [("a", 1001), ("b", 17), (5, 4099)]
+DIST_KEYS = [("a", 1001), ("b", 17), ("e5", 4099)]
 DIST_OPTS = [("adam", dict(learning_rate=0.01, wd=0.01)),
              ("rmsprop", dict(learning_rate=0.01, centered=True)),
              ("sgd", dict(learning_rate=0.05, momentum=0.9))]

@@ -215,6 +215,12 @@ class TestWorker(unittest.TestCase):
         ranks = pst.push_pull(torch.tensor([1 << self.r]), average=False,
                               name="ranks")
         self.assertEqual(ranks.item(), 3)        # ranks 0 and 1, once each
+        # The worker's own counters (docs/metrics.md) saw that request.
+        st = pst.stats()
+        self.assertGreater(st["requests_ok"], 0)
+        self.assertGreater(st["tx_bytes"], 0)
+        self.assertEqual(sum(c for _, c in st["latency_buckets"]),
+                         st["requests_ok"] + sum(st["errors"].values()))
 
     def test_a_adam_matches_one_process(self):
         adam = lambda m: torch.optim.Adam(m.parameters(), lr=0.01)  # noqa

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # once
 # scripts/install-deps.sh against fake apt-get/dpkg-query (nothing is
-# installed): the base set has make and no python3-torch; --for torch asks
+# installed): the base set has make and prometheus (test_metrics.sh) and
+# no python3-torch; --for torch asks
 # for python3-torch only; every apt-get call waits for the dpkg lock
 # (DPkg::Lock::Timeout) instead of failing; a bad group is refused.
 set -u
@@ -30,7 +31,7 @@ run() { # log args...
 
 run "$tmp/base.log" || { echo "FAIL: base install exited $?"; cat "$tmp/base.log.out"; fail=1; }
 inst=$(grep ' install ' "$tmp/base.log")
-for p in make gcc libprotobuf-c-dev libgsl-dev nettle-dev zlib1g-dev python3-numpy; do
+for p in make gcc libprotobuf-c-dev libgsl-dev nettle-dev zlib1g-dev python3-numpy prometheus; do
 	echo "$inst" | grep -qw -- "$p" || { echo "FAIL: base set lacks $p: $inst"; fail=1; }
 done
 echo "$inst" | grep -q python3-torch && { echo "FAIL: base set installs python3-torch"; fail=1; }

@@ -23,13 +23,12 @@ struct drive {
  * workers are in (d->step). */
 static bool drive_commit(struct drive *d)
 {
-	uint64_t part, credit;
+	struct psd_cfg_proposal *p = psd_autotune_proposal(d->at);
 
-	if (!psd_autotune_wanted(d->at, &part, &credit))
+	if (!p)
 		return false;
-	psd_autotune_proposed(d->at, ++d->epoch);
 	d->gate = d->step + 1;
-	psd_autotune_switched(d->at, d->epoch, true, d->gate);
+	p->settled(p, true, ++d->epoch, d->gate);
 	return true;
 }
 
@@ -45,7 +44,7 @@ static void test_autotune_cuts_a_stuck_sample(void)
 {
 	struct psched_cfg cfg;
 	struct drive d = { .step = 1 };
-	uint64_t part, credit, now;
+	uint64_t now;
 	unsigned int i;
 
 	psd_cfg_defaults(&cfg);
@@ -69,29 +68,64 @@ static void test_autotune_cuts_a_stuck_sample(void)
 	psd_autotune_metrics(d.at, 0, d.step, 0.1, 1e9, false, 0.0, 0.05);
 	now = psd_now_ms();
 	psd_autotune_tick(d.at, now + 60000);
-	CHECK(!psd_autotune_wanted(d.at, &part, &credit));
+	CHECK(!psd_autotune_proposal(d.at));
 	psd_autotune_metrics(d.at, 1, d.step, 0.1, 1e9, false, 0.0, 0.05);
 	now = psd_now_ms();
 	/* 0.1 s without a step: still 10 steps/s possible */
 	psd_autotune_tick(d.at, now + 100);
-	CHECK(!psd_autotune_wanted(d.at, &part, &credit));
+	CHECK(!psd_autotune_proposal(d.at));
 	/* 60 s without a step: far below half the best, next config */
 	psd_autotune_tick(d.at, now + 60000);
-	CHECK(psd_autotune_wanted(d.at, &part, &credit));
+	CHECK(psd_autotune_proposal(d.at));
 	/* the workers finish their step while the switch is open: its
 	 * commit starts the clock at once */
 	d.step++;
 	psd_autotune_metrics(d.at, 0, d.step, 0.1, 1e9, false, 0.0, 0.05);
 	psd_autotune_metrics(d.at, 1, d.step, 0.1, 1e9, false, 0.0, 0.05);
 	CHECK(drive_commit(&d));
-	CHECK(!psd_autotune_wanted(d.at, &part, &credit));
+	CHECK(!psd_autotune_proposal(d.at));
 	now = psd_now_ms();
 	psd_autotune_tick(d.at, now + 60000);
-	CHECK(psd_autotune_wanted(d.at, &part, &credit));
+	CHECK(psd_autotune_proposal(d.at));
 	psd_autotune_destroy(d.at);
+}
+
+/* A switch called off leaves the config wanted, the same one; a commit
+ * settles it, once. */
+static void test_autotune_proposal_settles_once(void)
+{
+	struct psched_cfg cfg;
+	struct psd_cfg_proposal *p, *q;
+	struct psd_autotune *at;
+	uint64_t part, credit;
+
+	psd_cfg_defaults(&cfg);
+	cfg.autotune = 1;
+	cfg.autotune_seed = 5;
+	CHECK_EQ(psd_autotune_create(&cfg, 1, &at), 0);
+	p = psd_autotune_proposal(at);
+	CHECK(p != NULL);
+	if (!p)
+		return;
+	part = p->part;
+	credit = p->credit;
+	CHECK(part >= 4096 && credit >= part);
+	p->settled(p, false, 1, 0);
+	q = psd_autotune_proposal(at);
+	CHECK(q == p);
+	CHECK_U64(q->part, ==, part);
+	CHECK_U64(q->credit, ==, credit);
+	q->settled(q, true, 2, 7);
+	CHECK(!psd_autotune_proposal(at));
+	/* a late duplicate settle changes nothing */
+	q->settled(q, true, 2, 9);
+	CHECK(!psd_autotune_proposal(at));
+	psd_autotune_destroy(at);
 }
 
 const struct test_case test_list[] = {
 	{ "autotune_cuts_a_stuck_sample", test_autotune_cuts_a_stuck_sample },
+	{ "autotune_proposal_settles_once",
+	  test_autotune_proposal_settles_once },
 	{ NULL, NULL },
 };

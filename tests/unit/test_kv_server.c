@@ -799,6 +799,76 @@ static void test_kv_server_large_key_block(void)
 	kvt_hugepages = 0;
 }
 
+/* A row-sparse message of @len payload bytes from @w (common/rows.h):
+ * key @key, a table of 4 rows of two floats, all on this server. */
+static void kvt_rows_send(unsigned w, uint8_t type, uint64_t key, uint64_t step,
+			  const void *payload, uint64_t len, int prio,
+			  uint64_t req)
+{
+	struct psd_hdr h = kvt_req(type, PSCHED_F32, key, 32, step);
+	struct iovec iov = { .iov_base = (void *)(uintptr_t)payload,
+			     .iov_len = (size_t)len };
+
+	h.flags = PSD_F_ROWS;
+	h.part = 8; /* bytes per row */
+	h.priority = prio;
+	h.req = req;
+	h.sender = psd_worker_id(&kvt.node, w);
+	h.length = len;
+	CHECK_EQ(psd_conn_send(kvt.w[w].conn, &h, &iov, len ? 1 : 0), 0);
+}
+
+/* A row push of step 1: prefix (@nrows, one piece), ids, rows. */
+static void kvt_rows_push(unsigned w, uint64_t key, const uint64_t *ids,
+			  uint32_t nrows, const float *rows)
+{
+	uint8_t buf[8 + 4 * (8 + 8)];
+	uint32_t pieces = 1;
+
+	memcpy(buf, &nrows, 4);
+	memcpy(buf + 4, &pieces, 4);
+	memcpy(buf + 8, ids, nrows * 8);
+	memcpy(buf + 8 + nrows * 8, rows, nrows * 8);
+	kvt_rows_send(w, PSD_MSG_PUSH, key, 1, buf, 8 + nrows * 16, 0, 7);
+}
+
+/* Row-sparse pulls waiting for their step are answered by priority, as
+ * dense ones are (smaller first, ties in arrival order). */
+static void test_kv_server_rows_pulls_by_priority(void)
+{
+	static const int prio[] = { 5, -1, 3, 3, 0 };
+	static const uint64_t order[] = { 1, 4, 2, 3, 0 };
+	static const uint64_t ids0[] = { 0, 2 }, ids1[] = { 1 };
+	static const float r0[] = { 1, 2, 5, 6 }, r1[] = { 3, 4 };
+	static const float want[] = { 1, 2, 3, 4, 5, 6 };
+	uint8_t pull[8 + 3 * 8] = { 3 }; /* 3 rows, 0 pieces */
+	const struct kvt_msg *m;
+	uint64_t id;
+	unsigned i;
+
+	for (id = 0; id < 3; id++)
+		memcpy(pull + 8 + id * 8, &id, 8);
+	kvt_start(2, "sync", 0);
+	kvt_rows_send(0, PSD_MSG_INIT, 21, 0, NULL, 0, 0, 1);
+	kvt_expect(0, PSD_MSG_PUSH_ACK, 0);
+	for (i = 0; i < PSD_ARRAY_SIZE(prio); i++)
+		kvt_rows_send(0, PSD_MSG_PULL, 21, 1, pull, sizeof(pull),
+			      prio[i], 100 + i);
+	/* the pulls wait: the push's ack comes first */
+	kvt_rows_push(0, 21, ids0, 2, r0);
+	kvt_expect(0, PSD_MSG_PUSH_ACK, 0);
+	kvt_rows_push(1, 21, ids1, 1, r1);
+	kvt_expect(1, PSD_MSG_PUSH_ACK, 0);
+	for (i = 0; i < PSD_ARRAY_SIZE(order); i++) {
+		m = kvt_expect(0, PSD_MSG_PULL_RESP, 0);
+		CHECK_U64(m->h.req, ==, 100 + order[i]);
+		CHECK_U64(m->h.step, ==, 1);
+		CHECK_U64(m->h.length, ==, sizeof(want));
+		CHECK(!memcmp(m->data, want, sizeof(want)));
+	}
+	kvt_stop();
+}
+
 const struct test_case test_list[] = {
 	{ "kv_server_sum_f32_exact", test_kv_server_sum_f32_exact },
 	{ "kv_server_sum_i64_exact", test_kv_server_sum_i64_exact },
@@ -815,5 +885,7 @@ const struct test_case test_list[] = {
 	{ "kv_server_sgd_once_per_step", test_kv_server_sgd_once_per_step },
 	{ "kv_server_early_push_limits", test_kv_server_early_push_limits },
 	{ "kv_server_large_key_block", test_kv_server_large_key_block },
+	{ "kv_server_rows_pulls_by_priority",
+	  test_kv_server_rows_pulls_by_priority },
 	{ NULL, NULL },
 };

@@ -14,6 +14,7 @@
 
 #include "../harness.h"
 #include "../../worker/kvw.h"
+#include "../helpers/requests.h"
 #include "placement.h"
 
 #define TK_MAX_SRV 2
@@ -765,6 +766,79 @@ static void test_kv_worker_test_and_dead_count(void)
 	tk_teardown(t);
 }
 
+/* Declare row-sparse key @key (@rows rows of 4 f32) on the worker only,
+ * as psched_row_sparse_init() would without its server round trip. */
+static void tk_rows_key(struct tk_ctx *t, uint64_t key, uint64_t rows)
+{
+	struct psd_kvw *w = kvw_of(t->n);
+	struct kvw_key *k;
+
+	pthread_mutex_lock(&w->lock);
+	k = psd_kvw_key_add(w, key, rows * 16, PSCHED_F32);
+	CHECK(k);
+	k->rowbytes = 16;
+	pthread_mutex_unlock(&w->lock);
+}
+
+/* Answer logged message @idx of @fs with a row-sparse pull answer of
+ * status @status and @len bytes (of 0x5a). */
+static void tk_rows_reply(struct tk_srv *fs, size_t idx, int status,
+			  uint64_t len)
+{
+	uint8_t buf[64];
+	struct iovec iov = { .iov_base = buf, .iov_len = (size_t)len };
+	struct psd_hdr h;
+	struct psd_conn *c;
+
+	CHECK_U64(len, <=, sizeof(buf));
+	memset(buf, 0x5a, sizeof(buf));
+	pthread_mutex_lock(&fs->t->lock);
+	CHECK(idx < fs->nlog && !fs->answered[idx]);
+	fs->answered[idx] = true;
+	h = fs->log[idx];
+	c = fs->conn;
+	pthread_mutex_unlock(&fs->t->lock);
+	h.sender = psd_server_id(fs->rank);
+	h.type = PSD_MSG_PULL_RESP;
+	h.flags = PSD_F_ROWS;
+	h.status = status;
+	h.length = len;
+	CHECK_EQ(psd_conn_send(c, &h, &iov, len ? 1 : 0), 0);
+}
+
+/*
+ * Row-sparse answers are checked like dense ones: a pull answer with an
+ * error status fails the request with the server's reason (not as rows of
+ * the wrong length), and rows sent in answer to a push land nowhere (they
+ * once landed at NULL + the piece's offset) and fail it.
+ */
+static void test_kv_worker_rows_answers_checked(void)
+{
+	struct tk_ctx *t = tk_setup(2, 0, 0, 0);
+	uint64_t key = 7, ids[2] = { 1, 40 }, id;
+	float rows[8] = { 1, 2, 3, 4, 5, 6, 7, 8 }, out[8];
+
+	tk_rows_key(t, key, 64); /* rows 0-31 on server 1, 32-63 on 2 */
+	tk_hold(&t->srv[0], true);
+	tk_hold(&t->srv[1], true);
+	CHECK_EQ(rows_pull(t->n, key, 2, ids, out, 0, NULL, NULL, &id), 0);
+	tk_wait_logged(&t->srv[0], 1);
+	tk_wait_logged(&t->srv[1], 1);
+	tk_rows_reply(&t->srv[0], 0, -ENOSPC, 0);
+	tk_rows_reply(&t->srv[1], 0, 0, 16);
+	CHECK_EQ(tk_wait(t, id), -ENOSPC);
+	CHECK(strstr(psched_errmsg(), "rejected row-sparse pull of key 7"));
+
+	CHECK_EQ(rows_push(t->n, key, 2, ids, rows, 0, NULL, NULL, &id), 0);
+	tk_wait_logged(&t->srv[0], 2);
+	tk_wait_logged(&t->srv[1], 2);
+	tk_srv_answer(&t->srv[0], 1);
+	tk_rows_reply(&t->srv[1], 1, 0, 16);
+	CHECK_EQ(tk_wait(t, id), -EPROTO);
+	CHECK(strstr(psched_errmsg(), "with a pull answer"));
+	tk_teardown(t);
+}
+
 const struct test_case test_list[] = {
 	{ "kv_worker_test_and_dead_count", test_kv_worker_test_and_dead_count },
 	{ "kv_worker_priority_order", test_kv_worker_priority_order },
@@ -779,5 +853,7 @@ const struct test_case test_list[] = {
 	  test_kv_worker_commit_raises_credit_now },
 	{ "kv_worker_dead_server_fails_requests",
 	  test_kv_worker_dead_server_fails_requests },
+	{ "kv_worker_rows_answers_checked",
+	  test_kv_worker_rows_answers_checked },
 	{ NULL, NULL },
 };

@@ -114,6 +114,43 @@ static void test_updater_optimizer_check(void)
 	o.name = NULL; /* none */
 	CHECK_EQ(psched_optimizer_check(&o), 0);
 	CHECK_EQ(psched_optimizer_check(NULL), -EINVAL);
+	/* MXNet takes any finite learning rate, and its "test" optimizer. */
+	psched_optimizer_init(&o);
+	o.learning_rate = -0.5;
+	CHECK_EQ(psched_optimizer_check(&o), 0);
+	o.learning_rate = INFINITY;
+	CHECK_EQ(psched_optimizer_check(&o), -EINVAL);
+	CHECK(strstr(psched_errmsg(), "learning_rate inf is not a finite"));
+	CHECK_EQ(psched_optimizer_defaults(&o, "test"), 0);
+	CHECK_STR(o.name, "test");
+	CHECK_EQ(psched_optimizer_check(&o), 0);
+}
+
+/* MXNet 1.x's test optimizer: w += rescale_grad * g, nothing else read;
+ * sgd with a negative learning rate ascends. */
+static void test_updater_test_rule_negative_lr(void)
+{
+	struct psched_optimizer o;
+	struct psd_updater u;
+	float w[2] = { 1, -1 }, g[2] = { 2, 4 };
+
+	psd_upd_init(&u);
+	CHECK_EQ(psched_optimizer_defaults(&o, "test"), 0);
+	o.rescale_grad = 0.5;
+	o.learning_rate = 7; /* not read */
+	o.wd = 0.25;
+	o.clip_gradient = 0.1;
+	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
+	CHECK(psd_upd_apply(&u, 1, PSCHED_F32, 0, 8, 0, w, g, 8));
+	CHECK_EQ(w[0], 2);
+	CHECK_EQ(w[1], 1);
+	psched_optimizer_init(&o);
+	o.learning_rate = -0.25;
+	CHECK_EQ(psd_upd_set_optimizer(&u, &o), 0);
+	CHECK(psd_upd_apply(&u, 1, PSCHED_F32, 0, 8, 0, w, g, 8));
+	CHECK_EQ(w[0], 2.5);
+	CHECK_EQ(w[1], 2);
+	psd_upd_fini(&u);
 }
 
 /* The rule of include/psched/kvstore.h, one element, in double. */
@@ -342,6 +379,69 @@ static void test_updater_kvstore_local(void)
 	CHECK_EQ(psched_kvstore_destroy(kv), 0);
 }
 
+/* Row-sparse keys of a local store (app/kvstore_rows.c): init with rows,
+ * summed repeated ids, the replace rule, the lazy optimizer update, the
+ * refusals, and dense calls on a row key. */
+static void test_updater_kvstore_local_rows(void)
+{
+	struct psched_kvstore *kv;
+	struct psched_optimizer o;
+	float init[2 * 2] = { 1, 1, 3, 3 }, push[3 * 2] = { 1, 1, 2, 2, 5, 5 };
+	float out[4 * 2];
+	uint64_t iid[2] = { 0, 2 }, pid[3] = { 2, 2, 3 },
+		 all[4] = { 3, 2, 1, 0 };
+	uint64_t bad = 4, key = 9, len = 32;
+	void *ov = out;
+
+	CHECK_EQ(psched_kvstore_create("LOCAL", NULL, &kv), 0);
+	CHECK_STR(psched_kvstore_type(kv), "local");
+	CHECK_EQ(psched_kvstore_row_sparse_push(kv, 9, 1, pid, push, 0),
+		 PSCHED_EUNKNOWNKEY);
+	CHECK_EQ(psched_kvstore_row_sparse_init(kv, 9, 4, 2, PSCHED_F32, 1,
+						&bad, init),
+		 -EINVAL);
+	CHECK(strstr(psched_errmsg(), "row id 4 is out of range"));
+	CHECK_EQ(psched_kvstore_row_sparse_init(kv, 9, 4, 2, PSCHED_F32, 2, iid,
+						init),
+		 0);
+	CHECK_EQ(psched_kvstore_row_sparse_init(kv, 9, 4, 2, PSCHED_F32, 0,
+						NULL, NULL),
+		 -EEXIST);
+	CHECK_EQ(psched_kvstore_pull(kv, &key, 1, &ov, &len, PSCHED_F32, 0),
+		 -EINVAL);
+	CHECK(strstr(psched_errmsg(), "a row-sparse key"));
+	/* Row 2 <- 1 + 2 (repeated id summed), row 3 <- 5; 0, 1 keep. */
+	CHECK_EQ(psched_kvstore_row_sparse_push(kv, 9, 3, pid, push, 0), 0);
+	CHECK_EQ(psched_kvstore_row_sparse_pull(kv, 9, 4, all, out, 0), 0);
+	CHECK_EQ(out[0], 5);
+	CHECK_EQ(out[2], 3);
+	CHECK_EQ(out[4], 0);
+	CHECK_EQ(out[6], 1);
+	CHECK_EQ(psched_kvstore_row_sparse_pull(kv, 9, 1, &bad, out, 0),
+		 -EINVAL);
+	/* sgd, lr 0.5, wd 0.5: only row 3 moves: 5 - 0.5 * (2 + 2.5). */
+	psched_optimizer_init(&o);
+	o.learning_rate = 0.5;
+	o.wd = 0.5;
+	CHECK_EQ(psched_kvstore_set_optimizer(kv, &o), 0);
+	CHECK_EQ(psched_kvstore_row_sparse_pushpull(kv, 9, 1, pid + 2, push + 2,
+						    out, 0),
+		 0);
+	CHECK_EQ(out[0], 2.75);
+	CHECK_EQ(psched_kvstore_row_sparse_pull(kv, 9, 4, all, out, 0), 0);
+	CHECK_EQ(out[0], 2.75);
+	CHECK_EQ(out[2], 3);
+	CHECK_EQ(out[6], 1);
+	/* A dense key is no row-sparse key. */
+	CHECK_EQ(psched_kvstore_init(kv, &all[0], 1, (const void *const *)&ov,
+				     &len, PSCHED_F32),
+		 0);
+	CHECK_EQ(psched_kvstore_row_sparse_pull(kv, 3, 1, all, out, 0),
+		 -EINVAL);
+	CHECK(strstr(psched_errmsg(), "not a row-sparse key"));
+	CHECK_EQ(psched_kvstore_destroy(kv), 0);
+}
+
 const struct test_case test_list[] = {
 	{ "f16_roundtrip_every_half", test_updater_f16_roundtrip_every_half },
 	{ "f16_rounding", test_updater_f16_rounding },
@@ -354,5 +454,7 @@ const struct test_case test_list[] = {
 	{ "sgd_f32_f16_int", test_updater_sgd_f32_f16_int },
 	{ "custom", test_updater_custom },
 	{ "kvstore_local", test_updater_kvstore_local },
+	{ "test_rule_negative_lr", test_updater_test_rule_negative_lr },
+	{ "kvstore_local_rows", test_updater_kvstore_local_rows },
 	{ NULL, NULL },
 };

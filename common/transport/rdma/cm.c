@@ -571,8 +571,9 @@ static int rdmt_accept_conn(struct psd_listener *l, struct psd_conn *c)
 	rdma_ack_cm_event(ev);
 	ret = rdmt_accept_one(l, c, id, plen ? &pd : NULL, plen);
 	if (ret) {
-		psd_warn("rdma: refusing a connection from %s: %s", c->peer,
-			 psched_strerror(ret));
+		/* the van logs it, rate-limited with every other refusal */
+		psd_set_errmsg(ret, "rdma: refusing a connection from %s: %s",
+			       c->peer, psched_strerror(ret));
 		if (!to_rdmt(c)->accepted)
 			rdma_reject(id, NULL, 0);
 		/* fini releases the id with the rest. */

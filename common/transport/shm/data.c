@@ -39,6 +39,25 @@ static int shm_tx_wait(struct shm_conn *sc, uint64_t deadline_ms)
 	return 0;
 }
 
+/*
+ * A send on an accepted connection whose hello is not in yet waits for
+ * it (the van thread takes it) until @deadline_ms; on the van thread
+ * itself it cannot come: -ENOTCONN.
+ */
+static int shm_tx_ready(struct shm_conn *sc, uint64_t deadline_ms)
+{
+	while (atomic_load(&sc->hello_wait)) {
+		if (pthread_equal(pthread_self(), sc->acceptor))
+			return -ENOTCONN;
+		if (atomic_load(&sc->base.closed))
+			return -ECONNRESET;
+		if (psd_now_ms() >= deadline_ms)
+			return -ETIMEDOUT;
+		usleep(1000);
+	}
+	return 0;
+}
+
 /* Free bytes in our tx ring, or -EPROTO for a corrupt consumer tail. */
 static int64_t shm_tx_room(struct shm_conn *sc)
 {
@@ -176,6 +195,9 @@ static int shm_send_fill(struct psd_conn *c, const struct psd_hdr *h,
 	int64_t room;
 	int ret;
 
+	ret = shm_tx_ready(sc, deadline_ms);
+	if (ret)
+		return ret;
 	if (h->length > SHM_PLACE_MAX)
 		return -EMSGSIZE;
 	/* The payload starts SHM_PLACE_ALIGN-aligned (rows are read in
@@ -238,6 +260,9 @@ static int shm_send(struct psd_conn *c, const struct psd_hdr *h,
 	uint64_t from = SHM_NO_STREAM;
 	int i, ret;
 
+	ret = shm_tx_ready(sc, psd_now_ms() + timeout_ms);
+	if (ret)
+		return ret;
 	if (h->length >= SHM_CMA_MIN && h->length <= SHM_PLACE_MAX) {
 		struct shm_gather g = { iov, niov };
 		uint64_t sum = 0;
@@ -547,6 +572,11 @@ static int shm_progress(struct psd_conn *c)
 	uint64_t tail0 = sc->rx_tail;
 	int ret;
 
+	if (atomic_load(&sc->hello_wait)) {
+		ret = psd_shm_accept_finish(sc);
+		if (ret || atomic_load(&sc->hello_wait))
+			return ret;
+	}
 	shm_evfd_clear(sc->rx.data_fd);
 	for (;;) {
 		if (atomic_load(&c->closed)) {

@@ -218,25 +218,31 @@ static void shm_cma_setup(struct shm_conn *sc, uint64_t probe)
 	atomic_store(&sc->rx.ctl->cma_ok, ok);
 }
 
-/* The van's fd: readable when data is posted or the socket hangs up. */
-static int shm_conn_poll_set(struct shm_conn *sc)
+/* The van's fd, an epoll set: readable when the socket has input or
+ * hangs up and (once the rings are mapped, shm_poll_add_data()) when
+ * data is posted. */
+static int shm_poll_create(struct shm_conn *sc)
 {
-	struct epoll_event ev = { .events = EPOLLIN };
+	struct epoll_event ev = { .events = EPOLLIN | EPOLLRDHUP };
 	int ep = epoll_create1(EPOLL_CLOEXEC);
 
 	if (ep < 0)
 		return psd_neg_errno();
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, sc->rx.data_fd, &ev))
-		goto err_close;
-	ev.events = EPOLLIN | EPOLLRDHUP;
-	if (epoll_ctl(ep, EPOLL_CTL_ADD, sc->sock, &ev))
-		goto err_close;
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, sc->sock, &ev)) {
+		close(ep);
+		return psd_neg_errno();
+	}
 	sc->base.fd = ep;
 	return 0;
+}
 
-err_close:
-	close(ep);
-	return psd_neg_errno();
+static int shm_poll_add_data(struct shm_conn *sc)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+
+	if (epoll_ctl(sc->base.fd, EPOLL_CTL_ADD, sc->rx.data_fd, &ev))
+		return psd_neg_errno();
+	return 0;
 }
 
 /* ---- handshake -------------------------------------------------------- */
@@ -405,27 +411,31 @@ int psd_shm_connect(struct psd_conn *c, const struct psd_addr *addr,
 	sc->sock = ret;
 	ret = shm_connect_handshake(sc, deadline_ms);
 	if (!ret)
-		ret = shm_conn_poll_set(sc);
+		ret = shm_poll_create(sc);
+	if (!ret)
+		ret = shm_poll_add_data(sc);
 	if (ret && ret != -ETIMEDOUT && ret != -ECONNREFUSED)
 		psd_set_errmsg(ret, "shm handshake with port %u failed: %s",
 			       addr->port, strerror(-ret));
 	return ret; /* on error fini() releases what was set up */
 }
 
-/* Acceptor: take the connector's memory and eventfds, answer. */
-static int shm_accept_handshake(struct shm_conn *sc)
+/*
+ * Acceptor, once the socket is readable: take the connector's memory and
+ * eventfds, answer.  Until then the van polls the socket like any other
+ * connection and serves the others: a peer that connects and stays
+ * silent costs a slot of PS_MAX_PENDING_AUTH until PS_AUTH_TIMEOUT, as
+ * on TCP, and never the I/O thread.
+ */
+int psd_shm_accept_finish(struct shm_conn *sc)
 {
 	struct shm_hello h;
 	int fds[SHM_NFDS] = { -1, -1, -1, -1, -1 };
 	int ret, n = SHM_NFDS, i;
 
-	ret = shm_peer_check(sc->sock, &sc->peer_pid);
-	if (!ret)
-		ret = shm_wait_fd(sc->sock, POLLIN,
-				  psd_now_ms() + SHM_HELLO_MS);
-	if (ret)
-		return ret;
 	ret = shm_hello_recv(sc->sock, &h, fds, &n);
+	if (ret == -EAGAIN && !n)
+		return 0; /* not yet: the socket stays polled */
 	for (i = 1; i < n; i++)
 		sc->evfd[i - 1] = fds[i];
 	if (!ret && n != SHM_NFDS)
@@ -436,12 +446,20 @@ static int shm_accept_handshake(struct shm_conn *sc)
 		ret = shm_conn_map(sc, fds[0], 1);
 	if (n)
 		close(fds[0]);
+	if (!ret)
+		ret = shm_poll_add_data(sc);
 	if (ret)
-		return ret;
+		return ret == -EAGAIN ? -EPROTO : ret;
 	shm_cma_setup(sc, h.probe);
-	return shm_hello_send(sc->sock, NULL, 0);
+	ret = shm_hello_send(sc->sock, NULL, 0);
+	if (ret)
+		return ret == -EAGAIN ? -EPROTO : ret;
+	atomic_store(&sc->hello_wait, false);
+	return 0;
 }
 
+/* Accept the socket and check the peer's uid; the hello is taken later,
+ * from the van's loop (psd_shm_accept_finish()). */
 int psd_shm_accept(struct psd_listener *l, struct psd_conn *c)
 {
 	struct shm_conn *sc = to_shm(c);
@@ -452,15 +470,15 @@ int psd_shm_accept(struct psd_listener *l, struct psd_conn *c)
 		return errno == EWOULDBLOCK ? -EAGAIN : psd_neg_errno();
 	shm_conn_init(sc);
 	sc->sock = fd;
-	ret = shm_accept_handshake(sc);
+	sc->acceptor = pthread_self();
+	atomic_store(&sc->hello_wait, true);
+	ret = shm_peer_check(sc->sock, &sc->peer_pid);
 	if (!ret)
-		ret = shm_conn_poll_set(sc);
+		ret = shm_poll_create(sc);
 	if (ret) {
-		psd_warn("shm: handshake with a connecting peer failed: %s",
-			 psched_strerror(ret));
 		c->ops->fini(c);
 		/* -EAGAIN would stop the van's accept loop: report another
-		 * error so it logs and goes on. */
+		 * error; the van logs it, rate-limited. */
 		return ret == -EAGAIN ? -EPROTO : ret;
 	}
 	snprintf(c->peer, sizeof(c->peer), "shm pid %d", (int)sc->peer_pid);

@@ -79,7 +79,6 @@
 #define SHM_SPLIT_MIN (256u << 10) /* from here split with the helper */
 #endif
 #define SHM_MAGIC     0x31306d6873737070ull /* "ppsshm01" */
-#define SHM_HELLO_MS  2000u /* accept: wait for the connector's hello */
 #define SHM_PORT_BASE 20000u
 #define SHM_PORT_SPAN 40000u
 #define SHM_NFDS      5 /* memfd + 4 eventfds */
@@ -152,7 +151,11 @@ struct shm_ring {
 struct shm_conn {
 	struct psd_conn base;
 	bool inited; /* fds below valid (the van zero-allocates us) */
-	int sock;    /* liveness only */
+	/* Accepted, the connector's hello not in yet: only the socket is
+	 * polled, nothing can be sent (psd_shm_accept_finish()). */
+	atomic_bool hello_wait;
+	pthread_t acceptor; /* the van thread that accepted it */
+	int sock;	    /* liveness only */
 	int evfd[4];
 	void *map;
 	pid_t peer_pid;
@@ -193,6 +196,10 @@ void psd_shm_cma_warn(pid_t pid, int err);
 /* The listener and connection set-up ops (see struct psd_transport_ops). */
 int psd_shm_listen(struct psd_listener *l, const struct psd_addr *addr);
 int psd_shm_accept(struct psd_listener *l, struct psd_conn *c);
+/* Van thread, from ->progress() while sc->hello_wait: take the
+ * connector's hello if it came (0 with hello_wait still set if not
+ * yet), map its memory and answer; -errno drops the connection. */
+int psd_shm_accept_finish(struct shm_conn *sc);
 void psd_shm_listen_close(struct psd_listener *l);
 int psd_shm_connect(struct psd_conn *c, const struct psd_addr *addr,
 		    unsigned timeout_ms);

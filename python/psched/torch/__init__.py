@@ -47,7 +47,7 @@ from .. import optimizer as _optimizer
 from ..kvstore import KVStore, PSchedError, bfloat16 as _np_bf16
 from . import _sparse
 
-__all__ = ["init", "shutdown", "size", "rank", "local_rank", "local_size",
+__all__ = ["init", "shutdown", "size", "rank", "stats", "local_rank", "local_size",
            "push_pull", "push_pull_inplace", "push_pull_async",
            "push_pull_async_inplace", "poll", "synchronize",
            "broadcast_parameters", "broadcast_optimizer_state",
@@ -100,6 +100,12 @@ def _c():
         raise PSchedError("psched.torch is not initialised: call "
                           "psched.torch.init() first", -22)
     return _ctx
+
+
+def stats():
+    """This worker's counters, as ``KVStore.stats()`` returns them
+    (docs/metrics.md)."""
+    return _c().kv.stats()
 
 
 def size():
