@@ -131,9 +131,9 @@ HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC
 
 STATIC_LIB := $(BUILD)/lib/libpsched.a
 # libpsched.so.$(SOVERSION) is the library (its SONAME); libpsched.so is the
-# link-time name, a symlink.  Bump SOVERSION on an ABI break (struct
-# psched_cfg's layout is part of the ABI).
-SOVERSION  := 0
+# link-time name, a symlink.  Bump SOVERSION on an ABI break (a removed or
+# changed function, a public struct changed).
+SOVERSION  := 1
 # The release: VERSION is its only source (C: psched_version(), every
 # program's --version, Python psched.__version__, psched.pc, the .debs).
 VERSION    := $(shell cat VERSION)
@@ -346,7 +346,7 @@ install: all
 	printf '__version__ = "%s"\n' '$(VERSION)' >$(DESTDIR)$(PYDIR)/psched/_version.py
 	$(Q)if [ -z "$(DESTDIR)" ] && [ "$$(id -u)" = 0 ]; then ldconfig; fi
 
-# Debian packages (dpkg-deb) in $(BUILD)/deb: libpsched0, libpsched-dev,
+# Debian packages (dpkg-deb) in $(BUILD)/deb: libpsched1, libpsched-dev,
 # psched-tools, python3-psched (scripts/mkdeb.sh).
 deb: all
 	$(Q)BUILD=$(BUILD) VERSION=$(VERSION) bash scripts/mkdeb.sh

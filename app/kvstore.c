@@ -534,7 +534,8 @@ int psched_kvstore_init(struct psched_kvstore *kv, const uint64_t *keys,
 	ret = kvstore_check_init(kv, keys, nkeys, vals, lens, dtype);
 	/* The node's init is collective and ends in a worker barrier. */
 	if (!ret && kv->kind != KVSTORE_LOCAL)
-		ret = psched_init(kv->node, keys, nkeys, vals, lens, dtype, 0);
+		ret = psched_keys_init(kv->node, keys, nkeys, vals, lens, dtype,
+				       0);
 	if (!ret)
 		ret = kvstore_record(kv, keys, nkeys, vals, lens, dtype);
 	pthread_mutex_unlock(&kv->lock);

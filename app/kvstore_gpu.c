@@ -2,7 +2,7 @@
 /*
  * The C KVStore with buffers in CUDA device memory (psched/kvstore.h):
  * the same checks and request tracking as host buffers (kvstore.c), sent
- * with psched_push_device() and friends.
+ * as device requests (psched_request() with on_device).
  */
 #include "internal.h"
 #include "kvstore_gpu.h"
@@ -13,14 +13,22 @@ int psd_kvstore_issue_device(struct psched_node *node, enum kvstore_call call,
 			     const uint64_t *sizes, enum psched_dtype dtype,
 			     int device, int prio, uint64_t *req)
 {
-	if (call == CALL_PUSH)
-		return psched_push_device(node, keys, nkeys, vals, sizes, dtype,
-					  device, prio, NULL, NULL, req);
-	if (call == CALL_PULL)
-		return psched_pull_device(node, keys, nkeys, outs, sizes, dtype,
-					  device, prio, NULL, NULL, req);
-	return psched_pushpull_device(node, keys, nkeys, vals, outs, sizes,
-				      dtype, device, prio, NULL, NULL, req);
+	struct psched_request rq = {
+		.op = call == CALL_PUSH	  ? PSCHED_OP_PUSH
+		      : call == CALL_PULL ? PSCHED_OP_PULL
+					  : PSCHED_OP_PUSHPULL,
+		.keys = keys,
+		.nkeys = nkeys,
+		.lens = sizes,
+		.push_vals = call != CALL_PULL ? vals : NULL,
+		.pull_vals = call != CALL_PUSH ? outs : NULL,
+		.dtype = dtype,
+		.on_device = true,
+		.device = device,
+		.priority = prio,
+	};
+
+	return psched_request(node, &rq, req);
 }
 
 static int kvstore_device_ok(int device)

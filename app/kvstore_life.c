@@ -111,7 +111,7 @@ static int kvstore_join(struct psched_kvstore *kv, const struct psched_cfg *c)
 	if (c) {
 		cfg = *c;
 	} else {
-		psched_cfg_init(&cfg);
+		psd_cfg_defaults(&cfg);
 		ret = psched_cfg_from_env(&cfg);
 		if (ret)
 			return ret;
@@ -231,7 +231,7 @@ int psched_kvstore_run_node_from_env(void)
 	struct psched_cfg cfg;
 	int ret;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (ret)
 		return ret;

@@ -209,19 +209,26 @@ static int rows_dist_run(struct psched_kvstore *kv, enum rows_op op,
 			 uint64_t key, size_t n, const uint64_t *ids,
 			 const void *rows, void *out, int priority)
 {
-	int prio = priority == INT_MIN ? INT_MAX : -priority; /* MXNet's */
+	static const enum psched_op ops[] = {
+		[ROWS_PUSH] = PSCHED_OP_PUSH,
+		[ROWS_PULL] = PSCHED_OP_PULL,
+		[ROWS_PUSHPULL] = PSCHED_OP_PUSHPULL,
+	};
+	const struct psched_request rq = {
+		.op = ops[op],
+		.family = PSCHED_FAMILY_ROWS,
+		.priority =
+			priority == INT_MIN ? INT_MAX : -priority, /* MXNet's */
+		.key = key,
+		.nrows = n,
+		.row_ids = ids,
+		.push_buf = op != ROWS_PULL ? rows : NULL,
+		.pull_buf = op != ROWS_PUSH ? out : NULL,
+	};
 	uint64_t req;
 	int ret;
 
-	if (op == ROWS_PUSH)
-		ret = psched_row_sparse_push(kv->node, key, n, ids, rows, prio,
-					     NULL, NULL, &req);
-	else if (op == ROWS_PULL)
-		ret = psched_row_sparse_pull(kv->node, key, n, ids, out, prio,
-					     NULL, NULL, &req);
-	else
-		ret = psched_row_sparse_pushpull(kv->node, key, n, ids, rows,
-						 out, prio, NULL, NULL, &req);
+	ret = psched_request(kv->node, &rq, &req);
 	return ret ? ret : psched_wait(kv->node, req, 0);
 }
 

@@ -17,7 +17,7 @@ int psched_kvstore_run_server_from_env(psched_server_controller_fn *ctl,
 	char msg[512];
 	int ret;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	if (ret)
 		return ret;

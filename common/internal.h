@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "psched.h"
+#include "cfg.h"
 
 #ifndef psd_container_of
 #define psd_container_of(ptr, type, member)                                    \

@@ -119,14 +119,13 @@ static int opt_set_range(const struct opt *o, char *field, const char *val)
 	return 0;
 }
 
-/* What an error message may show of @val: never the job's secret. */
-static const char *opt_shown(const struct opt *o, const char *val)
+const char *psd_opt_shown(const struct opt *o, const char *val)
 {
 	return o->off == offsetof(struct psched_cfg, job_token) ? "(not shown)"
 								: val;
 }
 
-static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
+int psd_opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 {
 	char *field = (char *)cfg + o->off;
 	uint64_t u;
@@ -224,14 +223,14 @@ static int opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val)
 	return -EINVAL;
 }
 
-void psched_cfg_init(struct psched_cfg *cfg)
+void psd_cfg_defaults(struct psched_cfg *cfg)
 {
 	size_t i;
 	int ret;
 
 	memset(cfg, 0, sizeof(*cfg));
 	for (i = 0; i < psd_nopts; i++) {
-		ret = opt_set(&psd_opts[i], cfg, psd_opts[i].def);
+		ret = psd_opt_set(&psd_opts[i], cfg, psd_opts[i].def);
 		(void)ret; /* defaults are ours and valid */
 	}
 }
@@ -259,12 +258,12 @@ int psched_cfg_from_env(struct psched_cfg *cfg)
 			v = getenv(psd_opts[i].env[j]);
 			if (!v || !*v)
 				continue;
-			if (opt_set(&psd_opts[i], cfg, v))
+			if (psd_opt_set(&psd_opts[i], cfg, v))
 				return psd_set_errmsg(
 					-EINVAL,
 					"bad value '%s' for %s "
 					"(%s)",
-					opt_shown(&psd_opts[i], v),
+					psd_opt_shown(&psd_opts[i], v),
 					psd_opts[i].env[j], psd_opts[i].help);
 			break;
 		}
@@ -288,7 +287,7 @@ static bool opt_is_bool_word(const char *v)
 	return false;
 }
 
-static const struct opt *opt_find(const char *name, size_t len)
+const struct opt *psd_opt_find(const char *name, size_t len)
 {
 	size_t i;
 
@@ -319,7 +318,7 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 		name = argv[i] + 2;
 		eq = strchr(name, '=');
 		len = eq ? (size_t)(eq - name) : strlen(name);
-		o = opt_find(name, len);
+		o = psd_opt_find(name, len);
 		if (!o) {
 			if (strict)
 				return psd_set_errmsg(
@@ -343,10 +342,10 @@ int psched_cfg_parse_args(struct psched_cfg *cfg, int *argc, char **argv,
 					      "value",
 					      o->flag);
 		}
-		if (opt_set(o, cfg, val))
+		if (psd_opt_set(o, cfg, val))
 			return psd_set_errmsg(
 				-EINVAL, "bad value '%s' for --%s (%s)",
-				opt_shown(o, val), o->flag, o->help);
+				psd_opt_shown(o, val), o->flag, o->help);
 	}
 	*argc = out;
 	argv[out] = NULL;

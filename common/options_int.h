@@ -47,6 +47,13 @@ struct opt_range {
 	uint64_t max;
 };
 
+/* options.c.  Set @o's field of @cfg from @val: 0 or -EINVAL. */
+int psd_opt_set(const struct opt *o, struct psched_cfg *cfg, const char *val);
+/* The option whose flag is the @len bytes at @name, or NULL. */
+const struct opt *psd_opt_find(const char *name, size_t len);
+/* What an error message may show of @val: never the job's secret. */
+const char *psd_opt_shown(const struct opt *o, const char *val);
+
 extern const struct opt psd_opts[];
 extern const size_t psd_nopts;
 extern const struct opt_range psd_opt_ranges[];

@@ -55,18 +55,15 @@ enum psd_msg_type {
 #define PSD_F_COMPRESSED 0x02u
 /*
  * PUSH, PULL, PUSHPULL and their answers (PUSH_ACK, PULL_RESP): a key list
- * (psched_push_keys(), worker/kvw_keylist.c, server/kvs_keylist.c), the
- * slice of one request that this server owns.  The fields mean:
- *   key     first key of the slice (0 if empty; for logs)
- *   part    n: keys in the slice (may be 0)
- *   offset  elements per key when every key has the same length, else 0
- *           and a u32 element count per key follows the keys
- *   total, span   value bytes of the slice (equal; 0 when n is 0)
- *   step    the worker's key-list step (pushes: the step pushed; pulls:
- *           the step whose value is wanted)
- *   epoch   0 (key lists are not partitioned)
- * Request payload: n u64 keys (sorted, distinct), then the n u32 lengths
- * if offset is 0, then (PUSH, PUSHPULL) span value bytes.  PULL_RESP
+ * (PSCHED_FAMILY_KEYLIST requests, worker/kvw_keylist.c, server/kvs_keylist.c),
+ * the slice of one request that this server owns.  The fields mean: key first
+ * key of the slice (0 if empty; for logs) part    n: keys in the slice (may be
+ * 0) offset  elements per key when every key has the same length, else 0 and a
+ * u32 element count per key follows the keys total, span   value bytes of the
+ * slice (equal; 0 when n is 0) step    the worker's key-list step (pushes: the
+ * step pushed; pulls: the step whose value is wanted) epoch   0 (key lists are
+ * not partitioned) Request payload: n u64 keys (sorted, distinct), then the n
+ * u32 lengths if offset is 0, then (PUSH, PUSHPULL) span value bytes. PULL_RESP
  * carries span value bytes in the order of the request's keys; PUSH_ACK
  * nothing.  psd_hdr_decode() checks that length, span and n agree.
  */

@@ -21,7 +21,7 @@ static int fail(const char *what, int err)
 
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *node;
 	float grad[N], weight[N] = { 0 };
 	const void *in = grad, *init = weight;
@@ -30,23 +30,25 @@ int main(int argc, char **argv)
 	float want;
 	int ret, i;
 
-	psched_cfg_init(&cfg);
-	ret = psched_cfg_from_env(&cfg); /* DMLC_* and PS_* variables */
+	ret = psched_cfg_create(&cfg); /* every option's default */
 	if (!ret)
-		ret = psched_cfg_parse_args(&cfg, &argc, argv, false);
-	if (ret == 1) { /* --help */
+		ret = psched_cfg_from_env(cfg); /* DMLC_* and PS_* variables */
+	if (!ret)
+		ret = psched_cfg_parse_args(cfg, &argc, argv, false);
+	if (!ret)
+		ret = psched_cfg_set(cfg, "role", "worker");
+	if (ret == 1) /* --help */
 		psched_cfg_usage_role(stdout, PSCHED_ROLE_WORKER);
+	if (!ret) /* returns once the job is up; cfg was copied */
+		ret = psched_node_create(cfg, &node);
+	psched_cfg_destroy(cfg);
+	if (ret == 1)
 		return 0;
-	}
 	if (ret)
-		return fail("options", ret);
-	cfg.role = PSCHED_ROLE_WORKER;
-	ret = psched_node_create(&cfg, &node); /* returns once the job is up */
-	if (ret)
-		return fail("join", ret);
+		return fail("options or join", ret);
 
 	/* Collective: every worker declares the key, rank 0's zeros win. */
-	ret = psched_init(node, &key, 1, &init, &len, PSCHED_F32, 0);
+	ret = psched_keys_init(node, &key, 1, &init, &len, PSCHED_F32, 0);
 	for (i = 0; i < N; i++)
 		grad[i] = psched_node_rank(node) + 1;
 	if (!ret)

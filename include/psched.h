@@ -59,91 +59,36 @@ enum psched_dtype {
 #define PSCHED_GROUP_ALL       7u
 
 /*
- * Node configuration.  psched_cfg_init() sets defaults; then the
- * environment (psched_cfg_from_env(), DMLC_* and PS_* variables) and
- * command-line flags (psched_cfg_parse_args()) override, flags last.
+ * Node configuration, opaque: every field is an option with a name (its
+ * flag, e.g. "num-server", or one of its variables, "DMLC_NUM_SERVER";
+ * docs/configuration.md lists them).  psched_cfg_create() sets the
+ * defaults; then the environment (psched_cfg_from_env(), DMLC_* and PS_*
+ * variables), command-line flags (psched_cfg_parse_args()) and
+ * psched_cfg_set() override, whichever comes last winning.
  */
-struct psched_cfg {
-	enum psched_role role;
-	char root_uri[256];  /* DMLC_PS_ROOT_URI: scheduler host */
-	unsigned root_port;  /* DMLC_PS_ROOT_PORT */
-	unsigned num_server; /* DMLC_NUM_SERVER */
-	unsigned num_worker; /* DMLC_NUM_WORKER */
-	char node_host[256]; /* DMLC_NODE_HOST: address others dial */
-	char interface[64];  /* DMLC_INTERFACE: take node_host from it */
-	unsigned port;	     /* DMLC_PORT / PORT: listen port, 0 = any */
-	int verbose;	     /* PS_VERBOSE 0..2 */
-	unsigned heartbeat_interval_ms; /* PS_HEARTBEAT_INTERVAL (s) */
-	unsigned heartbeat_timeout_ms;	/* PS_HEARTBEAT_TIMEOUT (s) */
-	unsigned connect_timeout_ms;	/* PS_CONNECT_TIMEOUT (s) */
-	unsigned request_timeout_ms;	/* PS_REQUEST_TIMEOUT (s) */
-	char transport[16];		/* PS_TRANSPORT: auto|tcp|rdma */
-	char server_mode[16];		/* PS_SERVER_MODE: sync|async */
-	uint64_t max_tensor_bytes;	/* PS_MAX_TENSOR_BYTES */
-	unsigned max_steps_ahead;	/* PS_MAX_STEPS_AHEAD (server) */
-	uint64_t max_parked_bytes;	/* PS_MAX_PARKED_BYTES, 0 = auto */
-	uint64_t partition_bytes;	/* PS_PARTITION_BYTES, 0 = none */
-	uint64_t credit_bytes;		/* PS_CREDIT_BYTES, 0 = unlimited */
-	char scheduling[16];		/* PS_SCHEDULING: priority|fifo */
-	char config_cycle[256];		/* PS_CONFIG_CYCLE (scheduler) */
-	unsigned config_interval_ms;	/* PS_CONFIG_INTERVAL (scheduler) */
-	/* Online autotuner (scheduler only; docs/tuner.md). */
-	int autotune;			      /* PS_AUTOTUNE: 0 | 1 */
-	unsigned autotune_warmup_samples;     /* PS_AUTOTUNE_WARMUP_SAMPLES */
-	unsigned autotune_steps_per_sample;   /* PS_AUTOTUNE_STEPS_PER_SAMPLE */
-	unsigned autotune_max_samples;	      /* PS_AUTOTUNE_MAX_SAMPLES */
-	unsigned autotune_retune_max_samples; /* ..._RETUNE_MAX_SAMPLES */
-	double autotune_gp_noise;	      /* ..._GAUSSIAN_PROCESS_NOISE */
-	char autotune_log_file[256];	      /* PS_AUTOTUNE_LOG_FILE */
-	double autotune_retune_threshold;     /* PS_AUTOTUNE_RETUNE_THRESHOLD */
-	uint64_t autotune_partition_min;      /* PS_AUTOTUNE_PARTITION_MIN */
-	uint64_t autotune_partition_max;      /* PS_AUTOTUNE_PARTITION_MAX */
-	uint64_t autotune_seed;		      /* PS_AUTOTUNE_SEED */
-	int autotune_conditions;	      /* PS_AUTOTUNE_CONDITIONS */
-	char job_token[256];		      /* PS_JOB_TOKEN: job's secret */
-	/* Authentication (docs/security.md "The job secret"). */
-	char job_token_file[256];   /* PS_JOB_TOKEN_FILE: file holding it */
-	int allow_unauthenticated;  /* PS_ALLOW_UNAUTHENTICATED: 0 | 1 */
-	unsigned auth_timeout_ms;   /* PS_AUTH_TIMEOUT (s) to authenticate */
-	unsigned preauth_max_frame; /* PS_PREAUTH_MAX_FRAME: bytes until then */
-	unsigned max_pending_auth;  /* PS_MAX_PENDING_AUTH per listener */
-	uint64_t socket_buf_bytes;  /* PS_SOCKET_BUF_BYTES, 0 = kernel's */
-	/* RDMA transport knobs (docs/transports.md "RDMA"). */
-	char rdma_device[64];	  /* PS_RDMA_DEVICE, "" = any */
-	unsigned rdma_port;	  /* PS_RDMA_PORT 1..255 */
-	int rdma_gid_index;	  /* PS_RDMA_GID_INDEX 0..65535, -1 unset */
-	unsigned rdma_recv_depth; /* PS_RDMA_RECV_DEPTH 4..4096 */
-	unsigned rdma_send_depth; /* PS_RDMA_SEND_DEPTH 2..4096 */
-	unsigned rdma_buf_bytes;  /* PS_RDMA_BUF_BYTES 1K..1M */
-	unsigned rdma_inline;	  /* PS_RDMA_INLINE 0..4096 */
-	unsigned rdma_cq_depth;	  /* PS_RDMA_CQ_DEPTH 256..4M */
-	int rdma_spin_us;	  /* PS_RDMA_SPIN_US 0..1e6, -1 unset */
-	uint64_t rdma_mr_budget;  /* PS_RDMA_MR_BUDGET 0..2^50 */
-	int rdma_lane_min;	  /* PS_RDMA_LANE_MIN 0..1G, -1 unset */
-	int rdma_test_fail_reg;	  /* PS_RDMA_TEST_FAIL_REG (test hook) */
-	/* GPU tensors (docs/gpu.md). */
-	uint64_t gpu_stage_bytes; /* PS_GPU_STAGE_BYTES: pinned slot size */
-	unsigned gpu_stage_bufs;  /* PS_GPU_STAGE_BUFS 1..64 slots */
-	unsigned gpu_streams;	  /* PS_GPU_STREAMS 1..16 */
-	int server_gpu_sum;	  /* PS_SERVER_GPU_SUM: 0 | 1 */
-	char gpu_direct[8];	  /* PS_GPU_DIRECT: auto | 0 | 1 */
-	int keylist_cache;	  /* PS_KEYLIST_CACHE: 0 | 1 (worker) */
-	int server_hugepages;	  /* PS_SERVER_HUGEPAGES: 0 | 1 (server) */
-	int keylist_hugepages;	  /* PS_KEYLIST_HUGEPAGES: 0 | 1 */
-	int keylist_pack;	  /* PS_KEYLIST_PACK: 0 | 1 (worker) */
-	int tcp_split;		  /* PS_TCP_SPLIT: 0 | 1 (worker) */
-	unsigned poll_us;	  /* PS_POLL_US 0..1000 us busy-poll, 0 = off */
-	int caller_rx;		  /* PS_CALLER_RX: 0 | 1 (worker) */
-	int sender_nice; /* PS_SENDER_NICE -20..19 (worker), 0 = inherited */
-	/* Metrics (docs/metrics.md), read by the scheduler. */
-	unsigned metrics_port;	      /* PS_METRICS_PORT 0..65535, 0 = off */
-	char metrics_addr[64];	      /* PS_METRICS_ADDR: address to bind */
-	char metrics_file[256];	      /* PS_METRICS_FILE: JSON lines, "" off */
-	unsigned metrics_interval_ms; /* PS_METRICS_INTERVAL (s) */
-};
+struct psched_cfg;
 
-/* Fill @cfg with the defaults (documented by psched_cfg_usage()). */
-void psched_cfg_init(struct psched_cfg *cfg);
+/* A configuration holding every option's default.  On 0 *@out is the
+ * caller's, freed with psched_cfg_destroy(); -ENOMEM. */
+int psched_cfg_create(struct psched_cfg **out);
+/* Free @cfg; NULL is a no-op. */
+void psched_cfg_destroy(struct psched_cfg *cfg);
+/*
+ * Set option @name (a flag name without "--", or one of its environment
+ * variables) from @value, written as on the command line ("4M", "0.5",
+ * "worker", "1").  -ENOENT for an unknown name, -EINVAL for a bad value
+ * (psched_errmsg() names the option and says what it takes).
+ */
+int psched_cfg_set(struct psched_cfg *cfg, const char *name, const char *value);
+/*
+ * Write option @name's value into @buf (@size bytes, NUL-terminated) in
+ * the form psched_cfg_set() takes: integers and byte counts in decimal,
+ * seconds as a decimal number, booleans as 0 / 1, "" for an unset
+ * optional value.  -ENOENT for an unknown name, -ERANGE when @size is too
+ * small (then @buf holds what fits).
+ */
+int psched_cfg_get(const struct psched_cfg *cfg, const char *name, char *buf,
+		   size_t size);
 /* Override @cfg from DMLC_* / PS_* variables.  -EINVAL on a bad value
  * (psched_errmsg() names the variable). */
 int psched_cfg_from_env(struct psched_cfg *cfg);
@@ -167,7 +112,7 @@ void psched_cfg_usage(FILE *out);
  * program has its role). */
 void psched_cfg_usage_role(FILE *out, enum psched_role role);
 /* The library's release, "MAJOR.MINOR.PATCH" (the source tree's VERSION
- * file); the SONAME (libpsched.so.0) changes only with the ABI. */
+ * file); the SONAME (libpsched.so.1) changes only with the ABI. */
 const char *psched_version(void);
 /* "scheduler", "server", "worker". */
 const char *psched_role_name(enum psched_role role);
@@ -180,7 +125,8 @@ struct psched_node;
  * pass the start-up barrier.  Blocks until the whole cluster is up or the
  * connect timeout passes (then PSCHED_ERENDEZVOUS, and psched_errmsg()
  * names the roles and ranks that never arrived).  On 0 *@out is owned by
- * the caller and freed with psched_node_destroy().
+ * the caller and freed with psched_node_destroy().  @cfg is copied: the
+ * caller may change or free it after the call.
  */
 int psched_node_create(const struct psched_cfg *cfg, struct psched_node **out);
 /*
@@ -215,25 +161,123 @@ int psched_barrier(struct psched_node *node, unsigned group,
 typedef void psched_done_fn(int err, uint64_t req, void *arg);
 
 /*
- * Key-value requests (workers only).  A request names @nkeys distinct keys;
- * key i has @lens[i] bytes of elements of @dtype.  Value buffers are the
- * caller's and are used in place (no copies): @vals[i] must stay valid and
- * unchanged (push) or untouched (pull) until the request completes.
- * @priority: smaller = sooner.  On 0, *@req identifies the request for
- * psched_wait() and @cb (may be NULL) runs when it completes.  A key's
- * length is fixed by its first push or init; a later mismatch fails with
- * PSCHED_ESIZE.
+ * Requests (workers only): one entry point, psched_request(), for every
+ * push, pull and pushpull of the three families of keys.
  *
- * push: add @vals to this step's aggregate on the servers.  Each push of a
- * key by a worker is one step; in dist_sync mode the servers sum the W
- * workers' pushes of a step, then the sum becomes the stored value.  A
- * push for a later step than the one the servers aggregate is held there
- * (and completes at once) within limits (docs/security.md "Limits and
- * refusals"). pull: copy the stored value into @vals once it includes this
- * worker's latest push of the key. pushpull: push @push_vals then pull the new
- * aggregate into @pull_vals, in one round trip.  @push_vals and @pull_vals may
- * be the same buffers.
+ * dense (PSCHED_FAMILY_DENSE): @nkeys distinct keys; key i has @lens[i]
+ * bytes of elements of @dtype in its own buffer, @push_vals[i] (push) and
+ * @pull_vals[i] (pull).  A key is declared by psched_keys_init() or its
+ * first push; its length is fixed then, and a later mismatch fails with
+ * PSCHED_ESIZE.  Each push of a key by a worker is one step; in sync mode
+ * the servers sum the W workers' pushes of a step, then the sum becomes
+ * the stored value.  A push for a later step than the one the servers
+ * aggregate is held there (and completes at once) within limits
+ * (docs/security.md "Limits and refusals").  A pull copies the stored
+ * value into @pull_vals once it includes this worker's latest push of the
+ * key.  A pushpull pushes, then pulls the new aggregate, in one round
+ * trip; @push_vals and @pull_vals may be the same buffers.  With
+ * @on_device the buffers are memory of CUDA device @device (docs/gpu.md):
+ * the worker stages them through pinned host buffers; without CUDA in
+ * this build, a driver or device @device, the request fails with -ENODEV,
+ * and a host pointer or memory of another device gets -EINVAL.
+ *
+ * key list (PSCHED_FAMILY_KEYLIST; ps-lite's ZPush(keys, vals, lens)):
+ * @nkeys small keys, sorted ascending with no duplicates (else -EINVAL
+ * naming the first bad index), their values packed back to back in one
+ * buffer, @push_buf (push) and @pull_buf (pull); key i holds @elems[i]
+ * elements of @dtype (or, when @elems is NULL, @elem elements each; at
+ * least 1).  Keys need no init: a server keeps a key from its first push
+ * (value 0 before).  Server s of S owns the keys in [s * 2^64 / S,
+ * (s + 1) * 2^64 / S), so a list is cut into one contiguous slice per
+ * server, sent from the caller's arrays without copying.  Each key-list
+ * push (or pushpull) of a worker is its next key-list step, whatever keys
+ * it names (an empty list is a step that pushes nothing).  Once every
+ * worker pushed step s, every key pushed in step s holds the sum of that
+ * step's pushes; keys nobody pushed keep their value.  A pull returns
+ * values that include this worker's latest key-list push.  A key's length
+ * and the dtype of a server's key lists are fixed by their first push.
+ * Each server checks its slice: one that disagrees (PSCHED_ESIZE naming
+ * the key, -EINVAL for the dtype) or pulls a key never pushed
+ * (PSCHED_EUNKNOWNKEY) is refused whole by that server, which stores
+ * nothing of it and counts the push as an empty one of its step; other
+ * servers' slices are not rolled back.  The request fails with the first
+ * refusal.  Key lists use sync mode and the default update rule; they are
+ * independent of dense keys.
+ *
+ * row-sparse (PSCHED_FAMILY_ROWS; embedding tables, docs/c-api.md
+ * "Row-sparse tensors"): @nrows rows @row_ids of the table @key declared
+ * by psched_row_sparse_init(), each of the table's width and dtype
+ * (@dtype is not read), packed in @push_buf (push) and @pull_buf (pull;
+ * row i for @row_ids[i]).  A push is one step (duplicate ids are summed;
+ * an empty push, @nrows 0, is a step too); when every worker's push of a
+ * step is in, each row pushed by any worker is replaced by the sum of
+ * that step's pushes (async mode: the sum is added), or updated by the
+ * optimizer (lazy update); rows nobody pushed are unchanged.  A pull
+ * copies rows @row_ids (any order, repeats allowed) once the table
+ * includes this worker's latest push; only servers owning those rows are
+ * asked.  A pushpull pushes (@row_ids, @push_buf) and pulls the same ids
+ * into @pull_buf once that push's step is applied, each server answering
+ * with the rows it just updated.  A row id >= the table's rows fails with
+ * -EINVAL before anything is sent; an unknown key with PSCHED_EUNKNOWNKEY.
+ *
+ * Every family: buffers (and the key, length and row id arrays) are the
+ * caller's and are used in place: they must stay valid, and unchanged
+ * for a push, until the request completes.  @priority: smaller = sooner.
+ * On 0, *@req (may be NULL when @cb is set) identifies the request for
+ * psched_wait() and psched_test(), and @cb (may be NULL) runs with @arg
+ * when it completes.  Fields of another family than @family must be 0 /
+ * NULL.  A malformed request fails at once with -EINVAL and
+ * psched_errmsg() naming the field: an unknown @op or @family, a buffer
+ * the op needs left NULL, a field of another family set, a negative
+ * @device.
  */
+enum psched_op {
+	PSCHED_OP_PUSH = 1,
+	PSCHED_OP_PULL = 2,
+	PSCHED_OP_PUSHPULL = 3,
+};
+
+enum psched_family {
+	PSCHED_FAMILY_DENSE = 0,   /* keys with a buffer each */
+	PSCHED_FAMILY_KEYLIST = 1, /* many small keys in one buffer */
+	PSCHED_FAMILY_ROWS = 2,	   /* rows of a row-sparse key */
+};
+
+struct psched_request {
+	enum psched_op op;
+	enum psched_family family;
+	enum psched_dtype dtype; /* dense, key list */
+	int priority;		 /* smaller = sooner */
+	/* dense and key list: the keys */
+	size_t nkeys;
+	const uint64_t *keys;
+	/* dense: bytes and buffer of each key */
+	const uint64_t *lens;
+	const void *const *push_vals;
+	void *const *pull_vals;
+	bool on_device; /* dense: buffers in CUDA device @device's memory */
+	int device;
+	/* key list: elements of each key, or @elem each when @elems is NULL */
+	const uint32_t *elems;
+	uint32_t elem;
+	/* row-sparse: rows @row_ids of table @key */
+	uint64_t key;
+	size_t nrows;
+	const uint64_t *row_ids;
+	/* key list and row-sparse: the values, packed */
+	const void *push_buf;
+	void *pull_buf;
+	psched_done_fn *cb; /* NULL: wait with psched_wait() */
+	void *arg;
+};
+
+/* Issue request @rq (read during the call only; its arrays and buffers
+ * stay in use until completion).  Unlocked: any application thread. */
+int psched_request(struct psched_node *node, const struct psched_request *rq,
+		   uint64_t *req);
+
+/* Dense host requests: psched_request() of family PSCHED_FAMILY_DENSE,
+ * spelled as calls. */
 int psched_push(struct psched_node *node, const uint64_t *keys, size_t nkeys,
 		const void *const *vals, const uint64_t *lens,
 		enum psched_dtype dtype, int priority, psched_done_fn *cb,
@@ -247,98 +291,28 @@ int psched_pushpull(struct psched_node *node, const uint64_t *keys,
 		    void *const *pull_vals, const uint64_t *lens,
 		    enum psched_dtype dtype, int priority, psched_done_fn *cb,
 		    void *arg, uint64_t *req);
-/*
- * Key lists (docs/c-api.md; ps-lite's ZPush(keys, vals, lens) shape):
- * one request carrying @nkeys small keys, their values packed back to back
- * in one buffer @vals, key i holding @lens[i] elements of @dtype (or, when
- * @lens is NULL, @len elements each).  @keys must be sorted ascending with
- * no duplicates (refused with -EINVAL otherwise, naming the first bad
- * index); lengths are at least 1.  Keys need no init: a server keeps a key
- * from its first push (value 0 before).  Server s of S owns the keys in
- * [s * 2^64 / S, (s + 1) * 2^64 / S), as ps-lite splits its key space, so
- * a list is cut into one contiguous slice per server, sent from the
- * caller's arrays without copying.  @vals (and @keys, @lens) must stay
- * valid until the request completes, as for psched_push().
- *
- * Steps: each psched_push_keys() (or pushpull) of a worker is its next
- * key-list step, whatever keys it names (an empty list is a step that
- * pushes nothing).  Once every worker pushed step s, every key pushed in
- * step s holds the sum of that step's pushes; keys nobody pushed keep
- * their value.  psched_pull_keys() returns values that include this
- * worker's latest key-list push.  A key's length and the dtype of a
- * server's key lists are fixed by their first push.  Each server checks
- * its slice: one that disagrees (PSCHED_ESIZE naming the key, -EINVAL for
- * the dtype) or pulls a key never pushed (PSCHED_EUNKNOWNKEY) is refused
- * whole by that server, which stores nothing of it and counts the push as
- * an empty one of its step; other servers' slices of the same request
- * are not rolled back.  The request fails with the first refusal.
- * Key lists use sync mode and the default update rule (the sum replaces
- * the value); they are independent of psched_push()'s keys.
- */
-int psched_push_keys(struct psched_node *node, size_t nkeys,
-		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
-		     const void *vals, enum psched_dtype dtype, int priority,
-		     psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_pull_keys(struct psched_node *node, size_t nkeys,
-		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
-		     void *vals, enum psched_dtype dtype, int priority,
-		     psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_pushpull_keys(struct psched_node *node, size_t nkeys,
-			 const uint64_t *keys, const uint32_t *lens,
-			 uint32_t len, const void *push_vals, void *pull_vals,
-			 enum psched_dtype dtype, int priority,
-			 psched_done_fn *cb, void *arg, uint64_t *req);
 
 /*
- * Declare keys and their initial values (collective: every worker calls
- * it; worker rank 0's values win, the others only declare the size).
- * Blocks until the servers hold the keys.  @vals may be NULL on ranks other
- * than 0.
+ * Declare dense keys and their initial values (collective: every worker
+ * calls it; worker rank 0's values win, the others only declare the
+ * size).  Blocks until the servers hold the keys and every worker got
+ * here, at most @timeout_ms (0 = the request timeout).  @vals may be NULL
+ * on ranks other than 0.
  */
-int psched_init(struct psched_node *node, const uint64_t *keys, size_t nkeys,
-		const void *const *vals, const uint64_t *lens,
-		enum psched_dtype dtype, unsigned timeout_ms);
+int psched_keys_init(struct psched_node *node, const uint64_t *keys,
+		     size_t nkeys, const void *const *vals,
+		     const uint64_t *lens, enum psched_dtype dtype,
+		     unsigned timeout_ms);
 
 /*
- * Row-sparse tensors (embedding tables; docs/c-api.md "Row-sparse tensors").  A
- * row-sparse key is a table of @rows rows of @width elements of @dtype,
- * placed on the servers by row range; servers store only rows ever
- * pushed (the others read as zeros).  psched_row_sparse_init() declares
- * it (collective, like psched_init(); every worker passes the same shape;
- * blocks).  psched_row_sparse_push() pushes @nrows rows (@rows: @nrows x
- * width elements, row i for id @row_ids[i]; duplicate ids are summed; an
- * empty push, @nrows 0, is a step too): each push is one step, and when
- * every worker's push of a step is in, each row pushed by any worker is
- * folded into the table: by default it is replaced by the sum of that
- * step's pushes of it (async mode: the sum is added); an optimizer
- * updates only those rows (lazy update).  Rows nobody pushed are
- * unchanged.  psched_row_sparse_pull() copies rows @row_ids (any order,
- * repeats allowed) into @out (@nrows x width elements) once the table
- * includes this worker's latest push; only servers owning those rows are
- * asked.  psched_row_sparse_pushpull() is a push of (@row_ids, @rows)
- * followed by a pull of the same ids into @out (@nrows x width; row i for
- * @row_ids[i]) once that push's step is applied, in one request: the ids
- * are sorted once and each server answers its piece with the rows it
- * just updated (an embedding training step: push the gradient rows, get
- * the new weights of those rows).  Buffers stay the caller's until the
- * request completes (as for psched_push).  A row id >= rows fails with
- * -EINVAL before anything is sent; an unknown key with
- * PSCHED_EUNKNOWNKEY.
+ * Declare row-sparse key @key, a table of @rows rows of @width elements
+ * of @dtype, placed on the servers by row range; servers store only rows
+ * ever pushed (the others read as zeros).  Collective like
+ * psched_keys_init(): every worker passes the same shape; blocks.
  */
 int psched_row_sparse_init(struct psched_node *node, uint64_t key,
 			   uint64_t rows, uint64_t width,
 			   enum psched_dtype dtype, unsigned timeout_ms);
-int psched_row_sparse_push(struct psched_node *node, uint64_t key, size_t nrows,
-			   const uint64_t *row_ids, const void *rows,
-			   int priority, psched_done_fn *cb, void *arg,
-			   uint64_t *req);
-int psched_row_sparse_pull(struct psched_node *node, uint64_t key, size_t nrows,
-			   const uint64_t *row_ids, void *out, int priority,
-			   psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_row_sparse_pushpull(struct psched_node *node, uint64_t key,
-			       size_t nrows, const uint64_t *row_ids,
-			       const void *rows, void *out, int priority,
-			       psched_done_fn *cb, void *arg, uint64_t *req);
 
 /*
  * Wait for request @req to complete, at most @timeout_ms (0 = the node's
@@ -348,33 +322,6 @@ int psched_row_sparse_pushpull(struct psched_node *node, uint64_t key,
  */
 int psched_wait(struct psched_node *node, uint64_t req, unsigned timeout_ms);
 
-/*
- * GPU tensors (docs/gpu.md).  The same requests as psched_push /
- * psched_pull / psched_pushpull, with every value buffer in memory of CUDA
- * device @device (cudaMalloc'd or managed, e.g. a torch tensor's
- * data_ptr()).  The worker stages them through a pool of pinned host
- * buffers (PS_GPU_STAGE_BYTES x PS_GPU_STAGE_BUFS) on PS_GPU_STREAMS CUDA
- * streams, chunk by chunk, the copy of one chunk overlapping the network
- * transfer of the one before; scheduling (priorities, credit) is the same
- * as for host buffers.  Without CUDA in this build, a driver or device
- * @device, these fail with -ENODEV and psched_errmsg() says which; a host
- * pointer or memory of another device gets -EINVAL.  Host requests are
- * never affected.
- */
-int psched_push_device(struct psched_node *node, const uint64_t *keys,
-		       size_t nkeys, const void *const *vals,
-		       const uint64_t *lens, enum psched_dtype dtype,
-		       int device, int priority, psched_done_fn *cb, void *arg,
-		       uint64_t *req);
-int psched_pull_device(struct psched_node *node, const uint64_t *keys,
-		       size_t nkeys, void *const *vals, const uint64_t *lens,
-		       enum psched_dtype dtype, int device, int priority,
-		       psched_done_fn *cb, void *arg, uint64_t *req);
-int psched_pushpull_device(struct psched_node *node, const uint64_t *keys,
-			   size_t nkeys, const void *const *push_vals,
-			   void *const *pull_vals, const uint64_t *lens,
-			   enum psched_dtype dtype, int device, int priority,
-			   psched_done_fn *cb, void *arg, uint64_t *req);
 /*
  * 0 if device buffers of CUDA device @device can be used here; else
  * -ENODEV with psched_errmsg() saying why (built without CUDA, no driver,

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # make deb: Debian packages of this tree, built with dpkg-deb (no
 # debhelper), into $BUILD/deb:
-#   libpsched0      the shared library (SONAME libpsched.so.0)
+#   libpsched1      the shared library (SONAME libpsched.so.1)
 #   libpsched-dev   headers, libpsched.so, libpsched.a, psched.pc
 #   psched-tools    ps-scheduler, ps-server, ps-worker, ps-bench, man pages
 #   python3-psched  the Python package (KVStore, launcher), psched-launch
@@ -46,7 +46,7 @@ move() {
 		mv "$stage/$p" "$(pkgdir "$pkg")/$p"
 	done
 }
-move libpsched0 "usr/lib/$ma/libpsched.so.0"
+move libpsched1 "usr/lib/$ma/libpsched.so.1"
 move libpsched-dev "usr/lib/$ma/libpsched.so" "usr/lib/$ma/libpsched.a" \
 	"usr/lib/$ma/pkgconfig/psched.pc" usr/include
 # The launcher is Python: it goes with the package it runs.
@@ -63,8 +63,8 @@ gzip -9n "$(pkgdir psched-tools)"/usr/share/man/man1/*.1 \
 # As dh_strip and dh_fixperms would: no debug symbols in the packages
 # (the build tree keeps them), shared library not executable.
 strip --remove-section=.comment --remove-section=.note --strip-unneeded \
-	"$(pkgdir libpsched0)/usr/lib/$ma/libpsched.so.0"
-chmod 644 "$(pkgdir libpsched0)/usr/lib/$ma/libpsched.so.0"
+	"$(pkgdir libpsched1)/usr/lib/$ma/libpsched.so.1"
+chmod 644 "$(pkgdir libpsched1)/usr/lib/$ma/libpsched.so.1"
 strip --remove-section=.comment --remove-section=.note \
 	"$(pkgdir psched-tools)"/usr/bin/ps-*
 strip --strip-debug --enable-deterministic-archives \
@@ -78,7 +78,7 @@ shlibdeps() { # files... -> "pkg (>= v), ..."
 	local d=$out/shlibdeps
 	mkdir -p "$d/debian"
 	printf 'Source: psched\n\nPackage: x\nArchitecture: any\n' >"$d/debian/control"
-	(cd "$d" && dpkg-shlibdeps -O -l"$(pkgdir libpsched0)/usr/lib/$ma" "$@" 2>"$d/err") |
+	(cd "$d" && dpkg-shlibdeps -O -l"$(pkgdir libpsched1)/usr/lib/$ma" "$@" 2>"$d/err") |
 		sed -n 's/^shlibs:Depends=//p'
 }
 
@@ -119,18 +119,18 @@ control() {
 	(cd "$d" && find usr -type f -exec md5sum {} +) >"$d/DEBIAN/md5sums"
 }
 
-lib_deps=$(shlibdeps "$(pkgdir libpsched0)/usr/lib/$ma/libpsched.so.0")
-control libpsched0 "$arch" "$lib_deps" libs \
+lib_deps=$(shlibdeps "$(pkgdir libpsched1)/usr/lib/$ma/libpsched.so.1")
+control libpsched1 "$arch" "$lib_deps" libs \
 	"parameter-server communication library" \
 	"psched moves partitioned tensors between the workers and servers of a" \
 	"parameter-server job (TCP, shared memory, RDMA) with priority- and" \
 	"credit-scheduled transfers, a scheduler node with an online tuner and" \
 	"an MXNet-style KVStore.  This package has the shared library."
-d=$(pkgdir libpsched0)
-echo "libpsched 0 libpsched0 (>= $VERSION)" >"$d/DEBIAN/shlibs"
+d=$(pkgdir libpsched1)
+echo "libpsched 1 libpsched1 (>= $VERSION)" >"$d/DEBIAN/shlibs"
 echo "activate-noawait ldconfig" >"$d/DEBIAN/triggers"
 
-dev_deps="libpsched0 (= $DEBVER), libprotobuf-c-dev, libgsl-dev, nettle-dev, zlib1g-dev"
+dev_deps="libpsched1 (= $DEBVER), libprotobuf-c-dev, libgsl-dev, nettle-dev, zlib1g-dev"
 # psched.pc names the RDMA libraries for static links when built with them.
 if grep -q -- -lrdmacm "$(pkgdir libpsched-dev)/usr/lib/$ma/pkgconfig/psched.pc"; then
 	dev_deps="$dev_deps, libibverbs-dev, librdmacm-dev"
@@ -150,12 +150,12 @@ control psched-tools "$arch" "$tools_deps" net \
 EXTRA_FIELDS="Recommends: psched-tools (= $DEBVER)
 Suggests: python3-torch" \
 control python3-psched all \
-	"python3:any, python3-numpy, libpsched0 (>= $VERSION)" python \
+	"python3:any, python3-numpy, libpsched1 (>= $VERSION)" python \
 	"parameter-server communication library - Python 3 package" \
 	"MXNet-style KVStore (psched.kv.create('dist_sync')) over libpsched," \
 	"and the job launcher (psched-launch: local, ssh, Slurm, mpirun)."
 
-for pkg in libpsched0 libpsched-dev psched-tools python3-psched; do
+for pkg in libpsched1 libpsched-dev psched-tools python3-psched; do
 	d=$(pkgdir "$pkg")
 	a=$(sed -n 's/^Architecture: //p' "$d/DEBIAN/control")
 	# Owned by root in the archive without needing root here.

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 /*
- * KV worker: the public entry points (psched_push / pull / pushpull /
- * init, timeline, stats), autotuner metrics, and attaching the worker to
- * its node.  The design and the locking rules are in kvw.h.
+ * KV worker: issuing dense requests (request.c has the public entry
+ * points), psched_keys_init(), timeline, stats, autotuner metrics, and
+ * attaching the worker to its node.  The design and the locking rules are in
+ * kvw.h.
  */
 #include <math.h>
 #include <stdio.h>
@@ -134,12 +135,11 @@ static void kvw_metrics_note(struct psched_node *n, uint8_t type,
 }
 
 /* Unlocked.  Build, register and start one request. */
-static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
-		     size_t nkeys, const void *const *push_vals,
-		     void *const *pull_vals, const uint64_t *lens,
-		     enum psched_dtype dtype, int device, int priority,
-		     uint8_t flags, psched_done_fn *cb, void *arg,
-		     uint64_t *req)
+int psd_kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
+		  size_t nkeys, const void *const *push_vals,
+		  void *const *pull_vals, const uint64_t *lens,
+		  enum psched_dtype dtype, int device, int priority,
+		  uint8_t flags, psched_done_fn *cb, void *arg, uint64_t *req)
 {
 	struct psd_kvw *w;
 	struct kvw_req *r = NULL;
@@ -186,104 +186,17 @@ static int kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
 	return 0;
 }
 
-/* Unlocked (any application thread). */
-int psched_push(struct psched_node *n, const uint64_t *keys, size_t nkeys,
-		const void *const *vals, const uint64_t *lens,
-		enum psched_dtype dtype, int priority, psched_done_fn *cb,
-		void *arg, uint64_t *req)
-{
-	if (!vals)
-		return psd_set_errmsg(-EINVAL, "push without values");
-	return kvw_issue(n, PSD_MSG_PUSH, keys, nkeys, vals, NULL, lens, dtype,
-			 -1, priority, 0, cb, arg, req);
-}
-
-/* Unlocked (any application thread). */
-int psched_pull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
-		void *const *vals, const uint64_t *lens,
-		enum psched_dtype dtype, int priority, psched_done_fn *cb,
-		void *arg, uint64_t *req)
-{
-	if (!vals)
-		return psd_set_errmsg(-EINVAL, "pull without buffers");
-	return kvw_issue(n, PSD_MSG_PULL, keys, nkeys, NULL, vals, lens, dtype,
-			 -1, priority, 0, cb, arg, req);
-}
-
-/* Unlocked (any application thread). */
-int psched_pushpull(struct psched_node *n, const uint64_t *keys, size_t nkeys,
-		    const void *const *push_vals, void *const *pull_vals,
-		    const uint64_t *lens, enum psched_dtype dtype, int priority,
-		    psched_done_fn *cb, void *arg, uint64_t *req)
-{
-	if (!push_vals || !pull_vals)
-		return psd_set_errmsg(-EINVAL, "pushpull without buffers");
-	return kvw_issue(n, PSD_MSG_PUSHPULL, keys, nkeys, push_vals, pull_vals,
-			 lens, dtype, -1, priority, 0, cb, arg, req);
-}
-
-/* Unlocked (any application thread).  Device values: kvw_gpu.c. */
-int psched_push_device(struct psched_node *n, const uint64_t *keys,
-		       size_t nkeys, const void *const *vals,
-		       const uint64_t *lens, enum psched_dtype dtype,
-		       int device, int priority, psched_done_fn *cb, void *arg,
-		       uint64_t *req)
-{
-	if (!vals)
-		return psd_set_errmsg(-EINVAL, "push without values");
-	if (device < 0)
-		return psd_set_errmsg(-EINVAL,
-				      "CUDA device %d: not a device "
-				      "index",
-				      device);
-	return kvw_issue(n, PSD_MSG_PUSH, keys, nkeys, vals, NULL, lens, dtype,
-			 device, priority, 0, cb, arg, req);
-}
-
-int psched_pull_device(struct psched_node *n, const uint64_t *keys,
-		       size_t nkeys, void *const *vals, const uint64_t *lens,
-		       enum psched_dtype dtype, int device, int priority,
-		       psched_done_fn *cb, void *arg, uint64_t *req)
-{
-	if (!vals)
-		return psd_set_errmsg(-EINVAL, "pull without buffers");
-	if (device < 0)
-		return psd_set_errmsg(-EINVAL,
-				      "CUDA device %d: not a device "
-				      "index",
-				      device);
-	return kvw_issue(n, PSD_MSG_PULL, keys, nkeys, NULL, vals, lens, dtype,
-			 device, priority, 0, cb, arg, req);
-}
-
-int psched_pushpull_device(struct psched_node *n, const uint64_t *keys,
-			   size_t nkeys, const void *const *push_vals,
-			   void *const *pull_vals, const uint64_t *lens,
-			   enum psched_dtype dtype, int device, int priority,
-			   psched_done_fn *cb, void *arg, uint64_t *req)
-{
-	if (!push_vals || !pull_vals)
-		return psd_set_errmsg(-EINVAL, "pushpull without buffers");
-	if (device < 0)
-		return psd_set_errmsg(-EINVAL,
-				      "CUDA device %d: not a device "
-				      "index",
-				      device);
-	return kvw_issue(n, PSD_MSG_PUSHPULL, keys, nkeys, push_vals, pull_vals,
-			 lens, dtype, device, priority, 0, cb, arg, req);
-}
-
 /* Unlocked; blocks until the values are in and every worker got here. */
-int psched_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
-		const void *const *vals, const uint64_t *lens,
-		enum psched_dtype dtype, unsigned timeout_ms)
+int psched_keys_init(struct psched_node *n, const uint64_t *keys, size_t nkeys,
+		     const void *const *vals, const uint64_t *lens,
+		     enum psched_dtype dtype, unsigned timeout_ms)
 {
 	uint64_t req = 0;
 	int ret;
 
-	ret = kvw_issue(n, PSD_MSG_INIT, keys, nkeys, vals, NULL, lens, dtype,
-			-1, 0, n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL,
-			NULL, &req);
+	ret = psd_kvw_issue(
+		n, PSD_MSG_INIT, keys, nkeys, vals, NULL, lens, dtype, -1, 0,
+		n->rank == 0 && vals ? PSD_F_HAS_VALUE : 0, NULL, NULL, &req);
 	return psd_kvw_init_wait(n, ret, req, timeout_ms);
 }
 

@@ -401,6 +401,30 @@ void psd_kvw_expire_unlocks(struct psched_node *n);
 int psd_kvw_init_wait(struct psched_node *n, int ret, uint64_t req,
 		      unsigned timeout_ms);
 
+/*
+ * Issuing requests: unlocked (any application thread); request.c maps
+ * struct psched_request onto them.  @type is PSD_MSG_PUSH, _PULL,
+ * _PUSHPULL (or _INIT: psched_keys_init(), psched_row_sparse_init()).
+ * kv_worker.c: dense keys, @device -1 for host buffers.
+ */
+int psd_kvw_issue(struct psched_node *n, uint8_t type, const uint64_t *keys,
+		  size_t nkeys, const void *const *push_vals,
+		  void *const *pull_vals, const uint64_t *lens,
+		  enum psched_dtype dtype, int device, int priority,
+		  uint8_t flags, psched_done_fn *cb, void *arg, uint64_t *req);
+/* kvw_keylist.c: a key list, key i of @lens[i] elements (@len each when
+ * @lens is NULL). */
+int psd_kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
+		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
+		     const void *push_vals, void *pull_vals,
+		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
+		     void *arg, uint64_t *req);
+/* kvw_rows.c: rows @ids of row-sparse key @key. */
+int psd_kvw_rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
+		       size_t nids, const uint64_t *ids, const void *src,
+		       void *out, int priority, psched_done_fn *cb, void *arg,
+		       uint64_t *req);
+
 /* kvw_layout.c, the dense family.  Locked. */
 int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,
 		      size_t nkeys, const void *const *push_vals,

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /*
- * KV worker: key lists (psched_push_keys / pull_keys / pushpull_keys,
+ * KV worker: key lists (psched_request() of PSCHED_FAMILY_KEYLIST,
  * include/psched.h; wire format in common/wire.h, PSD_F_KEYLIST).
  *
  * A key list is checked (sorted, distinct, lengths) and cut into one
@@ -482,11 +482,11 @@ static void kvw_kl_req_set(struct psd_kvw *w, struct kvw_req *r, size_t nkeys,
 }
 
 /* Unlocked.  Check, cut, register and queue one key-list request. */
-static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
-			const uint64_t *keys, const uint32_t *lens,
-			uint32_t len, const void *push_vals, void *pull_vals,
-			enum psched_dtype dtype, int priority,
-			psched_done_fn *cb, void *arg, uint64_t *req)
+int psd_kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
+		     const uint64_t *keys, const uint32_t *lens, uint32_t len,
+		     const void *push_vals, void *pull_vals,
+		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
+		     void *arg, uint64_t *req)
 {
 	struct kvw_klcache *c = NULL;
 	struct kvw_klset *set = NULL;
@@ -555,35 +555,6 @@ static int kvw_kl_issue(struct psched_node *n, uint8_t type, size_t nkeys,
 	if (fire)
 		psd_kvw_req_run_cb(kvw_of(n), r);
 	return ret;
-}
-
-int psched_push_keys(struct psched_node *n, size_t nkeys, const uint64_t *keys,
-		     const uint32_t *lens, uint32_t len, const void *vals,
-		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
-		     void *arg, uint64_t *req)
-{
-	return kvw_kl_issue(n, PSD_MSG_PUSH, nkeys, keys, lens, len, vals, NULL,
-			    dtype, priority, cb, arg, req);
-}
-
-int psched_pull_keys(struct psched_node *n, size_t nkeys, const uint64_t *keys,
-		     const uint32_t *lens, uint32_t len, void *vals,
-		     enum psched_dtype dtype, int priority, psched_done_fn *cb,
-		     void *arg, uint64_t *req)
-{
-	return kvw_kl_issue(n, PSD_MSG_PULL, nkeys, keys, lens, len, NULL, vals,
-			    dtype, priority, cb, arg, req);
-}
-
-int psched_pushpull_keys(struct psched_node *n, size_t nkeys,
-			 const uint64_t *keys, const uint32_t *lens,
-			 uint32_t len, const void *push_vals, void *pull_vals,
-			 enum psched_dtype dtype, int priority,
-			 psched_done_fn *cb, void *arg, uint64_t *req)
-{
-	return kvw_kl_issue(n, PSD_MSG_PUSHPULL, nkeys, keys, lens, len,
-			    push_vals, pull_vals, dtype, priority, cb, arg,
-			    req);
 }
 
 /* Locked.  ->rx_dst: a pull answer lands in the caller's values at its

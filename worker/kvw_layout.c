@@ -61,7 +61,7 @@ static int kvw_key_check(struct psd_kvw *w, struct psched_node *n, uint8_t type,
 	if (k->rowbytes)
 		return psd_set_errmsg(PSCHED_ESIZE,
 				      "%s of key %llu: the key is row-sparse "
-				      "(psched_row_sparse_push / _pull)",
+				      "(a PSCHED_FAMILY_ROWS request)",
 				      tn, (unsigned long long)key);
 	if (k->total != len || k->dtype != dtype)
 		return psd_set_errmsg(PSCHED_ESIZE,

@@ -580,10 +580,10 @@ const struct kvw_family psd_kvw_rowsparse = {
 };
 
 /* Unlocked.  Issue a row-sparse request. */
-static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
-		      size_t nids, const uint64_t *ids, const void *src,
-		      void *out, int priority, psched_done_fn *cb, void *arg,
-		      uint64_t *req)
+int psd_kvw_rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
+		       size_t nids, const uint64_t *ids, const void *src,
+		       void *out, int priority, psched_done_fn *cb, void *arg,
+		       uint64_t *req)
 {
 	struct kvw_req *r = NULL;
 	bool fire = false;
@@ -612,32 +612,6 @@ static int rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 	if (fire)
 		psd_kvw_req_run_cb(kvw_of(n), r);
 	return ret;
-}
-
-int psched_row_sparse_push(struct psched_node *n, uint64_t key, size_t nrows,
-			   const uint64_t *row_ids, const void *rows,
-			   int priority, psched_done_fn *cb, void *arg,
-			   uint64_t *req)
-{
-	return rows_issue(n, PSD_MSG_PUSH, key, nrows, row_ids, rows, NULL,
-			  priority, cb, arg, req);
-}
-
-int psched_row_sparse_pull(struct psched_node *n, uint64_t key, size_t nrows,
-			   const uint64_t *row_ids, void *out, int priority,
-			   psched_done_fn *cb, void *arg, uint64_t *req)
-{
-	return rows_issue(n, PSD_MSG_PULL, key, nrows, row_ids, NULL, out,
-			  priority, cb, arg, req);
-}
-
-int psched_row_sparse_pushpull(struct psched_node *n, uint64_t key,
-			       size_t nrows, const uint64_t *row_ids,
-			       const void *rows, void *out, int priority,
-			       psched_done_fn *cb, void *arg, uint64_t *req)
-{
-	return rows_issue(n, PSD_MSG_PUSHPULL, key, nrows, row_ids, rows, out,
-			  priority, cb, arg, req);
 }
 
 /* Locked.  Declare row-sparse key @key on this worker. */
@@ -687,7 +661,7 @@ int psched_row_sparse_init(struct psched_node *n, uint64_t key, uint64_t rows,
 	pthread_mutex_unlock(&w->lock);
 	if (ret)
 		return ret;
-	ret = rows_issue(n, PSD_MSG_INIT, key, 0, NULL, NULL, NULL, 0, NULL,
-			 NULL, &req);
+	ret = psd_kvw_rows_issue(n, PSD_MSG_INIT, key, 0, NULL, NULL, NULL, 0,
+				 NULL, NULL, &req);
 	return psd_kvw_init_wait(n, ret, req, timeout_ms);
 }

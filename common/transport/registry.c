@@ -46,7 +46,7 @@ void psd_transport_knobs_init(struct psd_transport_knobs *k,
 	struct psched_cfg def;
 
 	if (!cfg) {
-		psched_cfg_init(&def);
+		psd_cfg_defaults(&def);
 		cfg = &def;
 	}
 	memset(k, 0, sizeof(*k));

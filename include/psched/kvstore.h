@@ -138,7 +138,8 @@ typedef void psched_updater_fn(uint64_t key, enum psched_dtype dtype,
  * replaces the value) on a server node made with psched_node_create(), for
  * programs that embed a server:
  *
- *	psched_node_create(&cfg, &node);     // cfg.role = PSCHED_ROLE_SERVER
+ *	psched_cfg_set(cfg, "role", "server");
+ *	psched_node_create(cfg, &node);
  *	psched_server_set_updater(node, my_update, my_state);
  *	psched_node_run(node);
  *
@@ -244,7 +245,8 @@ int psched_kvstore_pushpull(struct psched_kvstore *kv, const uint64_t *keys,
 /*
  * The same with every buffer in memory of CUDA device @device (e.g. torch
  * CUDA tensors' data_ptr()): staged by the worker through pinned host
- * memory, never copied by the caller (psched.h, psched_push_device()).
+ * memory, never copied by the caller (psched.h, psched_request() with
+ * on_device).
  * Dist stores only (-EINVAL for "local"); -ENODEV when this build, the
  * machine or @device has no CUDA, with psched_errmsg() saying which.
  */
@@ -278,7 +280,7 @@ int psched_kvstore_pushpull_device(struct psched_kvstore *kv,
  * pull copies rows @ids (any order, repeats allowed) into @out (@nrows x
  * width elements).  pushpull is a push of (@ids, @rows) and a pull of the
  * same ids into @out once that step is applied.  Dist stores use the
- * node's row-sparse calls (psched_row_sparse_push() and the rest of
+ * node's row-sparse requests (psched_request() of PSCHED_FAMILY_ROWS,
  * include/psched.h), "local" stores keep the table in this process.
  * All four block until done.  -EINVAL for a row id >= rows, a bad shape
  * or dtype, a dense key (and a row-sparse key in the dense calls),

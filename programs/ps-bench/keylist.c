@@ -2,8 +2,8 @@
 /*
  * ps-bench --keys-per-request N: dmlc ps-lite's test_kv_app_benchmark
  * workload on key lists (docs/c-api.md "Key lists").  Each worker pushes N keys
- * of one float32 each in one psched_push_keys(), waits, then pulls them
- * back in one psched_pull_keys(), timing each call; key i of worker r is
+ * of one float32 each in one key-list push (psched_request()), waits, then
+ * pulls them back in one key-list pull, timing each call; key i of worker r is
  * (2^64-1) / N * i + r and its value rand() % 1000 as there (so with W
  * workers the servers hold W*N keys).  Round 0 is cold (the servers create
  * the keys); rounds 1.. are warm.  Every pull is checked: each key is
@@ -23,14 +23,21 @@
 static int kl_call(struct psched_node *node, bool push, size_t n,
 		   const uint64_t *keys, float *v, double *ms)
 {
+	const struct psched_request rq = {
+		.op = push ? PSCHED_OP_PUSH : PSCHED_OP_PULL,
+		.family = PSCHED_FAMILY_KEYLIST,
+		.nkeys = n,
+		.keys = keys,
+		.elem = 1,
+		.push_buf = push ? v : NULL,
+		.pull_buf = push ? NULL : v,
+		.dtype = PSCHED_F32,
+	};
 	double t0 = bench_now_s();
 	uint64_t req;
 	int ret;
 
-	ret = push ? psched_push_keys(node, n, keys, NULL, 1, v, PSCHED_F32, 0,
-				      NULL, NULL, &req)
-		   : psched_pull_keys(node, n, keys, NULL, 1, v, PSCHED_F32, 0,
-				      NULL, NULL, &req);
+	ret = psched_request(node, &rq, &req);
 	if (!ret)
 		ret = psched_wait(node, req, 0);
 	*ms = (bench_now_s() - t0) * 1e3;

@@ -487,14 +487,14 @@ static int bench_size_init(struct psched_node *node, const struct bopts *o,
 	int ret = 0;
 
 	for (i = 0; i < k->nk && !ret; i++)
-		ret = psched_init(node, &k->keys[i], 1, NULL, &k->size,
-				  o->dtype, 0);
+		ret = psched_keys_init(node, &k->keys[i], 1, NULL, &k->size,
+				       o->dtype, 0);
 	if (!ret && o->mode != MODE_PULL && psched_num_workers(node) > 1) {
 		uint64_t flen = sizeof(float);
 
 		st->key = (uint64_t)si << 32 | 0xffffffffu;
-		ret = psched_init(node, &st->key, 1, NULL, &flen, PSCHED_F32,
-				  0);
+		ret = psched_keys_init(node, &st->key, 1, NULL, &flen,
+				       PSCHED_F32, 0);
 	}
 	return ret;
 }
@@ -596,9 +596,9 @@ static int join(const struct psched_cfg *cfg, const struct bopts *o)
 		fprintf(stderr, "ps-bench: %s\n", psched_errmsg());
 		return 1;
 	}
-	if (cfg->role == PSCHED_ROLE_WORKER && o->kl_keys)
+	if (psched_node_role(node) == PSCHED_ROLE_WORKER && o->kl_keys)
 		ret = bench_kl_worker(node, o);
-	else if (cfg->role == PSCHED_ROLE_WORKER)
+	else if (psched_node_role(node) == PSCHED_ROLE_WORKER)
 		ret = run_worker(node, o);
 	else
 		ret = psched_node_run(node);
@@ -675,19 +675,24 @@ static int bench_run(struct bopts *o, const struct psched_cfg *cfg, int ret,
 		o->sync = getenv("PS_BENCH_SYNC") != NULL;
 		return join(cfg, o);
 	}
-	snprintf(o->transport, sizeof(o->transport), "%s", cfg->transport);
-	snprintf(o->root_uri, sizeof(o->root_uri), "%s",
-		 cfg->root_uri[0] ? cfg->root_uri : "127.0.0.1");
+	if (psched_cfg_get(cfg, "transport", o->transport,
+			   sizeof(o->transport)) ||
+	    psched_cfg_get(cfg, "root-uri", o->root_uri, sizeof(o->root_uri))) {
+		fprintf(stderr, "ps-bench: %s\n", psched_errmsg());
+		return 2;
+	}
+	if (!o->root_uri[0])
+		snprintf(o->root_uri, sizeof(o->root_uri), "127.0.0.1");
 	if (o->kl_keys)
 		printf("# ps-bench: key lists, servers=%u workers=%u "
 		       "transport=%s rounds=%u\n",
-		       o->servers, o->workers, cfg->transport, o->runs);
+		       o->servers, o->workers, o->transport, o->runs);
 	else if (!o->csv && !o->json)
 		printf("# ps-bench: mode=%s servers=%u workers=%u "
 		       "transport=%s dtype=%s window=%.1fs runs=%u "
 		       "(medians)\n",
 		       bench_mode_names[o->mode], o->servers, o->workers,
-		       cfg->transport, o->dtype == PSCHED_RAW ? "raw" : "f32",
+		       o->transport, o->dtype == PSCHED_RAW ? "raw" : "f32",
 		       o->seconds, o->runs);
 	fflush(stdout);
 	return bench_launch(o, argc, argv);
@@ -706,7 +711,7 @@ int main(int argc, char **argv)
 			   .width = 64,
 			   .batch_rows = 8192,
 			   .zipf = 1.1 };
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	char **orig;
 	int ret, oargc;
 
@@ -715,21 +720,22 @@ int main(int argc, char **argv)
 			printf("ps-bench %s\n", psched_version());
 			return 0;
 		}
-	psched_cfg_init(&cfg);
-	ret = psched_cfg_from_env(&cfg);
 	orig = malloc(((size_t)argc + 1) * sizeof(*orig));
-	if (!orig) {
+	if (!orig || psched_cfg_create(&cfg)) {
 		fprintf(stderr, "ps-bench: out of memory\n");
+		free(orig);
 		return 1;
 	}
+	ret = psched_cfg_from_env(cfg);
 	memcpy(orig, argv, ((size_t)argc + 1) * sizeof(*orig));
 	oargc = argc;
 	if (!ret)
-		ret = psched_cfg_parse_args(&cfg, &argc, argv, false);
+		ret = psched_cfg_parse_args(cfg, &argc, argv, false);
 	if (!ret)
 		o.cluster_argv = cluster_flags(orig, oargc, argv, argc);
 	free(orig);
-	ret = bench_run(&o, &cfg, ret, argc, argv);
+	ret = bench_run(&o, cfg, ret, argc, argv);
+	psched_cfg_destroy(cfg);
 	free(o.cluster_argv);
 	return ret;
 }

@@ -161,6 +161,22 @@ static void sp_free(struct sp *p)
 	free(p->dout);
 }
 
+/* Issue a row-sparse @op of batch @j's rows. */
+static int sp_rows(struct sp *p, enum psched_op op, unsigned j, uint64_t *req)
+{
+	const struct psched_request rq = {
+		.op = op,
+		.family = PSCHED_FAMILY_ROWS,
+		.key = SP_ROWKEY,
+		.nrows = p->o->batch_rows,
+		.row_ids = p->ids[j],
+		.push_buf = op != PSCHED_OP_PULL ? p->rows : NULL,
+		.pull_buf = op != PSCHED_OP_PUSH ? p->out : NULL,
+	};
+
+	return psched_request(p->node, &rq, req);
+}
+
 /* One sparse iteration on batch @j: push and pull of its rows (one
  * pushpull, or with --sparse-op push-pull a push and a pull). */
 static int sp_iter_sparse(struct sp *p, unsigned j)
@@ -169,17 +185,13 @@ static int sp_iter_sparse(struct sp *p, unsigned j)
 	int ret, ret2;
 
 	if (!p->o->sparse_split) {
-		ret = psched_row_sparse_pushpull(
-			p->node, SP_ROWKEY, p->o->batch_rows, p->ids[j],
-			p->rows, p->out, 0, NULL, NULL, &r1);
+		ret = sp_rows(p, PSCHED_OP_PUSHPULL, j, &r1);
 		return ret ? ret : psched_wait(p->node, r1, 0);
 	}
-	ret = psched_row_sparse_push(p->node, SP_ROWKEY, p->o->batch_rows,
-				     p->ids[j], p->rows, 0, NULL, NULL, &r1);
+	ret = sp_rows(p, PSCHED_OP_PUSH, j, &r1);
 	if (ret)
 		return ret;
-	ret = psched_row_sparse_pull(p->node, SP_ROWKEY, p->o->batch_rows,
-				     p->ids[j], p->out, 0, NULL, NULL, &r2);
+	ret = sp_rows(p, PSCHED_OP_PULL, j, &r2);
 	if (ret) {
 		psched_wait(p->node, r1, 0);
 		return ret;
@@ -262,9 +274,11 @@ static int sp_setup(struct sp *p, uint64_t *sp_iters, uint64_t *dn_iters)
 	double el;
 	int ret;
 
-	ret = psched_init(p->node, &dkey, 1, NULL, &p->bytes, PSCHED_F32, 0);
+	ret = psched_keys_init(p->node, &dkey, 1, NULL, &p->bytes, PSCHED_F32,
+			       0);
 	if (!ret)
-		ret = psched_init(p->node, &key, 1, NULL, &len, PSCHED_F32, 0);
+		ret = psched_keys_init(p->node, &key, 1, NULL, &len, PSCHED_F32,
+				       0);
 	/* Warm-up of the dense baseline and the time of one iteration;
 	 * then the servers' memory before any row; then the rows' warm-up
 	 * (every batch once, so the table holds its rows) and its time. */

@@ -16,7 +16,7 @@ static void usage(void)
 
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *node;
 	int ret;
 
@@ -25,20 +25,25 @@ int main(int argc, char **argv)
 			printf("ps-server %s\n", psched_version());
 			return 0;
 		}
-	psched_cfg_init(&cfg);
-	ret = psched_cfg_from_env(&cfg);
+	ret = psched_cfg_create(&cfg);
 	if (!ret)
-		ret = psched_cfg_parse_args(&cfg, &argc, argv, true);
+		ret = psched_cfg_from_env(cfg);
+	if (!ret)
+		ret = psched_cfg_parse_args(cfg, &argc, argv, true);
 	if (ret == 1) {
 		usage();
+		psched_cfg_destroy(cfg);
 		return 0;
 	}
+	if (!ret)
+		ret = psched_cfg_set(cfg, "role", "server");
 	if (ret) {
 		fprintf(stderr, "ps-server: %s\n", psched_errmsg());
+		psched_cfg_destroy(cfg);
 		return 2;
 	}
-	cfg.role = PSCHED_ROLE_SERVER;
-	ret = psched_node_create(&cfg, &node);
+	ret = psched_node_create(cfg, &node);
+	psched_cfg_destroy(cfg);
 	if (ret) {
 		fprintf(stderr, "ps-server: %s\n", psched_errmsg());
 		return 1;

@@ -282,8 +282,8 @@ static bool time_is_up(struct psched_node *node, bool mine, unsigned timeout_ms,
 
 	if (psched_num_workers(node) == 1)
 		return mine;
-	if (!declared &&
-	    psched_init(node, &key, 1, NULL, &len, PSCHED_F32, timeout_ms)) {
+	if (!declared && psched_keys_init(node, &key, 1, NULL, &len, PSCHED_F32,
+					  timeout_ms)) {
 		*err = fail("init of the stop flag");
 		return true;
 	}
@@ -324,8 +324,8 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 		const void *v = ks[i].push;
 
 		memset(ks[i].push, 0, ks[i].len);
-		if (psched_init(node, &ks[i].key, 1, &v, &ks[i].len,
-				ks[i].dtype, o->timeout_ms))
+		if (psched_keys_init(node, &ks[i].key, 1, &v, &ks[i].len,
+				     ks[i].dtype, o->timeout_ms))
 			return fail("init");
 		bytes += ks[i].len;
 	}
@@ -664,7 +664,7 @@ int main(int argc, char **argv)
 			   .batch = 32,
 			   .warmup = 1 };
 	struct psd_profile *prof = NULL;
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *node;
 	int ret;
 
@@ -673,27 +673,27 @@ int main(int argc, char **argv)
 			printf("ps-worker %s\n", psched_version());
 			return 0;
 		}
-	psched_cfg_init(&cfg);
-	ret = psched_cfg_from_env(&cfg);
+	ret = psched_cfg_create(&cfg);
 	if (!ret)
-		ret = psched_cfg_parse_args(&cfg, &argc, argv, false);
-	if (ret == 1) {
+		ret = psched_cfg_from_env(cfg);
+	if (!ret)
+		ret = psched_cfg_parse_args(cfg, &argc, argv, false);
+	if (!ret)
+		ret = psched_cfg_set(cfg, "role", "worker");
+	if (ret == 1)
 		usage();
-		return 0;
-	}
-	if (ret) {
+	if (ret && ret != 1)
 		fprintf(stderr, "ps-worker: %s\n", psched_errmsg());
-		return 2;
+	if (ret || parse_own(argc, argv, &o) ||
+	    /* A bad model fails before the cluster is joined. */
+	    (o.model && load_model(o.model, &prof))) {
+		psched_cfg_destroy(cfg);
+		return ret == 1 ? 0 : 2;
 	}
-	if (parse_own(argc, argv, &o))
-		return 2;
-	/* A bad model fails before the cluster is joined. */
-	if (o.model && load_model(o.model, &prof))
-		return 2;
 	/* Short simulated layers: ask for exact wake-ups. */
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-	cfg.role = PSCHED_ROLE_WORKER;
-	ret = psched_node_create(&cfg, &node);
+	ret = psched_node_create(cfg, &node);
+	psched_cfg_destroy(cfg);
 	if (ret) {
 		fprintf(stderr, "ps-worker: %s\n", psched_errmsg());
 		psd_profile_destroy(prof);

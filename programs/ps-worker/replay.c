@@ -185,8 +185,8 @@ static int rp_init_keys(struct rp *st)
 		lens[k] = st->vote_len;
 		vals[k++] = &st->vote_in;
 	}
-	ret = psched_init(st->node, keys, k, vals, lens, PSCHED_F32,
-			  st->o->timeout_ms);
+	ret = psched_keys_init(st->node, keys, k, vals, lens, PSCHED_F32,
+			       st->o->timeout_ms);
 	if (ret)
 		snprintf(st->res->msg, sizeof(st->res->msg),
 			 "init of %zu keys failed: %s", k, psched_errmsg());

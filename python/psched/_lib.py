@@ -26,6 +26,47 @@ EREMOTE = -(E_BASE + 5)
 ERENDEZVOUS = -(E_BASE + 6)
 
 
+# enum psched_op, enum psched_family
+OP_PUSH, OP_PULL, OP_PUSHPULL = 1, 2, 3
+FAMILY_DENSE, FAMILY_KEYLIST, FAMILY_ROWS = 0, 1, 2
+
+
+class Request(ctypes.Structure):
+    """struct psched_request (psched_request(): one request of any family;
+    fields a family does not read stay 0 / None)"""
+    _fields_ = [
+        ("op", ctypes.c_int),
+        ("family", ctypes.c_int),
+        ("dtype", ctypes.c_int),
+        ("priority", ctypes.c_int),
+        ("nkeys", ctypes.c_size_t),
+        ("keys", ctypes.c_void_p),
+        ("lens", ctypes.c_void_p),
+        ("push_vals", ctypes.c_void_p),
+        ("pull_vals", ctypes.c_void_p),
+        ("on_device", ctypes.c_bool),
+        ("device", ctypes.c_int),
+        ("elems", ctypes.c_void_p),
+        ("elem", ctypes.c_uint32),
+        ("key", c_u64),
+        ("nrows", ctypes.c_size_t),
+        ("row_ids", ctypes.c_void_p),
+        ("push_buf", ctypes.c_void_p),
+        ("pull_buf", ctypes.c_void_p),
+        ("cb", ctypes.c_void_p),
+        ("arg", ctypes.c_void_p),
+    ]
+
+
+def request_wait(lib, node, **fields):
+    """Issue a psched_request() of @fields on @node and wait for it:
+    0 or the error code."""
+    rq = Request(**fields)
+    req = c_u64()
+    ret = lib.psched_request(node, ctypes.byref(rq), ctypes.byref(req))
+    return ret if ret else lib.psched_wait(node, req.value, 0)
+
+
 class Optimizer(ctypes.Structure):
     """struct psched_optimizer"""
     _fields_ = [
@@ -140,6 +181,8 @@ def _declare(lib):
                                            c_void_pp, c_void_pp, c_u64_p,
                                            ctypes.c_int, ctypes.c_int,
                                            ctypes.c_int],
+        "psched_request": [vp, ctypes.POINTER(Request), c_u64_p],
+        "psched_wait": [vp, c_u64, ctypes.c_uint],
         "psched_cuda_check": [ctypes.c_int],
         "psched_cuda_built": [],
         "psched_kvstore_wait": [vp, c_u64_p, ctypes.c_size_t],

@@ -15,7 +15,6 @@ when numpy is importable and no @out is given, else array.array).  Each
 call waits for its request; errors raise psched.kvstore.PSchedError.
 """
 import array
-import ctypes
 
 from . import _lib
 
@@ -32,26 +31,8 @@ def _error(lib, ret, what):
                                   if m else "error %d" % ret), ret)
 
 
-def _declare(lib):
-    if getattr(lib, "_psched_keylist", False):
-        return
-    vp, sz, u64 = ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint64
-    common = [vp, sz, vp, vp, ctypes.c_uint32]
-    tail = [ctypes.c_int, ctypes.c_int, vp, vp, ctypes.POINTER(u64)]
-    lib.psched_push_keys.argtypes = common + [vp] + tail
-    lib.psched_pull_keys.argtypes = common + [vp] + tail
-    lib.psched_pushpull_keys.argtypes = common + [vp, vp] + tail
-    for f in (lib.psched_push_keys, lib.psched_pull_keys,
-              lib.psched_pushpull_keys):
-        f.restype = ctypes.c_int
-    lib.psched_wait.argtypes = [vp, u64, ctypes.c_uint]
-    lib.psched_wait.restype = ctypes.c_int
-    lib._psched_keylist = True
-
-
 def _node(kv):
     lib = kv._lib
-    _declare(lib)
     node = lib.psched_kvstore_node(kv._live())
     if not node:
         from .kvstore import PSchedError
@@ -111,32 +92,29 @@ def _count(lens, nkeys, nvals, what):
                             "given" if lens is not None else "equal"))
 
 
-def _issue(kv, fn, what, keys, lens, vals, out, priority):
+def _issue(kv, op, what, keys, lens, vals, out, priority):
     lib, node = _node(kv)
     kp, nk, keep_k = _keys(keys)
     lp, keep_l = _lens(lens, nk)
     per = 0
-    args_v = []
+    push_buf = pull_buf = None
     code = None
     if vals is not None:
-        vp, nv, code, keep_v = _buf(vals, what)
+        push_buf, nv, code, keep_v = _buf(vals, what)
         _count(keep_l, nk, nv, what)
-        args_v.append(vp)
         per = nv // nk if nk and lp is None else 1
     if out is not None:
-        op, no, ocode, keep_o = _buf(out, what + " out", writable=True)
+        pull_buf, no, ocode, keep_o = _buf(out, what + " out", writable=True)
         if code is not None and ocode != code:
             raise TypeError("%s: out and values differ in dtype" % what)
         code = ocode
         _count(keep_l, nk, no, what + " out")
-        args_v.append(op)
         per = no // nk if nk and lp is None else 1
-    req = ctypes.c_uint64()
     # MXNet's priority (larger = sooner) as the KVStore uses it
-    ret = fn(node, nk, kp, lp, max(per, 1), *args_v, code, -int(priority),
-             None, None, ctypes.byref(req))
-    if ret == 0:
-        ret = lib.psched_wait(node, req.value, 0)
+    ret = _lib.request_wait(lib, node, op=op, family=_lib.FAMILY_KEYLIST,
+                            nkeys=nk, keys=kp, elems=lp, elem=max(per, 1),
+                            push_buf=push_buf, pull_buf=pull_buf,
+                            dtype=code, priority=-int(priority))
     if ret:
         _error(lib, ret, what)
     return keep_k, keep_l
@@ -163,7 +141,7 @@ def _numpy_present():
 
 def push_keys(kv, keys, values, lens=None, priority=0):
     """Push @values of @keys (one key-list step of this worker)."""
-    _issue(kv, kv._lib.psched_push_keys, "push_keys", keys, lens, values,
+    _issue(kv, _lib.OP_PUSH, "push_keys", keys, lens, values,
            None, priority)
 
 
@@ -176,7 +154,7 @@ def pull_keys(kv, keys, out=None, lens=None, per_key=1, dtype="float32",
         code = _NP[dtype]
         n = sum(lens) if lens is not None else len(keys) * per_key
         out = _new_out("numpy" if _numpy_present() else "array", code, n)
-    _issue(kv, kv._lib.psched_pull_keys, "pull_keys", keys, lens, None, out,
+    _issue(kv, _lib.OP_PULL, "pull_keys", keys, lens, None, out,
            priority)
     return out
 
@@ -188,6 +166,6 @@ def pushpull_keys(kv, keys, values, out=None, lens=None, priority=0):
         _, n, code, _ = _buf(values, "pushpull_keys")
         kind = "numpy" if type(values).__module__ == "numpy" else "array"
         out = _new_out(kind, code, n)
-    _issue(kv, kv._lib.psched_pushpull_keys, "pushpull_keys", keys, lens,
+    _issue(kv, _lib.OP_PUSHPULL, "pushpull_keys", keys, lens,
            values, out, priority)
     return out

@@ -193,7 +193,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* FUZZ_NODE_LOG=1: the node's log, to see what an input reached. */
 	psd_log_level = getenv("FUZZ_NODE_LOG") ? PSD_LOG_DEBUG : -1;
 	fz_mode = setup & 3;
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.role = fz_mode == 3 || (fz_mode == 0 && (setup & 4))
 			   ? PSCHED_ROLE_WORKER
 			   : PSCHED_ROLE_SERVER;

@@ -27,7 +27,7 @@ static void fz_sched_restart(void)
 
 	if (sched)
 		psched_node_destroy(sched);
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.role = PSCHED_ROLE_SCHEDULER;
 	snprintf(cfg.root_uri, sizeof(cfg.root_uri), "127.0.0.1");
 	cfg.root_port = 0;

@@ -62,7 +62,7 @@ static void fz_setup_node(uint8_t setup, unsigned *nw)
 	*nw = 1 + (setup >> 1 & 3) % FZ_MAX_W;
 	memset(n, 0, sizeof(*n));
 	memset(peers, 0, sizeof(peers));
-	psched_cfg_init(&n->cfg);
+	psd_cfg_defaults(&n->cfg);
 	n->cfg.role = PSCHED_ROLE_SERVER;
 	snprintf(n->cfg.server_mode, sizeof(n->cfg.server_mode), "%s",
 		 setup & 1 ? "async" : "sync");

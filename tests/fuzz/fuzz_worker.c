@@ -58,7 +58,7 @@ static void fz_init(void)
 	unsigned s;
 
 	psd_log_level = -1;
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.max_tensor_bytes = FZ_MAX_TENSOR;
 	cfg.request_timeout_ms = 1000;
 	if (psd_kvw_node_create_detached(&cfg, FZ_NSRV, &node))

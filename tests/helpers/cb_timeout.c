@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "psched.h"
@@ -28,7 +29,7 @@ static void on_done(int err, uint64_t req, void *arg)
 
 int main(void)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *n;
 	float v[256] = { 0 }, out[256];
 	uint64_t key = 5, len = sizeof(v), req;
@@ -36,12 +37,16 @@ int main(void)
 	void *qv = out;
 	struct timespec ts;
 	int rc = -ETIMEDOUT; /* rank 1 has nothing to check */
+	char timeout_s[32];
 
-	psched_cfg_init(&cfg);
-	if (psched_cfg_from_env(&cfg) || psched_node_create(&cfg, &n)) {
+	if (psched_cfg_create(&cfg) || psched_cfg_from_env(cfg) ||
+	    psched_cfg_get(cfg, "request-timeout", timeout_s,
+			   sizeof(timeout_s)) ||
+	    psched_node_create(cfg, &n)) {
 		fprintf(stderr, "cb_timeout: %s\n", psched_errmsg());
 		return 1;
 	}
+	psched_cfg_destroy(cfg);
 	if (psched_node_rank(n) == 0) {
 		if (psched_pushpull(n, &key, 1, &pv, &qv, &len, PSCHED_F32, 0,
 				    on_done, NULL, &req)) {
@@ -49,7 +54,7 @@ int main(void)
 			return 1;
 		}
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += 3 * (time_t)(cfg.request_timeout_ms / 1000 + 1);
+		ts.tv_sec += 3 * (time_t)(strtod(timeout_s, NULL) + 1);
 		pthread_mutex_lock(&lock);
 		while (result == 1 &&
 		       pthread_cond_timedwait(&cond, &lock, &ts) != ETIMEDOUT)

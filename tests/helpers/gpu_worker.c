@@ -23,6 +23,7 @@
 
 #define CHECK_WHO "gpu_worker rank %d", rank
 #include "check.h"
+#include "requests.h"
 
 static int rank = -1;
 
@@ -77,8 +78,8 @@ static int run_refused(struct psched_node *n)
 	int dev = gpu ? 9999 : 0, ret;
 
 	memset(host, 0, sizeof(host));
-	ret = psched_pushpull_device(n, &key, 1, &pv, &po, &len, PSCHED_F32,
-				     dev, 0, NULL, NULL, &req);
+	ret = pushpull_device(n, &key, 1, &pv, &po, &len, PSCHED_F32, dev, 0,
+			      NULL, NULL, &req);
 	CHECK(ret == -ENODEV, "pushpull_device: %d (%s)", ret, psched_errmsg());
 	if (!psched_cuda_built())
 		CHECK(strstr(psched_errmsg(), "built without CUDA"), "%s",
@@ -90,17 +91,17 @@ static int run_refused(struct psched_node *n)
 		CHECK(strstr(psched_errmsg(), "9999 does not exist"), "%s",
 		      psched_errmsg());
 	printf("refused as expected: %s\n", psched_errmsg());
-	ret = psched_pull_device(n, &key, 1, &po, &len, PSCHED_F32, dev, 0,
-				 NULL, NULL, &req);
+	ret = pull_device(n, &key, 1, &po, &len, PSCHED_F32, dev, 0, NULL, NULL,
+			  &req);
 	CHECK(ret == -ENODEV, "pull_device: %d", ret);
-	ret = psched_push_device(n, &key, 1, &pv, &len, PSCHED_F32, -1, 0, NULL,
-				 NULL, &req);
+	ret = push_device(n, &key, 1, &pv, &len, PSCHED_F32, -1, 0, NULL, NULL,
+			  &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "-1"),
 	      "device -1: %d %s", ret, psched_errmsg());
 	if (gpu) {
 		/* A host pointer is no device memory. */
-		ret = psched_push_device(n, &key, 1, &pv, &len, PSCHED_F32, 0,
-					 0, NULL, NULL, &req);
+		ret = push_device(n, &key, 1, &pv, &len, PSCHED_F32, 0, 0, NULL,
+				  NULL, &req);
 		CHECK(ret == -EINVAL && strstr(psched_errmsg(), "host memory"),
 		      "host pointer: %d %s", ret, psched_errmsg());
 	}
@@ -136,9 +137,8 @@ static int run_compare(struct psched_node *n)
 		ret = psched_pushpull(n, &hkey, 1, &pv, &pho, &len, PSCHED_F32,
 				      0, NULL, NULL, &req[0]);
 		CHECK(!ret, "host: %s", psched_errmsg());
-		ret = psched_pushpull_device(n, &dkey, 1, &pdv, &dout, &len,
-					     PSCHED_F32, 0, 0, NULL, NULL,
-					     &req[1]);
+		ret = pushpull_device(n, &dkey, 1, &pdv, &dout, &len,
+				      PSCHED_F32, 0, 0, NULL, NULL, &req[1]);
 		CHECK(!ret, "device: %s", psched_errmsg());
 		CHECK(!psched_wait(n, req[0], 0), "%s", psched_errmsg());
 		CHECK(!psched_wait(n, req[1], 0), "%s", psched_errmsg());
@@ -152,8 +152,8 @@ static int run_compare(struct psched_node *n)
 			CHECK(ho[i] == expect(i, s), "[%zu] %g", i, ho[i]);
 	}
 	/* A plain device pull of the stored value, too. */
-	ret = psched_pull_device(n, &dkey, 1, &dout, &len, PSCHED_F32, 0, 0,
-				 NULL, NULL, &req[1]);
+	ret = pull_device(n, &dkey, 1, &dout, &len, PSCHED_F32, 0, 0, NULL,
+			  NULL, &req[1]);
 	CHECK(!ret && !psched_wait(n, req[1], 0), "%s", psched_errmsg());
 	CHECK(!psd_gpu_memcpy(dback, dout, len, false), "%s", psched_errmsg());
 	CHECK(!memcmp(dback, ho, len), "device pull differs from host pull");
@@ -168,7 +168,7 @@ static int run_compare(struct psched_node *n)
 
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *n;
 	int ret, rc;
 
@@ -177,10 +177,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "usage: gpu_worker refused|compare\n");
 		return 2;
 	}
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	ret = psched_node_create(&cfg, &n);
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	ret = psched_node_create(cfg, &n);
+	psched_cfg_destroy(cfg);
 	CHECK(!ret, "create: %s", psched_errmsg());
 	rank = psched_node_rank(n);
 	CHECK(psched_num_workers(n) == 2, "needs 2 workers");

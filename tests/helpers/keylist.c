@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 /*
- * A worker of a real cluster checking key lists (psched_push_keys & co.)
- * step by step against a model of what every worker pushed: exact sums,
- * keys nobody pushed keep their value, new keys appear on first push,
+ * A worker of a real cluster checking key lists (PSCHED_FAMILY_KEYLIST
+ * requests) step by step against a model of what every worker pushed: exact
+ * sums, keys nobody pushed keep their value, new keys appear on first push,
  * per-key lengths, pulls of subsets, pushpull, several pushes in flight,
  * empty lists, and bad input refused with nothing stored.  Run one copy
  * per worker (test_keylist.sh).  Argument: the number of keys (default
@@ -17,6 +17,7 @@
 
 #define CHECK_WHO "keylist rank %d", rank
 #include "check.h"
+#include "requests.h"
 
 static int rank = -1;
 static unsigned nw;
@@ -161,8 +162,8 @@ static void refuse_out_of_order(struct psched_node *nd)
 			k[j] = k[j + 1];
 			k[j + 1] = (UINT64_MAX / N) * j + 1;
 		}
-		ret = psched_push_keys(nd, N, k, NULL, 1, v, PSCHED_F32, 0,
-				       NULL, NULL, &req);
+		ret = push_keys(nd, N, k, NULL, 1, v, PSCHED_F32, 0, NULL, NULL,
+				&req);
 		CHECK(ret == -EINVAL && strstr(psched_errmsg(), "sorted") &&
 			      strstr(psched_errmsg(), "without duplicates"),
 		      "keys %s at %zu of %d: %d %s",
@@ -186,8 +187,8 @@ static void check_pull(const char *what, size_t mod, size_t rem)
 			ls[n++] = ulen[u];
 		}
 	memset(qv, 0xff, M * 3 * sizeof(float));
-	ret = psched_pull_keys(node, n, ks, ls, 0, qv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = pull_keys(node, n, ks, ls, 0, qv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(!ret, "%s: pull_keys: %s", what, psched_errmsg());
 	ret = psched_wait(node, req, 0);
 	CHECK(!ret, "%s: pull wait: %s", what, psched_errmsg());
@@ -207,8 +208,8 @@ static int push_step(int s)
 	int ret;
 
 	fill((unsigned)rank, s, us, n, pv);
-	ret = psched_push_keys(node, n, ks, ls, 0, pv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = push_keys(node, n, ks, ls, 0, pv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	return ret ? ret : psched_wait(node, req, 0);
 }
 
@@ -229,9 +230,8 @@ static void pipelined(int first)
 		lb[i] = calloc(M, 4);
 		n = pick((unsigned)rank, first + (int)i, us, kb[i], lb[i]);
 		fill((unsigned)rank, first + (int)i, us, n, bufs[i]);
-		ret = psched_push_keys(node, n, kb[i], lb[i], 0, bufs[i],
-				       PSCHED_F32, (int)(4 - i), NULL, NULL,
-				       &reqs[i]);
+		ret = push_keys(node, n, kb[i], lb[i], 0, bufs[i], PSCHED_F32,
+				(int)(4 - i), NULL, NULL, &reqs[i]);
 		CHECK(!ret, "step %zu: %s", first + i, psched_errmsg());
 	}
 	for (i = 0; i < 4; i++) {
@@ -246,17 +246,21 @@ static void pipelined(int first)
 
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	uint64_t req, k2[3];
 	uint32_t l2[3];
 	size_t u, n, i, off = 0;
 	int ret, s, last;
+	char cache[8];
 
 	M = argc > 1 ? strtoul(argv[1], NULL, 10) : 600;
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	CHECK(!psched_node_create(&cfg, &node), "create: %s", psched_errmsg());
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	CHECK(!psched_cfg_get(cfg, "keylist-cache", cache, sizeof(cache)), "%s",
+	      psched_errmsg());
+	CHECK(!psched_node_create(cfg, &node), "create: %s", psched_errmsg());
+	psched_cfg_destroy(cfg);
 	rank = psched_node_rank(node);
 	nw = psched_num_workers(node);
 	nsrv = psched_num_servers(node);
@@ -282,25 +286,25 @@ int main(int argc, char **argv)
 
 	/* Local refusals: nothing is sent, no step is used. */
 	k2[0] = 5, k2[1] = 3, k2[2] = 9;
-	ret = psched_push_keys(node, 3, k2, NULL, 1, pv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = push_keys(node, 3, k2, NULL, 1, pv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "sorted"),
 	      "unsorted: %d %s", ret, psched_errmsg());
 	k2[0] = 3, k2[1] = 3;
-	ret = psched_push_keys(node, 3, k2, NULL, 1, pv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = push_keys(node, 3, k2, NULL, 1, pv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "duplicates"),
 	      "duplicate: %d %s", ret, psched_errmsg());
 	refuse_out_of_order(node);
 	k2[0] = 1, k2[1] = 2, k2[2] = 3;
 	l2[0] = 1, l2[1] = 0, l2[2] = 1;
-	ret = psched_push_keys(node, 3, k2, l2, 0, pv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = push_keys(node, 3, k2, l2, 0, pv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "length 0"),
 	      "zero length: %d %s", ret, psched_errmsg());
 	/* Empty pull: completes at once. */
-	ret = psched_pull_keys(node, 0, NULL, NULL, 1, NULL, PSCHED_F32, 0,
-			       NULL, NULL, &req);
+	ret = pull_keys(node, 0, NULL, NULL, 1, NULL, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(!ret && !psched_wait(node, req, 0), "empty pull: %s",
 	      psched_errmsg());
 
@@ -315,8 +319,8 @@ int main(int argc, char **argv)
 	/* Step 6: pushpull of new keys answers their sums. */
 	n = pick((unsigned)rank, 6, us, ks, ls);
 	fill((unsigned)rank, 6, us, n, pv);
-	ret = psched_pushpull_keys(node, n, ks, ls, 0, pv, qv, PSCHED_F32, 0,
-				   NULL, NULL, &req);
+	ret = pushpull_keys(node, n, ks, ls, 0, pv, qv, PSCHED_F32, 0, NULL,
+			    NULL, &req);
 	CHECK(!ret && !(ret = psched_wait(node, req, 0)), "pushpull: %d %s",
 	      ret, psched_errmsg());
 	model_step(6, -1);
@@ -338,8 +342,8 @@ int main(int argc, char **argv)
 			for (uint32_t e = 0; e < ls[i]; e++)
 				pv[k++] = val((unsigned)rank, 7, us[i], e);
 	}
-	ret = psched_push_keys(node, n, ks, ls, 0, pv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = push_keys(node, n, ks, ls, 0, pv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(!ret, "step 7 issue: %s", psched_errmsg());
 	ret = psched_wait(node, req, 0);
 	if (rank == 0)
@@ -357,8 +361,8 @@ int main(int argc, char **argv)
 		n = pick((unsigned)rank, 8, us, ks, ls);
 		for (i = 0; i < n; i++)
 			dv[i] = 99;
-		ret = psched_push_keys(node, n, ks, NULL, 1, dv, PSCHED_F64, 0,
-				       NULL, NULL, &req);
+		ret = push_keys(node, n, ks, NULL, 1, dv, PSCHED_F64, 0, NULL,
+				NULL, &req);
 		CHECK(!ret, "step 8 issue: %s", psched_errmsg());
 		ret = psched_wait(node, req, 0);
 		CHECK(ret == -EINVAL && strstr(psched_errmsg(), "float64"),
@@ -373,15 +377,15 @@ int main(int argc, char **argv)
 
 	/* Pulls the servers refuse. */
 	k2[0] = ukey[0], k2[1] = ukey[0] + 1; /* never pushed */
-	ret = psched_pull_keys(node, 2, k2, NULL, 1, qv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = pull_keys(node, 2, k2, NULL, 1, qv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(!ret, "%s", psched_errmsg());
 	ret = psched_wait(node, req, 0);
 	CHECK(ret == PSCHED_EUNKNOWNKEY && strstr(psched_errmsg(), "never"),
 	      "unknown key: %d %s", ret, psched_errmsg());
 	k2[0] = ukey[1]; /* 2 elements */
-	ret = psched_pull_keys(node, 1, k2, NULL, 1, qv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = pull_keys(node, 1, k2, NULL, 1, qv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(!ret, "%s", psched_errmsg());
 	ret = psched_wait(node, req, 0);
 	CHECK(ret == PSCHED_ESIZE, "wrong-length pull: %d %s", ret,
@@ -407,7 +411,7 @@ int main(int argc, char **argv)
 			if (i < 2)
 				check_pull("the same list again", 1, 0);
 		}
-		if (cfg.keylist_cache)
+		if (!strcmp(cache, "1"))
 			CHECK(tx[2] - tx[1] < (tx[1] - tx[0]) / 4,
 			      "list cache: a pull sent %llu, then %llu bytes",
 			      (unsigned long long)(tx[1] - tx[0]),
@@ -432,8 +436,8 @@ int main(int argc, char **argv)
 			ls[n++] = ulen[u];
 		}
 	ks[n / 2] += 1; /* between two stored keys: still sorted */
-	ret = psched_pull_keys(node, n, ks, ls, 0, qv, PSCHED_F32, 0, NULL,
-			       NULL, &req);
+	ret = pull_keys(node, n, ks, ls, 0, qv, PSCHED_F32, 0, NULL, NULL,
+			&req);
 	CHECK(!ret, "near copy: %s", psched_errmsg());
 	ret = psched_wait(node, req, 0);
 	CHECK(ret == PSCHED_EUNKNOWNKEY && strstr(psched_errmsg(), "never"),

@@ -236,7 +236,7 @@ static void conflict(struct psched_node *n, bool init, uint64_t len0,
 	      psched_errmsg());
 	t0 = now_s();
 	if (init)
-		ret = psched_init(n, &key, 1, &pv, &len, PSCHED_F32, 0);
+		ret = psched_keys_init(n, &key, 1, &pv, &len, PSCHED_F32, 0);
 	else
 		ret = pushpull_wait(n, key, v, out, len);
 	dt = now_s() - t0;
@@ -258,15 +258,16 @@ static void conflict(struct psched_node *n, bool init, uint64_t len0,
 
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *n;
 	const char *mode = argc > 1 ? argv[1] : "";
 	int ret;
 
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	ret = psched_node_create(&cfg, &n);
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	ret = psched_node_create(cfg, &n);
+	psched_cfg_destroy(cfg);
 	CHECK(!ret, "create: %s", psched_errmsg());
 	rank = psched_node_rank(n);
 	CHECK(psched_num_workers(n) == 2, "needs 2 workers");

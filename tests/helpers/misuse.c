@@ -28,7 +28,7 @@ static int push_wait(struct psched_node *n, uint64_t key, const void *v,
 
 int main(void)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *n;
 	float small[4] = { 1, 2, 3, 4 }, big[1024], out[1024];
 	uint64_t k1 = 1, len1 = sizeof(big), req, key;
@@ -36,10 +36,11 @@ int main(void)
 	void *qv = out;
 	int ret, step, i;
 
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	ret = psched_node_create(&cfg, &n);
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	ret = psched_node_create(cfg, &n);
+	psched_cfg_destroy(cfg);
 	CHECK(!ret, "create: %s", psched_errmsg());
 	rank = psched_node_rank(n);
 	CHECK(psched_num_workers(n) == 2, "needs 2 workers");
@@ -77,8 +78,8 @@ int main(void)
 	CHECK(!psched_barrier(n, PSCHED_GROUP_WORKERS, 0), "barrier");
 
 	/* The same connections still aggregate exactly. */
-	CHECK(!psched_init(n, &k1, 1, NULL, &len1, PSCHED_F32, 0), "init: %s",
-	      psched_errmsg());
+	CHECK(!psched_keys_init(n, &k1, 1, NULL, &len1, PSCHED_F32, 0),
+	      "init: %s", psched_errmsg());
 	for (step = 1; step <= 20; step++) {
 		for (i = 0; i < 1024; i++)
 			big[i] = (float)(i * (rank + 1) + step);

@@ -32,6 +32,7 @@
 
 #define CHECK_WHO "rows_c rank %d", rank
 #include "check.h"
+#include "requests.h"
 
 #define R     1000u
 #define WIDTH 5u
@@ -125,8 +126,7 @@ static void pull_check(uint64_t key, enum psched_dtype dt, const uint64_t *ids,
 
 	CHECK(out, "no memory");
 	memset(out, 0xee, n * WIDTH * es);
-	ret = psched_row_sparse_pull(node, key, n, ids, out, 1, NULL, NULL,
-				     &req);
+	ret = rows_pull(node, key, n, ids, out, 1, NULL, NULL, &req);
 	CHECK(!ret, "pull: %s", psched_errmsg());
 	wait_req(req, what);
 	for (i = 0; i < n; i++)
@@ -266,12 +266,11 @@ static void run_sums(uint64_t key, enum psched_dtype dt)
 		memcpy(mine, ids, n * sizeof(*ids));
 		memset(pout, 0xee, sizeof(pout));
 		if (pp)
-			ret = psched_row_sparse_pushpull(node, key, n, ids, buf,
-							 pout, s, NULL, NULL,
-							 &req);
+			ret = rows_pushpull(node, key, n, ids, buf, pout, s,
+					    NULL, NULL, &req);
 		else
-			ret = psched_row_sparse_push(node, key, n, ids, buf, s,
-						     NULL, NULL, &req);
+			ret = rows_push(node, key, n, ids, buf, s, NULL, NULL,
+					&req);
 		CHECK(!ret, "push step %d: %s", s, psched_errmsg());
 		wait_req(req, pp ? "pushpull" : "push");
 		want_step(s, want);
@@ -320,9 +319,8 @@ static void run_ahead(uint64_t key)
 			for (j = 0; j < WIDTH; j++)
 				buf[s - 1][i * WIDTH + j] = (float)push_val(
 					rank, s, ids[s - 1][i], i, j);
-		ret = psched_row_sparse_push(node, key, n, ids[s - 1],
-					     buf[s - 1], 0, NULL, NULL,
-					     &req[s - 1]);
+		ret = rows_push(node, key, n, ids[s - 1], buf[s - 1], 0, NULL,
+				NULL, &req[s - 1]);
 		CHECK(!ret, "ahead push step %d: %s", s, psched_errmsg());
 	}
 	for (s = 1; s <= AH_STEPS; s++)
@@ -376,11 +374,9 @@ static void run_big(uint64_t key)
 					(float)push_val(rank, s, ids[i], i, j);
 		}
 		memset(out, 0xee, n * WIDTH * sizeof(*out));
-		ret = psched_row_sparse_push(node, key, n, ids, buf, 0, NULL,
-					     NULL, &r1);
+		ret = rows_push(node, key, n, ids, buf, 0, NULL, NULL, &r1);
 		CHECK(!ret, "big push step %d: %s", s, psched_errmsg());
-		ret = psched_row_sparse_pull(node, key, n, ids, out, 0, NULL,
-					     NULL, &r2);
+		ret = rows_pull(node, key, n, ids, out, 0, NULL, NULL, &r2);
 		CHECK(!ret, "big pull step %d: %s", s, psched_errmsg());
 		wait_req(r1, "big push");
 		wait_req(r2, "big pull");
@@ -421,20 +417,16 @@ static void run_refusals(uint64_t key)
 	const void *vals[1] = { dense };
 	int ret;
 
-	ret = psched_row_sparse_push(node, key, 1, &bad, row, 0, NULL, NULL,
-				     &req);
+	ret = rows_push(node, key, 1, &bad, row, 0, NULL, NULL, &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "out of range"),
 	      "out-of-range id: %d %s", ret, psched_errmsg());
-	ret = psched_row_sparse_pull(node, key, 1, &bad, out, 0, NULL, NULL,
-				     &req);
+	ret = rows_pull(node, key, 1, &bad, out, 0, NULL, NULL, &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "out of range"),
 	      "out-of-range pull id: %d %s", ret, psched_errmsg());
-	ret = psched_row_sparse_pushpull(node, key, 1, &bad, row, out, 0, NULL,
-					 NULL, &req);
+	ret = rows_pushpull(node, key, 1, &bad, row, out, 0, NULL, NULL, &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "out of range"),
 	      "out-of-range pushpull id: %d %s", ret, psched_errmsg());
-	ret = psched_row_sparse_pushpull(node, key, 1, &ok, row, NULL, 0, NULL,
-					 NULL, &req);
+	ret = rows_pushpull(node, key, 1, &ok, row, NULL, 0, NULL, NULL, &req);
 	CHECK(ret == -EINVAL && strstr(psched_errmsg(), "no row buffer"),
 	      "pushpull without out: %d %s", ret, psched_errmsg());
 	ret = psched_push(node, &key, 1, vals, &len, PSCHED_F32, 0, NULL, NULL,
@@ -444,8 +436,7 @@ static void run_refusals(uint64_t key)
 	ret = psched_row_sparse_init(node, key, R, WIDTH + 1, PSCHED_F32, tmo);
 	CHECK(ret == PSCHED_ESIZE, "another width accepted: %d %s", ret,
 	      psched_errmsg());
-	ret = psched_row_sparse_push(node, 999, 1, &ok, row, 0, NULL, NULL,
-				     &req);
+	ret = rows_push(node, 999, 1, &ok, row, 0, NULL, NULL, &req);
 	CHECK(ret == PSCHED_EUNKNOWNKEY, "unknown key: %d %s", ret,
 	      psched_errmsg());
 }
@@ -514,8 +505,7 @@ static void run_optimizer(uint64_t key, const char *opt)
 			for (j = 0; j < WIDTH; j++)
 				buf[i * WIDTH + j] =
 					grad_val(rank, s, ids[i], i, j);
-		ret = psched_row_sparse_push(node, key, n, ids, buf, 0, NULL,
-					     NULL, &req);
+		ret = rows_push(node, key, n, ids, buf, 0, NULL, NULL, &req);
 		CHECK(!ret, "push: %s", psched_errmsg());
 		wait_req(req, "optimizer push");
 		step_sums(s, true, g, hit);
@@ -530,8 +520,7 @@ static void run_optimizer(uint64_t key, const char *opt)
 				w[k] = (double)(float)w[k];
 			}
 		}
-		ret = psched_row_sparse_pull(node, key, R, all, out, 0, NULL,
-					     NULL, &req);
+		ret = rows_pull(node, key, R, all, out, 0, NULL, NULL, &req);
 		CHECK(!ret, "pull: %s", psched_errmsg());
 		wait_req(req, "optimizer pull");
 		for (k = 0; k < R * WIDTH; k++) {
@@ -586,8 +575,8 @@ static void run_async_pushpull(uint64_t key)
 			}
 		}
 		memset(out, 0xee, sizeof(out));
-		ret = psched_row_sparse_pushpull(node, key, AP_N, ids, vals,
-						 out, 0, NULL, NULL, &req);
+		ret = rows_pushpull(node, key, AP_N, ids, vals, out, 0, NULL,
+				    NULL, &req);
 		CHECK(!ret, "async pushpull %d: %s", t, psched_errmsg());
 		wait_req(req, "async pushpull");
 		for (i = 0; i < AP_N; i++)
@@ -628,8 +617,7 @@ static void run_async(struct psched_kvstore *kv, uint64_t key)
 			for (j = 0; j < WIDTH; j++)
 				b[i * WIDTH + j] = (float)((i + j + s) % 9) + 1;
 		}
-		ret = psched_row_sparse_push(node, key, AS_N, d, b, 0, NULL,
-					     NULL, &req[s]);
+		ret = rows_push(node, key, AS_N, d, b, 0, NULL, NULL, &req[s]);
 		CHECK(!ret, "async push %d: %s", s, psched_errmsg());
 	}
 	for (s = 0; s < AS_STEPS; s++)
@@ -649,8 +637,7 @@ static void run_async(struct psched_kvstore *kv, uint64_t key)
 	for (i = 0; i < AS_R; i++)
 		all[i] = i;
 	memset(out, 0xee, AS_R * WIDTH * sizeof(*out));
-	ret = psched_row_sparse_pull(node, key, AS_R, all, out, 0, NULL, NULL,
-				     &req[0]);
+	ret = rows_pull(node, key, AS_R, all, out, 0, NULL, NULL, &req[0]);
 	CHECK(!ret, "async pull: %s", psched_errmsg());
 	wait_req(req[0], "async pull");
 	for (r = 0; r < nw; r++) /* every worker's pushpulls */

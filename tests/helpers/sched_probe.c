@@ -138,12 +138,12 @@ int main(int argc, char **argv)
 {
 	struct probe_req r[MAXREQ];
 	struct psched_stats st;
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_node *node;
 	const char *out = NULL;
 	bool pushpull = false;
 	unsigned steps = 1, s;
-	int i = 1, n;
+	int i = 1, n, ret;
 
 	for (; i < argc && !strncmp(argv[i], "--", 2); i++) {
 		if (!strcmp(argv[i], "--pushpull"))
@@ -161,11 +161,12 @@ int main(int argc, char **argv)
 				"--out FILE KEY:BYTES:PRIO...\n");
 		return 2;
 	}
-	psched_cfg_init(&cfg);
-	if (psched_cfg_from_env(&cfg))
+	if (psched_cfg_create(&cfg) || psched_cfg_from_env(cfg) ||
+	    psched_cfg_set(cfg, "role", "worker"))
 		return die("env");
-	cfg.role = PSCHED_ROLE_WORKER;
-	if (psched_node_create(&cfg, &node))
+	ret = psched_node_create(cfg, &node);
+	psched_cfg_destroy(cfg);
+	if (ret)
 		return die("create");
 	if (psched_timeline_start(node, 0))
 		return die("timeline");

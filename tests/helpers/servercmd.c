@@ -52,13 +52,14 @@ static void twice(uint64_t key, enum psched_dtype dtype, uint64_t off,
 static int run_server(void)
 {
 	struct psched_node *node;
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	int ret;
 
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_SERVER;
-	ret = psched_node_create(&cfg, &node);
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "server"),
+	      "%s", psched_errmsg());
+	ret = psched_node_create(cfg, &node);
+	psched_cfg_destroy(cfg);
 	CHECK(!ret, "%s", psched_errmsg());
 	CHECK(!psched_server_set_updater(node, twice, NULL), "%s",
 	      psched_errmsg());
@@ -139,21 +140,22 @@ static int run_worker(void)
 {
 	struct psched_optimizer opt;
 	struct psched_node *n;
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	float one[4] = { 1, 1, 1, 1 };
 	const void *v = one;
 	uint64_t key = 1, len = sizeof(one);
 	int ret;
 
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	cfg.role = PSCHED_ROLE_WORKER;
-	CHECK(!psched_node_create(&cfg, &n), "%s", psched_errmsg());
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_set(cfg, "role", "worker"),
+	      "%s", psched_errmsg());
+	CHECK(!psched_node_create(cfg, &n), "%s", psched_errmsg());
+	psched_cfg_destroy(cfg);
 	CHECK(!psched_barrier(n, GROUP, 0), "%s", psched_errmsg());
 	garbage(n);
 	CHECK(psched_server_set_updater(n, twice, NULL) == -EINVAL,
 	      "a worker took a server updater");
-	CHECK(!psched_init(n, &key, 1, &v, &len, PSCHED_F32, 0), "%s",
+	CHECK(!psched_keys_init(n, &key, 1, &v, &len, PSCHED_F32, 0), "%s",
 	      psched_errmsg());
 	push_pull(n, 1, 3); /* custom: 1 + 2 * 1 */
 	ret = psched_servers_configure(n, "async", NULL, 0);

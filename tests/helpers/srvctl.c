@@ -69,7 +69,7 @@ static int run_server(void)
 static int run_worker(void)
 {
 	struct psched_node *n;
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	static float v[NF], out[NF]; /* big enough to span both servers */
 	const void *in = v;
 	void *o = out;
@@ -78,10 +78,11 @@ static int run_worker(void)
 
 	for (i = 0; i < NF; i++)
 		v[i] = 1;
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	CHECK(!psched_node_create(&cfg, &n), "%s", psched_errmsg());
-	CHECK(!psched_init(n, &key, 1, &in, &len, PSCHED_F32, 0), "%s",
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg), "%s",
+	      psched_errmsg());
+	CHECK(!psched_node_create(cfg, &n), "%s", psched_errmsg());
+	psched_cfg_destroy(cfg);
+	CHECK(!psched_keys_init(n, &key, 1, &in, &len, PSCHED_F32, 0), "%s",
 	      psched_errmsg());
 	CHECK(psched_servers_command(n, 1, NULL, 3, 0) == -EINVAL,
 	      "a NULL body was sent");

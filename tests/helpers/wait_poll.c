@@ -133,16 +133,24 @@ static void *callback_main(void *arg)
 
 int main(void)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg = NULL;
 	struct psched_stats s0, s1;
 	struct waiter w[WP_WAITERS];
 	pthread_t th[WP_WAITERS + 1];
 	unsigned i, total = 0;
+	char caller_rx[8], poll_us[16], transport[16];
 	bool rx;
 
-	psched_cfg_init(&cfg);
-	CHECK(!psched_cfg_from_env(&cfg), "%s", psched_errmsg());
-	CHECK(!psched_node_create(&cfg, &node), "%s", psched_errmsg());
+	CHECK(!psched_cfg_create(&cfg) && !psched_cfg_from_env(cfg) &&
+		      !psched_cfg_get(cfg, "caller-rx", caller_rx,
+				      sizeof(caller_rx)) &&
+		      !psched_cfg_get(cfg, "poll-us", poll_us,
+				      sizeof(poll_us)) &&
+		      !psched_cfg_get(cfg, "transport", transport,
+				      sizeof(transport)),
+	      "%s", psched_errmsg());
+	CHECK(!psched_node_create(cfg, &node), "%s", psched_errmsg());
+	psched_cfg_destroy(cfg);
 	for (i = 0; i < WP_WAITERS; i++) {
 		w[i] = (struct waiter){ .idx = i };
 		CHECK(!pthread_create(&th[i], NULL, waiter_main, &w[i]),
@@ -171,16 +179,17 @@ int main(void)
 	s1.caller_rx_waits -= s0.caller_rx_waits;
 	/* Only over tcp (shm does not let the caller read) and without
 	 * PS_POLL_US (its waits poll instead). */
-	rx = cfg.caller_rx && !cfg.poll_us && !strcmp(cfg.transport, "tcp");
+	rx = !strcmp(caller_rx, "1") && !strcmp(poll_us, "0") &&
+	     !strcmp(transport, "tcp");
 	CHECK(rx ? s1.caller_rx_waits > 0 : !s1.caller_rx_waits,
-	      "PS_CALLER_RX=%d: %llu of the lone waiter's %u waits read their "
+	      "PS_CALLER_RX=%s: %llu of the lone waiter's %u waits read their "
 	      "answer on its thread",
-	      cfg.caller_rx, (unsigned long long)s1.caller_rx_waits, WP_ITERS);
+	      caller_rx, (unsigned long long)s1.caller_rx_waits, WP_ITERS);
 	psched_barrier(node, PSCHED_GROUP_WORKERS, WP_TIMEOUT_MS);
 	psched_node_destroy(node);
-	printf("wait_poll: ok %u (PS_POLL_US=%u); lone waits read by the "
+	printf("wait_poll: ok %u (PS_POLL_US=%s); lone waits read by the "
 	       "caller: %llu of %u\n",
-	       total + cb_fired, cfg.poll_us,
+	       total + cb_fired, poll_us,
 	       (unsigned long long)s1.caller_rx_waits, WP_ITERS);
 	return 0;
 }

@@ -7,7 +7,7 @@
 # packaged launcher with the packaged programs, ending with exact sums.
 #
 # On this (shared) machine the packages are unpacked with dpkg -x into a
-# scratch directory, never installed: an installed libpsched.so.0 and
+# scratch directory, never installed: an installed libpsched.so.1 and
 # /usr/bin/ps-* would be found by other trees' tests.  With
 # PSCHED_DEB_INSTALL=1 (scripts/test-fresh.sh sets it in its throw-away
 # chroot) they are really installed with apt-get, the job runs from /usr,
@@ -29,7 +29,7 @@ ma=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 # would rewrite $BUILD/deb under a concurrent make).
 bash scripts/mkdeb.sh >"$TMP/mkdeb.log" 2>&1 || { cat "$TMP/mkdeb.log"; die "mkdeb.sh failed"; }
 deb() { ls "$BUILD"/deb/"$1"_"$ver"-1_*.deb 2>/dev/null; }
-for p in libpsched0 libpsched-dev psched-tools python3-psched; do
+for p in libpsched1 libpsched-dev psched-tools python3-psched; do
 	[ -f "$(deb $p)" ] || die "no $p package for $ver in $BUILD/deb"
 	info=$(dpkg-deb --info "$(deb $p)")
 	echo "$info" | grep -q "^ Version: $ver-1$" || die "$p: version is not $ver-1"
@@ -39,9 +39,9 @@ done
 grep -q "usr/include/psched.h" "$TMP/libpsched-dev.list" || die "libpsched-dev lacks psched.h"
 grep -q "usr/lib/$ma/pkgconfig/psched.pc" "$TMP/libpsched-dev.list" || die "libpsched-dev lacks psched.pc"
 field() { dpkg-deb --field "$(deb "$1")" "$2"; }
-field libpsched0 Depends | grep -q 'libprotobuf-c1' || die "libpsched0 does not depend on libprotobuf-c1: $(field libpsched0 Depends)"
-field libpsched-dev Depends | grep -q "libpsched0 (= $ver-1)" || die "libpsched-dev does not pin libpsched0: $(field libpsched-dev Depends)"
-field python3-psched Depends | grep -q 'libpsched0' || die "python3-psched does not depend on libpsched0"
+field libpsched1 Depends | grep -q 'libprotobuf-c1' || die "libpsched1 does not depend on libprotobuf-c1: $(field libpsched1 Depends)"
+field libpsched-dev Depends | grep -q "libpsched1 (= $ver-1)" || die "libpsched-dev does not pin libpsched1: $(field libpsched-dev Depends)"
+field python3-psched Depends | grep -q 'libpsched1' || die "python3-psched does not depend on libpsched1"
 field python3-psched Depends | grep -q 'python3-numpy' || die "python3-psched does not depend on python3-numpy"
 [ "$(field python3-psched Architecture)" = all ] || die "python3-psched is not Architecture: all"
 for prog in ps-scheduler ps-server ps-worker ps-bench; do
@@ -59,7 +59,7 @@ if [ "${PSCHED_DEB_INSTALL:-0}" = 1 ]; then
 	export DEBIAN_FRONTEND=noninteractive
 	apt-get install -y -qq -o DPkg::Lock::Timeout=600 "$PWD"/"$BUILD"/deb/*.deb >"$TMP/apt.log" 2>&1 ||
 		{ cat "$TMP/apt.log"; die "apt-get install of the packages failed"; }
-	trap 'apt-get purge -y -qq libpsched0 libpsched-dev psched-tools python3-psched >/dev/null 2>&1; cleanup' EXIT
+	trap 'apt-get purge -y -qq libpsched1 libpsched-dev psched-tools python3-psched >/dev/null 2>&1; cleanup' EXIT
 	R=""
 	unset PSCHED_LIBRARY PSCHED_BIN_DIR PYTHONPATH
 	export PATH=/usr/bin:/bin
@@ -67,18 +67,18 @@ if [ "${PSCHED_DEB_INSTALL:-0}" = 1 ]; then
 	man -w ps-worker >/dev/null 2>&1 || [ ! -x /usr/bin/man ] || die "man does not find ps-worker(1)"
 else
 	R=$TMP/root
-	for p in libpsched0 libpsched-dev psched-tools python3-psched; do
+	for p in libpsched1 libpsched-dev psched-tools python3-psched; do
 		dpkg-deb -x "$(deb $p)" "$R"
 	done
-	export PSCHED_LIBRARY=$R/usr/lib/$ma/libpsched.so.0
+	export PSCHED_LIBRARY=$R/usr/lib/$ma/libpsched.so.1
 	export PSCHED_BIN_DIR=$R/usr/bin
 	export PYTHONPATH=$R/usr/lib/python3/dist-packages
 	export PATH=$R/usr/bin:$PATH
 	cc_env=(PKG_CONFIG_SYSROOT_DIR="$R" PKG_CONFIG_LIBDIR="$R/usr/lib/$ma/pkgconfig:/usr/lib/$ma/pkgconfig:/usr/share/pkgconfig")
 fi
-lib=$R/usr/lib/$ma/libpsched.so.0
+lib=$R/usr/lib/$ma/libpsched.so.1
 [ -f "$lib" ] || die "no $lib"
-objdump -p "$lib" | grep -q 'SONAME *libpsched.so.0$' || die "SONAME of the packaged library is not libpsched.so.0"
+objdump -p "$lib" | grep -q 'SONAME *libpsched.so.1$' || die "SONAME of the packaged library is not libpsched.so.1"
 for prog in ps-scheduler ps-server ps-worker ps-bench; do
 	v=$("$R/usr/bin/$prog" --version) || die "$prog --version failed"
 	[ "$v" = "$prog $ver" ] || die "$prog --version says '$v', want '$prog $ver'"
@@ -94,14 +94,16 @@ cat >"$TMP/use.c" <<'C'
 #include <psched.h>
 int main(int argc, char **argv)
 {
-	struct psched_cfg cfg;
+	struct psched_cfg *cfg;
+	char nw[16];
 
-	psched_cfg_init(&cfg);
-	if (psched_cfg_from_env(&cfg)) {
+	if (psched_cfg_create(&cfg) || psched_cfg_from_env(cfg) ||
+	    psched_cfg_get(cfg, "num-worker", nw, sizeof(nw))) {
 		printf("env: %s\n", psched_errmsg());
 		return 1;
 	}
-	printf("%s %u\n", psched_version(), cfg.num_worker);
+	psched_cfg_destroy(cfg);
+	printf("%s %s\n", psched_version(), nw);
 	return argc > 1 && strcmp(argv[1], psched_version());
 }
 C
@@ -109,7 +111,7 @@ flags=$(env "${cc_env[@]}" pkg-config --cflags --libs psched) || die "pkg-config
 gcc -o "$TMP/use" "$TMP/use.c" $flags 2>"$TMP/cc.err" || { cat "$TMP/cc.err"; die "cannot build against the -dev package ($flags)"; }
 out=$(LD_LIBRARY_PATH=$R/usr/lib/$ma DMLC_NUM_WORKER=5 "$TMP/use" "$ver") || die "program built against the package: $out"
 [ "$out" = "$ver 5" ] || die "program built against the package printed '$out'"
-[ -n "$R" ] && { LD_LIBRARY_PATH=$R/usr/lib/$ma ldd "$TMP/use" | grep -q "$R/usr/lib/$ma/libpsched.so.0" || die "not linked to the packaged libpsched.so.0"; }
+[ -n "$R" ] && { LD_LIBRARY_PATH=$R/usr/lib/$ma ldd "$TMP/use" | grep -q "$R/usr/lib/$ma/libpsched.so.1" || die "not linked to the packaged libpsched.so.1"; }
 
 # The job: the packaged psched-launch, programs and Python package.
 cat >"$TMP/job.py" <<'PY'
@@ -117,7 +119,7 @@ import numpy as np, psched, sys
 kv = psched.KVStore("dist_sync")
 W, r = kv.num_workers, kv.rank
 kv.init(1, np.zeros(1000, np.float32))
-kv.init(2, np.zeros(300000, np.float32))
+kv.init(2, np.zeros(300000, np.float32))  # keys all ints (MXNet)
 for step in range(5):
     for key, n in ((1, 1000), (2, 300000)):
         out = np.empty(n, np.float32)

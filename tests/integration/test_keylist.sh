@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Key lists (psched_push_keys & co.) in real clusters on loopback: 1 server
+# Key lists (PSCHED_FAMILY_KEYLIST requests) in real clusters on loopback: 1 server
 # + 1 worker, 2 + 2 and 3 + 3; every worker checks exact sums step by step
 # against a model of all workers' pushes, pulls of subsets, pushpull,
 # pipelined steps, empty lists, and refusals with nothing stored

@@ -9,7 +9,7 @@ set -eu
 cd "$(dirname "$0")/../.."
 BUILD=${BUILD:-build}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-lib=$BUILD/lib/libpsched.so.0
+lib=$BUILD/lib/libpsched.so.1
 [ -e "$lib" ] || { echo "no $lib: run make first"; exit 1; }
 fail=0
 tmp=$(mktemp -d)

@@ -44,8 +44,8 @@ if [ -n "$prog" ]; then
 fi
 
 soname=$(readelf -d "$lib" | sed -n 's/.*Library soname: \[\(.*\)\]/\1/p')
-if [ "$soname" != libpsched.so.0 ]; then
-	echo "FAIL: SONAME is '$soname', want libpsched.so.0"
+if [ "$soname" != libpsched.so.1 ]; then
+	echo "FAIL: SONAME is '$soname', want libpsched.so.1"
 	fail=1
 fi
 
@@ -59,18 +59,22 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 make --no-print-directory BUILD="$BUILD" PREFIX="$tmp" install >"$tmp/install.log" 2>&1 ||
 	{ echo "FAIL: make install"; tail -5 "$tmp/install.log"; exit 1; }
-[ -L "$tmp/lib/libpsched.so" ] && [ -f "$tmp/lib/libpsched.so.0" ] ||
-	{ echo "FAIL: install did not lay out libpsched.so -> libpsched.so.0"; fail=1; }
+[ -L "$tmp/lib/libpsched.so" ] && [ -f "$tmp/lib/libpsched.so.1" ] ||
+	{ echo "FAIL: install did not lay out libpsched.so -> libpsched.so.1"; fail=1; }
 cat >"$tmp/use.c" <<'C'
 #include <psched.h>
 #include <stdio.h>
 #include <string.h>
 int main(void)
 {
-	struct psched_cfg cfg;
-	psched_cfg_init(&cfg);
-	printf("%s %s\n", psched_role_name(cfg.role), psched_strerror(-22));
-	return strcmp(psched_role_name(PSCHED_ROLE_SERVER), "server") != 0;
+	struct psched_cfg *cfg;
+	char role[16];
+	if (psched_cfg_create(&cfg) || psched_cfg_set(cfg, "role", "server") ||
+	    psched_cfg_get(cfg, "role", role, sizeof(role)))
+		return 1;
+	psched_cfg_destroy(cfg);
+	printf("%s %s\n", role, psched_strerror(-22));
+	return strcmp(role, psched_role_name(PSCHED_ROLE_SERVER)) != 0;
 }
 C
 export PKG_CONFIG_PATH=$tmp/lib/pkgconfig
@@ -80,8 +84,8 @@ elif ! out=$(LD_LIBRARY_PATH=$tmp/lib "$tmp/use"); then
 	echo "FAIL: the program built against the installed library failed: $out"; fail=1
 else
 	echo "pkg-config build ran: $out"
-	LD_LIBRARY_PATH=$tmp/lib ldd "$tmp/use" | grep -q "libpsched.so.0 => $tmp/lib/" ||
-		{ echo "FAIL: not linked to the installed libpsched.so.0"; ldd "$tmp/use"; fail=1; }
+	LD_LIBRARY_PATH=$tmp/lib ldd "$tmp/use" | grep -q "libpsched.so.1 => $tmp/lib/" ||
+		{ echo "FAIL: not linked to the installed libpsched.so.1"; ldd "$tmp/use"; fail=1; }
 fi
 [ $fail = 0 ] && echo "ok: exports, SONAME and pkg-config"
 exit $fail

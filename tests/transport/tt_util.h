@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "../harness.h"
+#include "cfg.h"
 #include "van.h"
 
 #define TT_MAX_CONNS 16
@@ -90,7 +91,7 @@ static const struct psched_cfg *tt_config(void)
 	static bool loaded;
 
 	if (!loaded) {
-		psched_cfg_init(&tt_cfg);
+		psd_cfg_defaults(&tt_cfg);
 		if (psched_cfg_from_env(&tt_cfg))
 			test_fail_at(__FILE__, __LINE__, "environment: %s",
 				     psched_errmsg());

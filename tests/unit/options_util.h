@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../harness.h"
+#include "cfg.h"
 #include "../../common/internal.h"
 #include "psched.h"
 
@@ -118,7 +119,7 @@ static inline void env_set(const char *name, const char *val)
 static inline void fresh(struct psched_cfg *cfg)
 {
 	env_clear();
-	psched_cfg_init(cfg);
+	psd_cfg_defaults(cfg);
 	psd_set_errmsg(0, "%s", "");
 }
 
@@ -128,7 +129,7 @@ static inline void from_env_ok_at(const char *file, int line,
 {
 	int ret;
 
-	psched_cfg_init(cfg);
+	psd_cfg_defaults(cfg);
 	ret = psched_cfg_from_env(cfg);
 	if (ret)
 		test_fail_at(file, line, "psched_cfg_from_env: %d (%s)", ret,
@@ -146,7 +147,7 @@ static inline void env_bad_at(const char *file, int line, const char *name,
 
 	env_clear();
 	env_set(name, val);
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	psd_set_errmsg(0, "%s", "");
 	ret = psched_cfg_from_env(&cfg);
 	unsetenv(name);
@@ -169,7 +170,7 @@ static inline int env_try(const char *name, const char *val)
 
 	env_clear();
 	env_set(name, val);
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	ret = psched_cfg_from_env(&cfg);
 	unsetenv(name);
 	return ret;
@@ -186,7 +187,7 @@ static inline void flag_bad_at(const char *file, int line, const char *flag,
 	int argc, ret;
 
 	snprintf(joined, sizeof(joined), "%s=%s", flag, val);
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	psd_set_errmsg(0, "%s", "");
 	argc = 3;
 	ret = psched_cfg_parse_args(&cfg, &argc, argv1, false);
@@ -198,7 +199,7 @@ static inline void flag_bad_at(const char *file, int line, const char *flag,
 			     "%s %s: message \"%s\" does not name %s", flag,
 			     val, psched_errmsg(), flag);
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	psd_set_errmsg(0, "%s", "");
 	argc = 2;
 	ret = psched_cfg_parse_args(&cfg, &argc, argv2, false);

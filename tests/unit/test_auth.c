@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../harness.h"
+#include "cfg.h"
 #include "../../common/auth.h"
 #include "../../common/digest.h"
 #include "psched.h"
@@ -294,7 +295,7 @@ static void test_auth_secret_load(void)
 
 	CHECK(fd >= 0);
 	close(fd);
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	/* None: refused, saying how to set one. */
 	CHECK_EQ(psd_auth_secret_load(&cfg, &s), -EACCES);
 	CHECK(errmsg_has("no job secret"));
@@ -367,7 +368,7 @@ static void test_auth_options(void)
 {
 	struct psched_cfg cfg;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	CHECK_EQ(cfg.allow_unauthenticated, 0);
 	CHECK_EQ(cfg.auth_timeout_ms, 5000);
 	CHECK_EQ(cfg.preauth_max_frame, 4096);

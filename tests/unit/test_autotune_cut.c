@@ -47,7 +47,7 @@ static void test_autotune_cuts_a_stuck_sample(void)
 	uint64_t now;
 	unsigned int i;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.autotune = 1;
 	cfg.autotune_steps_per_sample = 2;
 	cfg.autotune_warmup_samples = 1;
@@ -99,7 +99,7 @@ static void test_autotune_proposal_settles_once(void)
 	struct psd_autotune *at;
 	uint64_t part, credit;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.autotune = 1;
 	cfg.autotune_seed = 5;
 	CHECK_EQ(psd_autotune_create(&cfg, 1, &at), 0);

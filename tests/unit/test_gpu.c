@@ -88,7 +88,7 @@ static void test_knobs(void)
 {
 	struct psched_cfg cfg;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	CHECK_U64(cfg.gpu_stage_bytes, ==, 4u << 20);
 	CHECK_EQ(cfg.gpu_stage_bufs, 8);
 	CHECK_EQ(cfg.gpu_streams, 2);
@@ -118,7 +118,7 @@ static void test_knobs(void)
 	unsetenv("PS_GPU_STREAMS");
 	unsetenv("PS_SERVER_GPU_SUM");
 	/* PS_GPU_DIRECT: auto | 0 | 1. */
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	CHECK_STR(cfg.gpu_direct, "auto");
 	setenv("PS_GPU_DIRECT", "0", 1);
 	CHECK_EQ(psched_cfg_from_env(&cfg), 0);

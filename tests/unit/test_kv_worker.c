@@ -14,6 +14,7 @@
 
 #include "../harness.h"
 #include "../../worker/kvw.h"
+#include "../helpers/requests.h"
 #include "placement.h"
 
 #define TK_MAX_SRV 2
@@ -242,7 +243,7 @@ static struct tk_ctx *tk_setup(unsigned nsrv, uint64_t part, uint64_t credit,
 	pthread_cond_init(&t->cond, &ca);
 	pthread_condattr_destroy(&ca);
 	t->nsrv = nsrv;
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.partition_bytes = part;
 	cfg.credit_bytes = credit;
 	snprintf(cfg.scheduling, sizeof(cfg.scheduling), "priority");
@@ -820,9 +821,7 @@ static void test_kv_worker_rows_answers_checked(void)
 	tk_rows_key(t, key, 64); /* rows 0-31 on server 1, 32-63 on 2 */
 	tk_hold(&t->srv[0], true);
 	tk_hold(&t->srv[1], true);
-	CHECK_EQ(psched_row_sparse_pull(t->n, key, 2, ids, out, 0, NULL, NULL,
-					&id),
-		 0);
+	CHECK_EQ(rows_pull(t->n, key, 2, ids, out, 0, NULL, NULL, &id), 0);
 	tk_wait_logged(&t->srv[0], 1);
 	tk_wait_logged(&t->srv[1], 1);
 	tk_rows_reply(&t->srv[0], 0, -ENOSPC, 0);
@@ -830,9 +829,7 @@ static void test_kv_worker_rows_answers_checked(void)
 	CHECK_EQ(tk_wait(t, id), -ENOSPC);
 	CHECK(strstr(psched_errmsg(), "rejected row-sparse pull of key 7"));
 
-	CHECK_EQ(psched_row_sparse_push(t->n, key, 2, ids, rows, 0, NULL, NULL,
-					&id),
-		 0);
+	CHECK_EQ(rows_push(t->n, key, 2, ids, rows, 0, NULL, NULL, &id), 0);
 	tk_wait_logged(&t->srv[0], 2);
 	tk_wait_logged(&t->srv[1], 2);
 	tk_srv_answer(&t->srv[0], 1);

@@ -9,6 +9,7 @@
  */
 #define test_list tk_host_test_list
 #include "test_kv_worker.c"
+#include "../helpers/requests.h"
 #undef test_list
 
 #include "gpu/gpu.h"
@@ -146,8 +147,8 @@ static void test_gpu_push_pull_staged(void)
 		plain[i] = (uint8_t)(i * 13 + (i >> 9));
 		dev[i] = plain[i] ^ FK_DEV;
 	}
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0, NULL,
+			     NULL, &id),
 		 0);
 	CHECK_EQ(tk_wait(t, id), 0);
 	CHECK_EQ(tk_logged(fs), len / part);
@@ -161,8 +162,8 @@ static void test_gpu_push_pull_staged(void)
 	CHECK_INT(st.max_used, <=, 4);
 	CHECK_EQ(st.allocs, 1);
 
-	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0, NULL,
+			     NULL, &id),
 		 0);
 	CHECK_EQ(tk_wait(t, id), 0);
 	for (i = 0; i < len; i++)
@@ -200,12 +201,12 @@ static void test_gpu_priority_overtakes_copy_ahead(void)
 	fk_transcode(a, pla, len);
 	fk_transcode(b, plb, len);
 	tk_hold(fs, true);
-	CHECK_EQ(psched_push_device(t->n, &ka, 1, &pa, &len, PSCHED_F32, 0, 5,
-				    NULL, NULL, &ida),
+	CHECK_EQ(push_device(t->n, &ka, 1, &pa, &len, PSCHED_F32, 0, 5, NULL,
+			     NULL, &ida),
 		 0);
 	tk_wait_logged(fs, 1); /* chunk a0 out, a1 copied ahead */
-	CHECK_EQ(psched_push_device(t->n, &kb, 1, &pb, &len, PSCHED_F32, 0, 1,
-				    NULL, NULL, &idb),
+	CHECK_EQ(push_device(t->n, &kb, 1, &pb, &len, PSCHED_F32, 0, 1, NULL,
+			     NULL, &idb),
 		 0);
 	for (i = 0; i < 8; i++) {
 		CHECK_EQ(tk_logged(fs), i + 1);
@@ -246,8 +247,8 @@ static void test_gpu_chunk_too_big(void)
 	char msg[512];
 	int ret;
 
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0, NULL,
+			     NULL, &id),
 		 0);
 	ret = tk_wait(t, id);
 	snprintf(msg, sizeof(msg), "%s", psched_errmsg());
@@ -265,13 +266,13 @@ static void test_gpu_bad_device(void)
 	uint64_t key = 5, len = sizeof(dev), id;
 	const void *pv = dev;
 
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, -2, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, -2, 0, NULL,
+			     NULL, &id),
 		 -EINVAL);
 	CHECK(strstr(psched_errmsg(), "-2") != NULL);
 	/* Another device than the one this worker stages. */
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 1, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 1, 0, NULL,
+			     NULL, &id),
 		 -EINVAL);
 	CHECK(strstr(psched_errmsg(), "one device per worker") != NULL);
 	CHECK_EQ(tk_logged(&t->srv[0]), 0);
@@ -363,8 +364,8 @@ static void test_gpu_staging_held_until_answer(void)
 		fs = &t->srv[0];
 		key = tk_key_on(0, 1, len / 4, 300);
 		tk_hold(fs, true);
-		CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len,
-					    PSCHED_F32, 0, 0, NULL, NULL, &id),
+		CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
+				     NULL, NULL, &id),
 			 0);
 		if (!k) {
 			tk_wait_logged(fs, 2); /* both out, none answered */
@@ -489,8 +490,8 @@ static void test_gpu_direct_on(void)
 
 	for (i = 0; i < len; i++)
 		dev[i] = (uint8_t)(i * 31 + (i >> 10));
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0, NULL,
+			     NULL, &id),
 		 0);
 	CHECK_EQ(tk_wait(t, id), 0);
 	CHECK_EQ(tk_logged(fs), len / part);
@@ -506,8 +507,8 @@ static void test_gpu_direct_on(void)
 
 	fk_set_rx_direct(true);
 	memset(out, 0, sizeof(out));
-	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0, NULL,
+			     NULL, &id),
 		 0);
 	CHECK_EQ(tk_wait(t, id), 0);
 	for (i = 0; i < len; i++)
@@ -520,8 +521,8 @@ static void test_gpu_direct_on(void)
 
 	/* Answers the transport copies with the CPU: staged. */
 	fk_set_rx_direct(false);
-	CHECK_EQ(psched_pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(pull_device(t->n, &key, 1, &po, &len, PSCHED_F32, 0, 0, NULL,
+			     NULL, &id),
 		 0);
 	CHECK_EQ(tk_wait(t, id), 0);
 	for (i = 0; i < len; i++)
@@ -561,8 +562,8 @@ static void test_gpu_direct_off_stages(void)
 		uint64_t key = tk_key_on(0, 1, len / 4, 500 + k);
 		const void *pv = dev;
 
-		CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len,
-					    PSCHED_F32, 0, 0, NULL, NULL, &id),
+		CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
+				     NULL, NULL, &id),
 			 0);
 		CHECK_EQ(tk_wait(t, id), 0);
 		CHECK_EQ(tk_logged(fs), len / part);
@@ -592,8 +593,8 @@ static void test_gpu_direct_refused_falls_back(void)
 		dev[i] = plain[i] ^ FK_DEV;
 	}
 	atomic_store(&fkr.refuse, true);
-	CHECK_EQ(psched_push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0,
-				    NULL, NULL, &id),
+	CHECK_EQ(push_device(t->n, &key, 1, &pv, &len, PSCHED_F32, 0, 0, NULL,
+			     NULL, &id),
 		 0);
 	CHECK_EQ(tk_wait(t, id), 0);
 	CHECK_EQ(tk_logged(fs), len / part);

@@ -13,7 +13,7 @@ static void test_options_defaults(void)
 
 	env_clear();
 	memset(&cfg, 0xff, sizeof(cfg)); /* init must set every field */
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	CHECK_EQ(cfg.role, PSCHED_ROLE_WORKER);
 	CHECK_STR(cfg.root_uri, "127.0.0.1");
 	CHECK_EQ(cfg.root_port, 9091);
@@ -387,7 +387,7 @@ static void test_options_flags_unknown_strict(void)
 		char *argv2[] = { arg("prog"), arg("--num"), arg("2"), NULL };
 
 		argc = 3;
-		psched_cfg_init(&cfg);
+		psd_cfg_defaults(&cfg);
 		CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv2, true),
 			 -EINVAL);
 		CHECK(strstr(psched_errmsg(), "--num") != NULL);

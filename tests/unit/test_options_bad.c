@@ -226,11 +226,11 @@ static void test_options_flag_bad_values(void)
 		char *argv2[] = { arg("prog"), arg("--num-worker=0"), NULL };
 		int argc = 2;
 
-		psched_cfg_init(&cfg);
+		psd_cfg_defaults(&cfg);
 		CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv, false),
 			 -EINVAL);
 		argc = 2;
-		psched_cfg_init(&cfg);
+		psd_cfg_defaults(&cfg);
 		CHECK_EQ(psched_cfg_parse_args(&cfg, &argc, argv2, false),
 			 -EINVAL);
 	}

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "../harness.h"
+#include "cfg.h"
 #include "van.h"
 
 static struct {
@@ -68,7 +69,7 @@ static struct psd_van *vt_start(unsigned *port)
 	struct psd_addr a = { .host = "127.0.0.1", .port = 0 };
 	struct psd_van *van;
 
-	psched_cfg_init(&cfg);
+	psd_cfg_defaults(&cfg);
 	cfg.auth_timeout_ms = 300;
 	cfg.preauth_max_frame = 1024;
 	cfg.max_pending_auth = 2;
