@@ -23,6 +23,11 @@ struct tuner_obs {
 	unsigned int search; /* which search it belongs to */
 	bool drift; /* a locked sample that moved off: it opened the search */
 	double cond[TUNER_NCOND]; /* conditions (unit box) when measured */
+	/* the model's prediction for it before it was measured (steps/s;
+	 * NaN: none), for the model check of a retune (tuner_check.c) */
+	double pm;
+	double ps;
+	bool check_aged; /* aged by a missed check, until the lock-in */
 };
 
 struct psd_tuner {
@@ -60,6 +65,11 @@ struct psd_tuner {
 	struct psd_tuner_config cur;
 	double pred_mean; /* GP prediction for cur when proposed, or NaN */
 	double pred_sd;
+	/* A retune's first samples still to be checked against the model's
+	 * predictions (psd_tuner_model_check()); once they missed, the
+	 * search has the whole box (wide) */
+	bool check_pending;
+	bool wide;
 
 	double *win; /* scores of the sample being collected */
 	double *sorted;
@@ -243,6 +253,19 @@ static inline bool psd_tuner_log_y(const struct psd_tuner *t)
 double psd_tuner_model_y(const struct psd_tuner *t, double score);
 /* A GP mean and sd back in steps/s (log-normal median, delta-method sd). */
 void psd_tuner_model_out(const struct psd_tuner *t, double *mean, double *sd);
+
+/*
+ * The model check of a retune: once TUNER_CHECK_N samples of the search,
+ * at two configs or more, carry the prediction made for them before they
+ * were measured, *@missed says whether they disagree with it beyond the
+ * noise (the predictions' sd and the learned noise), a common offset
+ * (the level moved) allowed.  Checks once per search; *@missed false
+ * until then.  Returns 0 or a GP/BO error.
+ */
+int psd_tuner_model_check(struct psd_tuner *t, bool *missed);
+/* The relative sd of one sample as the model sees it (learned, the
+ * replicate floor, or opts.noise). */
+double psd_tuner_rel_noise(struct psd_tuner *t);
 
 /* Hand the replicate noise to the GP as a floor of its learned noise. */
 int psd_tuner_update_noise_floor(struct psd_tuner *t);

@@ -323,7 +323,7 @@ int psd_tuner_set_region(struct psd_tuner *t, int inc)
 		ret = psd_bo_set_region(t->bo, NULL, NULL);
 	/* no lock-in yet (the first search, or one started over on a
 	 * faster link, tuner_rise_search): nothing to center a region on */
-	if (ret || !t->locked_once)
+	if (ret || !t->locked_once || t->wide)
 		return ret;
 	if (t->tune_part)
 		half[k++] =

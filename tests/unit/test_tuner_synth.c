@@ -501,8 +501,11 @@ static void test_synth_10pct(void)
 	CHECK(f.tuner[0].worst >= 0.85);
 	/* a rate never seen: a region around the old lock-in moved by the
 	 * fitted shear, then around the search's best */
-	CHECK(f.tuner[1].mean >= 0.95);
-	CHECK(f.tuner[1].worst >= 0.78);
+	/* 0.957 (worst 0.812) before the retune's model check
+	 * (test_tuner_moving.c), 0.947 (0.778) with it: a never-seen rate
+	 * the peak follows the prior's way pays for its rare false alarm */
+	CHECK(f.tuner[1].mean >= 0.94);
+	CHECK(f.tuner[1].worst >= 0.76);
 	/* a rate seen before: the model carries what it learned */
 	CHECK(f.tuner[2].mean >= 0.97);
 	CHECK(f.tuner[2].worst >= 0.90);
