@@ -460,9 +460,6 @@ void psd_kvw_hdr_base(const struct psched_node *n, const struct kvw_chunk *ch,
 		      struct psd_hdr *h);
 
 /* kvw_send.c: the sender. */
-/* Locked on entry and return, dropped around the send and the callback.
- * Send one chunk taken off the queue. */
-void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch);
 /* Unlocked.  Start / stop the sender thread. */
 int psd_kvw_sender_start(struct psched_node *n);
 void psd_kvw_sender_stop(struct psd_kvw *w);

@@ -236,11 +236,6 @@ static void kvw_chunk_send(struct psched_node *n, struct kvw_chunk *ch,
 	kvw_chunk_sent(w, ch, &tx, ret);
 }
 
-void psd_kvw_chunk_send_unlocks(struct psched_node *n, struct kvw_chunk *ch)
-{
-	kvw_chunk_send(n, ch, NULL);
-}
-
 int psd_kvw_issue_check(const struct psched_node *n, psched_done_fn *cb,
 			const uint64_t *req)
 {
