@@ -30,8 +30,9 @@ void psched_cfg_destroy(struct psched_cfg *cfg)
 	free(cfg);
 }
 
-/* The option named @name: its flag, or one of its variables. */
-static const struct opt *cfg_opt(const char *name)
+/* The option named @name (its flag, or one of its variables) into *@out,
+ * or -ENOENT with psched_errmsg() saying so. */
+static int cfg_opt(const char *name, const struct opt **out)
 {
 	const struct opt *o = psd_opt_find(name, strlen(name));
 	size_t i, j;
@@ -40,24 +41,28 @@ static const struct opt *cfg_opt(const char *name)
 		for (j = 0; j < 3 && psd_opts[i].env[j]; j++)
 			if (!strcmp(psd_opts[i].env[j], name))
 				o = &psd_opts[i];
-	return o;
+	*out = o;
+	if (!o)
+		return psd_set_errmsg(-ENOENT,
+				      "no option '%s' (docs/configuration.md "
+				      "lists them)",
+				      name);
+	return 0;
 }
 
 int psched_cfg_set(struct psched_cfg *cfg, const char *name, const char *value)
 {
 	const struct opt *o;
+	int ret;
 
 	if (!cfg || !name || !value)
 		return psd_set_errmsg(-EINVAL, "psched_cfg_set: no %s",
 				      !cfg    ? "cfg"
 				      : !name ? "name"
 					      : "value");
-	o = cfg_opt(name);
-	if (!o)
-		return psd_set_errmsg(-ENOENT,
-				      "no option '%s' (docs/configuration.md "
-				      "lists them)",
-				      name);
+	ret = cfg_opt(name, &o);
+	if (ret)
+		return ret;
 	if (psd_opt_set(o, cfg, value))
 		return psd_set_errmsg(-EINVAL, "bad value '%s' for %s (%s)",
 				      psd_opt_shown(o, value), o->flag,
@@ -115,19 +120,16 @@ int psched_cfg_get(const struct psched_cfg *cfg, const char *name, char *buf,
 		   size_t size)
 {
 	const struct opt *o;
-	int n;
+	int n, ret;
 
 	if (!cfg || !name || !buf || !size)
 		return psd_set_errmsg(-EINVAL, "psched_cfg_get: no %s",
 				      !cfg    ? "cfg"
 				      : !name ? "name"
 					      : "buffer");
-	o = cfg_opt(name);
-	if (!o)
-		return psd_set_errmsg(-ENOENT,
-				      "no option '%s' (docs/configuration.md "
-				      "lists them)",
-				      name);
+	ret = cfg_opt(name, &o);
+	if (ret)
+		return ret;
 	n = cfg_format(o, cfg, buf, size);
 	if (n < 0 || (size_t)n >= size)
 		return psd_set_errmsg(-ERANGE,
