@@ -19,21 +19,29 @@ unset DMLC_ENABLE_RDMA
 ATTACK="$(dirname "$0")/shm_attack.py"
 SECS=3
 
-# job RUN ATTACK: a 1x1 job for SECS seconds; with ATTACK=silent the
-# stranger holds silent shm connections meanwhile.  Sets RATE (steps/s).
-job() {
-	local port i
+# start_1x1 WHAT: a scheduler and one server; sets SHM_PORT and TCP_PORT
+# from the new server's log (the old one's is removed first: its ports
+# must not be read back).
+start_1x1() {
+	local i log="$TMP/server1.err"
 	rm -f "$TMP"/server*.err
 	start_scheduler 1 1
 	start_servers 1
 	for i in $(seq 1 $((100 * MULT))); do
-		port=$(sed -n 's/.*transport auto: shm port \([0-9]*\) .*/\1/p' "$TMP/server1.err" 2>/dev/null)
-		[ -n "$port" ] && break
+		SHM_PORT=$(sed -n 's/.*transport auto: shm port \([0-9]*\) .*/\1/p' "$log" 2>/dev/null)
+		TCP_PORT=$(sed -n 's/.*transport auto: shm port [0-9]* .*, tcp port \([0-9]*\) .*/\1/p' "$log" 2>/dev/null)
+		[ -n "$SHM_PORT" ] && [ -n "$TCP_PORT" ] && return
 		sleep 0.1
 	done
-	[ -n "$port" ] || die "run $1: the server logged no shm port"
+	die "$1: no ports in the server's log"
+}
+
+# job RUN ATTACK: a 1x1 job for SECS seconds; with ATTACK=silent the
+# stranger holds silent shm connections meanwhile.  Sets RATE (steps/s).
+job() {
+	start_1x1 "run $1"
 	if [ "$2" = silent ]; then
-		python3 "$ATTACK" silent "$port" $((SECS + 3)) &
+		python3 "$ATTACK" silent "$SHM_PORT" $((SECS + 3)) &
 		PIDS+=($!)
 		sleep 0.5
 	fi
@@ -59,17 +67,9 @@ python3 -c "import sys; sys.exit(0 if $hit >= $bar * $calm else 1)" ||
 echo "ok silent shm connections: $hit steps/s against $calm undisturbed"
 
 # 2. A connect/close flood on both listeners.
-start_scheduler 1 1
-start_servers 1
-for i in $(seq 1 $((100 * MULT))); do
-	shm_port=$(sed -n 's/.*transport auto: shm port \([0-9]*\) .*/\1/p' "$TMP/server1.err" 2>/dev/null)
-	tcp_port=$(sed -n 's/.*transport auto: shm port [0-9]* .*, tcp port \([0-9]*\) .*/\1/p' "$TMP/server1.err" 2>/dev/null)
-	[ -n "$shm_port" ] && [ -n "$tcp_port" ] && break
-	sleep 0.1
-done
-[ -n "$shm_port" ] && [ -n "$tcp_port" ] || die "flood: no ports in the server's log"
+start_1x1 flood
 before=$(stat -c %s "$TMP/server1.err")
-made=$(python3 "$ATTACK" flood 127.0.0.1 "$tcp_port" "$shm_port" 6) ||
+made=$(python3 "$ATTACK" flood 127.0.0.1 "$TCP_PORT" "$SHM_PORT" 6) ||
 	die "flood: the attacker failed: $made"
 after=$(stat -c %s "$TMP/server1.err")
 logged=$((after - before))
