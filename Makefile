@@ -146,7 +146,7 @@ PREFIX   ?= /usr/local
 LIBDIR   ?= $(PREFIX)/lib
 
 .PHONY: all deps test test-long unit bench bench-sched bench-rdma run asan asan-build \
-        tsan tsan-build install deb test-fresh format format-check check clean help tests \
+        tsan tsan-build install deb gpu-bundle gpu-bundle-check test-fresh format format-check check clean help tests \
         fuzz soak
 .DEFAULT_GOAL := all
 # Test objects are not intermediates: keep them between runs.  (Not
@@ -351,6 +351,14 @@ install: all
 deb: all
 	$(Q)BUILD=$(BUILD) VERSION=$(VERSION) bash scripts/mkdeb.sh
 
+# The GPU check's bundle (docs/gpu.md "Checking a GPU"): everything
+# tests/gpu/gpu-check.sh needs on a bare GPU machine, in $(BUILD)/gpu-bundle;
+# gpu-bundle-check runs it in a fresh Debian 12 chroot (root, downloads).
+gpu-bundle: all tests
+	$(Q)bash scripts/gpu-bundle.sh $(BUILD) $(BUILD)/gpu-bundle
+gpu-bundle-check: gpu-bundle
+	$(Q)bash scripts/gpu-bundle-chroot.sh $(BUILD)/gpu-bundle
+
 # The README's two commands in a fresh Debian 12 chroot (debootstrap;
 # root, downloads, long; not part of make test).  scripts/test-fresh.sh.
 test-fresh:
@@ -368,6 +376,6 @@ clean:
 	rm -rf build build-asan build-tsan build-fuzz
 
 help:
-	@echo "targets: all test test-long bench bench-sched bench-rdma run asan asan-build tsan tsan-build fuzz soak install deb test-fresh format format-check check clean"
+	@echo "targets: all test test-long bench bench-sched bench-rdma run asan asan-build tsan tsan-build fuzz soak install deb gpu-bundle gpu-bundle-check test-fresh format format-check check clean"
 
 -include $(shell find $(BUILD)/obj -name '*.d' 2>/dev/null)
