@@ -47,7 +47,7 @@ if [ ! -x "$root/usr/bin/python3" ]; then
 	}
 fi
 # What the base has of psched's libraries: nothing may be found there.
-for l in libprotobuf-c.so.1 libgsl.so.27 libibverbs.so.1 libnettle.so.8; do
+for l in libprotobuf-c.so.1 libgsl.so.27 libibverbs.so.1 librdmacm.so.1; do
 	if [ -n "$(find "$root/usr/lib" -name "$l" 2>/dev/null)" ]; then
 		echo "gpu-bundle-chroot: the chroot has $l already; not a bare system" >&2
 		exit 1
