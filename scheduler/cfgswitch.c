@@ -16,7 +16,43 @@
 bool psd_sched_is_live_worker(const struct sched_node *sn)
 {
 	return sn->used && !sn->dead && !sn->closed && !sn->finalized &&
-	       sn->role == PSCHED_ROLE_WORKER;
+	       !sn->left && sn->role == PSCHED_ROLE_WORKER;
+}
+
+/* The membership a new switch carries: every worker not out. */
+static void sched_members_fill(struct psd_sched *s)
+{
+	unsigned i;
+
+	memset(s->sw.members, 0, s->members_len);
+	s->sw.nmembers = 0;
+	for (i = 0; i < s->cap; i++) {
+		const struct sched_node *sn = &s->nodes[i];
+
+		if (!sn->used || sn->role != PSCHED_ROLE_WORKER || sn->out)
+			continue;
+		s->sw.members[sn->rank / 8] |= (uint8_t)(1u << (sn->rank % 8));
+		s->sw.nmembers++;
+	}
+}
+
+/* The open switch committed from step @from: who is out is gone. */
+static void sched_members_commit(struct psd_sched *s, uint64_t from)
+{
+	unsigned i;
+
+	for (i = 0; i < s->cap; i++) {
+		struct sched_node *sn = &s->nodes[i];
+
+		if (!sn->used || sn->role != PSCHED_ROLE_WORKER || sn->left ||
+		    (s->sw.members[sn->rank / 8] & (1u << (sn->rank % 8))))
+			continue;
+		sn->left = true;
+		psd_info("%s left the job: %u workers push each step from "
+			 "step %llu (config epoch %u)",
+			 sn->desc, s->sw.nmembers, (unsigned long long)from,
+			 s->sw.epoch);
+	}
 }
 
 static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
@@ -32,6 +68,11 @@ static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
 	c.credit_bytes = s->sw.credit;
 	c.apply_from_step = from_step;
 	c.phase = phase;
+	if (phase == PSCHED__CONFIG__PHASE__COMMIT) {
+		c.num_members = s->sw.nmembers;
+		c.members.data = s->sw.members;
+		c.members.len = s->members_len;
+	}
 	m.body_case = PSCHED__CONTROL__BODY_CONFIG;
 	m.config = &c;
 	for (i = 0; i < s->cap; i++) {
@@ -101,6 +142,7 @@ void psd_sched_cfg_check(struct psched_node *n)
 	s->cur_part = s->sw.part;
 	s->cur_credit = s->sw.credit;
 	s->switches_committed++;
+	sched_members_commit(s, from);
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
 	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
 		 "from step %llu",
@@ -126,6 +168,7 @@ static int sched_propose(struct psched_node *n, uint64_t part, uint64_t credit,
 	s->sw.part = part;
 	s->sw.credit = credit;
 	s->sw.max_step = 0;
+	sched_members_fill(s);
 	s->sw.deadline_ms = psd_now_ms() + n->cfg.heartbeat_timeout_ms;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
 	psd_sched_cfg_check(n); /* no live worker: called off at once */
@@ -224,6 +267,34 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 			     m->step_time_s, m->link_bytes_per_s, m->link_floor,
 			     m->min_rtt_s, m->compute_s);
 	psd_sched_autotune_kick(n);
+}
+
+void psd_sched_members_kick(struct psched_node *n)
+{
+	struct psd_sched *s = psd_sched_of(n);
+	unsigned i;
+
+	if (s->sw.open || s->shutdown_sent || !s->table_sent)
+		return;
+	for (i = 0; i < s->cap; i++) {
+		const struct sched_node *sn = &s->nodes[i];
+
+		if (sn->used && sn->out && !sn->left && !sn->dead)
+			break;
+	}
+	if (i < s->cap)
+		(void)sched_propose(n, s->cur_part, s->cur_credit, NULL);
+}
+
+void psd_sched_on_leave(struct psched_node *n, struct sched_node *sn)
+{
+	if (sn->role != PSCHED_ROLE_WORKER || sn->out) {
+		psd_warn("%s asked to leave twice, or is no worker", sn->desc);
+		return;
+	}
+	sn->out = true;
+	psd_info("%s asks to leave the job", sn->desc);
+	psd_sched_members_kick(n);
 }
 
 /* --config-cycle: propose the next config when its time has come. */

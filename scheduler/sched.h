@@ -28,6 +28,10 @@ struct sched_node {
 	bool finalized;
 	bool closed;
 	uint32_t acked_epoch; /* last config PREPARE it answered */
+	/* Membership (worker): @out once it asked to leave (the next switch
+	 * proposes a membership without it), @left once that committed. */
+	bool out;
+	bool left;
 	char desc[96];
 	/* For the metrics (metrics.h): the counters of its last heartbeat
 	 * and, for a worker, its last step report. */
@@ -47,6 +51,8 @@ struct sched_cfg_switch {
 	uint64_t max_step; /* highest step any worker acked */
 	uint64_t deadline_ms;
 	struct psd_cfg_proposal *prop; /* whose config it carries, or NULL */
+	uint8_t *members; /* the membership it carries: worker rank bitmap */
+	unsigned nmembers;
 };
 
 #define SCHED_CYCLE_MAX 32
@@ -84,6 +90,7 @@ struct psd_sched {
 	uint32_t last_epoch;
 	uint64_t last_apply_step;
 	struct sched_cfg_switch sw;
+	size_t members_len; /* bytes of a membership bitmap */
 	struct sched_cycle cycle;
 	struct psd_autotune *at; /* --autotune, else NULL */
 	/* The config in force (the last committed) and what happened. */
@@ -125,6 +132,10 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 			  const Psched__Metrics *m);
 /* --config-cycle: propose the next config when its time has come. */
 void psd_sched_cycle_tick(struct psched_node *n, uint64_t now);
+/* A worker asked to leave (psched_leave()). */
+void psd_sched_on_leave(struct psched_node *n, struct sched_node *sn);
+/* A membership change is due and nothing is open: propose it. */
+void psd_sched_members_kick(struct psched_node *n);
 /* "PART:CREDIT,PART:CREDIT,..." with K/M/G suffixes; -EINVAL if bad. */
 int psd_sched_cycle_parse(const char *spec, struct sched_cycle *cy);
 

@@ -150,6 +150,17 @@ static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
 	return true;
 }
 
+/* A push of a step whose (known) config leaves its worker out. */
+static bool kvs_not_member(const struct psd_kvs *s, const struct psd_hdr *h,
+			   int wrank)
+{
+	if (h->epoch > psd_cfgtab_last(&s->cfgs)->epoch)
+		return false;
+	return wrank < 0 ||
+	       !psd_cfg_is_member(psd_cfgtab_for_step(&s->cfgs, h->step),
+				  (unsigned)wrank);
+}
+
 int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
 		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
 		       uint64_t open, const char *what, void **dst)
@@ -184,6 +195,14 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, -EPROTO,
 			       "chunk cut with another config epoch than its "
 			       "step's");
+		return PSD_RX_DISCARD;
+	}
+	if (kvs_not_member(s, h, kc->wrank)) {
+		psd_kvs_rejectf(n, c, h, -EPROTO,
+				"worker rank %d is no member of step %llu "
+				"(config epoch %u): it left the job",
+				kc->wrank, (unsigned long long)h->step,
+				h->epoch);
 		return PSD_RX_DISCARD;
 	}
 	if (h->step <= e->version) {
