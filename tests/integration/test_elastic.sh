@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Elastic membership (docs/elastic.md): a worker leaves a running job on
+# purpose (psched_leave(), ps-worker --leave-after) and the others go on.
+# 2 servers x 3 workers, ps-worker's exact-sum checks: every step a
+# worker verifies must equal the sum over that step's members (the
+# leaver's pushes up to its last step, only the others' after it), and
+# the job must finish.  Servers that still counted 3 pushes would stall
+# the others' steps; ones that summed a wrong set fail the check.
+# PS_TEST_SEED picks the step it leaves after (printed).
+. "$(dirname "$0")/lib.sh"
+
+seed=${PS_TEST_SEED:-$(( $(date +%s) % 1000 ))}
+steps=12
+leave=$(( seed % (steps - 2) + 1 ))
+echo "seed $seed: worker 3 leaves after step $leave of $steps"
+
+export PS_VERBOSE=1
+args=(--steps "$steps" --keys 2 --sizes 4,1001,64K,1M --seed "$seed"
+	--timeout $((20000 * MULT)))
+start_scheduler 2 3
+start_servers 2
+start_workers 2 "${args[@]}"
+"$BIN/ps-worker" "${args[@]}" --leave-after "$leave" \
+	>"$TMP/worker3.out" 2>"$TMP/worker3.err" &
+WORKER_PIDS+=($!)
+PIDS+=($!)
+job_verified "leave after step $leave" 120
+grep -q "left the job after $leave steps" "$TMP/worker3.out" ||
+	die "worker 3 did not say it left: $(cat "$TMP/worker3.out")"
+for i in 1 2; do
+	grep -q "rank .*: $steps steps x" "$TMP/worker$i.out" ||
+		die "worker $i did not run all $steps steps: $(cat "$TMP/worker$i.out")"
+done
+grep -q "left the job: 2 workers push each step from step $((leave + 1))" \
+	"$TMP/sched.err" ||
+	die "the scheduler did not commit the membership from step $((leave + 1)): $(grep -i left "$TMP/sched.err")"
+echo "ok worker 3 left after step $leave; 2 workers verified $steps steps"
+exit 0
