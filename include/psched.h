@@ -170,6 +170,13 @@ int psched_leave(struct psched_node *node, unsigned timeout_ms);
  */
 int psched_step_members(struct psched_node *node, uint64_t step,
 			unsigned *ranks, unsigned cap);
+/*
+ * Worker: how many workers' pushes the last step this worker pushed of
+ * dense key @key sums (what an average of its answer divides by); the
+ * first step's members for a key it never pushed.  -EINVAL: not a
+ * worker.
+ */
+int psched_key_members(struct psched_node *node, uint64_t key);
 
 /* Wait until every node of @group (PSCHED_GROUP_*) reaches a barrier. */
 int psched_barrier(struct psched_node *node, unsigned group,

@@ -19,7 +19,12 @@ bool psd_sched_is_live_worker(const struct sched_node *sn)
 	       !sn->left && sn->role == PSCHED_ROLE_WORKER;
 }
 
-/* The membership a new switch carries: every worker not out. */
+/*
+ * The membership a new switch carries: every worker that did not leave,
+ * and for a membership-only switch, none that asked to.  Other switches
+ * keep the leavers: they start after every worker's last step, which may
+ * be past a leaver's.
+ */
 static void sched_members_fill(struct psd_sched *s)
 {
 	unsigned i;
@@ -29,7 +34,8 @@ static void sched_members_fill(struct psd_sched *s)
 	for (i = 0; i < s->cap; i++) {
 		const struct sched_node *sn = &s->nodes[i];
 
-		if (!sn->used || sn->role != PSCHED_ROLE_WORKER || sn->out)
+		if (!sn->used || sn->role != PSCHED_ROLE_WORKER || sn->left ||
+		    (sn->out && s->sw.members_only))
 			continue;
 		s->sw.members[sn->rank / 8] |= (uint8_t)(1u << (sn->rank % 8));
 		s->sw.nmembers++;
@@ -107,6 +113,29 @@ static void sched_cfg_abort(struct psched_node *n)
 }
 
 /*
+ * The first step of the open switch: after the highest step any worker
+ * pushed; a membership-only switch after the highest step a leaver
+ * pushed (the others may have pushed one more: its layout is the same,
+ * and the servers count it without the leavers).
+ */
+static uint64_t sched_cfg_first_step(const struct psd_sched *s)
+{
+	uint64_t max = 0;
+	unsigned i;
+
+	if (!s->sw.members_only)
+		return s->sw.max_step + 1;
+	for (i = 0; i < s->cap; i++) {
+		const struct sched_node *sn = &s->nodes[i];
+
+		if (sn->used && sn->out && !sn->left &&
+		    sn->acked_epoch == s->sw.epoch && sn->acked_step > max)
+			max = sn->acked_step;
+	}
+	return max + 1;
+}
+
+/*
  * Commit the open switch once every live worker acknowledged it.  When no
  * live worker is left (the last one finalized or died before answering)
  * the switch is called off: a commit then would know no worker's step and
@@ -134,7 +163,7 @@ void psd_sched_cfg_check(struct psched_node *n)
 		sched_cfg_abort(n);
 		return;
 	}
-	from = s->sw.max_step + 1;
+	from = sched_cfg_first_step(s);
 	if (from <= s->last_apply_step)
 		from = s->last_apply_step + 1;
 	s->last_apply_step = from;
@@ -153,6 +182,18 @@ void psd_sched_cfg_check(struct psched_node *n)
 
 /* Open a switch to @part/@credit on behalf of @p (settled when it
  * closes, which may be inside this call), or of nobody. */
+/* A worker asked to leave and no commit took it out yet. */
+static bool sched_leaver_waits(const struct psd_sched *s)
+{
+	unsigned i;
+
+	for (i = 0; i < s->cap; i++)
+		if (s->nodes[i].used && s->nodes[i].out && !s->nodes[i].left &&
+		    !s->nodes[i].dead)
+			return true;
+	return false;
+}
+
 static int sched_propose(struct psched_node *n, uint64_t part, uint64_t credit,
 			 struct psd_cfg_proposal *p)
 {
@@ -168,6 +209,8 @@ static int sched_propose(struct psched_node *n, uint64_t part, uint64_t credit,
 	s->sw.part = part;
 	s->sw.credit = credit;
 	s->sw.max_step = 0;
+	s->sw.members_only = !p && part == s->cur_part &&
+			     credit == s->cur_credit && sched_leaver_waits(s);
 	sched_members_fill(s);
 	s->sw.deadline_ms = psd_now_ms() + n->cfg.heartbeat_timeout_ms;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
@@ -193,6 +236,7 @@ void psd_sched_on_config_ack(struct psched_node *n, struct sched_node *sn,
 		return;
 	}
 	sn->acked_epoch = a->epoch;
+	sn->acked_step = a->max_step;
 	if (a->max_step > s->sw.max_step)
 		s->sw.max_step = a->max_step;
 	psd_sched_cfg_check(n);
@@ -272,17 +316,10 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 void psd_sched_members_kick(struct psched_node *n)
 {
 	struct psd_sched *s = psd_sched_of(n);
-	unsigned i;
 
 	if (s->sw.open || s->shutdown_sent || !s->table_sent)
 		return;
-	for (i = 0; i < s->cap; i++) {
-		const struct sched_node *sn = &s->nodes[i];
-
-		if (sn->used && sn->out && !sn->left && !sn->dead)
-			break;
-	}
-	if (i < s->cap)
+	if (sched_leaver_waits(s))
 		(void)sched_propose(n, s->cur_part, s->cur_credit, NULL);
 }
 

@@ -32,6 +32,7 @@ struct sched_node {
 	 * proposes a membership without it), @left once that committed. */
 	bool out;
 	bool left;
+	uint64_t acked_step; /* the max_step of that answer */
 	char desc[96];
 	/* For the metrics (metrics.h): the counters of its last heartbeat
 	 * and, for a worker, its last step report. */
@@ -53,6 +54,9 @@ struct sched_cfg_switch {
 	struct psd_cfg_proposal *prop; /* whose config it carries, or NULL */
 	uint8_t *members; /* the membership it carries: worker rank bitmap */
 	unsigned nmembers;
+	/* Only the membership changes (psd_sched_members_kick()): it starts
+	 * after the leavers' last step, and the layout stays. */
+	bool members_only;
 };
 
 #define SCHED_CYCLE_MAX 32

@@ -135,12 +135,18 @@ static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
 static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
 			       const struct psd_conn *c)
 {
-	const struct psd_cfg_entry *want;
+	const struct psd_cfg_entry *want, *got;
 
 	if (h->epoch > psd_cfgtab_last(&s->cfgs)->epoch)
 		return false;
 	want = psd_cfgtab_for_step(&s->cfgs, h->step);
 	if (want->epoch == h->epoch)
+		return false;
+	/* Cut before a membership-only switch that starts at its step
+	 * (docs/elastic.md): the same layout, counted with the new members. */
+	got = psd_cfgtab_find(&s->cfgs, h->epoch);
+	if (got && got->epoch < want->epoch &&
+	    got->partition_bytes == want->partition_bytes)
 		return false;
 	psd_err("%s pushed key %llu step %llu with config epoch %u, but "
 		"that step belongs to epoch %u (from step %llu)",

@@ -229,7 +229,11 @@ static void kvs_step_settle(struct psched_node *n, struct psd_kvs_entry *e)
 	uint64_t i;
 
 	c = psd_cfgtab_for_step(&s->cfgs, e->version + 1);
-	if (c->epoch != e->want_epoch) {
+	if (e->want != KVS_WANT_PENDING) {
+		/* Opened under an older epoch that a membership-only switch
+		 * from this step replaced: count its members. */
+		e->want_epoch = c->epoch;
+	} else if (c->epoch != e->want_epoch) {
 		psd_err("key %llu step %llu: pushed with config epoch %u, but "
 			"the step belongs to epoch %u",
 			(unsigned long long)e->key,
@@ -257,10 +261,15 @@ void psd_kvs_step_config(struct psched_node *n)
 	struct psd_kvs_entry *e;
 	size_t pos = 0;
 
-	while ((e = psd_map_next(&s->entries, &pos, NULL)))
-		if (e->open && e->want == KVS_WANT_PENDING &&
-		    e->want_epoch <= last)
+	while ((e = psd_map_next(&s->entries, &pos, NULL))) {
+		if (!e->open)
+			continue;
+		if (e->want == KVS_WANT_PENDING
+			    ? e->want_epoch <= last
+			    : psd_cfgtab_for_step(&s->cfgs, e->version + 1)
+					      ->epoch != e->want_epoch)
 			kvs_step_settle(n, e);
+	}
 }
 
 /* Pushes that arrived for later steps, in arrival order.  Applying one

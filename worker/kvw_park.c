@@ -155,7 +155,10 @@ static void kvw_commit(struct psched_node *n, const Psched__Config *m)
 
 	step = w->preparing && w->prep_epoch == m->epoch ? w->prep_step
 							 : w->max_step;
-	if (m->epoch && m->apply_from_step <= step)
+	/* A membership-only switch may start at a step this worker pushed
+	 * (docs/elastic.md): its layout is the one it was cut with. */
+	if (m->epoch && m->apply_from_step <= step &&
+	    m->partition_bytes != psd_cfgtab_last(&w->cfgs)->partition_bytes)
 		psd_err("config epoch %u starts at step %llu, but this "
 			"worker already pushed step %llu",
 			m->epoch, (unsigned long long)m->apply_from_step,
@@ -294,6 +297,23 @@ int psched_leave(struct psched_node *n, unsigned timeout_ms)
 	return ret;
 }
 
+/*
+ * Locked.  An open PREPARE may end in a commit that changes the members
+ * of a step already answered (the servers had the commit first): wait
+ * for it to close, at most PS_REQUEST_TIMEOUT.
+ */
+static void kvw_prepare_settle(struct psched_node *n)
+{
+	struct psd_kvw *w = kvw_of(n);
+	uint64_t deadline = psd_now_ms() + n->cfg.request_timeout_ms;
+	struct timespec ts;
+
+	while (w->preparing && psd_now_ms() < deadline) {
+		psd_deadline(&ts, 5);
+		pthread_cond_timedwait(&w->cond, &w->lock, &ts);
+	}
+}
+
 int psched_step_members(struct psched_node *n, uint64_t step, unsigned *ranks,
 			unsigned cap)
 {
@@ -307,6 +327,7 @@ int psched_step_members(struct psched_node *n, uint64_t step, unsigned *ranks,
 					       "worker node, or no array");
 	w = kvw_of(n);
 	pthread_mutex_lock(&w->lock);
+	kvw_prepare_settle(n);
 	e = psd_cfgtab_for_step(&w->cfgs, step);
 	for (r = 0; r < n->num_worker; r++) {
 		if (!psd_cfg_is_member(e, r))
@@ -317,4 +338,23 @@ int psched_step_members(struct psched_node *n, uint64_t step, unsigned *ranks,
 	}
 	pthread_mutex_unlock(&w->lock);
 	return (int)cnt;
+}
+
+int psched_key_members(struct psched_node *n, uint64_t key)
+{
+	const struct kvw_key *k;
+	struct psd_kvw *w;
+	int cnt;
+
+	if (!n || n->cfg.role != PSCHED_ROLE_WORKER || !kvw_of(n))
+		return psd_set_errmsg(-EINVAL, "psched_key_members: not a "
+					       "worker node");
+	w = kvw_of(n);
+	pthread_mutex_lock(&w->lock);
+	kvw_prepare_settle(n);
+	k = psd_map_get(&w->keys, key);
+	cnt = (int)psd_cfg_nmembers(
+		psd_cfgtab_for_step(&w->cfgs, k ? k->step : 0), n->num_worker);
+	pthread_mutex_unlock(&w->lock);
+	return cnt;
 }

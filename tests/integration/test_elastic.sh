@@ -11,7 +11,7 @@
 
 seed=${PS_TEST_SEED:-$(( $(date +%s) % 1000 ))}
 steps=12
-leave=$(( seed % (steps - 2) + 1 ))
+leave=$(( seed % 6 + 1 ))
 echo "seed $seed: worker 3 leaves after step $leave of $steps"
 
 export PS_VERBOSE=1
@@ -35,4 +35,34 @@ grep -q "left the job: 2 workers push each step from step $((leave + 1))" \
 	"$TMP/sched.err" ||
 	die "the scheduler did not commit the membership from step $((leave + 1)): $(grep -i left "$TMP/sched.err")"
 echo "ok worker 3 left after step $leave; 2 workers verified $steps steps"
+
+# The same from Python: KVStore.leave(), and psched.torch.join() (whose
+# averages must divide by the members left) where torch is installed.
+. "$(dirname "$0")/pylib.sh"
+py_job() { # WHAT ARGS...
+	local what=$1 i p
+	shift
+	start_scheduler 2 3
+	start_servers 2
+	WORKER_PIDS=()
+	for i in 1 2 3; do
+		DMLC_ROLE=worker "$PYTHON" tests/python/elastic_leave.py "$@" \
+			>"$TMP/py$i.out" 2>"$TMP/py$i.err" &
+		WORKER_PIDS+=($!)
+		PIDS+=($!)
+	done
+	for p in "${WORKER_PIDS[@]}" "${SERVER_PIDS[@]}" "$SCHED_PID"; do
+		wait_pid "$p" 120 || die "$what: process $p exited $?: $(cat "$TMP"/py*.err)"
+	done
+	[ "$(cat "$TMP"/py*.out | grep -c "verified $2 steps")" = 2 ] &&
+		grep -q "left after $1 steps" "$TMP"/py*.out ||
+		die "$what: $(cat "$TMP"/py*.out)"
+	echo "ok $what: one worker left after step $1, two verified $2 steps"
+}
+py_job "KVStore.leave()" "$leave" 8
+if PSCHED_NO_INSTALL=1 have_torch && [ -z "${PY_SANITIZED:-}" ]; then
+	py_job "psched.torch.join()" "$leave" 8 --torch
+else
+	echo "psched.torch.join() not run: python3-torch is not installed"
+fi
 exit 0
