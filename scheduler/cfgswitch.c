@@ -135,6 +135,48 @@ static uint64_t sched_cfg_first_step(const struct psd_sched *s)
 	return max + 1;
 }
 
+/* Remember the open switch's commit from step @from. */
+static void sched_hist_push(struct psd_sched *s, uint64_t from)
+{
+	if (s->nhist == SCHED_HIST) {
+		memmove(s->hist, s->hist + 1, sizeof(s->hist[0]) * --s->nhist);
+	}
+	s->hist[s->nhist++] =
+		(struct sched_commit){ from, s->sw.part, s->sw.credit };
+}
+
+/*
+ * A membership-only switch from step @from keeps the layout in force
+ * there.  A size switch committed before the leave may start later than
+ * @from (the others pushed one step more than the leaver): the new
+ * epoch, newer and starting earlier, overrides it (the newest epoch
+ * whose start has come wins), so those sizes are proposed again after.
+ */
+static void sched_members_layout(struct psd_sched *s, uint64_t from)
+{
+	const struct sched_commit *c = &s->hist[0];
+	unsigned i;
+
+	for (i = s->nhist; i-- > 0;)
+		if (s->hist[i].from <= from) {
+			c = &s->hist[i];
+			break;
+		}
+	s->sw.part = c->part;
+	s->sw.credit = c->credit;
+	if (c->part == s->cur_part && c->credit == s->cur_credit)
+		return;
+	s->reapply = true;
+	s->reapply_part = s->cur_part;
+	s->reapply_credit = s->cur_credit;
+	psd_info("config epoch %u from step %llu keeps that step's layout "
+		 "(partition %llu bytes); partition %llu bytes, credit %llu "
+		 "bytes follow in the next epoch",
+		 s->sw.epoch, (unsigned long long)from,
+		 (unsigned long long)c->part, (unsigned long long)s->cur_part,
+		 (unsigned long long)s->cur_credit);
+}
+
 /*
  * Commit the open switch once every live worker acknowledged it.  When no
  * live worker is left (the last one finalized or died before answering)
@@ -164,9 +206,13 @@ void psd_sched_cfg_check(struct psched_node *n)
 		return;
 	}
 	from = sched_cfg_first_step(s);
-	if (from <= s->last_apply_step)
+	if (s->sw.members_only)
+		sched_members_layout(s, from);
+	else if (from <= s->last_apply_step)
 		from = s->last_apply_step + 1;
-	s->last_apply_step = from;
+	if (from > s->last_apply_step)
+		s->last_apply_step = from;
+	sched_hist_push(s, from);
 	s->cur_epoch = s->sw.epoch;
 	s->cur_part = s->sw.part;
 	s->cur_credit = s->sw.credit;
@@ -202,6 +248,10 @@ static int sched_propose(struct psched_node *n, uint64_t part, uint64_t credit,
 	if (!s->table_sent || s->shutdown_sent || s->done)
 		return -EAGAIN;
 	if (s->sw.open)
+		return -EBUSY;
+	/* While a worker waits to leave, only its membership switch runs. */
+	if ((p || part != s->cur_part || credit != s->cur_credit) &&
+	    sched_leaver_waits(s))
 		return -EBUSY;
 	s->sw.open = true;
 	s->sw.prop = p;
@@ -321,6 +371,9 @@ void psd_sched_members_kick(struct psched_node *n)
 		return;
 	if (sched_leaver_waits(s))
 		(void)sched_propose(n, s->cur_part, s->cur_credit, NULL);
+	else if (s->reapply &&
+		 !sched_propose(n, s->reapply_part, s->reapply_credit, NULL))
+		s->reapply = false;
 }
 
 void psd_sched_on_leave(struct psched_node *n, struct sched_node *sn)
@@ -331,6 +384,13 @@ void psd_sched_on_leave(struct psched_node *n, struct sched_node *sn)
 	}
 	sn->out = true;
 	psd_info("%s asks to leave the job", sn->desc);
+	/* A switch of sizes still open would start after the others' last
+	 * step, which may be past the leaver's: call it off, leave first. */
+	if (psd_sched_of(n)->sw.open && !psd_sched_of(n)->sw.members_only) {
+		psd_info("config epoch %u called off: %s leaves first",
+			 psd_sched_of(n)->sw.epoch, sn->desc);
+		sched_cfg_abort(n);
+	}
 	psd_sched_members_kick(n);
 }
 

@@ -60,6 +60,14 @@ struct sched_cfg_switch {
 };
 
 #define SCHED_CYCLE_MAX 32
+#define SCHED_HIST	8
+
+/* One committed config: the layout in force from @from. */
+struct sched_commit {
+	uint64_t from;
+	uint64_t part;
+	uint64_t credit;
+};
 
 /* --config-cycle: configs proposed in turn every --config-interval. */
 struct sched_cycle {
@@ -101,6 +109,15 @@ struct psd_sched {
 	uint32_t cur_epoch;
 	uint64_t cur_part;
 	uint64_t cur_credit;
+	/* The last commits, oldest first (the first the initial config):
+	 * the layout a membership-only switch keeps at its first step. */
+	struct sched_commit hist[SCHED_HIST];
+	unsigned nhist;
+	/* Sizes a membership-only switch from an earlier step overrode:
+	 * proposed again once it committed. */
+	bool reapply;
+	uint64_t reapply_part;
+	uint64_t reapply_credit;
 	uint64_t switches_committed;
 	uint64_t switches_aborted;
 	uint64_t declared_dead;

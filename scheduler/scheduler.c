@@ -624,6 +624,8 @@ static int sched_alloc(struct psched_node *n)
 	}
 	s->cur_part = n->cfg.partition_bytes;
 	s->cur_credit = n->cfg.credit_bytes;
+	s->hist[0] = (struct sched_commit){ 0, s->cur_part, s->cur_credit };
+	s->nhist = 1;
 	s->start_ms = psd_now_ms();
 	return 0;
 }

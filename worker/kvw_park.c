@@ -158,7 +158,9 @@ static void kvw_commit(struct psched_node *n, const Psched__Config *m)
 	/* A membership-only switch may start at a step this worker pushed
 	 * (docs/elastic.md): its layout is the one it was cut with. */
 	if (m->epoch && m->apply_from_step <= step &&
-	    m->partition_bytes != psd_cfgtab_last(&w->cfgs)->partition_bytes)
+	    m->partition_bytes !=
+		    psd_cfgtab_for_step(&w->cfgs, m->apply_from_step)
+			    ->partition_bytes)
 		psd_err("config epoch %u starts at step %llu, but this "
 			"worker already pushed step %llu",
 			m->epoch, (unsigned long long)m->apply_from_step,

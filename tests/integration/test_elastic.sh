@@ -17,24 +17,36 @@ echo "seed $seed: worker 3 leaves after step $leave of $steps"
 export PS_VERBOSE=1
 args=(--steps "$steps" --keys 2 --sizes 4,1001,64K,1M --seed "$seed"
 	--timeout $((20000 * MULT)))
-start_scheduler 2 3
-start_servers 2
-start_workers 2 "${args[@]}"
-"$BIN/ps-worker" "${args[@]}" --leave-after "$leave" \
-	>"$TMP/worker3.out" 2>"$TMP/worker3.err" &
-WORKER_PIDS+=($!)
-PIDS+=($!)
-job_verified "leave after step $leave" 120
-grep -q "left the job after $leave steps" "$TMP/worker3.out" ||
-	die "worker 3 did not say it left: $(cat "$TMP/worker3.out")"
-for i in 1 2; do
-	grep -q "rank .*: $steps steps x" "$TMP/worker$i.out" ||
-		die "worker $i did not run all $steps steps: $(cat "$TMP/worker$i.out")"
-done
-grep -q "left the job: 2 workers push each step from step $((leave + 1))" \
-	"$TMP/sched.err" ||
-	die "the scheduler did not commit the membership from step $((leave + 1)): $(grep -i left "$TMP/sched.err")"
-echo "ok worker 3 left after step $leave; 2 workers verified $steps steps"
+# leave_job WHAT SCHEDULER-ARGS...: the C job, worker 3 leaving
+leave_job() {
+	local what=$1 i
+	shift
+	start_scheduler 2 3 "$@"
+	start_servers 2
+	start_workers 2 "${args[@]}"
+	"$BIN/ps-worker" "${args[@]}" --leave-after "$leave" \
+		>"$TMP/worker3.out" 2>"$TMP/worker3.err" &
+	WORKER_PIDS+=($!)
+	PIDS+=($!)
+	job_verified "$what, leave after step $leave" 120
+	grep -q "left the job after $leave steps" "$TMP/worker3.out" ||
+		die "$what: worker 3 did not say it left: $(cat "$TMP/worker3.out")"
+	for i in 1 2; do
+		grep -q "rank .*: $steps steps x" "$TMP/worker$i.out" ||
+			die "$what: worker $i did not run all $steps steps: $(cat "$TMP/worker$i.out")"
+	done
+	grep -q "left the job: 2 workers push each step from step $((leave + 1))" \
+		"$TMP/sched.err" ||
+		die "$what: the scheduler did not commit the membership from step $((leave + 1)): $(grep -i left "$TMP/sched.err")"
+	echo "ok $what: worker 3 left after step $leave; 2 workers verified $steps steps" \
+		"($(grep -c 'config epoch [0-9]*: partition' "$TMP/sched.err") switches committed," \
+		"$(grep -c 'called off' "$TMP/sched.err") called off)"
+}
+leave_job "no other switch"
+# Size switches every 10 ms around the leave: one open when it comes is
+# called off, none starts until the membership is committed.
+leave_job "config cycle" --config-cycle "64K:64K,4K:16K,1M:0" \
+	--config-interval 0.01
 
 # The same from Python: KVStore.leave(), and psched.torch.join() (whose
 # averages must divide by the members left) where torch is installed.
