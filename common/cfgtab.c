@@ -2,6 +2,7 @@
 /* Config epochs: the table every worker and server keeps (cfgtab.h). */
 #include <errno.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cfgtab.h"
 
@@ -23,6 +24,10 @@ int psd_cfgtab_init(struct psd_cfgtab *t, uint64_t partition_bytes,
 
 void psd_cfgtab_fini(struct psd_cfgtab *t)
 {
+	size_t i;
+
+	for (i = 0; i < t->n; i++)
+		free((void *)(uintptr_t)t->v[i].members);
 	free(t->v);
 	t->v = NULL;
 	t->n = 0;
@@ -32,6 +37,7 @@ void psd_cfgtab_fini(struct psd_cfgtab *t)
 int psd_cfgtab_add(struct psd_cfgtab *t, const struct psd_cfg_entry *e)
 {
 	struct psd_cfg_entry *nv;
+	uint8_t *mem = NULL;
 
 	if (!t->n)
 		return -EINVAL;
@@ -46,7 +52,16 @@ int psd_cfgtab_add(struct psd_cfgtab *t, const struct psd_cfg_entry *e)
 		t->v = nv;
 		t->cap *= 2;
 	}
-	t->v[t->n++] = *e;
+	if (e->members && e->members_len) {
+		mem = malloc(e->members_len);
+		if (!mem)
+			return -ENOMEM;
+		memcpy(mem, e->members, e->members_len);
+	}
+	t->v[t->n] = *e;
+	t->v[t->n].members = mem;
+	t->v[t->n].members_len = mem ? e->members_len : 0;
+	t->n++;
 	return 0;
 }
 
@@ -88,4 +103,37 @@ const struct psd_cfg_entry *psd_cfgtab_find(const struct psd_cfgtab *t,
 const struct psd_cfg_entry *psd_cfgtab_last(const struct psd_cfgtab *t)
 {
 	return &t->v[t->n - 1];
+}
+
+bool psd_cfg_is_member(const struct psd_cfg_entry *e, unsigned rank)
+{
+	if (!e->members)
+		return true;
+	if (rank / 8 >= e->members_len)
+		return false;
+	return e->members[rank / 8] & (1u << (rank % 8));
+}
+
+unsigned psd_cfg_nmembers(const struct psd_cfg_entry *e, unsigned nworker)
+{
+	return e->members ? e->nmembers : nworker;
+}
+
+int psd_cfg_members_check(const struct psd_cfg_entry *e, unsigned nworker)
+{
+	unsigned cnt = 0;
+	size_t i;
+
+	if (!e->members || !e->members_len)
+		return e->nmembers ? -EPROTO : 0;
+	if (e->members_len > (nworker + 7) / 8)
+		return -EPROTO;
+	for (i = 0; i < e->members_len * 8; i++) {
+		if (!(e->members[i / 8] & (1u << (i % 8))))
+			continue;
+		if (i >= nworker)
+			return -EPROTO;
+		cnt++;
+	}
+	return cnt == e->nmembers ? 0 : -EPROTO;
 }

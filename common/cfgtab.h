@@ -21,6 +21,12 @@ struct psd_cfg_entry {
 	uint64_t partition_bytes;
 	uint64_t credit_bytes;
 	uint64_t apply_from_step;
+	/* Membership (docs/elastic.md): the worker ranks whose pushes make
+	 * up a step of this config, a bitmap of @members_len bytes (bit r of
+	 * byte r / 8); @nmembers 0 and @members NULL: every worker. */
+	uint32_t nmembers;
+	const uint8_t *members;
+	size_t members_len;
 };
 
 struct psd_cfgtab {
@@ -34,8 +40,9 @@ int psd_cfgtab_init(struct psd_cfgtab *t, uint64_t partition_bytes,
 		    uint64_t credit_bytes);
 void psd_cfgtab_fini(struct psd_cfgtab *t);
 /*
- * Add a committed config.  Epochs only grow: -EALREADY for an epoch already
- * known (a duplicate), -EINVAL for one below the newest, -ENOMEM.
+ * Add a committed config (its member bitmap is copied).  Epochs only
+ * grow: -EALREADY for an epoch already known (a duplicate), -EINVAL for
+ * one below the newest, -ENOMEM.
  */
 int psd_cfgtab_add(struct psd_cfgtab *t, const struct psd_cfg_entry *e);
 /* The config a push of step @step uses. */
@@ -46,5 +53,17 @@ const struct psd_cfg_entry *psd_cfgtab_find(const struct psd_cfgtab *t,
 					    uint32_t epoch);
 /* The newest config. */
 const struct psd_cfg_entry *psd_cfgtab_last(const struct psd_cfgtab *t);
+
+/* Is worker @rank a member of @e's steps? */
+bool psd_cfg_is_member(const struct psd_cfg_entry *e, unsigned rank);
+/* How many workers push each step of @e, in a job of @nworker slots. */
+unsigned psd_cfg_nmembers(const struct psd_cfg_entry *e, unsigned nworker);
+/*
+ * Check a membership from the wire for a job of @nworker worker slots
+ * (a bitmap without a bit set: nobody is left): 0, or -EPROTO when the
+ * bitmap is longer than the slots need, names a rank beyond them, or
+ * disagrees with @nmembers.
+ */
+int psd_cfg_members_check(const struct psd_cfg_entry *e, unsigned nworker);
 
 #endif

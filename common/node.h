@@ -34,6 +34,7 @@ struct psd_peer {
 	bool ready_req, ready_ans;
 	bool dead;
 	bool departed; /* worker said goodbye (finalized) */
+	bool left;     /* ... after psched_leave(): it owes no step */
 	char desc[96]; /* "server 1 (rank 0, 127.0.0.1:4000)" */
 };
 
@@ -105,6 +106,9 @@ struct psched_node {
 	bool have_table;
 	struct psd_peer *peers; /* indexed by id, npeers entries */
 	unsigned npeers;
+	/* Worker: it left the job (psched_leave()) from this step on, 0 not;
+	 * its goodbye says so.  Under lock. */
+	uint64_t left_from;
 	int fatal; /* cluster-wide error, sticks */
 	char fatal_msg[384];
 	uint64_t barrier_seq;  /* last barrier this node entered */

@@ -236,7 +236,8 @@ static void po_accept_hello(struct psched_node *n, struct psd_conn *c, int id)
  * step it has not pushed can complete, so waits for those fail now, naming
  * it, rather than at their timeout.
  */
-static void po_on_goodbye(struct psched_node *n, struct psd_conn *c)
+static void po_on_goodbye(struct psched_node *n, struct psd_conn *c,
+			  const Psched__Finalize *f)
 {
 	struct psd_peer *p;
 
@@ -247,6 +248,7 @@ static void po_on_goodbye(struct psched_node *n, struct psd_conn *c)
 		return;
 	}
 	p->departed = true;
+	p->left = f && f->left;
 	pthread_mutex_unlock(&n->lock);
 	psd_info("%s finished", p->desc);
 	if (n->role && n->role->peer_failed)
@@ -291,7 +293,7 @@ static void po_on_data_control(struct psched_node *n, struct psd_conn *c,
 	/* Only a worker says goodbye, and only to a server it dialled. */
 	if (m->body_case == PSCHED__CONTROL__BODY_FINALIZE && c->peer_id >= 0 &&
 	    n->cfg.role == PSCHED_ROLE_SERVER) {
-		po_on_goodbye(n, c);
+		po_on_goodbye(n, c, m->finalize);
 		return;
 	}
 	psd_err("dropping connection from %s: unexpected control message %d "
@@ -778,6 +780,8 @@ int psd_po_finalize(struct psched_node *n)
 	m.finalize = &f;
 	pthread_mutex_lock(&n->lock);
 	n->finalizing = true;
+	f.left = n->left_from != 0;
+	f.left_from_step = n->left_from;
 	pthread_mutex_unlock(&n->lock);
 	/* Goodbye to each server first, so none mistakes our leaving for a
 	 * failure. */

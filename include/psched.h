@@ -149,6 +149,35 @@ unsigned psched_num_workers(const struct psched_node *node);
 unsigned psched_num_servers(const struct psched_node *node);
 enum psched_role psched_node_role(const struct psched_node *node);
 
+/*
+ * Elastic membership (docs/elastic.md).  A worker leaves the job on
+ * purpose (its data is exhausted, as Horovod's join): the scheduler
+ * commits a membership without it from the step after the highest any
+ * worker pushed, and from that step on the servers sum the other
+ * workers' pushes only.  Call it once its own requests are done; blocks
+ * until that membership is committed or @timeout_ms (0:
+ * PS_REQUEST_TIMEOUT) passes.  Afterwards its pushes are refused
+ * (-ESHUTDOWN) and psched_node_destroy() does not wait for the job's
+ * end.  0, -EINVAL (not a worker), -EALREADY, -ETIMEDOUT, or the job's
+ * error; psched_errmsg() says why.
+ */
+int psched_leave(struct psched_node *node, unsigned timeout_ms);
+/*
+ * Worker: the ranks of the workers whose pushes make up step @step, as
+ * the configs this worker knows say (every step it pushed is covered):
+ * the first @cap of them in @ranks, ascending.  Returns their number
+ * (it may exceed @cap) or -EINVAL (not a worker).
+ */
+int psched_step_members(struct psched_node *node, uint64_t step,
+			unsigned *ranks, unsigned cap);
+/*
+ * Worker: how many workers' pushes the last step this worker pushed of
+ * dense key @key sums (what an average of its answer divides by); the
+ * first step's members for a key it never pushed.  -EINVAL: not a
+ * worker.
+ */
+int psched_key_members(struct psched_node *node, uint64_t key);
+
 /* Wait until every node of @group (PSCHED_GROUP_*) reaches a barrier. */
 int psched_barrier(struct psched_node *node, unsigned group,
 		   unsigned timeout_ms);

@@ -16,7 +16,49 @@
 bool psd_sched_is_live_worker(const struct sched_node *sn)
 {
 	return sn->used && !sn->dead && !sn->closed && !sn->finalized &&
-	       sn->role == PSCHED_ROLE_WORKER;
+	       !sn->left && sn->role == PSCHED_ROLE_WORKER;
+}
+
+/*
+ * The membership a new switch carries: every worker that did not leave,
+ * and for a membership-only switch, none that asked to.  Other switches
+ * keep the leavers: they start after every worker's last step, which may
+ * be past a leaver's.
+ */
+static void sched_members_fill(struct psd_sched *s)
+{
+	unsigned i;
+
+	memset(s->sw.members, 0, s->members_len);
+	s->sw.nmembers = 0;
+	for (i = 0; i < s->cap; i++) {
+		const struct sched_node *sn = &s->nodes[i];
+
+		if (!sn->used || sn->role != PSCHED_ROLE_WORKER || sn->left ||
+		    (sn->out && s->sw.members_only))
+			continue;
+		s->sw.members[sn->rank / 8] |= (uint8_t)(1u << (sn->rank % 8));
+		s->sw.nmembers++;
+	}
+}
+
+/* The open switch committed from step @from: who is out is gone. */
+static void sched_members_commit(struct psd_sched *s, uint64_t from)
+{
+	unsigned i;
+
+	for (i = 0; i < s->cap; i++) {
+		struct sched_node *sn = &s->nodes[i];
+
+		if (!sn->used || sn->role != PSCHED_ROLE_WORKER || sn->left ||
+		    (s->sw.members[sn->rank / 8] & (1u << (sn->rank % 8))))
+			continue;
+		sn->left = true;
+		psd_info("%s left the job: %u workers push each step from "
+			 "step %llu (config epoch %u)",
+			 sn->desc, s->sw.nmembers, (unsigned long long)from,
+			 s->sw.epoch);
+	}
 }
 
 static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
@@ -32,6 +74,11 @@ static void sched_cfg_send(struct psched_node *n, Psched__Config__Phase phase,
 	c.credit_bytes = s->sw.credit;
 	c.apply_from_step = from_step;
 	c.phase = phase;
+	if (phase == PSCHED__CONFIG__PHASE__COMMIT) {
+		c.num_members = s->sw.nmembers;
+		c.members.data = s->sw.members;
+		c.members.len = s->members_len;
+	}
 	m.body_case = PSCHED__CONTROL__BODY_CONFIG;
 	m.config = &c;
 	for (i = 0; i < s->cap; i++) {
@@ -66,6 +113,71 @@ static void sched_cfg_abort(struct psched_node *n)
 }
 
 /*
+ * The first step of the open switch: after the highest step any worker
+ * pushed; a membership-only switch after the highest step a leaver
+ * pushed (the others may have pushed one more: its layout is the same,
+ * and the servers count it without the leavers).
+ */
+static uint64_t sched_cfg_first_step(const struct psd_sched *s)
+{
+	uint64_t max = 0;
+	unsigned i;
+
+	if (!s->sw.members_only)
+		return s->sw.max_step + 1;
+	for (i = 0; i < s->cap; i++) {
+		const struct sched_node *sn = &s->nodes[i];
+
+		if (sn->used && sn->out && !sn->left &&
+		    sn->acked_epoch == s->sw.epoch && sn->acked_step > max)
+			max = sn->acked_step;
+	}
+	return max + 1;
+}
+
+/* Remember the open switch's commit from step @from. */
+static void sched_hist_push(struct psd_sched *s, uint64_t from)
+{
+	if (s->nhist == SCHED_HIST) {
+		memmove(s->hist, s->hist + 1, sizeof(s->hist[0]) * --s->nhist);
+	}
+	s->hist[s->nhist++] =
+		(struct sched_commit){ from, s->sw.part, s->sw.credit };
+}
+
+/*
+ * A membership-only switch from step @from keeps the layout in force
+ * there.  A size switch committed before the leave may start later than
+ * @from (the others pushed one step more than the leaver): the new
+ * epoch, newer and starting earlier, overrides it (the newest epoch
+ * whose start has come wins), so those sizes are proposed again after.
+ */
+static void sched_members_layout(struct psd_sched *s, uint64_t from)
+{
+	const struct sched_commit *c = &s->hist[0];
+	unsigned i;
+
+	for (i = s->nhist; i-- > 0;)
+		if (s->hist[i].from <= from) {
+			c = &s->hist[i];
+			break;
+		}
+	s->sw.part = c->part;
+	s->sw.credit = c->credit;
+	if (c->part == s->cur_part && c->credit == s->cur_credit)
+		return;
+	s->reapply = true;
+	s->reapply_part = s->cur_part;
+	s->reapply_credit = s->cur_credit;
+	psd_info("config epoch %u from step %llu keeps that step's layout "
+		 "(partition %llu bytes); partition %llu bytes, credit %llu "
+		 "bytes follow in the next epoch",
+		 s->sw.epoch, (unsigned long long)from,
+		 (unsigned long long)c->part, (unsigned long long)s->cur_part,
+		 (unsigned long long)s->cur_credit);
+}
+
+/*
  * Commit the open switch once every live worker acknowledged it.  When no
  * live worker is left (the last one finalized or died before answering)
  * the switch is called off: a commit then would know no worker's step and
@@ -93,14 +205,19 @@ void psd_sched_cfg_check(struct psched_node *n)
 		sched_cfg_abort(n);
 		return;
 	}
-	from = s->sw.max_step + 1;
-	if (from <= s->last_apply_step)
+	from = sched_cfg_first_step(s);
+	if (s->sw.members_only)
+		sched_members_layout(s, from);
+	else if (from <= s->last_apply_step)
 		from = s->last_apply_step + 1;
-	s->last_apply_step = from;
+	if (from > s->last_apply_step)
+		s->last_apply_step = from;
+	sched_hist_push(s, from);
 	s->cur_epoch = s->sw.epoch;
 	s->cur_part = s->sw.part;
 	s->cur_credit = s->sw.credit;
 	s->switches_committed++;
+	sched_members_commit(s, from);
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__COMMIT, from, true);
 	psd_info("config epoch %u: partition %llu bytes, credit %llu bytes, "
 		 "from step %llu",
@@ -111,6 +228,18 @@ void psd_sched_cfg_check(struct psched_node *n)
 
 /* Open a switch to @part/@credit on behalf of @p (settled when it
  * closes, which may be inside this call), or of nobody. */
+/* A worker asked to leave and no commit took it out yet. */
+static bool sched_leaver_waits(const struct psd_sched *s)
+{
+	unsigned i;
+
+	for (i = 0; i < s->cap; i++)
+		if (s->nodes[i].used && s->nodes[i].out && !s->nodes[i].left &&
+		    !s->nodes[i].dead)
+			return true;
+	return false;
+}
+
 static int sched_propose(struct psched_node *n, uint64_t part, uint64_t credit,
 			 struct psd_cfg_proposal *p)
 {
@@ -120,12 +249,19 @@ static int sched_propose(struct psched_node *n, uint64_t part, uint64_t credit,
 		return -EAGAIN;
 	if (s->sw.open)
 		return -EBUSY;
+	/* While a worker waits to leave, only its membership switch runs. */
+	if ((p || part != s->cur_part || credit != s->cur_credit) &&
+	    sched_leaver_waits(s))
+		return -EBUSY;
 	s->sw.open = true;
 	s->sw.prop = p;
 	s->sw.epoch = ++s->last_epoch;
 	s->sw.part = part;
 	s->sw.credit = credit;
 	s->sw.max_step = 0;
+	s->sw.members_only = !p && part == s->cur_part &&
+			     credit == s->cur_credit && sched_leaver_waits(s);
+	sched_members_fill(s);
 	s->sw.deadline_ms = psd_now_ms() + n->cfg.heartbeat_timeout_ms;
 	sched_cfg_send(n, PSCHED__CONFIG__PHASE__PREPARE, 0, false);
 	psd_sched_cfg_check(n); /* no live worker: called off at once */
@@ -150,6 +286,7 @@ void psd_sched_on_config_ack(struct psched_node *n, struct sched_node *sn,
 		return;
 	}
 	sn->acked_epoch = a->epoch;
+	sn->acked_step = a->max_step;
 	if (a->max_step > s->sw.max_step)
 		s->sw.max_step = a->max_step;
 	psd_sched_cfg_check(n);
@@ -224,6 +361,37 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 			     m->step_time_s, m->link_bytes_per_s, m->link_floor,
 			     m->min_rtt_s, m->compute_s);
 	psd_sched_autotune_kick(n);
+}
+
+void psd_sched_members_kick(struct psched_node *n)
+{
+	struct psd_sched *s = psd_sched_of(n);
+
+	if (s->sw.open || s->shutdown_sent || !s->table_sent)
+		return;
+	if (sched_leaver_waits(s))
+		(void)sched_propose(n, s->cur_part, s->cur_credit, NULL);
+	else if (s->reapply &&
+		 !sched_propose(n, s->reapply_part, s->reapply_credit, NULL))
+		s->reapply = false;
+}
+
+void psd_sched_on_leave(struct psched_node *n, struct sched_node *sn)
+{
+	if (sn->role != PSCHED_ROLE_WORKER || sn->out) {
+		psd_warn("%s asked to leave twice, or is no worker", sn->desc);
+		return;
+	}
+	sn->out = true;
+	psd_info("%s asks to leave the job", sn->desc);
+	/* A switch of sizes still open would start after the others' last
+	 * step, which may be past the leaver's: call it off, leave first. */
+	if (psd_sched_of(n)->sw.open && !psd_sched_of(n)->sw.members_only) {
+		psd_info("config epoch %u called off: %s leaves first",
+			 psd_sched_of(n)->sw.epoch, sn->desc);
+		sched_cfg_abort(n);
+	}
+	psd_sched_members_kick(n);
 }
 
 /* --config-cycle: propose the next config when its time has come. */

@@ -28,6 +28,11 @@ struct sched_node {
 	bool finalized;
 	bool closed;
 	uint32_t acked_epoch; /* last config PREPARE it answered */
+	/* Membership (worker): @out once it asked to leave (the next switch
+	 * proposes a membership without it), @left once that committed. */
+	bool out;
+	bool left;
+	uint64_t acked_step; /* the max_step of that answer */
 	char desc[96];
 	/* For the metrics (metrics.h): the counters of its last heartbeat
 	 * and, for a worker, its last step report. */
@@ -47,9 +52,22 @@ struct sched_cfg_switch {
 	uint64_t max_step; /* highest step any worker acked */
 	uint64_t deadline_ms;
 	struct psd_cfg_proposal *prop; /* whose config it carries, or NULL */
+	uint8_t *members; /* the membership it carries: worker rank bitmap */
+	unsigned nmembers;
+	/* Only the membership changes (psd_sched_members_kick()): it starts
+	 * after the leavers' last step, and the layout stays. */
+	bool members_only;
 };
 
 #define SCHED_CYCLE_MAX 32
+#define SCHED_HIST	8
+
+/* One committed config: the layout in force from @from. */
+struct sched_commit {
+	uint64_t from;
+	uint64_t part;
+	uint64_t credit;
+};
 
 /* --config-cycle: configs proposed in turn every --config-interval. */
 struct sched_cycle {
@@ -84,12 +102,22 @@ struct psd_sched {
 	uint32_t last_epoch;
 	uint64_t last_apply_step;
 	struct sched_cfg_switch sw;
+	size_t members_len; /* bytes of a membership bitmap */
 	struct sched_cycle cycle;
 	struct psd_autotune *at; /* --autotune, else NULL */
 	/* The config in force (the last committed) and what happened. */
 	uint32_t cur_epoch;
 	uint64_t cur_part;
 	uint64_t cur_credit;
+	/* The last commits, oldest first (the first the initial config):
+	 * the layout a membership-only switch keeps at its first step. */
+	struct sched_commit hist[SCHED_HIST];
+	unsigned nhist;
+	/* Sizes a membership-only switch from an earlier step overrode:
+	 * proposed again once it committed. */
+	bool reapply;
+	uint64_t reapply_part;
+	uint64_t reapply_credit;
 	uint64_t switches_committed;
 	uint64_t switches_aborted;
 	uint64_t declared_dead;
@@ -125,6 +153,10 @@ void psd_sched_on_metrics(struct psched_node *n, struct sched_node *sn,
 			  const Psched__Metrics *m);
 /* --config-cycle: propose the next config when its time has come. */
 void psd_sched_cycle_tick(struct psched_node *n, uint64_t now);
+/* A worker asked to leave (psched_leave()). */
+void psd_sched_on_leave(struct psched_node *n, struct sched_node *sn);
+/* A membership change is due and nothing is open: propose it. */
+void psd_sched_members_kick(struct psched_node *n);
 /* "PART:CREDIT,PART:CREDIT,..." with K/M/G suffixes; -EINVAL if bad. */
 int psd_sched_cycle_parse(const char *spec, struct sched_cycle *cy);
 

@@ -58,7 +58,7 @@ static unsigned sched_group_alive(struct psd_sched *s, unsigned group)
 
 	for (i = 0; i < s->cap; i++)
 		if (s->nodes[i].used && !s->nodes[i].dead &&
-		    sched_in_group(&s->nodes[i], group))
+		    !s->nodes[i].left && sched_in_group(&s->nodes[i], group))
 			cnt++;
 	return cnt;
 }
@@ -106,6 +106,17 @@ static void sched_barrier_arrive(struct psched_node *n, struct sched_node *sn,
 	b->seqs[b->arrived] = req->seq;
 	b->arrived++;
 	sched_barrier_check(n, g);
+}
+
+/* A worker that left finalized: it need not wait for the job's end. */
+static void sched_release_left(struct sched_node *sn)
+{
+	Psched__Shutdown sd = PSCHED__SHUTDOWN__INIT;
+	Psched__Control m = PSCHED__CONTROL__INIT;
+
+	m.body_case = PSCHED__CONTROL__BODY_SHUTDOWN;
+	m.shutdown = &sd;
+	psd_sched_send(sn, &m);
 }
 
 static void sched_maybe_shutdown(struct psched_node *n)
@@ -158,7 +169,8 @@ static void sched_declare_dead(struct psched_node *n, struct sched_node *sn,
 	f.reason = reason;
 	m.body_case = PSCHED__CONTROL__BODY_FAILURE;
 	m.failure = &f;
-	for (i = 0; i < s->cap; i++)
+	/* A worker that left owes no step: its end is nobody's failure. */
+	for (i = 0; i < s->cap && !sn->left; i++)
 		if (s->nodes[i].used && !s->nodes[i].dead)
 			psd_sched_send(&s->nodes[i], &m);
 	/* Barriers and config switches no longer wait for the dead node. */
@@ -425,8 +437,13 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 		if (sn->role == PSCHED_ROLE_WORKER)
 			psd_autotune_worker_gone(s->at,
 						 (unsigned)(sn - s->nodes));
+		if (sn->left)
+			sched_release_left(sn);
 		psd_sched_cfg_check(n);
 		sched_maybe_shutdown(n);
+		break;
+	case PSCHED__CONTROL__BODY_LEAVE:
+		psd_sched_on_leave(n, sn);
 		break;
 	case PSCHED__CONTROL__BODY_CONFIG_ACK:
 		psd_sched_on_config_ack(n, sn, m->config_ack);
@@ -538,6 +555,7 @@ static void sched_tick(void *arg)
 	}
 	if (s->sw.open && now > s->sw.deadline_ms)
 		psd_sched_cfg_timeout(n);
+	psd_sched_members_kick(n);
 	psd_sched_cycle_tick(n, now);
 	psd_autotune_tick(s->at, now);
 	psd_sched_autotune_kick(n);
@@ -554,6 +572,7 @@ static void sched_free(struct psched_node *n)
 		return;
 	for (i = 0; i < s->cap; i++)
 		psd_conn_put(s->nodes[i].conn);
+	free(s->sw.members);
 	for (g = 0; g <= PSCHED_GROUP_ALL; g++) {
 		free(s->barriers[g].waiting);
 		free(s->barriers[g].seqs);
@@ -576,7 +595,9 @@ static int sched_alloc(struct psched_node *n)
 	n->role_state = s;
 	s->cap = n->num_server + n->num_worker;
 	s->nodes = calloc(s->cap, sizeof(*s->nodes));
-	if (!s->nodes)
+	s->members_len = (n->num_worker + 7) / 8;
+	s->sw.members = calloc(s->members_len ? s->members_len : 1, 1);
+	if (!s->nodes || !s->sw.members)
 		return -ENOMEM;
 	for (g = 0; g <= PSCHED_GROUP_ALL; g++) {
 		s->barriers[g].waiting = calloc(s->cap, sizeof(void *));
@@ -603,6 +624,8 @@ static int sched_alloc(struct psched_node *n)
 	}
 	s->cur_part = n->cfg.partition_bytes;
 	s->cur_credit = n->cfg.credit_bytes;
+	s->hist[0] = (struct sched_commit){ 0, s->cur_part, s->cur_credit };
+	s->nhist = 1;
 	s->start_ms = psd_now_ms();
 	return 0;
 }

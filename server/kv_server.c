@@ -34,6 +34,9 @@ static void kvs_peer_failed(struct psched_node *n, struct psd_peer *p, int err,
 
 	if (p->role != PSCHED_ROLE_WORKER || s->async)
 		return;
+	/* A worker that left (psched_leave()) owes no step. */
+	if (p->left)
+		return;
 	s->broken = err;
 	/* This server leaving (it lost the scheduler) drops every worker's
 	 * connection: that is no worker's death. */
@@ -71,20 +74,29 @@ static void kvs_config(struct psched_node *n, const Psched__Config *m)
 	struct psd_cfg_entry e = { .epoch = m->epoch,
 				   .partition_bytes = m->partition_bytes,
 				   .credit_bytes = m->credit_bytes,
-				   .apply_from_step = m->apply_from_step };
+				   .apply_from_step = m->apply_from_step,
+				   .nmembers = m->num_members,
+				   .members = m->members.data,
+				   .members_len = m->members.len };
 	int ret;
 
 	if (m->phase != PSCHED__CONFIG__PHASE__COMMIT)
 		return;
-	ret = psd_cfgtab_add(&s->cfgs, &e);
-	if (ret && ret != -EALREADY)
+	ret = psd_cfg_members_check(&e, s->nworker);
+	if (!ret)
+		ret = psd_cfgtab_add(&s->cfgs, &e);
+	if (ret && ret != -EALREADY) {
 		psd_err("config epoch %u refused: %s", m->epoch,
-			psched_strerror(ret));
-	else
-		psd_info("config epoch %u from step %llu: partition %llu "
-			 "bytes",
-			 m->epoch, (unsigned long long)m->apply_from_step,
-			 (unsigned long long)m->partition_bytes);
+			ret == -EPROTO ? "malformed membership"
+				       : psched_strerror(ret));
+		return;
+	}
+	psd_info("config epoch %u from step %llu: partition %llu bytes, %u "
+		 "of %u workers",
+		 m->epoch, (unsigned long long)m->apply_from_step,
+		 (unsigned long long)m->partition_bytes,
+		 psd_cfg_nmembers(&e, s->nworker), s->nworker);
+	psd_kvs_step_config(n);
 }
 
 int psd_kvs_command(struct psched_node *n, int mode,

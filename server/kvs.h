@@ -59,7 +59,11 @@ struct psd_kvs_entry {
 	uint64_t nchunks;
 	uint64_t chunks_done;
 	bool upd; /* the updater runs per completed chunk; value has it */
-	uint32_t *counts;	/* pushes per chunk */
+	/* Pushes that complete a chunk: the members of the step's config;
+	 * KVS_WANT_PENDING while that config's commit is on its way. */
+	uint32_t want;
+	uint32_t want_epoch; /* the config epoch the open step's pushes carry */
+	uint32_t *counts;    /* pushes per chunk */
 	struct psd_list *cwait; /* per chunk: pushpulls waiting for it */
 	uint64_t counts_cap;
 	uint64_t *wbytes;      /* bytes per worker rank */
@@ -201,10 +205,14 @@ int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
 		       uint64_t open, const char *what, void **dst);
 
 /* kvs_step.c */
+#define KVS_WANT_PENDING UINT32_MAX
 /* Open step version + 1 with the layout of partition @part (or check that
  * the open one has it): 0, -EPROTO, -ENOMEM. */
 int psd_kvs_step_open(struct psd_kvs *s, struct psd_kvs_entry *e,
 		      uint64_t part);
+/* A config was committed: open steps that waited for it learn how many
+ * pushes complete them, and may complete. */
+void psd_kvs_step_config(struct psched_node *n);
 /* Index of the chunk @h carries in the open step's layout, or -EPROTO. */
 int psd_kvs_chunk_index(const struct psd_kvs_entry *e, const struct psd_hdr *h,
 			uint64_t *idx);

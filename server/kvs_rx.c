@@ -135,12 +135,18 @@ static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
 static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
 			       const struct psd_conn *c)
 {
-	const struct psd_cfg_entry *want;
+	const struct psd_cfg_entry *want, *got;
 
 	if (h->epoch > psd_cfgtab_last(&s->cfgs)->epoch)
 		return false;
 	want = psd_cfgtab_for_step(&s->cfgs, h->step);
 	if (want->epoch == h->epoch)
+		return false;
+	/* Cut before a membership-only switch that starts at its step
+	 * (docs/elastic.md): the same layout, counted with the new members. */
+	got = psd_cfgtab_find(&s->cfgs, h->epoch);
+	if (got && got->epoch < want->epoch &&
+	    got->partition_bytes == want->partition_bytes)
 		return false;
 	psd_err("%s pushed key %llu step %llu with config epoch %u, but "
 		"that step belongs to epoch %u (from step %llu)",
@@ -148,6 +154,17 @@ static bool kvs_epoch_mismatch(const struct psd_kvs *s, const struct psd_hdr *h,
 		(unsigned long long)h->step, h->epoch, want->epoch,
 		(unsigned long long)want->apply_from_step);
 	return true;
+}
+
+/* A push of a step whose (known) config leaves its worker out. */
+static bool kvs_not_member(const struct psd_kvs *s, const struct psd_hdr *h,
+			   int wrank)
+{
+	if (h->epoch > psd_cfgtab_last(&s->cfgs)->epoch)
+		return false;
+	return wrank < 0 ||
+	       !psd_cfg_is_member(psd_cfgtab_for_step(&s->cfgs, h->step),
+				  (unsigned)wrank);
 }
 
 int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
@@ -184,6 +201,14 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, -EPROTO,
 			       "chunk cut with another config epoch than its "
 			       "step's");
+		return PSD_RX_DISCARD;
+	}
+	if (kvs_not_member(s, h, kc->wrank)) {
+		psd_kvs_rejectf(n, c, h, -EPROTO,
+				"worker rank %d is no member of step %llu "
+				"(config epoch %u): it left the job",
+				kc->wrank, (unsigned long long)h->step,
+				h->epoch);
 		return PSD_RX_DISCARD;
 	}
 	if (h->step <= e->version) {

@@ -61,6 +61,9 @@ int psd_kvs_step_open(struct psd_kvs *s, struct psd_kvs_entry *e, uint64_t part)
 	e->nchunks = nch;
 	e->chunks_done = 0;
 	e->upd = psd_upd_covers(&s->upd, e->dtype);
+	e->want_epoch = psd_cfgtab_for_step(&s->cfgs, e->version + 1)->epoch;
+	e->want = psd_cfg_nmembers(
+		psd_cfgtab_for_step(&s->cfgs, e->version + 1), s->nworker);
 	e->open = true;
 	return 0;
 }
@@ -137,7 +140,7 @@ static int kvs_contribute(struct psd_kvs *s, struct psd_kvs_entry *e,
 			psd_kvs_sum_on(s, e->dtype, dst, payload, h->span);
 	}
 	e->wbytes[wrank] += h->span;
-	if (++e->counts[idx] == s->nworker)
+	if (++e->counts[idx] == e->want)
 		e->chunks_done++;
 	*idxp = idx;
 	return 0;
@@ -171,9 +174,9 @@ static void kvs_push_answer(struct psched_node *n, struct psd_conn *c,
 	if (h->type != PSD_MSG_PUSHPULL) {
 		if (!acked)
 			psd_kvs_reply_status(n, c, h, 0);
-	} else if (e->counts[idx] < s->nworker && s->broken) {
+	} else if (e->counts[idx] < e->want && s->broken) {
 		psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
-	} else if (e->counts[idx] < s->nworker) {
+	} else if (e->counts[idx] < e->want) {
 		if (psd_kvs_queue_wait(c, &e->cwait[idx], h, h->step, NULL, 0))
 			psd_kvs_reply_status(n, c, h, -ENOMEM);
 		else if (!acked)
@@ -189,6 +192,13 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 	int ret = psd_kvs_step_open(s, e, h->part);
 	uint64_t idx = 0;
 
+	/* Pushed with a config this server has not seen committed yet: its
+	 * members are unknown until the commit comes (psd_kvs_step_config()).
+	 */
+	if (!ret && h->epoch > psd_cfgtab_last(&s->cfgs)->epoch) {
+		e->want = KVS_WANT_PENDING;
+		e->want_epoch = h->epoch;
+	}
 	if (!ret)
 		ret = kvs_contribute(s, e, h, payload, wrank, direct, &idx);
 	if (ret) {
@@ -199,7 +209,7 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 		return;
 	}
 	kvs_push_answer(n, c, e, h, idx, acked);
-	if (e->counts[idx] == s->nworker) {
+	if (e->counts[idx] == e->want) {
 		if (e->upd)
 			kvs_chunk_update(s, e, idx);
 		if (h->type == PSD_MSG_PUSHPULL)
@@ -208,6 +218,58 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 	}
 	if (e->chunks_done == e->nchunks)
 		kvs_step_finish(n, e);
+}
+
+/* The open step of @e learnt its members: complete the chunks that have
+ * them all. */
+static void kvs_step_settle(struct psched_node *n, struct psd_kvs_entry *e)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	const struct psd_cfg_entry *c;
+	uint64_t i;
+
+	c = psd_cfgtab_for_step(&s->cfgs, e->version + 1);
+	if (e->want != KVS_WANT_PENDING) {
+		/* Opened under an older epoch that a membership-only switch
+		 * from this step replaced: count its members. */
+		e->want_epoch = c->epoch;
+	} else if (c->epoch != e->want_epoch) {
+		psd_err("key %llu step %llu: pushed with config epoch %u, but "
+			"the step belongs to epoch %u",
+			(unsigned long long)e->key,
+			(unsigned long long)e->version + 1, e->want_epoch,
+			c->epoch);
+		return;
+	}
+	e->want = psd_cfg_nmembers(c, s->nworker);
+	for (i = 0; i < e->nchunks; i++) {
+		if (e->counts[i] != e->want)
+			continue;
+		e->chunks_done++;
+		if (e->upd)
+			kvs_chunk_update(s, e, i);
+		psd_kvs_answer_chunk(n, e, i);
+	}
+	if (e->chunks_done == e->nchunks)
+		kvs_step_finish(n, e);
+}
+
+void psd_kvs_step_config(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	uint32_t last = psd_cfgtab_last(&s->cfgs)->epoch;
+	struct psd_kvs_entry *e;
+	size_t pos = 0;
+
+	while ((e = psd_map_next(&s->entries, &pos, NULL))) {
+		if (!e->open)
+			continue;
+		if (e->want == KVS_WANT_PENDING
+			    ? e->want_epoch <= last
+			    : psd_cfgtab_for_step(&s->cfgs, e->version + 1)
+					      ->epoch != e->want_epoch)
+			kvs_step_settle(n, e);
+	}
 }
 
 /* Pushes that arrived for later steps, in arrival order.  Applying one

@@ -290,6 +290,11 @@ struct psd_kvw {
 	uint32_t prep_epoch;
 	uint64_t prep_step; /* pushes beyond this step park */
 	struct psd_list parked;
+	/* psched_leave(): asked, then out of the membership from step
+	 * left_from on (no push of any step may start after that). */
+	bool leaving;
+	bool left;
+	uint64_t left_from;
 
 	pthread_t sender;
 	bool sender_started;
@@ -526,6 +531,9 @@ void psd_kvw_kl_fini(struct psd_kvw *w);
 
 /* kvw_park.c.  Unlocked (van thread): the app's config hook. */
 void psd_kvw_config(struct psched_node *n, const Psched__Config *m);
+/* Any thread.  0, or -ESHUTDOWN (psched_errmsg() set) for a push of a
+ * worker that left the job (psched_leave()). */
+int psd_kvw_leave_check(struct psched_node *n, uint8_t type);
 /* Locked.  The config of each slot's step; a push of a step under a
  * newer config puts that config's credit in force. */
 void psd_kvw_req_config(struct psd_kvw *w, struct kvw_req *r);

@@ -152,6 +152,9 @@ int psched_request(struct psched_node *n, const struct psched_request *rq,
 	if (ret)
 		return ret;
 	type = req_msg_type(rq->op);
+	ret = psd_kvw_leave_check(n, type);
+	if (ret)
+		return ret;
 	switch (rq->family) {
 	case PSCHED_FAMILY_KEYLIST:
 		return psd_kvw_kl_issue(n, type, rq->nkeys, rq->keys, rq->elems,

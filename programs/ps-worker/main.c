@@ -24,6 +24,7 @@ struct wopts {
 	char sizes[512];
 	unsigned keys_per_size;
 	unsigned steps;
+	unsigned leave_after; /* check mode: leave the job after N steps */
 	double seconds;
 	uint64_t seed;
 	unsigned timeout_ms;
@@ -102,12 +103,13 @@ static void fill(const struct wopts *o, struct wkey *k, unsigned rank,
 	}
 }
 
-/* 0 if the pulled value is the exact aggregate of step @step. */
-static int verify(const struct wopts *o, struct wkey *k, unsigned nw,
-		  uint64_t step)
+/* 0 if the pulled value is the exact aggregate of step @step: the sum
+ * over the @nw workers of @ranks, the step's members. */
+static int verify(const struct wopts *o, struct wkey *k, const unsigned *ranks,
+		  unsigned nw, uint64_t step)
 {
 	uint64_t base = key_base(o, k->key, step), j;
-	unsigned r;
+	unsigned i;
 
 	if (k->dtype == PSCHED_F32) {
 		const float *got = k->pull;
@@ -115,8 +117,8 @@ static int verify(const struct wopts *o, struct wkey *k, unsigned nw,
 		for (j = 0; j < k->len / 4; j++) {
 			double want = 0;
 
-			for (r = 0; r < nw; r++)
-				want += gen_f32(base, r, j);
+			for (i = 0; i < nw; i++)
+				want += gen_f32(base, ranks[i], j);
 			if (got[j] != (float)want) {
 				fprintf(stderr,
 					"ps-worker: MISMATCH key %llu step "
@@ -131,11 +133,12 @@ static int verify(const struct wopts *o, struct wkey *k, unsigned nw,
 		return 0;
 	}
 	/* Raw bytes are not summed: the value is one worker's push. */
-	for (r = 0; r < nw; r++) {
+	for (i = 0; i < nw; i++) {
 		const uint8_t *got = k->pull;
 
 		for (j = 0; j < k->len; j++)
-			if (got[j] != (uint8_t)mix(base ^ (r * 7919u + j)))
+			if (got[j] !=
+			    (uint8_t)mix(base ^ (ranks[i] * 7919u + j)))
 				break;
 		if (j == k->len)
 			return 0;
@@ -305,10 +308,30 @@ static double now_s(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
+/* The members of @step (psched_step_members()) into @ranks[nw]. */
+static unsigned step_members(struct psched_node *node, uint64_t step,
+			     unsigned *ranks, unsigned nw)
+{
+	int cnt = psched_step_members(node, step, ranks, nw);
+
+	return cnt < 0 ? 0 : (unsigned)cnt > nw ? nw : (unsigned)cnt;
+}
+
+/* --leave-after: the steps are done; leave the job, the others go on. */
+static int leave_job(struct psched_node *node, const struct wopts *o,
+		     uint64_t steps)
+{
+	if (psched_leave(node, o->timeout_ms))
+		return fail("leaving the job");
+	printf("ps-worker rank %d: left the job after %llu steps\n",
+	       psched_node_rank(node), (unsigned long long)steps);
+	return 0;
+}
+
 static int check_loop(struct psched_node *node, const struct wopts *o)
 {
 	unsigned rank = (unsigned)psched_node_rank(node);
-	unsigned nw = psched_num_workers(node);
+	unsigned nw = psched_num_workers(node), nm, *ranks;
 	struct wkey *ks;
 	size_t nk, i;
 	uint64_t step, bytes = 0, *reqs;
@@ -320,6 +343,7 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 		return 2;
 	}
 	reqs = calloc(nk, sizeof(*reqs));
+	ranks = calloc(nw, sizeof(*ranks));
 	for (i = 0; i < nk; i++) {
 		const void *v = ks[i].push;
 
@@ -333,14 +357,19 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 	for (step = 1; !ret; step++) {
 		if (o->steps && step > o->steps)
 			break;
+		if (o->leave_after && step > o->leave_after) {
+			ret = leave_job(node, o, step - 1);
+			break;
+		}
 		if (!o->steps && time_is_up(node, now_s() - t0 > o->seconds,
 					    o->timeout_ms, &ret))
 			break;
 		for (i = 0; i < nk; i++)
 			fill(o, &ks[i], rank, step);
 		ret = run_step(node, ks, nk, step, o->timeout_ms, reqs);
+		nm = step_members(node, step, ranks, nw);
 		for (i = 0; i < nk && !ret; i++)
-			ret = verify(o, &ks[i], nw, step);
+			ret = verify(o, &ks[i], ranks, nm, step);
 	}
 	if (!ret)
 		printf("ps-worker rank %u: %llu steps x %zu keys verified "
@@ -354,6 +383,7 @@ static int check_loop(struct psched_node *node, const struct wopts *o)
 	}
 	free(ks);
 	free(reqs);
+	free(ranks);
 	return ret;
 }
 
@@ -498,6 +528,9 @@ static void usage(void)
 	       "[4,1K,64K,1M]\n"
 	       "  --keys N       keys per size [4]\n"
 	       "  --steps N      steps to run, 0 = use --seconds [10]\n"
+	       "  --leave-after N  leave the job (psched_leave()) after N "
+	       "steps; the others\n"
+	       "                 go on without it [0: never]\n"
 	       "  --seconds S    run this long when --steps is 0 [10]\n"
 	       "  --seed N       data seed, same on every worker [1]\n"
 	       "  --timeout MS   per-request timeout, 0 = PS_REQUEST_TIMEOUT "
@@ -603,6 +636,8 @@ static int parse_opt(int c, const char *name, struct wopts *o)
 		o->keys_per_size = (unsigned)v;
 	else if (c == 's')
 		o->steps = (unsigned)v;
+	else if (c == 'L')
+		o->leave_after = (unsigned)v;
 	else if (c == 't')
 		o->timeout_ms = (unsigned)v;
 	else if (c == 'w')
@@ -621,6 +656,7 @@ static int parse_own(int argc, char **argv, struct wopts *o)
 		{ "sizes", required_argument, NULL, 'z' },
 		{ "keys", required_argument, NULL, 'k' },
 		{ "steps", required_argument, NULL, 's' },
+		{ "leave-after", required_argument, NULL, 'L' },
 		{ "seconds", required_argument, NULL, 'S' },
 		{ "seed", required_argument, NULL, 'e' },
 		{ "timeout", required_argument, NULL, 't' },
@@ -644,6 +680,10 @@ static int parse_own(int argc, char **argv, struct wopts *o)
 			"ps-worker: unexpected argument '%s' (see "
 			"--help)\n",
 			argv[optind]);
+		return -1;
+	}
+	if (o->leave_after && !o->steps) {
+		fprintf(stderr, "ps-worker: --leave-after needs --steps\n");
 		return -1;
 	}
 	if (!o->steps && !(o->seconds > 0)) {

@@ -188,6 +188,8 @@ def _declare(lib):
         "psched_kvstore_wait": [vp, c_u64_p, ctypes.c_size_t],
         "psched_kvstore_test": [vp, c_u64_p, ctypes.c_size_t],
         "psched_num_dead_nodes": [vp, ctypes.c_uint],
+        "psched_leave": [vp, ctypes.c_uint],
+        "psched_key_members": [vp, c_u64],
         "psched_kvstore_barrier": [vp],
         "psched_kvstore_set_optimizer": [vp, ctypes.POINTER(Optimizer)],
         "psched_kvstore_set_updater": [vp, UPDATER_FN, vp],

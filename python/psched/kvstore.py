@@ -772,6 +772,33 @@ class KVStore:
             self._check(ret)
         return ret
 
+    def leave(self, timeout_sec=None):
+        """Leave the job on purpose (this worker's data is exhausted):
+        the other workers go on without it from the next step
+        (docs/elastic.md).  Call it once this worker's own requests are
+        done; blocks until the scheduler committed the membership without
+        it (at most @timeout_sec, default PS_REQUEST_TIMEOUT).  Later
+        pushes are refused; close() then does not wait for the job's
+        end.  A no-op for a local store."""
+        node = self._lib.psched_kvstore_node(self._live())
+        if not node:
+            return
+        self.wait()
+        ms = 0 if timeout_sec is None else max(1, int(timeout_sec * 1000))
+        self._check(self._lib.psched_leave(node, ms))
+
+    def _members(self, ck):
+        """How many workers the last step this worker pushed of library
+        key @ck sums (elastic membership); num_workers for a local
+        store."""
+        node = self._lib.psched_kvstore_node(self._live())
+        if not node:
+            return self.num_workers
+        ret = self._lib.psched_key_members(node, ck)
+        if ret < 0:
+            self._check(ret)
+        return ret
+
     def stats(self):
         """This node's counters, the figures the scheduler exports for it
         (docs/metrics.md): bytes and messages in and out, requests in

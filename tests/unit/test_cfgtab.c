@@ -8,8 +8,8 @@
 static void test_cfgtab_step_mapping(void)
 {
 	struct psd_cfgtab t;
-	struct psd_cfg_entry e1 = { 1, 4096, 16384, 10 };
-	struct psd_cfg_entry e2 = { 2, 65536, 0, 25 };
+	struct psd_cfg_entry e1 = { 1, 4096, 16384, 10, 0, NULL, 0 };
+	struct psd_cfg_entry e2 = { 2, 65536, 0, 25, 0, NULL, 0 };
 
 	CHECK_EQ(psd_cfgtab_init(&t, 1024, 8192), 0);
 	CHECK_EQ(psd_cfgtab_for_step(&t, 0)->epoch, 0);
@@ -32,8 +32,8 @@ static void test_cfgtab_step_mapping(void)
 static void test_cfgtab_refuses_duplicates_and_old_epochs(void)
 {
 	struct psd_cfgtab t;
-	struct psd_cfg_entry e = { 5, 4096, 0, 3 };
-	struct psd_cfg_entry old = { 4, 8192, 0, 9 };
+	struct psd_cfg_entry e = { 5, 4096, 0, 3, 0, NULL, 0 };
+	struct psd_cfg_entry old = { 4, 8192, 0, 9, 0, NULL, 0 };
 
 	CHECK_EQ(psd_cfgtab_init(&t, 0, 0), 0);
 	CHECK_EQ(psd_cfgtab_add(&t, &e), 0);
@@ -48,7 +48,7 @@ static void test_cfgtab_refuses_duplicates_and_old_epochs(void)
 static void test_cfgtab_many_epochs(void)
 {
 	struct psd_cfgtab t;
-	struct psd_cfg_entry e;
+	struct psd_cfg_entry e = { 0 };
 	uint32_t i;
 	uint64_t s;
 
@@ -70,10 +70,62 @@ static void test_cfgtab_many_epochs(void)
 	psd_cfgtab_fini(&t);
 }
 
+/* A membership is part of its config: copied in, asked per step. */
+static void test_cfgtab_members(void)
+{
+	uint8_t bm[2] = { 0x0b, 0x01 }; /* ranks 0, 1, 3, 8 */
+	struct psd_cfg_entry e = { 1, 4096, 0, 7, 4, bm, sizeof(bm) };
+	const struct psd_cfg_entry *got;
+	struct psd_cfgtab t;
+
+	CHECK_EQ(psd_cfgtab_init(&t, 4096, 0), 0);
+	CHECK_EQ(psd_cfg_members_check(&e, 9), 0);
+	CHECK_EQ(psd_cfgtab_add(&t, &e), 0);
+	bm[0] = 0; /* the table has its own copy */
+	got = psd_cfgtab_for_step(&t, 6);
+	CHECK(psd_cfg_is_member(got, 2));
+	CHECK_EQ(psd_cfg_nmembers(got, 9), 9);
+	got = psd_cfgtab_for_step(&t, 7);
+	CHECK_EQ(psd_cfg_nmembers(got, 9), 4);
+	CHECK(psd_cfg_is_member(got, 0));
+	CHECK(psd_cfg_is_member(got, 3));
+	CHECK(psd_cfg_is_member(got, 8));
+	CHECK(!psd_cfg_is_member(got, 2));
+	CHECK(!psd_cfg_is_member(got, 9));
+	CHECK(!psd_cfg_is_member(got, 1000));
+	psd_cfgtab_fini(&t);
+}
+
+/* Memberships from the wire that do not fit the job are refused. */
+static void test_cfgtab_members_malformed(void)
+{
+	uint8_t bm[3] = { 0x03, 0x00, 0x00 };
+	struct psd_cfg_entry e = { 1, 0, 0, 1, 2, bm, 1 };
+
+	CHECK_EQ(psd_cfg_members_check(&e, 4), 0);
+	e.nmembers = 3; /* count disagrees with the bits */
+	CHECK_EQ(psd_cfg_members_check(&e, 4), -EPROTO);
+	e.nmembers = 2;
+	CHECK_EQ(psd_cfg_members_check(&e, 1), -EPROTO); /* rank 1 of 1 */
+	e.members_len = 3; /* longer than 4 slots need */
+	CHECK_EQ(psd_cfg_members_check(&e, 4), -EPROTO);
+	e.members = NULL;
+	e.members_len = 0;
+	CHECK_EQ(psd_cfg_members_check(&e, 4), -EPROTO); /* count, no map */
+	e.nmembers = 0;
+	CHECK_EQ(psd_cfg_members_check(&e, 4), 0); /* every worker */
+	bm[0] = 0;
+	e.members = bm;
+	e.members_len = 1;
+	CHECK_EQ(psd_cfg_members_check(&e, 4), 0); /* nobody is left */
+}
+
 const struct test_case test_list[] = {
 	{ "cfgtab_step_mapping", test_cfgtab_step_mapping },
 	{ "cfgtab_refuses_duplicates_and_old_epochs",
 	  test_cfgtab_refuses_duplicates_and_old_epochs },
 	{ "cfgtab_many_epochs", test_cfgtab_many_epochs },
+	{ "cfgtab_members", test_cfgtab_members },
+	{ "cfgtab_members_malformed", test_cfgtab_members_malformed },
 	{ NULL, NULL },
 };

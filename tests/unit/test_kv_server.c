@@ -869,8 +869,90 @@ static void test_kv_server_rows_pulls_by_priority(void)
 	kvt_stop();
 }
 
+/* A commit of config @epoch from step @from whose members are the
+ * ranks of bitmap @bm (@cnt of them). */
+static void kvt_commit(uint32_t epoch, uint64_t from, uint8_t bm, unsigned cnt)
+{
+	Psched__Config cfg = PSCHED__CONFIG__INIT;
+
+	cfg.epoch = epoch;
+	cfg.apply_from_step = from;
+	cfg.num_members = cnt;
+	cfg.members.data = &bm;
+	cfg.members.len = 1;
+	kvt.node.role->on_config(&kvt.node, &cfg);
+}
+
+/* One whole-range push of step @step, config @epoch, from @w. */
+static void kvt_push_epoch(unsigned w, uint64_t step, uint32_t epoch,
+			   const float *v, int status)
+{
+	struct psd_hdr h = kvt_req(PSD_MSG_PUSH, PSCHED_F32, 4, 16, step);
+
+	h.epoch = epoch;
+	kvt_send(w, h, v);
+	kvt_expect(w, PSD_MSG_PUSH_ACK, status);
+}
+
+/*
+ * Membership epochs (docs/elastic.md): from a config's first step a
+ * step sums exactly its members' pushes.  A non-member's push is
+ * refused; a step pushed with a config whose commit has not come yet
+ * waits for it (its members are unknown); a membership-only commit from
+ * a step already open counts that step with the new members.
+ */
+static void test_kv_server_membership(void)
+{
+	float v[3][4], want[4];
+	unsigned i, w;
+
+	for (w = 0; w < 3; w++)
+		for (i = 0; i < 4; i++)
+			v[w][i] = (float)(w + 1) * 100.0f + (float)i;
+	kvt_start(3, "sync", 0);
+	for (w = 0; w < 3; w++)
+		kvt_push_epoch(w, 1, 0, v[w], 0);
+	for (i = 0; i < 4; i++)
+		want[i] = v[0][i] + v[1][i] + v[2][i];
+	kvt_pull_check(0, PSCHED_F32, 4, 16, 1, want);
+
+	/* Step 2: ranks 0 and 2 only; rank 1's push is refused. */
+	kvt_commit(1, 2, 0x05, 2);
+	kvt_push_epoch(1, 2, 1, v[1], -EPROTO);
+	kvt_push_epoch(0, 2, 1, v[0], 0);
+	kvt_push_epoch(2, 2, 1, v[2], 0);
+	for (i = 0; i < 4; i++)
+		want[i] = v[0][i] + v[2][i];
+	kvt_pull_check(1, PSCHED_F32, 4, 16, 2, want);
+
+	/* Step 3 under epoch 2 (every rank), pushed before its commit: two
+	 * pushes do not complete it, though epoch 1 had two members. */
+	kvt_push_epoch(0, 3, 2, v[0], 0);
+	kvt_push_epoch(2, 3, 2, v[2], 0);
+	kvt_send(0, kvt_req(PSD_MSG_PULL, PSCHED_F32, 4, 16, 3), NULL);
+	kvt_expect_quiet(0, PSCHED_F32, 4, 16);
+	kvt_commit(2, 3, 0x07, 3);
+	kvt_expect_quiet(0, PSCHED_F32, 4, 16);
+	kvt_push_epoch(1, 3, 2, v[1], 0);
+	for (i = 0; i < 4; i++)
+		want[i] = v[0][i] + v[1][i] + v[2][i];
+	CHECK(!memcmp(kvt_expect(0, PSD_MSG_PULL_RESP, 0)->data, want, 16));
+
+	/* Step 4 opened under epoch 2; epoch 3 (ranks 0 and 1, the same
+	 * layout) starts there: rank 0's push counts, rank 2 is out. */
+	kvt_push_epoch(0, 4, 2, v[0], 0);
+	kvt_commit(3, 4, 0x03, 2);
+	kvt_push_epoch(2, 4, 3, v[2], -EPROTO);
+	kvt_push_epoch(1, 4, 3, v[1], 0);
+	for (i = 0; i < 4; i++)
+		want[i] = v[0][i] + v[1][i];
+	kvt_pull_check(2, PSCHED_F32, 4, 16, 4, want);
+	kvt_stop();
+}
+
 const struct test_case test_list[] = {
 	{ "kv_server_sum_f32_exact", test_kv_server_sum_f32_exact },
+	{ "kv_server_membership", test_kv_server_membership },
 	{ "kv_server_sum_i64_exact", test_kv_server_sum_i64_exact },
 	{ "kv_server_sum_f16_exact", test_kv_server_sum_f16_exact },
 	{ "kv_server_partition_below_element",

@@ -44,10 +44,10 @@ import torch
 
 from .. import _lib
 from .. import optimizer as _optimizer
-from ..kvstore import KVStore, PSchedError, bfloat16 as _np_bf16
+from ..kvstore import KVStore, PSchedError, _ckey, bfloat16 as _np_bf16
 from . import _sparse
 
-__all__ = ["init", "shutdown", "size", "rank", "stats", "local_rank", "local_size",
+__all__ = ["init", "shutdown", "join", "size", "rank", "stats", "local_rank", "local_size",
            "push_pull", "push_pull_inplace", "push_pull_async",
            "push_pull_async_inplace", "poll", "synchronize",
            "broadcast_parameters", "broadcast_optimizer_state",
@@ -106,6 +106,13 @@ def stats():
     """This worker's counters, as ``KVStore.stats()`` returns them
     (docs/metrics.md)."""
     return _c().kv.stats()
+
+
+def join(timeout_sec=None):
+    """This worker's data is exhausted: leave the job, the others go on
+    without it from the next step, their averages over the workers still
+    in (docs/elastic.md).  Then shutdown() as usual."""
+    _c().kv.leave(timeout_sec)
 
 
 def size():
@@ -311,6 +318,9 @@ def synchronize(handle):
         raise PSchedError("synchronize: no push_pull handle %r "
                           "(synchronized already?)" % (handle,), -22)
     c.kv.wait(h.key)
+    if h.average:
+        # The step's members, which a worker's leaving changes.
+        h.size = c.kv._members(_ckey(h.key))
     return h.done()
 
 
