@@ -86,6 +86,16 @@ def job(args):
     import psched.torch as pst
 
     torch.use_deterministic_algorithms(True, warn_only=True)
+    if args.device == "cuda":
+        import warnings
+        from psched.kvstore import cuda_check
+        why = cuda_check(0)
+        if why is not None:
+            print("FAIL: torch sees a GPU, but psched cannot use it: %s"
+                  % why)
+            return 1
+        # Staging through host memory would mean the device path failed.
+        warnings.filterwarnings("error", message="psched.torch: CUDA")
     dev = torch.device("cuda:0" if args.device == "cuda" else "cpu")
     pst.init()
     r, n = pst.rank(), pst.size()

@@ -158,14 +158,69 @@ class TestLocal(unittest.TestCase):
         with self.assertRaisesRegex(PSchedError, "not a worker rank"):
             pst.broadcast_parameters(m.state_dict(), root_rank=1)
 
-    def test_d_cuda_staging(self):
+    def test_d_cuda(self):
         if not torch.cuda.is_available():
-            self.skipTest("no CUDA device here: the pinned-host staging of "
-                          "CUDA tensors is not run")
-        t = torch.arange(4.0, device="cuda")
-        out = pst.push_pull(t, name="local.cuda")
-        self.assertEqual(out.device.type, "cuda")
-        self.assertEqual(out.tolist(), t.tolist())
+            self.skipTest("no CUDA device here: CUDA tensors by device "
+                          "address (or staged) are not run")
+        import warnings
+        from psched.kvstore import cuda_check
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            t = torch.arange(4.0, device="cuda")
+            out = pst.push_pull(t, name="local.cuda")
+            self.assertEqual(out.device.type, "cuda")
+            self.assertEqual(out.tolist(), t.tolist())
+            # In place into a transposed (non-contiguous) tensor.
+            m = torch.arange(6.0, device="cuda").reshape(2, 3).t()
+            want = m.tolist()
+            h = pst.push_pull_async_inplace(m, name="local.cuda_t")
+            self.assertIs(pst.synchronize(h), m)
+            self.assertEqual(m.tolist(), want)
+        staged = [x for x in w if "staged through pinned" in str(x.message)]
+        # The library's own device path whenever it can use the GPU.
+        self.assertEqual(bool(staged), cuda_check(0) is not None,
+                         [str(x.message) for x in staged])
+
+    def test_e_device_issue(self):
+        """What a CUDA push_pull hands the library (_issue_device): CPU
+        tensors stand in for CUDA ones, the call is recorded, and the
+        library's answer is written where it was told to write."""
+        calls = []
+
+        class KV:
+            def issue_device(self, *a, **k):
+                calls.append((a, k))
+
+        class Ctx:
+            kv = KV()
+
+        class Stream:
+            def synchronize(self):
+                calls.append("sync")
+
+        real = torch.cuda.current_stream
+        torch.cuda.current_stream = lambda device=None: Stream()
+        try:
+            t = torch.arange(6, dtype=torch.bfloat16).reshape(2, 3).t()
+            h = pst._Handle()
+            h.key, h.out, h.average, h.size = 7, t, True, 2
+            pst._issue_device(Ctx(), h, t, t, priority=3)
+        finally:
+            torch.cuda.current_stream = real
+        self.assertEqual(calls[0], "sync")  # the stream first
+        (op, keys, ptrs, nbytes, dtype, _), kw = calls[1]
+        src, dst = h.keep
+        self.assertEqual((op, keys, nbytes), ("pushpull", [7], [12]))
+        self.assertEqual(dtype, pst._np_bf16)
+        self.assertTrue(src.is_contiguous())
+        self.assertEqual(ptrs, [src.data_ptr()])
+        self.assertEqual(src.tolist(), t.tolist())
+        self.assertEqual(kw, {"out_ptrs": [dst.data_ptr()], "priority": 3})
+        dst.copy_(src * 4)  # the library's sum of two workers
+        want = (src * 2).tolist()
+        self.assertIs(h.done(), t)
+        self.assertEqual(t.tolist(), want)
+        self.assertIsNone(h.keep)
 
     def test_c_bfloat16(self):
         t = torch.tensor([1.5, -2.25, 3.0], dtype=torch.bfloat16)

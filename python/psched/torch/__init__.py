@@ -30,8 +30,11 @@ Two modes:
 Tensors are keyed by name (``named_parameters``; ``push_pull(name=...)``),
 so two models in one process and re-created optimizers work.  dtypes:
 float32, float64, float16, bfloat16 (where the library has it), int32,
-int64.  CUDA tensors are staged through pinned host buffers (one copy each
-way per push_pull) until psched moves device memory itself.
+int64.  CUDA tensors go to the library by device address
+(``KVStore.issue_device``): it moves them between the GPU and the network
+itself, after the tensor's stream has finished writing them.  A library
+built without CUDA stages them through pinned host buffers here instead
+(one copy each way per push_pull) and says so once.
 Errors are ``psched.PSchedError`` with the library's message.
 """
 import hashlib
@@ -45,6 +48,7 @@ import torch
 from .. import _lib
 from .. import optimizer as _optimizer
 from ..kvstore import KVStore, PSchedError, _ckey, bfloat16 as _np_bf16
+from ..kvstore import cuda_check
 from . import _sparse
 
 __all__ = ["init", "shutdown", "join", "size", "rank", "stats", "local_rank", "local_size",
@@ -220,10 +224,15 @@ def _declare(c, kind, names, tensors, values=None, owners=None):
 class _Handle:
     """An issued push_pull: where the result lands and what to do once
     the KVStore has it."""
-    __slots__ = ("key", "out", "buf", "average", "size", "dest")
+    __slots__ = ("key", "out", "buf", "average", "size", "dest", "keep")
 
     def done(self):
-        if self.dest is not None:  # staged: back into the device tensor
+        if self.buf is None:  # by device address (_issue_device)
+            if self.dest is not None:
+                self.dest.copy_(self.keep[1])
+                self.out = self.dest
+            self.keep = None
+        elif self.dest is not None:  # staged: back into the device tensor
             self.dest.copy_(self.buf)
             self.out = self.dest
         elif self.buf.data_ptr() != self.out.data_ptr():
@@ -235,6 +244,46 @@ class _Handle:
                 self.out.copy_(torch.div(self.out, self.size,
                                          rounding_mode="floor"))
         return self.out
+
+
+_device_ok = {}
+
+
+def _device_path(dev):
+    """True when the library moves tensors on CUDA device @dev itself;
+    otherwise warn once and stage through pinned host memory."""
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    ok = _device_ok.get(idx)
+    if ok is None:
+        why = cuda_check(idx)
+        ok = why is None
+        if not ok:
+            import warnings
+            warnings.warn("psched.torch: CUDA tensors on cuda:%d are "
+                          "staged through pinned host memory: %s"
+                          % (idx, why), RuntimeWarning, stacklevel=4)
+        _device_ok[idx] = ok
+    return ok
+
+
+def _issue_device(c, h, tensor, out, priority):
+    """pushpull CUDA @tensor by address into @out (a CUDA tensor of the
+    same shape); the handle keeps both alive until synchronize()."""
+    src = tensor.detach()
+    if not src.is_contiguous():
+        src = src.contiguous()
+    dst = out if out.is_contiguous() else torch.empty_like(src)
+    # The library reads and writes on its own stream: what the caller's
+    # stream queued on these tensors must be done first.
+    torch.cuda.current_stream(src.device).synchronize()
+    dtype = _np_bf16 if src.dtype == torch.bfloat16 else \
+        str(src.dtype).replace("torch.", "")
+    c.kv.issue_device("pushpull", [h.key], [src.data_ptr()],
+                      [src.numel() * src.element_size()], dtype,
+                      src.device.index, out_ptrs=[dst.data_ptr()],
+                      priority=priority)
+    h.buf, h.keep = None, (src, dst)
+    h.dest = out if dst is not out else None
 
 
 def _issue(c, name, tensor, out, average, priority):
@@ -252,10 +301,12 @@ def _issue(c, name, tensor, out, average, priority):
     _declare(c, "t", [name], [tensor])
     c.averaged = True
     h = _Handle()
+    h.keep = None
     h.key = c.keys[("t", name)][0]
     h.average, h.size, h.out, h.dest = average, c.size, out, None
-    if tensor.device.type != "cpu":
-        # Pinned host staging until psched moves device memory itself.
+    if tensor.device.type == "cuda" and _device_path(tensor.device):
+        _issue_device(c, h, tensor, out, priority)
+    elif tensor.device.type != "cpu":
         h.buf = torch.empty(tensor.shape, dtype=tensor.dtype,
                             pin_memory=True)
         h.buf.copy_(tensor.detach())
@@ -264,8 +315,9 @@ def _issue(c, name, tensor, out, average, priority):
         h.buf = tensor.detach()
     else:
         h.buf = tensor.detach().contiguous().clone()
-    a = _np_view(h.buf)
-    c.kv.pushpull(h.key, a, priority=priority, block=False)
+    if h.buf is not None:
+        c.kv.pushpull(h.key, _np_view(h.buf), priority=priority,
+                      block=False)
     hid = c.next_handle
     c.next_handle += 1
     c.handles[hid] = h
