@@ -318,6 +318,14 @@ bench-sched: all $(BUILD)/tests/helpers/delayline
 bench-autotune: all $(BUILD)/tests/helpers/delayline
 	$(Q)BUILD=$(BUILD) bash bench/autotune-bench.sh $(BENCH_AUTOTUNE_ARGS)
 
+# psched.torch against DDP over gloo on this machine, interleaved rounds
+# (docs/benchmarks.md "PyTorch against DDP"); BENCH_TORCH_ARGS, e.g.
+# "--models mlp --workers 4 --servers 2 --rounds 5".
+.PHONY: bench-torch
+bench-torch: all
+	$(Q)PSCHED_LIBRARY=$(CURDIR)/$(SHARED_LIB) PSCHED_BIN_DIR=$(CURDIR)/$(BUILD)/bin \
+		$${PYTHON:-/usr/bin/python3} bench/torch-vs-ddp.py $(BENCH_TORCH_ARGS)
+
 # Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for
 # PREFIX /usr/local and /usr; the package finds libpsched.so two levels up.
 PYDIR    ?= $(PREFIX)/lib/python3/dist-packages
