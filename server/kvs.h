@@ -75,6 +75,7 @@ struct psd_kvs_entry {
 	 * on the key is refused with this reason from then on. */
 	char *conflict;
 	bool pair_mapped; /* value + merge: one huge-page mapping */
+	uint64_t filled;  /* bytes written by payloads so far, <= len */
 };
 
 struct kvs_rows;
@@ -145,6 +146,10 @@ struct psd_kvs {
 	uint64_t max_ahead;
 	uint64_t max_parked;
 	uint64_t parked_bytes; /* held payloads, van thread only */
+	/* Bytes of dense keys declared but never written by a payload (an
+	 * init without a value): not counted in the default parked limit,
+	 * which only bytes that arrived raise.  Van thread. */
+	uint64_t unfilled_bytes;
 	/* Optimizer states in transfer (kvs_states.c): a dump's snapshot,
 	 * or the records of a load arriving piece by piece. */
 	float *cmp_buf; /* async: a compressed push dequantised */
@@ -173,6 +178,10 @@ int psd_kvs_entry_create(struct psched_node *n, const struct psd_hdr *h,
 			 struct psd_kvs_entry **out);
 /* Free @e and its buffers (its wait lists must be empty). */
 void psd_kvs_entry_free(struct psd_kvs *s, struct psd_kvs_entry *e);
+/* @bytes more of @e were written by a payload (counted up to its len,
+ * psd_kvs_parked_limit()). */
+void psd_kvs_entry_filled(struct psd_kvs *s, struct psd_kvs_entry *e,
+			  uint64_t bytes);
 /* Some key has steps applied, open or held: the sync/async mode is in
  * use. */
 bool psd_kvs_has_steps(const struct psd_kvs *s);
@@ -203,6 +212,16 @@ int psd_kvs_admit_early(struct psched_node *n, struct psd_conn *c,
 int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
 		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
 		       uint64_t open, const char *what, void **dst);
+/*
+ * May push @h open the next step of @e with the layout it declares?
+ * 0: yes (or the step is open already, checked by psd_kvs_step_open());
+ * -EPROTO: its chunk is not the one its step's config cuts; 1: its
+ * config's commit has not come here yet and the layout would take more
+ * bookkeeping than KVS_TRUST_CHUNKS trusts on its word: it is held
+ * until the commit comes (psd_kvs_step_config()).
+ */
+int psd_kvs_layout_check(const struct psd_kvs *s, const struct psd_kvs_entry *e,
+			 const struct psd_hdr *h);
 
 /* kvs_step.c */
 #define KVS_WANT_PENDING UINT32_MAX
@@ -281,10 +300,19 @@ struct psd_kvs_wait *psd_kvs_wait_step(struct psd_list *list, uint64_t step);
 void psd_kvs_drop_waits(struct psched_node *n, struct psd_list *list,
 			struct psd_conn *c, int err, const char *why);
 /* May pull @h of a key at @version be answered now (1: its step is
- * applied, or async)?  0: it waits; a worker died, so it would wait for
- * ever: refused here, the error returned. */
+ * applied, or async)?  0: it waits (psd_kvs_queue_pull(), keeping @cost
+ * bytes besides its wait).  Refused here, the error returned: a worker
+ * died, so it would wait for ever; its step is more than
+ * PS_MAX_STEPS_AHEAD beyond the next; no room under the parked limit,
+ * which waiting pulls share with early pushes. */
 int psd_kvs_pull_ready(struct psched_node *n, struct psd_conn *c,
-		       const struct psd_hdr *h, uint64_t version);
+		       const struct psd_hdr *h, uint64_t version,
+		       uint64_t cost);
+/* Queue pull @h on @list until version h->step, @buf (@len bytes, or
+ * NULL) owned by the wait on 0; counted in parked_bytes with the wait. */
+int psd_kvs_queue_pull(struct psched_node *n, struct psd_conn *c,
+		       struct psd_list *list, const struct psd_hdr *h,
+		       void *buf, uint64_t len);
 /* Answer, in priority order, every queued pull the version now covers. */
 void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e);
 /* Chunk @idx of the open step is complete: answer its pushpulls. */

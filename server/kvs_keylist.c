@@ -296,7 +296,7 @@ static void kl_pull_wait(struct psched_node *n, struct psd_conn *c,
 	struct psd_hdr wh = *h;
 	uint8_t *buf = kl_keys_copy(l, 0, &wh);
 
-	if (!buf || psd_kvs_queue_wait(c, &kl->pulls, &wh, h->step, buf, 0)) {
+	if (!buf || psd_kvs_queue_pull(n, c, &kl->pulls, &wh, buf, wh.length)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 	}
@@ -464,7 +464,8 @@ static void kl_on_pull(struct psched_node *n, struct psd_conn *c,
 	}
 	/* A pull the version covers is answered even after a worker left
 	 * (the others may still pull its last step). */
-	ret = psd_kvs_pull_ready(n, c, h, kl->version);
+	ret = psd_kvs_pull_ready(n, c, h, kl->version,
+				 (uint64_t)l.n * (l.lens ? 12 : 8));
 	if (ret > 0)
 		kl_answer_list(n, c, h, &l);
 	else if (!ret)

@@ -197,15 +197,52 @@ struct psd_kvs_wait *psd_kvs_wait_step(struct psd_list *list, uint64_t step)
 }
 
 int psd_kvs_pull_ready(struct psched_node *n, struct psd_conn *c,
-		       const struct psd_hdr *h, uint64_t version)
+		       const struct psd_hdr *h, uint64_t version, uint64_t cost)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
+	uint64_t limit = psd_kvs_parked_limit(s);
 
 	if (s->async || version >= h->step)
 		return 1;
 	if (s->broken)
 		return psd_kvs_reject(n, c, h, s->broken, s->broken_msg);
+	if (h->step - version > s->max_ahead + 1)
+		return psd_kvs_rejectf(
+			n, c, h, -ERANGE,
+			"pull of key %llu for step %llu is %llu steps beyond "
+			"the version applied here, %llu "
+			"(PS_MAX_STEPS_AHEAD=%llu)",
+			(unsigned long long)h->key, (unsigned long long)h->step,
+			(unsigned long long)(h->step - version),
+			(unsigned long long)version,
+			(unsigned long long)s->max_ahead);
+	cost += sizeof(struct psd_kvs_wait);
+	if (cost > limit || s->parked_bytes > limit - cost)
+		return psd_kvs_rejectf(
+			n, c, h, -ENOBUFS,
+			"pull of key %llu for step %llu (version %llu here): "
+			"no "
+			"room to queue it, %llu bytes of waiting pulls and "
+			"early pushes are held already (PS_MAX_PARKED_BYTES="
+			"%llu)",
+			(unsigned long long)h->key, (unsigned long long)h->step,
+			(unsigned long long)version,
+			(unsigned long long)s->parked_bytes,
+			(unsigned long long)limit);
 	return 0;
+}
+
+int psd_kvs_queue_pull(struct psched_node *n, struct psd_conn *c,
+		       struct psd_list *list, const struct psd_hdr *h,
+		       void *buf, uint64_t len)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	uint64_t held = len + sizeof(struct psd_kvs_wait);
+	int ret = psd_kvs_queue_wait(c, list, h, h->step, buf, held);
+
+	if (!ret)
+		s->parked_bytes += held;
+	return ret;
 }
 
 void psd_kvs_answer_pulls(struct psched_node *n, struct psd_kvs_entry *e)

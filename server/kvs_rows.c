@@ -676,27 +676,25 @@ static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 			 struct kvs_rows *e, const struct psd_hdr *h,
 			 const uint8_t *payload)
 {
-	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_rows_prefix p;
 	struct psd_hdr q = *h;
 	void *buf;
-	int ret = psd_kvs_pull_ready(n, c, h, e->version);
+	int ret;
 
+	psd_rows_prefix_get(payload, &p);
+	q.length = PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
+	ret = psd_kvs_pull_ready(n, c, h, e->version, q.length);
 	if (ret > 0)
 		rows_reply_pull(n, c, e, h, payload);
 	if (ret)
 		return;
-	psd_rows_prefix_get(payload, &p);
-	q.length = PSD_ROWS_PREFIX + (uint64_t)p.nrows * 8;
 	buf = malloc((size_t)q.length);
-	if (!buf ||
-	    psd_kvs_queue_wait(c, &e->pulls, &q, h->step, buf, q.length)) {
+	if (!buf || psd_kvs_queue_pull(n, c, &e->pulls, &q, buf, q.length)) {
 		free(buf);
 		psd_kvs_reject(n, c, h, -ENOMEM, "no memory to queue a pull");
 		return;
 	}
 	memcpy(buf, payload, (size_t)q.length);
-	s->parked_bytes += q.length;
 	/* A pushpull's bytes are in: its credit comes back now (waiting
 	 * for the other workers with it deadlocks, psd_kvs_send_ack()). */
 	if (h->type == PSD_MSG_PUSHPULL)

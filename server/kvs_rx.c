@@ -14,6 +14,7 @@
 
 #include "compress.h"
 #include "kvs.h"
+#include "partition.h"
 
 /* Request @h names a byte range this server does not hold. */
 static bool kvs_out_of_range(const struct psd_kvs_entry *e,
@@ -187,6 +188,53 @@ int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
 	return 0;
 }
 
+/* Chunks a layout nobody agreed on here may have: its counts cost 20
+ * bytes a chunk, at most 0.5% of the range on the sender's word. */
+#define KVS_TRUST_CHUNKS(len) (1 + (len) / 4096)
+
+int psd_kvs_layout_check(const struct psd_kvs *s, const struct psd_kvs_entry *e,
+			 const struct psd_hdr *h)
+{
+	unsigned es = psched_dtype_size((enum psched_dtype)e->dtype);
+	uint64_t chunk = psd_part_chunk_size(h->part, es, e->len);
+	bool known = h->epoch <= psd_cfgtab_last(&s->cfgs)->epoch;
+	const struct psd_cfg_entry *cfg;
+
+	if (e->open || h->step != e->version + 1 || chunk == e->len)
+		return 0;
+	if (known) {
+		/* A scheduler's config is every node's; epoch 0 is each
+		 * node's own start-up sizes, which may differ. */
+		cfg = psd_cfgtab_for_step(&s->cfgs, h->step);
+		if (chunk ==
+		    psd_part_chunk_size(cfg->partition_bytes, es, e->len))
+			return 0;
+		if (cfg->epoch)
+			return -EPROTO;
+	}
+	if (psd_part_count(e->len, chunk) <= KVS_TRUST_CHUNKS(e->len))
+		return 0;
+	return known ? -EPROTO : 1;
+}
+
+static void kvs_layout_refuse(struct psched_node *n, struct psd_conn *c,
+			      const struct psd_hdr *h)
+{
+	const struct psd_cfg_entry *cfg =
+		psd_cfgtab_for_step(&psd_kvs_of(n)->cfgs, h->step);
+
+	psd_kvs_rejectf(n, c, h, -EPROTO,
+			"chunks of %llu bytes are not the layout of step %llu "
+			"(config epoch %u: partition %llu bytes%s)",
+			(unsigned long long)h->part,
+			(unsigned long long)h->step, cfg->epoch,
+			(unsigned long long)cfg->partition_bytes,
+			cfg->epoch ? ""
+				   : ", this server's PS_PARTITION_BYTES; "
+				     "start servers and workers with the same "
+				     "one");
+}
+
 /* Where the payload of a sync push goes, decided before it is read. */
 static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 			   struct psd_kvs_conn *kc, const struct psd_hdr *h,
@@ -196,6 +244,7 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 	struct psd_kvs_entry *e = kc->e;
 	char what[48];
 	uint64_t idx;
+	int layout;
 
 	if (kvs_epoch_mismatch(s, h, c)) {
 		psd_kvs_reject(n, c, h, -EPROTO,
@@ -215,7 +264,12 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
 		return PSD_RX_DISCARD;
 	}
-	if (h->step > e->version + 1) {
+	layout = psd_kvs_layout_check(s, e, h);
+	if (layout < 0) {
+		kvs_layout_refuse(n, c, h);
+		return PSD_RX_DISCARD;
+	}
+	if (h->step > e->version + 1 || layout) {
 		snprintf(what, sizeof(what), "push of key %llu",
 			 (unsigned long long)h->key);
 		return psd_kvs_hold_early(n, c, kc, h, e->version + 1, what,
@@ -253,11 +307,11 @@ static int kvs_dense_header(struct psched_node *n, struct psd_conn *c,
 static void kvs_on_pull(struct psched_node *n, struct psd_conn *c,
 			struct psd_kvs_entry *e, const struct psd_hdr *h)
 {
-	int ret = psd_kvs_pull_ready(n, c, h, e->version);
+	int ret = psd_kvs_pull_ready(n, c, h, e->version, 0);
 
 	if (ret > 0)
 		psd_kvs_reply_pull(n, c, e, h);
-	else if (!ret && psd_kvs_queue_wait(c, &e->pulls, h, h->step, NULL, 0))
+	else if (!ret && psd_kvs_queue_pull(n, c, &e->pulls, h, NULL, 0))
 		psd_kvs_reply_status(n, c, h, -ENOMEM);
 }
 
@@ -274,9 +328,11 @@ static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, PSCHED_ESIZE, e->conflict);
 		return;
 	}
-	if (h->flags & PSD_F_HAS_VALUE)
+	if (h->flags & PSD_F_HAS_VALUE) {
 		memcpy(e->value + (h->offset - e->off), payload,
 		       (size_t)h->span);
+		psd_kvs_entry_filled(psd_kvs_of(n), e, h->span);
+	}
 	if (kc->wrank >= 0 && (unsigned)kc->wrank < psd_kvs_of(n)->nworker)
 		e->inited[kc->wrank] = true;
 	psd_kvs_reply_status(n, c, h, 0);
@@ -310,6 +366,7 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 	if (!psd_upd_apply(&s->upd, e->key, e->dtype, e->off, e->len, h->offset,
 			   dst, payload, h->span))
 		psd_kvs_sum_on(s, e->dtype, dst, payload, h->span);
+	psd_kvs_entry_filled(s, e, h->span);
 	e->version++;
 	if (h->type == PSD_MSG_PUSHPULL)
 		psd_kvs_reply_pull(n, c, e, h);
@@ -321,6 +378,7 @@ static void kvs_on_async_push(struct psched_node *n, struct psd_conn *c,
 static void kvs_on_early_push(struct psched_node *n, struct psd_conn *c,
 			      struct psd_kvs_conn *kc, const struct psd_hdr *h)
 {
+	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_kvs_entry *e = kc->e;
 	void *buf = kc->hold;
 
@@ -329,13 +387,13 @@ static void kvs_on_early_push(struct psched_node *n, struct psd_conn *c,
 	 * the step this push was early for may have opened meanwhile (the
 	 * held list was already scanned then), so it applies now; held, it
 	 * would wait for a step that cannot finish without it. */
-	if (h->step == e->version + 1) {
+	if (h->step == e->version + 1 && !psd_kvs_layout_check(s, e, h)) {
 		psd_kvs_push_apply(n, c, e, h, buf, kc->wrank, false, false);
-		psd_kvs_hold_free(psd_kvs_of(n), buf, h->length);
+		psd_kvs_hold_free(s, buf, h->length);
 		return;
 	}
 	if (psd_kvs_queue_wait(c, &e->held, h, h->step, buf, h->length)) {
-		psd_kvs_hold_free(psd_kvs_of(n), buf, h->length);
+		psd_kvs_hold_free(s, buf, h->length);
 		psd_kvs_reply_status(n, c, h, -ENOMEM);
 		return;
 	}

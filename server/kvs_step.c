@@ -139,6 +139,8 @@ static int kvs_contribute(struct psd_kvs *s, struct psd_kvs_entry *e,
 		else
 			psd_kvs_sum_on(s, e->dtype, dst, payload, h->span);
 	}
+	if (e->counts[idx] == 0)
+		psd_kvs_entry_filled(s, e, h->span);
 	e->wbytes[wrank] += h->span;
 	if (++e->counts[idx] == e->want)
 		e->chunks_done++;
@@ -189,7 +191,9 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 			const void *payload, int wrank, bool direct, bool acked)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
-	int ret = psd_kvs_step_open(s, e, h->part);
+	int ret = psd_kvs_layout_check(s, e, h)
+			  ? -EPROTO
+			  : psd_kvs_step_open(s, e, h->part);
 	uint64_t idx = 0;
 
 	/* Pushed with a config this server has not seen committed yet: its
@@ -262,8 +266,12 @@ void psd_kvs_step_config(struct psched_node *n)
 	size_t pos = 0;
 
 	while ((e = psd_map_next(&s->entries, &pos, NULL))) {
-		if (!e->open)
+		/* Pushes held for this commit (psd_kvs_layout_check()). */
+		if (!e->open) {
+			if (!psd_list_empty(&e->held))
+				kvs_process_held(n, e);
 			continue;
+		}
 		if (e->want == KVS_WANT_PENDING
 			    ? e->want_epoch <= last
 			    : psd_cfgtab_for_step(&s->cfgs, e->version + 1)
@@ -275,12 +283,33 @@ void psd_kvs_step_config(struct psched_node *n)
 /* Pushes that arrived for later steps, in arrival order.  Applying one
  * may finish a step, which recurses here; the list is searched again
  * after each. */
+static struct psd_kvs_wait *kvs_held_next(const struct psd_kvs *s,
+					  struct psd_kvs_entry *e)
+{
+	struct psd_list *pos;
+
+	psd_list_for_each (pos, &e->held) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (w->want != e->version + 1)
+			continue;
+		/* Its layout waits for its config's commit: so does its
+		 * step. */
+		if (psd_kvs_layout_check(s, e, &w->h) > 0)
+			return NULL;
+		psd_list_del(&w->link);
+		return w;
+	}
+	return NULL;
+}
+
 static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e)
 {
 	struct psd_kvs_wait *w;
 	struct psd_peer *p;
 
-	while ((w = psd_kvs_wait_step(&e->held, e->version + 1))) {
+	while ((w = kvs_held_next(psd_kvs_of(n), e))) {
 		p = psd_node_peer(n, w->conn->peer_id);
 		if (!atomic_load(&w->conn->closed) && p)
 			psd_kvs_push_apply(n, w->conn, e, &w->h, w->buf,

@@ -92,6 +92,7 @@ void psd_kvs_entry_free(struct psd_kvs *s, struct psd_kvs_entry *e)
 		return;
 	atomic_fetch_sub(&s->stored_bytes, e->len);
 	atomic_fetch_sub(&s->alloc_bytes, kvs_entry_alloc_bytes(e));
+	s->unfilled_bytes -= e->len - e->filled;
 	kvs_entry_release(e);
 }
 
@@ -123,12 +124,22 @@ int psd_kvs_entry_create(struct psched_node *n, const struct psd_hdr *h,
 		goto err_release;
 	atomic_fetch_add(&s->stored_bytes, e->len);
 	atomic_fetch_add(&s->alloc_bytes, kvs_entry_alloc_bytes(e));
+	s->unfilled_bytes += e->len;
 	*out = e;
 	return 0;
 
 err_release:
 	kvs_entry_release(e);
 	return ret;
+}
+
+void psd_kvs_entry_filled(struct psd_kvs *s, struct psd_kvs_entry *e,
+			  uint64_t bytes)
+{
+	if (bytes > e->len - e->filled)
+		bytes = e->len - e->filled;
+	e->filled += bytes;
+	s->unfilled_bytes -= bytes;
 }
 
 bool psd_kvs_has_steps(const struct psd_kvs *s)
@@ -165,10 +176,13 @@ void psd_kvs_hold_free(struct psd_kvs *s, void *buf, uint64_t len)
 }
 
 /* Default: room for two steps' worth of everything this server stores,
- * and never less than 256 MiB. */
+ * and never less than 256 MiB.  Only stored bytes that arrived count: a
+ * key declared by an init without a value costs its sender nothing, so
+ * it must not raise the limit. */
 uint64_t psd_kvs_parked_limit(const struct psd_kvs *s)
 {
-	uint64_t two = 2 * (uint64_t)atomic_load(&s->stored_bytes);
+	uint64_t two = 2 * ((uint64_t)atomic_load(&s->stored_bytes) -
+			    s->unfilled_bytes);
 
 	if (s->max_parked)
 		return s->max_parked;

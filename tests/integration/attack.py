@@ -41,6 +41,16 @@ Usage:
       prints how many the node closed.  With UNTIL, stop holding as soon
       as the node closed that many (a node refuses them a backlog's worth
       at a time, slower on a loaded host).
+  attack.py member-limits SCHED_PORT SERVER_PID
+      an authenticated worker (the job's only one) tries to make the
+      server spend memory that its bytes did not pay for: a 256 MiB key
+      declared by an init without a value, then one 4-byte push cut in
+      4-byte chunks (with the known config epoch and with one the server
+      has not seen); a 2 GiB key declared the same way to inflate the
+      parked budget, then 40 early 16 MiB pushes; pulls for steps far in
+      the future.  Each must be refused or held within its budget, and
+      the server's RSS grow by less than 64 MiB beyond what it was sent
+      and may hold (test_member_limits.sh).
 """
 import hashlib
 import hmac
@@ -70,10 +80,10 @@ failures = []
 
 def hdr(type_, key=0, total=0, offset=0, span=0, length=0, step=0,
         dtype=F32, sender=-1, magic=MAGIC, version=1, flags=0, status=0,
-        reserved=0, part=0, req=7, slot=0):
+        reserved=0, part=0, req=7, slot=0, epoch=0):
     return HDR.pack(magic, version, type_, dtype, flags, sender, status,
                     key, total, offset, span, length, part, step, req,
-                    slot, 0, 0, reserved)
+                    slot, epoch, 0, reserved)
 
 
 # ---- protobuf, just what the handshake needs ---------------------------
@@ -603,10 +613,110 @@ def init_split(argv):
         s.close()
 
 
+def rss_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def member(sched, num_worker=1):
+    """Authenticate as a worker; returns (worker id, data connection)."""
+    key = secret()
+    n_i = os.urandom(32)
+    s, _, ok = handshake(sched, register_msg(n_i, num_worker=num_worker),
+                         AUTH_REGISTER, ROLE_WORKER, key, n_i)
+    check("scheduler proves the job's secret", ok)
+    s.settimeout(60)
+    wid, servers = recv_table(s)
+    s.sendall(frame(control(C_BARRIER, f_varint(1, 7) + f_varint(2, 1))))
+    n_i = os.urandom(32)
+    c, _, ok = handshake(servers[0], hello_msg(wid, n_i), AUTH_HELLO, wid,
+                         key, n_i)
+    check("server proves the job's secret to worker %d" % wid, ok)
+    c.settimeout(60)
+    time.sleep(0.3)
+    return s, wid, c
+
+
+def recv_answers(c, n, what):
+    """Statuses of the next @n answers (a held push's is its ack)."""
+    got = []
+    while len(got) < n:
+        h = HDR.unpack(recv_exact(c, 96))
+        if h[11]:
+            recv_exact(c, h[11])
+        if h[2] != CONTROL:
+            got.append(h[6])
+    print("%s: statuses %s" % (what, sorted(set(got))), flush=True)
+    return got
+
+
+def member_limits(argv):
+    sched, spid = int(argv[0]), int(argv[1])
+    s, wid, c = member(sched)
+    base = rss_kib(spid)
+    print("server RSS before: %d KiB" % base, flush=True)
+    # 1. Amplification: 96 bytes declare 256 MiB; one 4-byte push cut in
+    # 4-byte chunks would make 64 M chunk counts (1.3 GB) on old servers.
+    big = 256 << 20
+    c.sendall(hdr(INIT, key=21, total=big, span=big, sender=wid, req=1))
+    recv_answers(c, 1, "init of a 256 MiB key without a value")
+    c.sendall(hdr(PUSH, key=21, total=big, span=4, length=4, step=1,
+                  part=4, sender=wid, req=2) + b"\0" * 4)
+    st = recv_answers(c, 1, "4-byte push in 4-byte chunks, epoch 0")
+    check("a push cut finer than its config is refused", st[0] < 0)
+    # The same with a config epoch the server does not know (yet): held
+    # within the parked budget until that commit, never laid out.
+    c.sendall(hdr(PUSH, key=21, total=big, span=4, length=4, step=1,
+                  part=4, sender=wid, req=3, epoch=99) + b"\0" * 4)
+    recv_answers(c, 1, "4-byte push in 4-byte chunks, unknown epoch")
+    time.sleep(1)
+    grow = rss_kib(spid) - base
+    print("server RSS after the amplification pushes: +%d KiB" % grow, flush=True)
+    check("no bookkeeping per declared element (RSS +%d KiB)" % grow,
+          grow < 64 << 10)
+    # 2. Budget inflation: a 2 GiB key declared for free, then early
+    # pushes of a small real key: at most 256 MiB of them held.
+    c.sendall(hdr(INIT, key=22, total=2 << 30, span=2 << 30, sender=wid, req=4))
+    recv_answers(c, 1, "init of a 2 GiB key without a value")
+    m = 16 << 20
+    c.sendall(hdr(INIT, key=23, total=m, span=m, length=m, flags=1,
+                  sender=wid, req=5) + b"\1" * m)
+    recv_answers(c, 1, "init of a 16 MiB key with its value")
+    payload = b"\2" * m
+    st = []
+    for i in range(40):
+        c.sendall(hdr(PUSH, key=23, total=m, span=m, length=m, step=2 + i,
+                      sender=wid, req=10 + i) + payload)
+        st += recv_answers(c, 1, "early push for step %d" % (2 + i))
+    refused = sum(1 for x in st if x < 0)
+    time.sleep(1)
+    held = 40 - refused
+    grow = rss_kib(spid) - base
+    print("early 16 MiB pushes: %d refused, %d held; server RSS +%d KiB"
+          % (refused, held, grow), flush=True)
+    check("the parked budget is not inflated by a declared key "
+          "(%d held, at most 16)" % held, held <= 16)
+    check("server RSS within 64 MiB of what it may hold (+%d KiB)" % grow,
+          grow < (256 + 16 + 64) << 10)
+    # 3. Pulls for steps far in the future: refused, not queued.
+    for i in range(200):
+        c.sendall(hdr(PULL, key=23, total=m, span=m, step=1000000 + i,
+                      sender=wid, req=100 + i))
+    st = recv_answers(c, 200, "200 pulls a million steps ahead")
+    check("far-future pulls are refused", all(x < 0 for x in st))
+    s.sendall(frame(control(C_FINALIZE, b"")))
+    c.close()
+    s.close()
+
+
 def main():
     cmds = {"init-split": init_split, "hijack": hijack, "replay": replay, "fake-scheduler": fake_scheduler,
             "slowloris": slowloris, "hold": hold,
-            "leave-mid-switch": leave_mid_switch}
+            "leave-mid-switch": leave_mid_switch,
+            "member-limits": member_limits}
     if sys.argv[1] in cmds:
         cmds[sys.argv[1]](sys.argv[2:])
     else:
