@@ -79,6 +79,8 @@ struct psd_role_ops {
 	/* Van thread, after a round that received one small message: may
 	 * the loop busy-poll for the next (PS_POLL_US)?  NULL: yes. */
 	bool (*may_poll)(struct psched_node *n);
+	/* Van thread, about once a second (NULL: never). */
+	void (*tick)(struct psched_node *n);
 	/* Fill the role's fields of psched_node_stats() (any thread). */
 	void (*stats)(const struct psched_node *n, struct psched_stats *out);
 	/* Free n->role_state (after stop; also after a failed attach). */

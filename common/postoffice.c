@@ -653,10 +653,21 @@ static const struct psd_van_cb po_van_cb = {
 	.closed = po_closed,
 };
 
+static void po_tick(void *arg)
+{
+	struct psched_node *n = arg;
+
+	n->role->tick(n);
+}
+
 void psd_po_van_cb(struct psched_node *n, struct psd_van_cb *cb)
 {
 	*cb = po_van_cb;
 	cb->arg = n;
+	if (n->role->tick) {
+		cb->tick = po_tick;
+		cb->tick_ms = 1000;
+	}
 }
 
 int psd_po_start(struct psched_node *n)

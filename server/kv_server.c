@@ -194,5 +194,6 @@ const struct psd_role_ops psd_kvs_role = {
 	.peer_failed = kvs_peer_failed,
 	.conn_closed = kvs_conn_closed,
 	.stats = kvs_stats,
+	.tick = psd_kvs_tick,
 	.detach = kvs_destroy,
 };

@@ -42,6 +42,7 @@ struct psd_kvs_wait {
 	uint64_t want;	       /* version that answers it */
 	void *buf;	       /* held payload or the pull's ids, owned */
 	uint64_t held;	       /* bytes of buf counted in parked_bytes */
+	uint64_t since_ms;     /* queued then (psd_now_ms()) */
 };
 
 struct psd_kvs_entry {
@@ -76,6 +77,10 @@ struct psd_kvs_entry {
 	char *conflict;
 	bool pair_mapped; /* value + merge: one huge-page mapping */
 	uint64_t filled;  /* bytes written by payloads so far, <= len */
+	uint64_t open_ms; /* when the open step opened */
+	/* The step whose waiting requests were told which workers it lacks
+	 * (psd_kvs_tick()). */
+	uint64_t told_step;
 };
 
 struct kvs_rows;
@@ -248,6 +253,14 @@ void psd_kvs_push_apply(struct psched_node *n, struct psd_conn *c,
 			struct psd_kvs_entry *e, const struct psd_hdr *h,
 			const void *payload, int wrank, bool direct,
 			bool acked);
+
+/*
+ * Van thread, once a second: a step of a dense key that requests have
+ * waited for more than half of PS_REQUEST_TIMEOUT is named to them with
+ * the workers whose pushes it lacks (a RequestError of status 0, which
+ * the worker keeps for its timeout message).
+ */
+void psd_kvs_tick(struct psched_node *n);
 
 /* kvs_reply.c */
 /* The header answering @req: @type from this node, with @status, @flags

@@ -149,6 +149,7 @@ int psd_kvs_queue_wait(struct psd_conn *c, struct psd_list *list,
 	w->want = want;
 	w->buf = buf;
 	w->held = held;
+	w->since_ms = psd_now_ms();
 	psd_list_add_tail(list, &w->link);
 	return 0;
 }

@@ -61,6 +61,7 @@ int psd_kvs_step_open(struct psd_kvs *s, struct psd_kvs_entry *e, uint64_t part)
 	e->nchunks = nch;
 	e->chunks_done = 0;
 	e->upd = psd_upd_covers(&s->upd, e->dtype);
+	e->open_ms = psd_now_ms();
 	e->want_epoch = psd_cfgtab_for_step(&s->cfgs, e->version + 1)->epoch;
 	e->want = psd_cfg_nmembers(
 		psd_cfgtab_for_step(&s->cfgs, e->version + 1), s->nworker);
@@ -316,4 +317,116 @@ static void kvs_process_held(struct psched_node *n, struct psd_kvs_entry *e)
 					   p->rank, false, true);
 		psd_kvs_wait_free(psd_kvs_of(n), w);
 	}
+}
+
+/* Since when requests wait for the next step of @e (0: none do). */
+static uint64_t kvs_waiting_since(const struct psd_kvs_entry *e)
+{
+	uint64_t t = 0;
+
+	if (!psd_list_empty(&e->pulls))
+		t = psd_container_of(e->pulls.next, struct psd_kvs_wait, link)
+			    ->since_ms;
+	if (e->open && (!t || e->open_ms < t))
+		t = e->open_ms;
+	return t;
+}
+
+/* "worker 3 (rank 1, host:port), ..." for the members of the next step
+ * of @e whose pushes have not all arrived; returns how many. */
+static unsigned kvs_describe_missing(struct psched_node *n,
+				     const struct psd_kvs_entry *e, char *buf,
+				     size_t len)
+{
+	const struct psd_kvs *s = psd_kvs_of(n);
+	const struct psd_cfg_entry *cfg =
+		psd_cfgtab_for_step(&s->cfgs, e->version + 1);
+	size_t used = 0;
+	unsigned r, k = 0;
+	struct psd_peer *p;
+
+	buf[0] = '\0';
+	for (r = 0; r < s->nworker; r++) {
+		if (!psd_cfg_is_member(cfg, r) ||
+		    (e->open && e->wbytes[r] >= e->len))
+			continue;
+		k++;
+		p = psd_node_peer(n, psd_worker_id(n, r));
+		if (used + 2 < len)
+			used += (size_t)snprintf(buf + used, len - used, "%s%s",
+						 used ? ", " : "",
+						 p ? p->desc : "a worker");
+	}
+	return k;
+}
+
+static void kvs_tell_list(struct psched_node *n, struct psd_list *list,
+			  const char *msg)
+{
+	struct psd_list *pos;
+
+	psd_list_for_each (pos, list) {
+		struct psd_kvs_wait *w =
+			psd_container_of(pos, struct psd_kvs_wait, link);
+
+		if (!atomic_load(&w->conn->closed))
+			psd_kvs_send_error(n, w->conn, &w->h, 0, msg, false);
+	}
+}
+
+/* Tell what waits for the next step of @e which workers it lacks; the
+ * words in @msg (0: it lacks none). */
+static unsigned kvs_tell_missing(struct psched_node *n, struct psd_kvs_entry *e,
+				 char *msg, size_t len)
+{
+	char who[200];
+	unsigned k = kvs_describe_missing(n, e, who, sizeof(who));
+	uint64_t i;
+
+	if (!k)
+		return 0;
+	snprintf(msg, len,
+		 "step %llu of key %llu lacks the pushes of %u worker%s: %s",
+		 (unsigned long long)e->version + 1, (unsigned long long)e->key,
+		 k, k == 1 ? "" : "s", who);
+	kvs_tell_list(n, &e->pulls, msg);
+	for (i = 0; e->open && i < e->nchunks; i++)
+		kvs_tell_list(n, &e->cwait[i], msg);
+	return k;
+}
+
+/* Requests that waited this long hear what their step lacks. */
+static uint64_t kvs_tell_after_ms(const struct psched_node *n)
+{
+	uint64_t t = n->cfg.request_timeout_ms / 2;
+
+	return t < 1000 ? 1000 : t > 10000 ? 10000 : t;
+}
+
+void psd_kvs_tick(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	uint64_t after = kvs_tell_after_ms(n), now = psd_now_ms();
+	struct psd_kvs_entry *e;
+	char msg[320], first[320] = "";
+	unsigned keys = 0;
+	size_t pos = 0;
+	uint64_t since;
+
+	if (s->async)
+		return;
+	while ((e = psd_map_next(&s->entries, &pos, NULL))) {
+		if (e->told_step == e->version + 1)
+			continue;
+		since = kvs_waiting_since(e);
+		if (!since || now - since < after)
+			continue;
+		e->told_step = e->version + 1;
+		if (kvs_tell_missing(n, e, msg, sizeof(msg)) && !keys++)
+			memcpy(first, msg, sizeof(first));
+	}
+	if (keys)
+		psd_warn("requests wait for more than %llu ms: %s%s",
+			 (unsigned long long)after, first,
+			 keys > 1 ? " (and more keys)" : "");
 }

@@ -169,6 +169,9 @@ struct kvw_req {
 	uint64_t t_reg_us;    /* when it became in flight (latency) */
 	int err;
 	char msg[320];
+	/* What a server said the request waits for (a RequestError of
+	 * status 0), for its timeout message. */
+	char notice[240];
 	psched_done_fn *cb;
 	void *cb_arg;
 	struct psd_list park_link;

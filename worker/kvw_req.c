@@ -290,13 +290,14 @@ void psd_kvw_req_timed_out(struct psched_node *n, struct kvw_req *r,
 	char who[256];
 
 	kvw_describe_pending(n, r, who, sizeof(who));
-	psd_kvw_req_error(
-		r, -ETIMEDOUT,
-		"%s of key %llu (step %llu%s) timed out after %u ms "
-		"waiting for %s",
-		psd_msg_type_name(r->type), (unsigned long long)r->slots[0].key,
-		(unsigned long long)r->slots[0].step,
-		r->nslots > 1 ? ", and more keys" : "", timeout_ms, who);
+	psd_kvw_req_error(r, -ETIMEDOUT,
+			  "%s of key %llu (step %llu%s) timed out after %u ms "
+			  "waiting for %s%s%s",
+			  psd_msg_type_name(r->type),
+			  (unsigned long long)r->slots[0].key,
+			  (unsigned long long)r->slots[0].step,
+			  r->nslots > 1 ? ", and more keys" : "", timeout_ms,
+			  who, r->notice[0] ? "; " : "", r->notice);
 }
 
 /*

@@ -283,10 +283,16 @@ static void kvw_on_request_error(struct psched_node *n, struct psd_conn *c,
 	}
 	pthread_mutex_lock(&w->lock);
 	r = psd_kvw_req_find(w, re->req);
-	if (r && re->slot < r->nchunks &&
-	    (!r->fam->keyed ||
-	     r->slots[r->chunks[re->slot].slot].key == re->key) &&
-	    r->chunks[re->slot].srank == p->rank)
+	if (!r || re->slot >= r->nchunks ||
+	    (r->fam->keyed &&
+	     r->slots[r->chunks[re->slot].slot].key != re->key) ||
+	    r->chunks[re->slot].srank != p->rank)
+		r = NULL;
+	if (r && !re->status)
+		/* Not a refusal: what the request waits for. */
+		snprintf(r->notice, sizeof(r->notice), "%s: %.200s", p->desc,
+			 msg);
+	else if (r)
 		psd_kvw_req_error(
 			r, status,
 			"%s refused %s of key %llu (step %llu): "

@@ -51,6 +51,10 @@ Usage:
       the future.  Each must be refused or held within its budget, and
       the server's RSS grow by less than 64 MiB beyond what it was sent
       and may hold (test_member_limits.sh).
+  attack.py withhold SCHED_PORT NUM_WORKER SECONDS
+      an authenticated worker that joins the job, says hello to every
+      server and then never pushes, for SECONDS; prints its node id
+      (test_member_limits.sh: the real workers' timeouts must name it).
 """
 import hashlib
 import hmac
@@ -712,11 +716,50 @@ def member_limits(argv):
     s.close()
 
 
+def withhold(argv):
+    sched, nw, secs = int(argv[0]), int(argv[1]), float(argv[2])
+    key = secret()
+    n_i = os.urandom(32)
+    s, _, ok = handshake(sched, register_msg(n_i, num_worker=nw),
+                         AUTH_REGISTER, ROLE_WORKER, key, n_i)
+    check("scheduler proves the job's secret", ok)
+    s.settimeout(60)
+    wid, servers = recv_table(s)
+    s.sendall(frame(control(C_BARRIER, f_varint(1, 7) + f_varint(2, 1))))
+    conns = []
+    for port in servers:
+        n_i = os.urandom(32)
+        c, _, ok = handshake(port, hello_msg(wid, n_i), AUTH_HELLO, wid, key,
+                             n_i)
+        check("server proves the job's secret", ok)
+        conns.append(c)
+    # ps-worker's barrier of the workers (group 4) after its init (one
+    # key: the test runs it with --keys 1).
+    s.sendall(frame(control(C_BARRIER, f_varint(1, 4) + f_varint(2, 2))))
+    print("withholding worker id %d" % wid, flush=True)
+    end = time.time() + secs
+    # Drain what comes (answers, configs) without ever pushing.
+    socks = [s] + conns
+    while time.time() < end:
+        r, _, _ = select.select(socks, [], [], max(0.0, end - time.time()))
+        for x in r:
+            try:
+                if not x.recv(65536):
+                    socks.remove(x)
+            except OSError:
+                socks.remove(x)
+        if s not in socks:
+            break
+    for c in conns:
+        c.close()
+    s.close()
+
+
 def main():
     cmds = {"init-split": init_split, "hijack": hijack, "replay": replay, "fake-scheduler": fake_scheduler,
             "slowloris": slowloris, "hold": hold,
             "leave-mid-switch": leave_mid_switch,
-            "member-limits": member_limits}
+            "member-limits": member_limits, "withhold": withhold}
     if sys.argv[1] in cmds:
         cmds[sys.argv[1]](sys.argv[2:])
     else:

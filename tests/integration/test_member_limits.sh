@@ -29,4 +29,24 @@ for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do
 	wait_pid "$p" 60 || die "node $p exited $?"
 done
 echo "ok a member cannot make a server hold what it did not send"
+
+# A member that joins and never pushes: the real worker's request times
+# out naming it, not only the server (the server tells waiting requests,
+# after half of PS_REQUEST_TIMEOUT, which workers their step lacks).
+export PS_HEARTBEAT_TIMEOUT=60 PS_REQUEST_TIMEOUT=4
+start_scheduler 1 2
+start_servers 1
+$PY "$ATTACK" withhold "$DMLC_PS_ROOT_PORT" 2 $((30 * MULT)) >"$TMP/withhold.out" 2>&1 &
+ATT=$!
+PIDS+=("$ATT")
+start_workers 1 --sizes 64K --keys 1 --steps 3
+wait_pid "${WORKER_PIDS[0]}" $((30 * MULT))
+rc=$?
+[ "$rc" != 0 ] && [ "$rc" != 124 ] || die "the worker did not fail its step (exit $rc)"
+id=$(sed -n 's/^withholding worker id //p' "$TMP/withhold.out")
+[ -n "$id" ] || die "the withholding member did not join: $(cat "$TMP/withhold.out")"
+grep "timed out" "$TMP/worker1.err" | head -n 2
+grep -q "timed out.*lacks the pushes of 1 worker: worker $id (rank" "$TMP/worker1.err" ||
+	die "the timeout does not name the withholding worker $id"
+echo "ok a request that times out names the worker its step lacks"
 exit 0
