@@ -155,6 +155,10 @@ struct psd_kvs {
 	 * init without a value): not counted in the default parked limit,
 	 * which only bytes that arrived raise.  Van thread. */
 	uint64_t unfilled_bytes;
+	/* Refusals' log lines (kvs_reply.c): the time the token bucket
+	 * stands at, and how many were not logged since the last one. */
+	uint64_t rl_ms;
+	uint64_t rl_quiet;
 	/* Optimizer states in transfer (kvs_states.c): a dump's snapshot,
 	 * or the records of a load arriving piece by piece. */
 	float *cmp_buf; /* async: a compressed push dequantised */

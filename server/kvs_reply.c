@@ -108,14 +108,46 @@ void psd_kvs_send_error(struct psched_node *n, struct psd_conn *c,
 	psd_conn_send_control(c, n->id, &m);
 }
 
+/* Refusal lines logged at once, then one a second: a worker that sends
+ * refused requests in a loop cannot fill the log (its words still reach
+ * it with every refusal). */
+#define KVS_REJECT_BURST 50u
+
+/* May a refusal be logged now?  *@quiet: how many were not, before. */
+static bool kvs_reject_log_ok(struct psd_kvs *s, uint64_t *quiet)
+{
+	uint64_t now = psd_now_ms();
+
+	if (s->rl_ms + 1000 * (uint64_t)KVS_REJECT_BURST < now)
+		s->rl_ms = now - 1000 * (uint64_t)KVS_REJECT_BURST;
+	if (s->rl_ms + 1000 > now) {
+		s->rl_quiet++;
+		return false;
+	}
+	s->rl_ms += 1000;
+	*quiet = s->rl_quiet;
+	s->rl_quiet = 0;
+	return true;
+}
+
 int psd_kvs_reject(struct psched_node *n, struct psd_conn *c,
 		   const struct psd_hdr *h, int err, const char *why)
 {
-	psd_err("rejecting %s of key %llu (offset %llu, %llu bytes, step "
-		"%llu) from %s: %s",
-		psd_msg_type_name(h->type), (unsigned long long)h->key,
-		(unsigned long long)h->offset, (unsigned long long)h->span,
-		(unsigned long long)h->step, c->peer, why);
+	uint64_t quiet = 0;
+	char more[64] = "";
+
+	if (kvs_reject_log_ok(psd_kvs_of(n), &quiet)) {
+		if (quiet)
+			snprintf(more, sizeof(more),
+				 " (%llu refusals before it not logged)",
+				 (unsigned long long)quiet);
+		psd_err("rejecting %s of key %llu (offset %llu, %llu bytes, "
+			"step %llu) from %s: %s%s",
+			psd_msg_type_name(h->type), (unsigned long long)h->key,
+			(unsigned long long)h->offset,
+			(unsigned long long)h->span,
+			(unsigned long long)h->step, c->peer, why, more);
+	}
 	/* The words first, on the same connection: the worker holds them
 	 * for the request the status answer then fails. */
 	psd_kvs_send_error(n, c, h, err, why, false);

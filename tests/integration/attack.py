@@ -625,6 +625,13 @@ def rss_kib(pid):
     return 0
 
 
+def cpu_s(pid):
+    """User + system CPU seconds of process @pid."""
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def member(sched, num_worker=1):
     """Authenticate as a worker; returns (worker id, data connection)."""
     key = secret()
@@ -661,6 +668,7 @@ def member_limits(argv):
     sched, spid = int(argv[0]), int(argv[1])
     s, wid, c = member(sched)
     base = rss_kib(spid)
+    cpu0 = cpu_s(spid)
     print("server RSS before: %d KiB" % base, flush=True)
     # 1. Amplification: 96 bytes declare 256 MiB; one 4-byte push cut in
     # 4-byte chunks would make 64 M chunk counts (1.3 GB) on old servers.
@@ -681,6 +689,10 @@ def member_limits(argv):
     print("server RSS after the amplification pushes: +%d KiB" % grow, flush=True)
     check("no bookkeeping per declared element (RSS +%d KiB)" % grow,
           grow < 64 << 10)
+    cpu = cpu_s(spid) - cpu0
+    print("server CPU for the amplification pushes: %.2f s" % cpu, flush=True)
+    check("the server's thread was not kept busy (%.2f s of CPU)" % cpu,
+          cpu < 0.5)
     # 2. Budget inflation: a 2 GiB key declared for free, then early
     # pushes of a small real key: at most 256 MiB of them held.
     c.sendall(hdr(INIT, key=22, total=2 << 30, span=2 << 30, sender=wid, req=4))
@@ -711,6 +723,12 @@ def member_limits(argv):
                       sender=wid, req=100 + i))
     st = recv_answers(c, 200, "200 pulls a million steps ahead")
     check("far-future pulls are refused", all(x < 0 for x in st))
+    # A second later the server logs a refusal again, saying how many it
+    # left out.
+    time.sleep(1.2)
+    c.sendall(hdr(PULL, key=23, total=m, span=m, step=2000000, sender=wid,
+                  req=400))
+    recv_answers(c, 1, "one more far-future pull, a second later")
     s.sendall(frame(control(C_FINALIZE, b"")))
     c.close()
     s.close()

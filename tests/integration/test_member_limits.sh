@@ -11,6 +11,14 @@ PY=${PYTHON:-python3}
 ATTACK=$(dirname "$0")/attack.py
 
 export PS_VERBOSE=1
+# TSan's calloc writes what it returns: the keys declared below (2.3 GiB)
+# would be written whole, for seconds; the TSan build runs the second
+# part only (the first is the van thread alone, ASan checks it).
+tsan=0
+case $BUILD in *tsan*) tsan=1 ;; esac
+if [ $tsan = 1 ]; then
+	echo "skip the memory part under TSan (its calloc writes every declared byte)"
+else
 start_scheduler 1 1
 start_servers 1
 out=$(timeout $((120 * MULT)) $PY "$ATTACK" member-limits \
@@ -28,7 +36,14 @@ grep -q "steps beyond the version applied here" "$err" ||
 for p in "${SERVER_PIDS[@]}" "$SCHED_PID"; do
 	wait_pid "$p" 60 || die "node $p exited $?"
 done
-echo "ok a member cannot make a server hold what it did not send"
+# 226 refusals in about a second: the log stays small (50 lines at once,
+# then one a second).
+size=$(wc -c <"$err")
+[ "$size" -lt 30000 ] || die "the server logged $size bytes for the attack"
+grep -q "refusals before it not logged" "$err" ||
+	die "the server did not say it left refusals out"
+echo "ok a member cannot make a server hold what it did not send (log $size bytes)"
+fi
 
 # A member that joins and never pushes: the real worker's request times
 # out naming it, not only the server (the server tells waiting requests,
