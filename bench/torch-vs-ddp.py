@@ -3,6 +3,7 @@
 
     python3 bench/torch-vs-ddp.py [--models mlp,cnn,transformer]
         [--workers 2] [--servers 1] [--rounds 3] [--steps 20] [--warmup 5]
+        [--buckets 1M[,0,...]]
 
 For each round and model it trains the same model on the same batches
 twice on this machine, once with DDP over gloo (W processes) and once
@@ -13,8 +14,10 @@ weights; the table gives the median of each side, the median of the
 per-round ratios psched / DDP with their range, and the largest
 difference between the two sides' final weights (both sum the same
 gradients, so only the order of float additions differs).  `make
-bench-torch` runs it with the defaults.  Exit 1 when a run fails or the
-weights differ by more than 1e-4.
+bench-torch` runs it with the defaults.  --buckets runs psched.torch once
+per PSCHED_TORCH_BUCKET_BYTES value in each round (0: every gradient
+alone), each against the same round's DDP run.  Exit 1 when a run fails
+or the weights differ by more than 1e-4.
 """
 import argparse
 import json
@@ -40,6 +43,8 @@ def parse():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--buckets", default="1M",
+                    help="PSCHED_TORCH_BUCKET_BYTES values to run")
     ap.add_argument("--job", choices=("ddp", "psched"),
                     help=argparse.SUPPRESS)
     ap.add_argument("--model", help=argparse.SUPPRESS)
@@ -156,7 +161,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run(args, side, model, out):
+def run(args, side, model, out, bucket=None):
     me = [sys.executable, str(HERE), "--job", side, "--model", model,
           "--out", out, "--steps", str(args.steps), "--warmup",
           str(args.warmup)]
@@ -164,6 +169,7 @@ def run(args, side, model, out):
                PYTHONPATH=str(ROOT / "python") + os.pathsep +
                os.environ.get("PYTHONPATH", ""))
     if side == "psched":
+        env["PSCHED_TORCH_BUCKET_BYTES"] = str(bucket)
         rc = subprocess.call([sys.executable, "-m", "psched.launch", "-s",
                               str(args.servers), "-w", str(args.workers),
                               "--timeout", "600", "--"] + me, env=env)
@@ -188,38 +194,54 @@ def main():
     import torch
     tmp = tempfile.mkdtemp(prefix="psched-torch-bench.")
     models = args.models.split(",")
-    rates = {m: {"ddp": [], "psched": []} for m in models}
-    worst = {m: 0.0 for m in models}
+    buckets = [parse_bytes(b) for b in args.buckets.split(",")]
+    variants = ["psched@%d" % b for b in buckets]
+    rates = {m: {v: [] for v in ["ddp"] + variants} for m in models}
+    worst = {m: {v: 0.0 for v in variants} for m in models}
     for r in range(args.rounds):
         for m in models:
-            sides = ("ddp", "psched") if r % 2 == 0 else ("psched", "ddp")
+            sides = ["ddp"] + variants
+            if r % 2:
+                sides.reverse()
             flat = {}
             for side in sides:
                 out = os.path.join(tmp, "%s-%s-%d.json" % (m, side, r))
-                rates[m][side].append(run(args, side, m, out))
+                kind, _, b = side.partition("@")
+                rates[m][side].append(run(args, kind, m, out,
+                                          int(b) if b else None))
                 flat[side] = torch.load(out + ".pt")
-            d = (flat["ddp"] - flat["psched"]).abs().max().item()
-            worst[m] = max(worst[m], d)
-            print("round %d %s: ddp %.2f steps/s, psched %.2f steps/s, "
-                  "weights differ by %.2g" % (r + 1, m, rates[m]["ddp"][-1],
-                                               rates[m]["psched"][-1], d),
-                  flush=True)
-    print("\n| model | W | S | DDP steps/s | psched.torch steps/s | "
+            for v in variants:
+                d = (flat["ddp"] - flat[v]).abs().max().item()
+                worst[m][v] = max(worst[m][v], d)
+                print("round %d %s: ddp %.2f steps/s, psched (buckets %s) "
+                      "%.2f steps/s, weights differ by %.2g"
+                      % (r + 1, m, rates[m]["ddp"][-1], v[7:],
+                         rates[m][v][-1], d), flush=True)
+    print("\n| model | W | S | buckets | DDP steps/s | psched.torch steps/s | "
           "psched / DDP (median [range]) | largest weight difference |")
-    print("|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|")
     ok = True
     for m in models:
-        ratios = [p / d for p, d in zip(rates[m]["psched"], rates[m]["ddp"])]
-        print("| %s | %d | %d | %.2f | %.2f | %.2f [%.2f-%.2f] | %.1e |"
-              % (m, args.workers, args.servers,
-                 statistics.median(rates[m]["ddp"]),
-                 statistics.median(rates[m]["psched"]),
-                 statistics.median(ratios), min(ratios), max(ratios),
-                 worst[m]))
-        ok = ok and worst[m] <= 1e-4
+        for v in variants:
+            ratios = [p / d for p, d in zip(rates[m][v], rates[m]["ddp"])]
+            print("| %s | %d | %d | %s | %.2f | %.2f | %.2f [%.2f-%.2f] | "
+                  "%.1e |" % (m, args.workers, args.servers, v[7:],
+                              statistics.median(rates[m]["ddp"]),
+                              statistics.median(rates[m][v]),
+                              statistics.median(ratios), min(ratios),
+                              max(ratios), worst[m][v]))
+            ok = ok and worst[m][v] <= 1e-4
     if not ok:
         print("FAIL: the two sides' final weights differ by more than 1e-4")
     return 0 if ok else 1
+
+
+def parse_bytes(t):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = t.strip().upper()
+    if t and t[-1] in mult:
+        return int(t[:-1]) * mult[t[-1]]
+    return int(t)
 
 
 if __name__ == "__main__":

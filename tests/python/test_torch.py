@@ -400,6 +400,39 @@ class TestWorker(unittest.TestCase):
             pst.broadcast_parameters(m.state_dict(), root_rank=5)
 
 
+    def test_g_buckets(self):
+        """Small gradients travel in buckets (one key each): the same
+        weights, bit for bit, as with each gradient alone."""
+        sgd = lambda m: torch.optim.SGD(m.parameters(), lr=0.2)  # noqa
+        os.environ["PSCHED_TORCH_BUCKET_BYTES"] = "0"
+        try:
+            alone, opt0 = self.train(sgd, prefix="alone.")
+        finally:
+            del os.environ["PSCHED_TORCH_BUCKET_BYTES"]
+        self.assertEqual(opt0._ps_buckets, [])
+        os.environ["PSCHED_TORCH_BUCKET_BYTES"] = "256"
+        try:
+            bucketed, opt = self.train(sgd, prefix="bucket.")
+        finally:
+            del os.environ["PSCHED_TORCH_BUCKET_BYTES"]
+        # fc1.weight (9 KiB) goes alone; the five others in two buckets
+        # of at most 256 bytes, in the order backward makes them.
+        inb = [opt._ps_names[p] for b in opt._ps_buckets for p in b.params]
+        self.assertNotIn("bucket.fc1.weight", inb)
+        self.assertEqual(sorted(inb), sorted(
+            "bucket." + n for n, _ in CNN().named_parameters()
+            if n != "fc1.weight"))
+        self.assertEqual(inb[0], "bucket.fc2.bias")
+        self.assertGreater(len(opt._ps_buckets), 1)
+        for b in opt._ps_buckets:
+            self.assertLessEqual(b.numel * 4, 256)
+        for (n, a), (_, b) in zip(alone.named_parameters(),
+                                  bucketed.named_parameters()):
+            self.assertTrue(torch.equal(a, b), n)
+        ref = train_reference(sgd)
+        assert_close(self, bucketed, ref, 1e-4, 1e-5)
+
+
 class TestServer(unittest.TestCase):
     """Jobs "server_sgd" / "server_adam": ServerOptimizer."""
 

@@ -74,6 +74,7 @@ class _Context:
         self.generation = {}  # broadcast name -> times broadcast
         self.server_opt = None  # name of the servers' optimizer, if any
         self.averaged = False   # push_pull averaged gradients here
+        self.grad_owner = {}    # gradient name -> parameter weakref
 
 
 _ctx = None
@@ -176,6 +177,13 @@ def _key_of(kind, name):
     return "psched.torch/%s/%s" % (kind, name)
 
 
+def _name_taken(n):
+    return PSchedError(
+        "parameter name %r is already used by a parameter of another live "
+        "model: name the models' parameters apart (e.g. named_parameters="
+        "[('G.' + n, p) for n, p in G.named_parameters()])" % (n,), -22)
+
+
 def _declare(c, kind, names, tensors, values=None, owners=None):
     """Declare the keys of @names (collective: every worker declares the
     same names in the same order); keys declared before are checked for
@@ -197,11 +205,7 @@ def _declare(c, kind, names, tensors, values=None, owners=None):
                        rec[1]), -22)
             prev = rec[3]() if rec[3] is not None else None
             if owner is not None and prev is not None and prev is not owner:
-                raise PSchedError(
-                    "parameter name %r is already used by a parameter of "
-                    "another live model: name the models' parameters apart "
-                    "(e.g. named_parameters=[('G.' + n, p) for n, p in "
-                    "G.named_parameters()])" % (n,), -22)
+                raise _name_taken(n)
             if owner is not None:
                 rec[3] = weakref.ref(owner)
             continue
@@ -574,6 +578,22 @@ def _grad_accumulator(p):
     return tmp.grad_fn.next_functions[0][0]
 
 
+class _Bucket:
+    """Small dense gradients sent as one tensor: one request (and one
+    key) instead of one each.  Filled when the last of them is ready."""
+    __slots__ = ("params", "offs", "numel", "name", "flat", "ready", "prio")
+
+
+def _bucket_bytes():
+    """PSCHED_TORCH_BUCKET_BYTES: gradients smaller than this are sent
+    together, in buckets of up to this many bytes (0: each alone)."""
+    v = _env_int(("PSCHED_TORCH_BUCKET_BYTES",), 1 << 20)
+    if v < 0:
+        raise PSchedError("PSCHED_TORCH_BUCKET_BYTES=%d is negative" % v,
+                          -22)
+    return v
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     """Mixed into the wrapped optimizer's class (see DistributedOptimizer)."""
 
@@ -600,6 +620,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._ps_index = {p: i for i, (_, p) in enumerate(self._ps_params)}
         self._ps_names = {p: n for n, p in self._ps_params}
         self._ps_handles = {}   # parameter -> (handle id, ctx, sent)
+        self._ps_buckets = []   # _Bucket, made at the first synchronize()
+        self._ps_bucket_of = {}  # parameter -> its _Bucket
+        self._ps_bhandles = {}  # _Bucket -> (handle id, ctx, sent)
         self._ps_delay = {p: self._ps_passes for _, p in self._ps_params}
         self._ps_accs = []
         # Which gradients are sparse (nn.Embedding(sparse=True)) shows
@@ -614,6 +637,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._ps_held = set()    # gradients of the first pass, not sent
         _declare(c, "t", [self._ps_kinds_name()],
                  [torch.zeros(max(len(self._ps_params), 1))])
+        # A name another live model's parameter has (its gradient may
+        # travel in a bucket, under no key of its own) is refused.
+        for n, p in self._ps_params:
+            prev = c.grad_owner.get(n)
+            prev = prev() if prev is not None else None
+            if prev is not None and prev is not p:
+                raise _name_taken(n)
+        for n, p in self._ps_params:
+            c.grad_owner[n] = weakref.ref(p)
         # Names declared before (a re-created optimizer, or another live
         # model's): checked now, as the declaration would.
         known = [(n, p) for n, p in self._ps_params
@@ -643,10 +675,15 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                     -22)
             self._ps_delay[p] -= 1
             if self._ps_delay[p] == 0:
+                b = self._ps_bucket_of.get(p)
                 if self._ps_sparse is None:
                     self._ps_held.add(p)   # sent by the first synchronize()
-                else:
+                elif b is None:
                     self._ps_push(p)
+                else:
+                    b.ready += 1
+                    if b.ready == len(b.params):
+                        self._ps_push_bucket(b)
         return hook
 
     def _ps_grad_shapes(self, named):
@@ -674,8 +711,66 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                            for i, (_, p) in enumerate(self._ps_params)}
         dense = [(n, p) for n, p in self._ps_params
                  if not self._ps_sparse[p]]
-        _declare(c, "t", ["grad/" + n for n, _ in dense],
-                 self._ps_grad_shapes(dense), owners=[p for _, p in dense])
+        self._ps_make_buckets(dense)
+        alone = [(n, p) for n, p in dense if p not in self._ps_bucket_of]
+        _declare(c, "t", ["grad/" + n for n, _ in alone],
+                 self._ps_grad_shapes(alone), owners=[p for _, p in alone])
+        b = self._ps_buckets
+        _declare(c, "t", [x.name for x in b],
+                 [self._ps_compression.compress(torch.zeros(
+                     0, dtype=x.flat.dtype))[0].new_zeros(x.numel)
+                  for x in b])
+
+    def _ps_make_buckets(self, dense):
+        """Group the small dense gradients, in the order backward makes
+        them (the last parameters first), into buckets of one dtype and
+        device; the same on every worker (it follows the names)."""
+        cap = _bucket_bytes()
+        groups, cur, size = [], [], 0
+        for n, p in reversed(dense):
+            nbytes = p.numel() * p.element_size()
+            if not cap or nbytes >= cap:
+                continue
+            if cur and (size + nbytes > cap or
+                        p.dtype != cur[0][1].dtype or
+                        p.device != cur[0][1].device):
+                groups.append(cur)
+                cur, size = [], 0
+            cur.append((n, p))
+            size += nbytes
+        if cur:
+            groups.append(cur)
+        for g in groups:
+            if len(g) < 2:
+                continue   # one gradient alone: no copy
+            b = _Bucket()
+            b.params = [p for _, p in g]
+            b.offs, b.numel = [], 0
+            for p in b.params:
+                b.offs.append(b.numel)
+                b.numel += p.numel()
+            names = "\0".join(n for n, _ in g)
+            b.name = "gradb/%d/%s" % (
+                len(g), hashlib.sha1(names.encode()).hexdigest())
+            b.flat = torch.zeros(b.numel, dtype=b.params[0].dtype,
+                                 device=b.params[0].device)
+            b.ready = 0
+            # as urgent as its frontmost parameter
+            b.prio = -min(self._ps_index[p] for p in b.params)
+            self._ps_buckets.append(b)
+            for p in b.params:
+                self._ps_bucket_of[p] = b
+
+    def _ps_push_bucket(self, b):
+        for p, off in zip(b.params, b.offs):
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+            elif p.grad.is_sparse:
+                p.grad = p.grad.to_dense()
+            b.flat[off:off + p.numel()].copy_(p.grad.detach().reshape(-1))
+        g, ctx = self._ps_compression.compress(b.flat)
+        hid = _issue(self._ps_ctx, b.name, g, g, True, b.prio)
+        self._ps_bhandles[b] = (hid, ctx, g)
 
     def _ps_push(self, p):
         if self._ps_sparse[p]:
@@ -709,10 +804,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if self._ps_sparse is None:
             self._ps_agree()
         self._ps_held.clear()
+        for b in self._ps_buckets:
+            if b not in self._ps_bhandles:
+                self._ps_push_bucket(b)
         for _, p in self._ps_params:
-            if p not in self._ps_handles:
+            if p not in self._ps_handles and p not in self._ps_bucket_of:
                 self._ps_push(p)
+        for b in reversed(self._ps_buckets):   # front layers first
+            hid, ctx, _ = self._ps_bhandles.pop(b)
+            out = self._ps_compression.decompress(synchronize(hid), ctx)
+            for p, off in zip(b.params, b.offs):
+                p.grad.copy_(out[off:off + p.numel()].view_as(p))
+                self._ps_delay[p] = self._ps_passes
+            b.ready = 0
         for _, p in self._ps_params:   # front layers first
+            if p in self._ps_bucket_of:
+                continue
             hid, ctx, g = self._ps_handles.pop(p)
             if hid is None:   # a sparse gradient, averaged already
                 p.grad = g
@@ -728,7 +835,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         return super(self.__class__, self).step(closure)
 
     def zero_grad(self, *args, **kwargs):
-        if self._ps_handles or self._ps_held:
+        if self._ps_handles or self._ps_bhandles or self._ps_held:
             raise PSchedError(
                 "zero_grad() was called after backward() but before step() "
                 "or synchronize(): the gradients are still being averaged "
