@@ -97,6 +97,8 @@ static void kvs_config(struct psched_node *n, const Psched__Config *m)
 		 (unsigned long long)m->partition_bytes,
 		 psd_cfg_nmembers(&e, s->nworker), s->nworker);
 	psd_kvs_step_config(n);
+	psd_kvs_kl_config(n);
+	psd_kvs_rows_config(n);
 }
 
 int psd_kvs_command(struct psched_node *n, int mode,

@@ -232,6 +232,18 @@ int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
 int psd_kvs_layout_check(const struct psd_kvs *s, const struct psd_kvs_entry *e,
 			 const struct psd_hdr *h);
 
+/* kvs_rx.c: may worker @wrank push step h->step (a known config's
+ * members leave it out: it left the job)?  Refused and answered here
+ * (-EPROTO) when not.  @by_step: check the members of the config this
+ * server has for the step, whatever epoch the header names (key lists
+ * carry a list tag there). */
+int psd_kvs_check_member(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, int wrank, bool by_step);
+/* How many workers' pushes make up @step of a key list or a row-sparse
+ * key (the members of the config that covers it, as this server knows
+ * it; a commit still on its way can only lower it). */
+unsigned psd_kvs_step_nmembers(const struct psd_kvs *s, uint64_t step);
+
 /* kvs_step.c */
 #define KVS_WANT_PENDING UINT32_MAX
 /* Open step version + 1 with the layout of partition @part (or check that
@@ -351,6 +363,10 @@ void psd_kvs_families_drop(struct psched_node *n, struct psd_conn *c, int err,
 			   const char *why);
 void psd_kvs_families_fini(struct psched_node *n);
 
+/* A config was committed: key-list and row-sparse steps that now have
+ * every member's push complete (kvs_keylist.c, kvs_rows.c). */
+void psd_kvs_kl_config(struct psched_node *n);
+void psd_kvs_rows_config(struct psched_node *n);
 /* kvs_klstore.c: free the key-list store (tests, ->fini). */
 void psd_kvs_kl_free(struct psd_kvs *s);
 /* kvs_rows.c: is @key a row-sparse key here? */

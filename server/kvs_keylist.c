@@ -482,7 +482,7 @@ static void kl_advance(struct psched_node *n)
 	struct psd_kvs_wait *w;
 	struct psd_peer *p;
 
-	while (kl->got >= s->nworker) {
+	while (kl->got >= psd_kvs_step_nmembers(s, kl->version + 1)) {
 		psd_kl_commit(s, kl);
 		while ((w = psd_kvs_wait_pull(&kl->pulls, kl->version))) {
 			kl_on_pull(n, w->conn, &w->h, w->buf, -1);
@@ -496,6 +496,14 @@ static void kl_advance(struct psched_node *n)
 			psd_kvs_wait_free(s, w);
 		}
 	}
+}
+
+void psd_kvs_kl_config(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+
+	if (s->kl && s->kl->got)
+		kl_advance(n);
 }
 
 /*
@@ -558,6 +566,8 @@ static int kl_header(struct psched_node *n, struct psd_conn *c,
 				      "server's key lists hold %s",
 				      psched_dtype_name(h->dtype),
 				      psched_dtype_name(kl->dtype));
+	else if (push && psd_kvs_check_member(n, c, h, kc->wrank, true))
+		return PSD_RX_DISCARD; /* answered */
 	else if (push && h->step <= kl->version)
 		ret = psd_kvs_rejectf(n, c, h, -EPROTO,
 				      "key-list step %llu already applied",

@@ -219,6 +219,9 @@ static int rows_header(struct psched_node *n, struct psd_conn *c,
 		return PSD_RX_DISCARD;
 	kc->rows = e;
 	if (psd_msg_is_push(h->type) && !psd_kvs_of(n)->async &&
+	    psd_kvs_check_member(n, c, h, kc->wrank, true))
+		return PSD_RX_DISCARD;
+	if (psd_msg_is_push(h->type) && !psd_kvs_of(n)->async &&
 	    h->step > e->version + 1) {
 		/* held in a buffer of its own until its step opens */
 		snprintf(what, sizeof(what), "row push of key %llu",
@@ -550,6 +553,7 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 	struct psd_rows_prefix p;
+	unsigned want;
 	bool last;
 
 	psd_rows_prefix_get(head, &p);
@@ -565,14 +569,15 @@ static int rows_piece(struct psched_node *n, struct psd_conn *c,
 	/* Every other worker's pieces of the step are in: rows of this
 	 * worker's pieces (disjoint) that no other piece summed are final
 	 * once folded, whether or not this piece completes the step. */
-	last = e->wdone + 1 == s->nworker;
+	want = psd_kvs_step_nmembers(s, e->version + 1);
+	last = e->wdone + 1 >= want;
 	answer = answer && last && !e->mtab.count &&
 		 !rows_fold_answer(n, c, e, h, head, rows, false);
 	if (!answer && rows_merge(s, e, head, rows, last))
 		return psd_kvs_reject(n, c, h, -ENOMEM,
 				      "no memory to sum a row-sparse push");
 	e->want[wrank] = p.pieces;
-	if (++e->got[wrank] == p.pieces && ++e->wdone == s->nworker)
+	if (++e->got[wrank] == p.pieces && ++e->wdone >= want)
 		rows_step_finish(n, e);
 	return answer;
 }
@@ -595,6 +600,23 @@ static void rows_replay_held(struct psched_node *n, struct kvs_rows *e)
 static void rows_on_pull(struct psched_node *n, struct psd_conn *c,
 			 struct kvs_rows *e, const struct psd_hdr *h,
 			 const uint8_t *payload);
+
+void psd_kvs_rows_config(struct psched_node *n)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct kvs_rows *e;
+	size_t pos = 0;
+
+	if (!s->rows || s->async)
+		return;
+	while ((e = psd_map_next(&s->rows->keys, &pos, NULL))) {
+		if (!e->wdone ||
+		    e->wdone < psd_kvs_step_nmembers(s, e->version + 1))
+			continue;
+		rows_step_finish(n, e);
+		rows_replay_held(n, e);
+	}
+}
 
 /* A checked push of @e (sync mode); @hold: its payload, held since its
  * header came early (psd_kvs_hold_early()).  A pushpull is answered with

@@ -168,6 +168,29 @@ static bool kvs_not_member(const struct psd_kvs *s, const struct psd_hdr *h,
 				  (unsigned)wrank);
 }
 
+int psd_kvs_check_member(struct psched_node *n, struct psd_conn *c,
+			 const struct psd_hdr *h, int wrank, bool by_step)
+{
+	const struct psd_kvs *s = psd_kvs_of(n);
+	const struct psd_cfg_entry *cfg =
+		psd_cfgtab_for_step(&s->cfgs, h->step);
+
+	if (by_step ? wrank >= 0 && psd_cfg_is_member(cfg, (unsigned)wrank)
+		    : !kvs_not_member(s, h, wrank))
+		return 0;
+	return psd_kvs_rejectf(n, c, h, -EPROTO,
+			       "worker rank %d is no member of step %llu "
+			       "(config epoch %u): it left the job",
+			       wrank, (unsigned long long)h->step,
+			       by_step ? cfg->epoch : h->epoch);
+}
+
+unsigned psd_kvs_step_nmembers(const struct psd_kvs *s, uint64_t step)
+{
+	return psd_cfg_nmembers(psd_cfgtab_for_step(&s->cfgs, step),
+				s->nworker);
+}
+
 int psd_kvs_hold_early(struct psched_node *n, struct psd_conn *c,
 		       struct psd_kvs_conn *kc, const struct psd_hdr *h,
 		       uint64_t open, const char *what, void **dst)
@@ -252,14 +275,8 @@ static int kvs_push_header(struct psched_node *n, struct psd_conn *c,
 			       "step's");
 		return PSD_RX_DISCARD;
 	}
-	if (kvs_not_member(s, h, kc->wrank)) {
-		psd_kvs_rejectf(n, c, h, -EPROTO,
-				"worker rank %d is no member of step %llu "
-				"(config epoch %u): it left the job",
-				kc->wrank, (unsigned long long)h->step,
-				h->epoch);
+	if (psd_kvs_check_member(n, c, h, kc->wrank, false))
 		return PSD_RX_DISCARD;
-	}
 	if (h->step <= e->version) {
 		psd_kvs_reject(n, c, h, -EPROTO, "step already applied");
 		return PSD_RX_DISCARD;
