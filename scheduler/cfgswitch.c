@@ -135,11 +135,42 @@ static uint64_t sched_cfg_first_step(const struct psd_sched *s)
 	return max + 1;
 }
 
-/* Remember the open switch's commit from step @from. */
+/* No membership-only switch can start below this step: every live
+ * worker acknowledged a switch after pushing this far (a leaver's
+ * switch starts after its last step). */
+static uint64_t sched_low_step(const struct psd_sched *s)
+{
+	uint64_t low = UINT64_MAX;
+	unsigned i;
+
+	for (i = 0; i < s->cap; i++)
+		if (psd_sched_is_live_worker(&s->nodes[i]) &&
+		    s->nodes[i].acked_step < low)
+			low = s->nodes[i].acked_step;
+	return low == UINT64_MAX ? 0 : low + 1;
+}
+
+/* Remember the open switch's commit from step @from.  Commits may run
+ * ahead of the steps (each starts after the one before, pushed or not):
+ * an entry is dropped only when the next one starts at or below every
+ * step a membership switch may still start at, so the layout in force
+ * there is never lost (a full table drops the oldest, logged). */
 static void sched_hist_push(struct psd_sched *s, uint64_t from)
 {
-	if (s->nhist == SCHED_HIST) {
-		memmove(s->hist, s->hist + 1, sizeof(s->hist[0]) * --s->nhist);
+	uint64_t low = sched_low_step(s);
+	unsigned drop = 0;
+
+	while (drop + 1 < s->nhist && s->hist[drop + 1].from <= low)
+		drop++;
+	if (!drop && s->nhist == SCHED_HIST) {
+		psd_warn("config history full: the layout committed from step "
+			 "%llu is forgotten",
+			 (unsigned long long)s->hist[0].from);
+		drop = 1;
+	}
+	if (drop) {
+		s->nhist -= drop;
+		memmove(s->hist, s->hist + drop, sizeof(s->hist[0]) * s->nhist);
 	}
 	s->hist[s->nhist++] =
 		(struct sched_commit){ from, s->sw.part, s->sw.credit };

@@ -60,7 +60,7 @@ struct sched_cfg_switch {
 };
 
 #define SCHED_CYCLE_MAX 32
-#define SCHED_HIST	8
+#define SCHED_HIST	64
 
 /* One committed config: the layout in force from @from. */
 struct sched_commit {

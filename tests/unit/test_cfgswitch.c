@@ -162,7 +162,40 @@ static void test_cfgswitch_leave_calls_off_open_switch(void)
 	CHECK_EQ(j.members[0], 0x05);
 }
 
+/* Switches committed faster than the steps run (--config-cycle every
+ * 10 ms): each starts after the one before, so twenty of them run far
+ * ahead of the workers, who are still at step 4.  A leave after step 4
+ * must keep the layout committed from step 5, long out of the last
+ * eight commits (before: the oldest one kept, another layout). */
+static void test_cfgswitch_leave_behind_many_commits(void)
+{
+	struct cs_job j;
+	uint64_t part;
+	unsigned k;
+
+	cs_start(&j, 65536, 65536);
+	for (k = 0; k < 20; k++) {
+		/* step 5's layout, 4096, is the only one of its size */
+		part = !k ? 4096 : k % 2 ? 1 << 20 : 65536;
+		CHECK_EQ(psd_sched_propose_config(&j.n, part, part), 0);
+		cs_ack(&j, 0, 4);
+		cs_ack(&j, 1, 4);
+		cs_ack(&j, 2, 4);
+		CHECK(!j.s.sw.open);
+		CHECK_U64(cs_last(&j)->from, ==, 5 + k);
+	}
+	psd_sched_on_leave(&j.n, &j.nodes[2]);
+	cs_ack(&j, 0, 4);
+	cs_ack(&j, 1, 4);
+	cs_ack(&j, 2, 4);
+	CHECK(!j.s.sw.open);
+	CHECK_U64(cs_last(&j)->from, ==, 5);
+	CHECK_U64(cs_last(&j)->part, ==, 4096);
+}
+
 const struct test_case test_list[] = {
+	{ "cfgswitch_leave_behind_many_commits",
+	  test_cfgswitch_leave_behind_many_commits },
 	{ "cfgswitch_leave_at_switch_start",
 	  test_cfgswitch_leave_at_switch_start },
 	{ "cfgswitch_leave_before_switch_start",

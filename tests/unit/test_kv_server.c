@@ -53,18 +53,25 @@ static struct kvt {
 	pthread_cond_t cond;
 	bool overflow;
 	struct kvt_worker w[KVT_MAX_W];
-} kvt;
+	/* Held by the server's handlers and by a commit this thread hands
+	 * the server (kvt_commit()): a server takes both on its van thread. */
+	pthread_mutex_t srv_lock;
+} kvt = { .srv_lock = PTHREAD_MUTEX_INITIALIZER };
 
 /* Server side: what the postoffice does for a server node. */
 static int kvt_srv_rx_header(void *arg, struct psd_conn *c,
 			     const struct psd_hdr *h, void **dst)
 {
 	struct psched_node *n = arg;
+	int ret;
 
 	/* Stands in for the hello: the first message names its worker. */
 	if (c->peer_id < 0)
 		c->peer_id = h->sender;
-	return n->role->rx_header(n, c, h, dst);
+	pthread_mutex_lock(&kvt.srv_lock);
+	ret = n->role->rx_header(n, c, h, dst);
+	pthread_mutex_unlock(&kvt.srv_lock);
+	return ret;
 }
 
 static void kvt_srv_rx_data(void *arg, struct psd_conn *c,
@@ -72,7 +79,9 @@ static void kvt_srv_rx_data(void *arg, struct psd_conn *c,
 {
 	struct psched_node *n = arg;
 
+	pthread_mutex_lock(&kvt.srv_lock);
 	n->role->rx_data(n, c, h, payload);
+	pthread_mutex_unlock(&kvt.srv_lock);
 }
 
 static void kvt_srv_closed(void *arg, struct psd_conn *c, int err)
@@ -80,7 +89,9 @@ static void kvt_srv_closed(void *arg, struct psd_conn *c, int err)
 	struct psched_node *n = arg;
 
 	(void)err;
+	pthread_mutex_lock(&kvt.srv_lock);
 	n->role->conn_closed(n, c);
+	pthread_mutex_unlock(&kvt.srv_lock);
 }
 
 /* Worker side: queue every answer for the test thread. */
@@ -880,7 +891,9 @@ static void kvt_commit(uint32_t epoch, uint64_t from, uint8_t bm, unsigned cnt)
 	cfg.num_members = cnt;
 	cfg.members.data = &bm;
 	cfg.members.len = 1;
+	pthread_mutex_lock(&kvt.srv_lock);
 	kvt.node.role->on_config(&kvt.node, &cfg);
+	pthread_mutex_unlock(&kvt.srv_lock);
 }
 
 /* One whole-range push of step @step, config @epoch, from @w. */
