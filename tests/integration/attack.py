@@ -633,8 +633,10 @@ def cpu_s(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def member(sched, num_worker=1):
-    """Authenticate as a worker; returns (worker id, data connection)."""
+def join_job(sched, num_worker):
+    """Authenticate as a worker of a job of @num_worker workers and say
+    hello to every server; returns (scheduler link, worker id, [server
+    connections])."""
     key = secret()
     n_i = os.urandom(32)
     s, _, ok = handshake(sched, register_msg(n_i, num_worker=num_worker),
@@ -643,13 +645,23 @@ def member(sched, num_worker=1):
     s.settimeout(60)
     wid, servers = recv_table(s)
     s.sendall(frame(control(C_BARRIER, f_varint(1, 7) + f_varint(2, 1))))
-    n_i = os.urandom(32)
-    c, _, ok = handshake(servers[0], hello_msg(wid, n_i), AUTH_HELLO, wid,
-                         key, n_i)
-    check("server proves the job's secret to worker %d" % wid, ok)
-    c.settimeout(60)
+    conns = []
+    for port in servers:
+        n_i = os.urandom(32)
+        c, _, ok = handshake(port, hello_msg(wid, n_i), AUTH_HELLO, wid,
+                             key, n_i)
+        check("server proves the job's secret to worker %d" % wid, ok)
+        c.settimeout(60)
+        conns.append(c)
+    return s, wid, conns
+
+
+def member(sched, num_worker=1):
+    """Join as a worker; returns (scheduler link, worker id, the first
+    server's connection)."""
+    s, wid, conns = join_job(sched, num_worker)
     time.sleep(0.3)
-    return s, wid, c
+    return s, wid, conns[0]
 
 
 def recv_answers(c, n, what):
@@ -738,21 +750,7 @@ def member_limits(argv):
 
 def withhold(argv):
     sched, nw, secs = int(argv[0]), int(argv[1]), float(argv[2])
-    key = secret()
-    n_i = os.urandom(32)
-    s, _, ok = handshake(sched, register_msg(n_i, num_worker=nw),
-                         AUTH_REGISTER, ROLE_WORKER, key, n_i)
-    check("scheduler proves the job's secret", ok)
-    s.settimeout(60)
-    wid, servers = recv_table(s)
-    s.sendall(frame(control(C_BARRIER, f_varint(1, 7) + f_varint(2, 1))))
-    conns = []
-    for port in servers:
-        n_i = os.urandom(32)
-        c, _, ok = handshake(port, hello_msg(wid, n_i), AUTH_HELLO, wid, key,
-                             n_i)
-        check("server proves the job's secret", ok)
-        conns.append(c)
+    s, wid, conns = join_job(sched, nw)
     # ps-worker's barrier of the workers (group 4) after its init (one
     # key: the test runs it with --keys 1).
     s.sendall(frame(control(C_BARRIER, f_varint(1, 4) + f_varint(2, 2))))
