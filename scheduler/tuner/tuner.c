@@ -26,6 +26,11 @@
  * surfaces: the probe then came too late after a change. */
 #define TUNER_PROBE_MULT 4
 #define TUNER_PROBE_GAP	 8
+/* A retune that has had the samples a lock-in needs in its trust region
+ * and more than this many left gets the whole box, with this many design
+ * points over it first (tuner_widen) */
+#define TUNER_WIDEN_LEFT   3
+#define TUNER_WIDEN_DESIGN 1
 
 /* Switch to @part/@credit (new epoch) unless that is the current config. */
 static void tuner_apply(struct psd_tuner *t, uint64_t step, uint64_t part,
@@ -214,6 +219,28 @@ static unsigned int tuner_ei_lock_min(const struct psd_tuner *t)
 static int tuner_check(struct psd_tuner *t);
 
 /*
+ * A retune that has had the samples a lock-in needs (tuner_ei_lock_min)
+ * inside its trust region, with more than TUNER_WIDEN_LEFT of its budget
+ * still to go: the rest of the search gets the whole box, one design
+ * point over it first.  The region holds the old optimum's
+ * neighbourhood; where the change moved the peak beyond it (two peaks
+ * whose order swapped, a move of more than 3 octaves), only a look
+ * outside finds it.  On test_tuner_moving.c's 12-sample re-tune: all
+ * families 0.944 -> 0.949 of the new optimum, two peaks 0.892 -> 0.906,
+ * any move 0.923 -> 0.937; a 6-sample re-tune never widens.  True if it
+ * widened.
+ */
+static bool tuner_widen(struct psd_tuner *t, unsigned int left)
+{
+	if (!t->locked_once || t->wide || left <= TUNER_WIDEN_LEFT)
+		return false;
+	t->wide = true;
+	psd_bo_redesign(t->bo, TUNER_WIDEN_DESIGN);
+	t->search_given += TUNER_WIDEN_DESIGN;
+	return true;
+}
+
+/*
  * After a sample in a search: lock in, re-measure the incumbent, or
  * propose the next config.  A lock-in needs its config measured twice:
  * when the search would lock (low expected improvement) or is down to
@@ -263,6 +290,11 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	}
 	if (inc >= 0 && n < 2 && left <= 1)
 		return tuner_remeasure(t, step, inc, mean, sd);
+	if (t->search_samples >= tuner_ei_lock_min(t) && tuner_widen(t, left)) {
+		ret = psd_tuner_set_region(t, inc);
+		if (ret)
+			return ret;
+	}
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
 		return ret;
