@@ -26,6 +26,11 @@
  * surfaces: the probe then came too late after a change. */
 #define TUNER_PROBE_MULT 4
 #define TUNER_PROBE_GAP	 8
+/* A retune that has had the samples a lock-in needs in its trust region
+ * and more than this many left gets the whole box, with this many design
+ * points over it first (tuner_widen) */
+#define TUNER_WIDEN_LEFT   3
+#define TUNER_WIDEN_DESIGN 1
 
 /* Switch to @part/@credit (new epoch) unless that is the current config. */
 static void tuner_apply(struct psd_tuner *t, uint64_t step, uint64_t part,
@@ -126,6 +131,24 @@ static int tuner_unage(struct psd_tuner *t)
 	return any ? tuner_rebuild(t, 0) : 0;
 }
 
+/*
+ * A retune under conditions never sampled, or after a drift or a change
+ * of workers, has no end game (psd_tuner_endgame) and locks in on the
+ * highest posterior mean among all the configs it measured, once or more:
+ * its budget is short, and a model fitted on its samples and the old
+ * ones (aged or tagged with their conditions) tells a lucky sample from
+ * a good config better than one more sample of it does.  On
+ * test_tuner_moving.c's re-tunes: 6 samples 0.886 -> 0.899 of the new
+ * optimum (any move 0.801 -> 0.850, against the prior 0.809 -> 0.816),
+ * 12 samples 0.949 -> 0.954.  The first search keeps its end game and the
+ * rule of two samples: with no model of earlier searches, a lock-in on
+ * one sample there is a lock-in on noise.
+ */
+static bool tuner_trusts_mean(const struct psd_tuner *t)
+{
+	return t->locked_once && t->search && !t->explored;
+}
+
 static int tuner_lock(struct psd_tuner *t, uint64_t step)
 {
 	const struct tuner_obs *b;
@@ -135,7 +158,8 @@ static int tuner_lock(struct psd_tuner *t, uint64_t step)
 	int ret;
 	int i;
 
-	i = psd_tuner_pick_best(t, 2, 0, &mean, &sd, &n);
+	i = psd_tuner_pick_best(t, tuner_trusts_mean(t) ? 1 : 2, 0, &mean, &sd,
+				&n);
 	if (i < 0)
 		i = psd_tuner_pick_best(t, 1, 0, &mean, &sd, &n);
 	if (i < 0)
@@ -214,6 +238,28 @@ static unsigned int tuner_ei_lock_min(const struct psd_tuner *t)
 static int tuner_check(struct psd_tuner *t);
 
 /*
+ * A retune that has had the samples a lock-in needs (tuner_ei_lock_min)
+ * inside its trust region, with more than TUNER_WIDEN_LEFT of its budget
+ * still to go: the rest of the search gets the whole box, one design
+ * point over it first.  The region holds the old optimum's
+ * neighbourhood; where the change moved the peak beyond it (two peaks
+ * whose order swapped, a move of more than 3 octaves), only a look
+ * outside finds it.  On test_tuner_moving.c's 12-sample re-tune: all
+ * families 0.944 -> 0.949 of the new optimum, two peaks 0.892 -> 0.906,
+ * any move 0.923 -> 0.937; a 6-sample re-tune never widens.  True if it
+ * widened.
+ */
+static bool tuner_widen(struct psd_tuner *t, unsigned int left)
+{
+	if (!t->locked_once || t->wide || left <= TUNER_WIDEN_LEFT)
+		return false;
+	t->wide = true;
+	psd_bo_redesign(t->bo, TUNER_WIDEN_DESIGN);
+	t->search_given += TUNER_WIDEN_DESIGN;
+	return true;
+}
+
+/*
  * After a sample in a search: lock in, re-measure the incumbent, or
  * propose the next config.  A lock-in needs its config measured twice:
  * when the search would lock (low expected improvement) or is down to
@@ -248,7 +294,7 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 	if (ret)
 		return ret;
 	left = psd_tuner_max_samples(t) - t->search_samples;
-	if (inc >= 0 && !psd_bo_in_design(t->bo) &&
+	if (inc >= 0 && !psd_bo_in_design(t->bo) && !tuner_trusts_mean(t) &&
 	    left <= (t->explored ? 1 : tuner_exploit_samples(t))) {
 		ret = psd_tuner_endgame(t, left, &end);
 		if (ret)
@@ -261,8 +307,13 @@ static int tuner_next(struct psd_tuner *t, uint64_t step)
 			return 0;
 		}
 	}
-	if (inc >= 0 && n < 2 && left <= 1)
+	if (!tuner_trusts_mean(t) && inc >= 0 && n < 2 && left <= 1)
 		return tuner_remeasure(t, step, inc, mean, sd);
+	if (t->search_samples >= tuner_ei_lock_min(t) && tuner_widen(t, left)) {
+		ret = psd_tuner_set_region(t, inc);
+		if (ret)
+			return ret;
+	}
 	ret = psd_bo_suggest(t->bo, &s);
 	if (ret)
 		return ret;
