@@ -412,6 +412,40 @@ int psched_server_set_raw_handler(struct psched_node *node,
 int psched_raw_respond(struct psched_node *node, struct psched_raw_call *call,
 		       const struct psched_raw_msg *ans);
 
+/*
+ * Application messages between any two nodes of a job (ps-lite's
+ * SimpleApp, docs/pslite.md): small messages of a head and a body, sent
+ * on the scheduler links (through the scheduler when neither end is it),
+ * in order between two nodes.  Not the data path: a body is at most
+ * PSCHED_APP_MAX_BODY bytes.
+ */
+#define PSCHED_APP_MAX_BODY (512u * 1024u)
+struct psched_app_msg {
+	int from; /* node id of the sender (psched_node_id()); set on send */
+	int to;	  /* node id of the receiver: 0 the scheduler */
+	bool request;
+	int head;
+	const void *body; /* valid during the handler only */
+	size_t len;
+	uint32_t app_id;
+	uint32_t customer_id;
+	int32_t timestamp;
+};
+/* The handler of application messages, on the node's receive thread (a
+ * message a node sends itself: on the sending thread).  It must not
+ * block. */
+typedef void psched_app_handler_fn(struct psched_node *node,
+				   const struct psched_app_msg *msg, void *arg);
+/* Install @fn on @node, or with @node NULL for every node of this process
+ * without its own (set that before psched_node_create()).  Messages that
+ * find no handler are dropped (logged at debug level). */
+int psched_set_app_handler(struct psched_node *node, psched_app_handler_fn *fn,
+			   void *arg);
+/* Send @msg (read during the call; its @from is ignored) to node
+ * @msg->to.  Any thread, does not wait for delivery.  0, -EINVAL (no
+ * such node, a body over the limit), or the error sending it. */
+int psched_app_send(struct psched_node *node, const struct psched_app_msg *msg);
+
 /* Dense host requests: psched_request() of family PSCHED_FAMILY_DENSE,
  * spelled as calls. */
 int psched_push(struct psched_node *node, const uint64_t *keys, size_t nkeys,

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "ps/base.h"
+#include "ps/internal/tracker.h"
 #include "ps/simple_app.h"
 
 namespace ps
@@ -68,6 +69,7 @@ template <typename Val> class KVWorker : public SimpleApp
 	{
 		app_id_ = app_id;
 		customer_id_ = customer_id;
+		Listen();
 		using namespace std::placeholders;
 		slicer_ = std::bind(&KVWorker<Val>::DefaultSlicer, this, _1, _2,
 				    _3);
@@ -223,7 +225,7 @@ template <typename Val> class KVWorker : public SimpleApp
 				rq.lens = sent->lens[i].data();
 			}
 			rq.cmd = cmd;
-			rq.tag = RawTag(false, app_id_, customer_id_, ts);
+			rq.tag = RawTag(app_id_, customer_id_, ts);
 			rq.server = (unsigned)i + 1;
 			rqs.push_back(rq);
 		}
@@ -347,6 +349,7 @@ template <typename Val> class KVWorker : public SimpleApp
 	}
 
 	Slicer slicer_;
+	detail::Tracker tracker_;
 };
 
 /* What a server's request handle sees of a request. */
@@ -359,16 +362,25 @@ struct KVMeta {
 	int customer_id;
 };
 
-template <typename Val> class KVServer : public SimpleApp
+template <typename Val> class KVServer : public SimpleApp, public RawApp
 {
       public:
 	explicit KVServer(int app_id) : SimpleApp()
 	{
 		app_id_ = app_id;
 		customer_id_ = app_id;
+		Listen();
 	}
 	virtual ~KVServer()
 	{
+		if (raw_listening_)
+			Postoffice::Get()->RemoveApp(app_id_, this);
+		/* what the handle never answered */
+		std::lock_guard<std::mutex> lk(calls_mu_);
+		for (auto &c : calls_)
+			psched_raw_respond(Postoffice::Get()->node(), c.second,
+					   nullptr);
+		calls_.clear();
 	}
 
 	using ReqHandle = std::function<void(const KVMeta &req_meta,
@@ -379,9 +391,11 @@ template <typename Val> class KVServer : public SimpleApp
 	void set_request_handle(const ReqHandle &request_handle)
 	{
 		CHECK(request_handle) << "invalid request handle";
-		request_handle_ = request_handle;
-		if (!listening_ && Postoffice::Get()->is_server())
-			Listen();
+		kv_handle_ = request_handle;
+		if (!raw_listening_ && Postoffice::Get()->is_server()) {
+			raw_listening_ = true;
+			Postoffice::Get()->AddApp(app_id_, this);
+		}
 	}
 
 	/* Answer request @req (from any thread, once). */
@@ -405,13 +419,10 @@ template <typename Val> class KVServer : public SimpleApp
 		if (ret)
 			LOG(WARNING) << "response: " << psched_errmsg();
 	}
+	using SimpleApp::Response;
 
 	void OnRaw(const RawRequest &r) override
 	{
-		if (r.simple) {
-			SimpleApp::OnRaw(r);
-			return;
-		}
 		KVMeta meta;
 		meta.cmd = r.cmd;
 		meta.push = r.push;
@@ -429,11 +440,35 @@ template <typename Val> class KVServer : public SimpleApp
 		if (!r.lens.empty())
 			data.lens = detail::BytesToLens<Val>(r.lens);
 		PutCall(r);
-		request_handle_(meta, data, this);
+		kv_handle_(meta, data, this);
 	}
 
       private:
-	ReqHandle request_handle_;
+	static uint64_t CallKey(int sender, int customer_id, int ts)
+	{
+		return ((uint64_t)(sender & 0xffff) << 48) |
+		       ((uint64_t)(customer_id & 0xffff) << 32) | (uint32_t)ts;
+	}
+	void PutCall(const RawRequest &r)
+	{
+		std::lock_guard<std::mutex> lk(calls_mu_);
+		calls_[CallKey(r.sender, r.customer_id, r.timestamp)] = r.call;
+	}
+	struct psched_raw_call *TakeCall(int sender, int customer_id, int ts)
+	{
+		std::lock_guard<std::mutex> lk(calls_mu_);
+		auto it = calls_.find(CallKey(sender, customer_id, ts));
+		if (it == calls_.end())
+			return nullptr;
+		struct psched_raw_call *c = it->second;
+		calls_.erase(it);
+		return c;
+	}
+
+	ReqHandle kv_handle_;
+	bool raw_listening_ = false;
+	std::mutex calls_mu_;
+	std::unordered_map<uint64_t, struct psched_raw_call *> calls_;
 };
 
 /* A server that adds every push into its store and answers pulls with

@@ -1,23 +1,22 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * SimpleApp: requests of a head (an int) and a body (a string) and their
- * responses, as in ps-lite.  Over psched a request goes from a worker to
- * servers (raw requests, include/psched.h): recv_id names a server, the
- * server group, or a sum of groups of which only the servers are asked
- * (docs/pslite.md says what differs).
+ * SimpleApp: requests of a head (an int) and a body (a string) to any
+ * node or group of nodes, and their responses, as in ps-lite.  Over
+ * psched they are application messages (psched_app_send(),
+ * include/psched.h) on the scheduler links, so a body is at most
+ * PSCHED_APP_MAX_BODY bytes (docs/pslite.md).
  */
 #ifndef PS_SIMPLE_APP_H_
 #define PS_SIMPLE_APP_H_
 
+#include <condition_variable>
 #include <functional>
-#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
 
 #include "ps/base.h"
 #include "ps/internal/postoffice.h"
-#include "ps/internal/tracker.h"
 
 namespace ps
 {
@@ -30,94 +29,70 @@ struct SimpleData {
 	int customer_id;
 };
 
-class SimpleApp : public RawApp
+class SimpleApp : public AppSink
 {
       public:
-	/* On a server, requests of @app_id come here from now on. */
+	/* Messages of @app_id (and @customer_id, on a worker) come here
+	 * from now on. */
 	explicit SimpleApp(int app_id, int customer_id) : SimpleApp()
 	{
 		app_id_ = app_id;
 		customer_id_ = customer_id;
-		if (Postoffice::Get()->is_server())
-			Listen();
+		Listen();
 	}
 	virtual ~SimpleApp()
 	{
 		if (listening_)
-			Postoffice::Get()->RemoveApp(app_id_, this);
-		/* what the application never answered */
-		std::lock_guard<std::mutex> lk(calls_mu_);
-		for (auto &c : calls_)
-			psched_raw_respond(Postoffice::Get()->node(), c.second,
-					   nullptr);
-		calls_.clear();
+			Postoffice::Get()->RemoveSink(app_id_, customer_id_,
+						      this);
 	}
 
-	/* Send @req_head and @req_body to @recv_id; its timestamp. */
+	/* Send @req_head and @req_body to every node of @recv_id (a node
+	 * id, a group id or a sum of groups); its timestamp, done once each
+	 * of them responded. */
 	virtual int Request(int req_head, const std::string &req_body,
 			    int recv_id)
 	{
-		std::shared_ptr<std::string> body =
-			std::make_shared<std::string>(req_body);
-		int ts = tracker_.NewRequest(
-			[this, req_head](std::vector<detail::RawAnswer> &ans,
-					 int err) {
-				for (auto &a : ans) {
-					SimpleData d;
-					d.head = req_head;
-					d.body.assign(a.vals.data(),
-						      a.vals.size());
-					d.sender = -1;
-					d.timestamp = -1;
-					d.customer_id = customer_id_;
-					if (!err)
-						response_handle_(d, this);
-				}
-			});
-		std::vector<struct psched_raw_request> rqs;
-		for (int id : Postoffice::Get()->GetNodeIDs(recv_id)) {
-			if (id < 8 || id % 2) {
-				LOG(WARNING) << "SimpleApp: psched carries "
-						"requests to servers only; "
-						"node "
-					     << id << " skipped";
-				continue;
-			}
-			struct psched_raw_request rq;
-			std::memset(&rq, 0, sizeof(rq));
-			rq.op = PSCHED_OP_PUSHPULL;
-			rq.vals = body->data();
-			rq.nbytes = body->size();
-			rq.cmd = req_head;
-			rq.tag = RawTag(true, app_id_, customer_id_, 0);
-			rq.server = (unsigned)Postoffice::IDtoRank(id) + 1;
-			rqs.push_back(rq);
+		const std::vector<int> &ids =
+			Postoffice::Get()->GetNodeIDs(recv_id);
+		Flush();
+		int ts;
+		{
+			std::lock_guard<std::mutex> lk(mu_);
+			ts = next_ts_++;
+			want_[ts] = ids.size();
+			got_[ts] = 0;
 		}
-		for (auto &rq : rqs)
-			rq.tag = RawTag(true, app_id_, customer_id_, ts);
-		tracker_.Issue(ts, rqs, body);
+		for (int id : ids)
+			Postoffice::Get()->SendApp(id, true, req_head, req_body,
+						   app_id_, customer_id_, ts);
 		return ts;
 	}
 
+	/* Block until every response to @timestamp came (within
+	 * PS_REQUEST_TIMEOUT x 10: a lost node aborts the wait). */
 	virtual void Wait(int timestamp)
 	{
-		tracker_.WaitRequest(timestamp);
+		std::unique_lock<std::mutex> lk(mu_);
+		auto it = want_.find(timestamp);
+		if (it == want_.end())
+			return;
+		size_t want = it->second;
+		bool ok = cv_.wait_for(lk, std::chrono::minutes(10),
+				       [&] { return got_[timestamp] >= want; });
+		CHECK(ok) << "request " << timestamp << ": " << got_[timestamp]
+			  << " of " << want << " responses";
+		want_.erase(timestamp);
+		got_.erase(timestamp);
 	}
 
-	/* Server: answer @recv_req with @res_body. */
+	/* Answer @recv_req with @res_body. */
 	virtual void Response(const SimpleData &recv_req,
 			      const std::string &res_body = "")
 	{
-		struct psched_raw_call *call =
-			TakeCall(recv_req.sender, recv_req.customer_id,
-				 recv_req.timestamp);
-		CHECK(call) << "no request " << recv_req.timestamp << " of "
-			    << recv_req.sender << " to answer";
-		struct psched_raw_msg m;
-		std::memset(&m, 0, sizeof(m));
-		m.vals = res_body.data();
-		m.nbytes = res_body.size();
-		psched_raw_respond(Postoffice::Get()->node(), call, &m);
+		Postoffice::Get()->SendApp(
+			recv_req.sender, false, recv_req.head, res_body,
+			app_id_, recv_req.customer_id, recv_req.timestamp);
 	}
 
 	using Handle = std::function<void(const SimpleData &, SimpleApp *)>;
@@ -125,11 +100,13 @@ class SimpleApp : public RawApp
 	{
 		CHECK(request_handle) << "invalid request handle";
 		request_handle_ = request_handle;
+		Flush();
 	}
 	virtual void set_response_handle(const Handle &response_handle)
 	{
 		CHECK(response_handle) << "invalid response handle";
 		response_handle_ = response_handle;
+		Flush();
 	}
 
 	int app_id() const
@@ -141,25 +118,25 @@ class SimpleApp : public RawApp
 		return customer_id_;
 	}
 
-	void OnRaw(const RawRequest &r) override
+	/* psched's receive thread (or the sender's, to itself). */
+	void OnApp(const struct psched_app_msg &m) override
 	{
 		SimpleData d;
 
-		if (!r.simple) {
-			LOG(ERROR) << "app " << app_id_
-				   << " is no KVServer: a KV request from "
-				   << r.sender << " is answered empty";
-			psched_raw_respond(Postoffice::Get()->node(), r.call,
-					   nullptr);
+		d.head = m.head;
+		d.body.assign(static_cast<const char *>(m.body), m.len);
+		d.sender = Postoffice::Get()->PsliteID(m.from);
+		d.timestamp = m.timestamp;
+		d.customer_id = (int)m.customer_id;
+		if (m.request) {
+			request_handle_(d, this);
 			return;
 		}
-		d.head = r.cmd;
-		d.body.assign(r.vals.data(), r.vals.size());
-		d.sender = r.sender;
-		d.timestamp = r.timestamp;
-		d.customer_id = r.customer_id;
-		PutCall(r);
-		request_handle_(d, this);
+		response_handle_(d, this);
+		std::lock_guard<std::mutex> lk(mu_);
+		if (want_.count(m.timestamp))
+			got_[m.timestamp]++;
+		cv_.notify_all();
 	}
 
       protected:
@@ -174,38 +151,27 @@ class SimpleApp : public RawApp
 	void Listen()
 	{
 		listening_ = true;
-		Postoffice::Get()->AddApp(app_id_, this);
+		Postoffice::Get()->AddSink(app_id_, customer_id_, this);
 	}
-
-	static uint64_t CallKey(int sender, int customer_id, int ts)
+	/* Messages that came before this app was there, now. */
+	void Flush()
 	{
-		return ((uint64_t)(sender & 0xffff) << 48) |
-		       ((uint64_t)(customer_id & 0xffff) << 32) | (uint32_t)ts;
-	}
-	void PutCall(const RawRequest &r)
-	{
-		std::lock_guard<std::mutex> lk(calls_mu_);
-		calls_[CallKey(r.sender, r.customer_id, r.timestamp)] = r.call;
-	}
-	struct psched_raw_call *TakeCall(int sender, int customer_id, int ts)
-	{
-		std::lock_guard<std::mutex> lk(calls_mu_);
-		auto it = calls_.find(CallKey(sender, customer_id, ts));
-		if (it == calls_.end())
-			return nullptr;
-		struct psched_raw_call *c = it->second;
-		calls_.erase(it);
-		return c;
+		if (listening_)
+			Postoffice::Get()->FlushHeld(app_id_, customer_id_);
 	}
 
 	int app_id_ = 0;
 	int customer_id_ = 0;
 	bool listening_ = false;
-	detail::Tracker tracker_;
 	Handle request_handle_;
 	Handle response_handle_;
-	std::mutex calls_mu_;
-	std::unordered_map<uint64_t, struct psched_raw_call *> calls_;
+
+      private:
+	std::mutex mu_;
+	std::condition_variable cv_;
+	int next_ts_ = 0;
+	std::unordered_map<int, size_t> want_;
+	std::unordered_map<int, size_t> got_;
 };
 
 } // namespace ps

@@ -9,7 +9,8 @@
 # fails): the connection and the cluster's shape, KVServerDefaultHandle
 # with Push / Pull / PushPull / ZPush / ZPull of several workers, a user
 # handle that answers a round's pushes only once every worker pushed it
-# (lens and cmd), SimpleApp requests to every server, a user slicer.
+# (lens and cmd), SimpleApp requests to every server and from the
+# scheduler to every node, a user slicer.
 . "$(dirname "$0")/lib.sh"
 PROG=$BUILD/tests/pslite/pslite_check
 [ -x "$PROG" ] || die "$PROG not built (make tests)"
@@ -56,4 +57,5 @@ run_job 1 2 handle
 run_job 2 3 handle
 run_job 2 2 simple
 run_job 3 2 slicer
+run_job 2 3 broadcast
 cat "$TMP"/kv-3x2.w1.out "$TMP"/handle-2x3.w1.out

@@ -10,6 +10,9 @@
  *               worker pushed that round (cmd), values of several lengths
  *               per key (lens), a pull answered with the cmd added
  *   simple      SimpleApp requests from workers to every server, answered
+ *   broadcast   SimpleApp requests from the scheduler to every node (itself
+ *               too), each node counting what it got after Finalize's
+ *               barrier; a barrier with the scheduler in it
  *   slicer      set_slicer: every key to the last server
  * Exit 0 when every check held (a failed CHECK aborts).
  */
@@ -233,6 +236,43 @@ static void RunSimple()
 	printf("simple: worker %d: %d answers\n", MyRank(), answers.load());
 }
 
+static int broadcast_got;
+
+static void RunBroadcast()
+{
+	const int n = 50;
+	SimpleApp app(0, 0);
+
+	app.set_request_handle([](const SimpleData &req, SimpleApp *a) {
+		CHECK_EQ(req.head, 5);
+		CHECK_EQ(req.sender, kScheduler);
+		CHECK_EQ(req.body, "hello");
+		a->Response(req, "r");
+		++broadcast_got;
+	});
+	std::atomic<int> answers(0);
+	app.set_response_handle([&answers](const SimpleData &res,
+					   SimpleApp *) {
+		CHECK_EQ(res.body, "r");
+		answers++;
+	});
+	if (IsScheduler()) {
+		std::vector<int> ts;
+		for (int i = 0; i < n; ++i)
+			ts.push_back(app.Request(
+				5, "hello",
+				kScheduler + kServerGroup + kWorkerGroup));
+		for (int t : ts)
+			app.Wait(t);
+		CHECK_EQ(answers.load(), n * (1 + NumServers() + NumWorkers()));
+	}
+	Postoffice::Get()->Barrier(0, kScheduler + kServerGroup + kWorkerGroup);
+	CHECK_EQ(broadcast_got, n);
+	if (IsWorker())
+		printf("broadcast: worker %d: %d requests from the scheduler\n",
+		       MyRank(), broadcast_got);
+}
+
 static void RunSlicer()
 {
 	if (IsServer()) {
@@ -285,6 +325,8 @@ int main(int argc, char *argv[])
 		RunSimple();
 	else if (mode == "slicer")
 		RunSlicer();
+	else if (mode == "broadcast")
+		RunBroadcast();
 	else
 		CHECK_EQ(mode, "connection");
 	Finalize(0, true);

@@ -977,7 +977,8 @@ static void kvt_raw_handler(struct psched_node *n, struct psched_raw_call *call,
 	memcpy(kvt_raw.keys, req->keys, req->nkeys * 8);
 	if (req->lens)
 		memcpy(kvt_raw.lens, req->lens, req->nkeys * 4);
-	memcpy(kvt_raw.vals, req->vals, (size_t)req->nbytes);
+	if (req->nbytes)
+		memcpy(kvt_raw.vals, req->vals, (size_t)req->nbytes);
 	if (req->pull) {
 		for (i = 0; i < req->nkeys; i++)
 			lens[i] = 3;

@@ -10,6 +10,7 @@
 #define PS_INTERNAL_POSTOFFICE_H_
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <condition_variable>
@@ -34,8 +35,7 @@ struct RawRequest {
 	int cmd;
 	bool push;
 	bool pull;
-	bool simple; /* a SimpleApp request, not a KV one */
-	int sender;  /* ps-lite node id of the worker */
+	int sender; /* ps-lite node id of the worker */
 	int app_id;
 	int customer_id;
 	int timestamp;
@@ -54,11 +54,21 @@ class RawApp
 	virtual void OnRaw(const RawRequest &req) = 0;
 };
 
-/* The tag of a raw request: which app and customer sent it, its
- * timestamp, and whether it is a SimpleApp's. */
-inline uint64_t RawTag(bool simple, int app_id, int customer_id, int ts)
+/* What the postoffice hands application messages (SimpleApp) to. */
+class AppSink
 {
-	return (simple ? 1ull << 63 : 0) | ((uint64_t)(app_id & 0x7fff) << 48) |
+      public:
+	virtual ~AppSink()
+	{
+	}
+	virtual void OnApp(const struct psched_app_msg &msg) = 0;
+};
+
+/* The tag of a raw request: which app and customer sent it and its
+ * timestamp. */
+inline uint64_t RawTag(int app_id, int customer_id, int ts)
+{
+	return ((uint64_t)(app_id & 0xffff) << 48) |
 	       ((uint64_t)(customer_id & 0xffff) << 32) | (uint32_t)ts;
 }
 
@@ -73,8 +83,8 @@ class Postoffice
 		return &e;
 	}
 
-	/* Join the job as DMLC_ROLE says (blocks until every node is up:
-	 * psched's start-up barrier, so @do_barrier changes nothing).  Each
+	/* Join the job as DMLC_ROLE says (blocks until every node is up,
+	 * so @do_barrier changes nothing).  Each
 	 * customer of the process calls it; the first starts the node. */
 	void Start(int customer_id, const char *argv0, bool do_barrier)
 	{
@@ -85,6 +95,9 @@ class Postoffice
 		if (customers_++)
 			return;
 		StartNode();
+		/* psched's scheduler is up before the other nodes: like
+		 * ps-lite's, Start returns on every node once all are. */
+		Barrier(0, kScheduler + kServerGroup + kWorkerGroup);
 	}
 
 	/* Leave: the last customer of the process waits at a barrier of
@@ -96,6 +109,14 @@ class Postoffice
 		(void)customer_id;
 		if (!node_ || --customers_ > 0)
 			return;
+		{
+			std::lock_guard<std::recursive_mutex> alk(app_mu_);
+			std::vector<uint64_t> keys;
+			for (auto &h : held_app_)
+				keys.push_back(h.first);
+			for (uint64_t k : keys)
+				FlushKey(k);
+		}
 		if (do_barrier)
 			Barrier(0, kScheduler + kServerGroup + kWorkerGroup);
 		for (auto &cb : exit_callbacks_)
@@ -195,23 +216,90 @@ class Postoffice
 	}
 
 	/* Wait until every node of @node_group (kScheduler, kServerGroup,
-	 * kWorkerGroup, or a sum) got here, within PS_REQUEST_TIMEOUT. */
+	 * kWorkerGroup, or a sum) got here, within PS_REQUEST_TIMEOUT.  A
+	 * group without the scheduler is psched's barrier; with it, the
+	 * scheduler collects every member's arrival (an application
+	 * message) and releases them, as ps-lite's does. */
 	void Barrier(int customer_id, int node_group)
 	{
-		/* psched's scheduler takes part in every barrier without
-		 * calling it: it releases a barrier once its other nodes
-		 * are there. */
-		unsigned group = (unsigned)node_group &
-				 (PSCHED_GROUP_SERVERS | PSCHED_GROUP_WORKERS);
+		unsigned group = (unsigned)node_group & 7u;
 		unsigned mine = is_server_   ? PSCHED_GROUP_SERVERS
 				: is_worker_ ? PSCHED_GROUP_WORKERS
-					     : 0;
+					     : PSCHED_GROUP_SCHEDULER;
 
 		(void)customer_id;
 		if (!(group & mine))
 			return;
-		int ret = psched_barrier(node_, group, 0);
-		CHECK_EQ(ret, 0) << "barrier: " << psched_errmsg();
+		if (!(group & PSCHED_GROUP_SCHEDULER)) {
+			int ret = psched_barrier(node_, group, 0);
+			CHECK_EQ(ret, 0) << "barrier: " << psched_errmsg();
+			return;
+		}
+		if (is_scheduler_)
+			ReleaseBarrier(group);
+		else
+			ArriveBarrier(group);
+	}
+
+	/* Node ids: ps-lite's (scheduler 1, servers 8 + 2r, workers 9 + 2r)
+	 * and psched's (scheduler 0, servers 1 + r, workers 1 + S + r). */
+	int PschedID(int id) const
+	{
+		if (id == kScheduler)
+			return 0;
+		if (id >= 8 && id % 2 == 0)
+			return 1 + IDtoRank(id);
+		return 1 + num_servers_ + IDtoRank(id);
+	}
+	int PsliteID(int id) const
+	{
+		if (id == 0)
+			return kScheduler;
+		if (id <= num_servers_)
+			return ServerRankToID(id - 1);
+		return WorkerRankToID(id - 1 - num_servers_);
+	}
+
+	/* Send an application message to ps-lite node @to. */
+	void SendApp(int to, bool request, int head, const std::string &body,
+		     int app_id, int customer_id, int ts)
+	{
+		struct psched_app_msg m;
+
+		std::memset(&m, 0, sizeof(m));
+		m.to = PschedID(to);
+		m.request = request;
+		m.head = head;
+		m.body = body.data();
+		m.len = body.size();
+		m.app_id = (uint32_t)app_id;
+		m.customer_id = (uint32_t)customer_id;
+		m.timestamp = ts;
+		int ret = psched_app_send(node_, &m);
+		CHECK_EQ(ret, 0) << "SimpleApp: " << psched_errmsg();
+	}
+
+	/* Application messages of @app_id (and, on a worker, @customer_id)
+	 * go to @sink from now on; those that came before wait for
+	 * FlushHeld(), so that they meet the handle the app sets after its
+	 * constructor. */
+	void AddSink(int app_id, int customer_id, AppSink *sink)
+	{
+		std::lock_guard<std::recursive_mutex> lk(app_mu_);
+		sinks_[SinkKey(app_id, customer_id)] = sink;
+	}
+	/* Hand the messages held for @app_id / @customer_id to its sink. */
+	void FlushHeld(int app_id, int customer_id)
+	{
+		std::lock_guard<std::recursive_mutex> lk(app_mu_);
+		FlushKey(SinkKey(app_id, customer_id));
+	}
+	void RemoveSink(int app_id, int customer_id, AppSink *sink)
+	{
+		std::lock_guard<std::recursive_mutex> lk(app_mu_);
+		auto it = sinks_.find(SinkKey(app_id, customer_id));
+		if (it != sinks_.end() && it->second == sink)
+			sinks_.erase(it);
 	}
 
 	/* Nodes seen dead (their ids are not known here: one -1 each). */
@@ -259,6 +347,10 @@ class Postoffice
 		/* Before the node exists, so no request finds it missing. */
 		psched_server_set_raw_handler(nullptr, &Postoffice::OnRawC,
 					      this);
+		psched_set_app_handler(nullptr, &Postoffice::OnAppC, this);
+		char tmo[32];
+		if (!psched_cfg_get(cfg, "request-timeout", tmo, sizeof(tmo)))
+			timeout_ms_ = (long)(std::atof(tmo) * 1000);
 		ret = psched_node_create(cfg, &node_);
 		psched_cfg_destroy(cfg);
 		CHECK_EQ(ret, 0) << "psched: " << psched_errmsg();
@@ -323,8 +415,7 @@ class Postoffice
 		r.cmd = m->cmd;
 		r.push = m->push;
 		r.pull = m->pull;
-		r.simple = (m->tag >> 63) != 0;
-		r.app_id = (int)((m->tag >> 48) & 0x7fff);
+		r.app_id = (int)((m->tag >> 48) & 0xffff);
 		r.customer_id = (int)((m->tag >> 32) & 0xffff);
 		r.timestamp = (int)(uint32_t)m->tag;
 		r.sender = WorkerRankToID(m->rank);
@@ -341,6 +432,115 @@ class Postoffice
 			po->held_[r.app_id].push_back(r);
 	}
 
+	/* Application messages of this app id for ReleaseBarrier() and
+	 * ArriveBarrier(); the head is the group. */
+	static const uint32_t kBarrierApp = 0xffffffffu;
+
+	struct HeldApp {
+		struct psched_app_msg msg;
+		std::string body;
+	};
+
+	/* app_mu_ held. */
+	void FlushKey(uint64_t k)
+	{
+		auto it = sinks_.find(k);
+		auto q = held_app_.find(k);
+		if (it == sinks_.end() || q == held_app_.end())
+			return;
+		std::vector<HeldApp> held;
+		held.swap(q->second);
+		held_app_.erase(q);
+		for (auto &h : held) {
+			h.msg.body = h.body.data();
+			it->second->OnApp(h.msg);
+		}
+	}
+
+	uint64_t SinkKey(int app_id, int customer_id) const
+	{
+		/* ps-lite finds a server's or the scheduler's app by its app
+		 * id alone, a worker's by app and customer. */
+		return ((uint64_t)(uint32_t)app_id << 32) |
+		       (is_worker_ ? (uint32_t)customer_id : 0u);
+	}
+
+	/* The node's receive thread (or a sender to itself). */
+	static void OnAppC(struct psched_node *node,
+			   const struct psched_app_msg *m, void *arg)
+	{
+		Postoffice *po = static_cast<Postoffice *>(arg);
+
+		(void)node;
+		if (m->app_id == kBarrierApp) {
+			po->OnBarrierMsg(*m);
+			return;
+		}
+		std::lock_guard<std::recursive_mutex> lk(po->app_mu_);
+		uint64_t k = po->SinkKey((int)m->app_id, (int)m->customer_id);
+		auto it = po->sinks_.find(k);
+		if (it != po->sinks_.end() && !po->held_app_.count(k)) {
+			it->second->OnApp(*m);
+			return;
+		}
+		HeldApp h;
+		h.msg = *m;
+		h.body.assign(static_cast<const char *>(m->body), m->len);
+		po->held_app_[k].push_back(h);
+	}
+
+	void OnBarrierMsg(const struct psched_app_msg &m)
+	{
+		std::lock_guard<std::mutex> lk(barrier_mu_);
+		unsigned g = (unsigned)m.head & 7u;
+		if (m.request)
+			arrived_[g]++;
+		else
+			released_[g]++;
+		barrier_cv_.notify_all();
+	}
+
+	/* How long a barrier may take: PS_REQUEST_TIMEOUT. */
+	std::chrono::milliseconds BarrierTimeout() const
+	{
+		return std::chrono::milliseconds(timeout_ms_ > 0 ? timeout_ms_
+								 : 60000);
+	}
+
+	void ArriveBarrier(unsigned group)
+	{
+		std::unique_lock<std::mutex> lk(barrier_mu_);
+		uint64_t want = ++entered_[group];
+		lk.unlock();
+		SendApp(kScheduler, true, (int)group, std::string(),
+			(int)kBarrierApp, 0, 0);
+		lk.lock();
+		bool ok = barrier_cv_.wait_for(lk, BarrierTimeout(), [&] {
+			return released_[group] >= want;
+		});
+		CHECK(ok) << "barrier of group " << group
+			  << " not released by the scheduler in time";
+	}
+
+	void ReleaseBarrier(unsigned group)
+	{
+		const std::vector<int> &ids = GetNodeIDs((int)group);
+		uint64_t others = ids.size() - 1;
+		std::unique_lock<std::mutex> lk(barrier_mu_);
+		bool ok = barrier_cv_.wait_for(lk, BarrierTimeout(), [&] {
+			return arrived_[group] >= others;
+		});
+		CHECK(ok) << "barrier of group " << group << ": "
+			  << arrived_[group] << " of " << others
+			  << " nodes arrived in time";
+		arrived_[group] -= others;
+		lk.unlock();
+		for (int id : ids)
+			if (id != kScheduler)
+				SendApp(id, false, (int)group, std::string(),
+					(int)kBarrierApp, 0, 0);
+	}
+
 	struct psched_node *node_ = nullptr;
 	int customers_ = 0;
 	bool is_worker_ = false, is_server_ = false, is_scheduler_ = false;
@@ -353,6 +553,15 @@ class Postoffice
 	std::mutex dispatch_mu_;
 	std::unordered_map<int, RawApp *> apps_;
 	std::unordered_map<int, std::vector<RawRequest>> held_;
+	long timeout_ms_ = 0;
+	std::recursive_mutex app_mu_;
+	std::unordered_map<uint64_t, AppSink *> sinks_;
+	std::unordered_map<uint64_t, std::vector<HeldApp>> held_app_;
+	std::mutex barrier_mu_;
+	std::condition_variable barrier_cv_;
+	uint64_t arrived_[8] = { 0 };  /* scheduler: arrivals per group */
+	uint64_t entered_[8] = { 0 };  /* member: barriers entered */
+	uint64_t released_[8] = { 0 }; /* member: barriers released */
 };
 
 } // namespace ps
