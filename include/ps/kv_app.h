@@ -60,7 +60,7 @@ inline SArray<int> BytesToLens(const SArray<uint32_t> &bytes)
 
 template <typename Val> class KVWorker : public SimpleApp
 {
-      public:
+public:
 	using SimpleApp::app_id_;
 	using SimpleApp::customer_id_;
 	using Callback = std::function<void()>;
@@ -186,7 +186,7 @@ template <typename Val> class KVWorker : public SimpleApp
 		slicer_ = slicer;
 	}
 
-      private:
+private:
 	/* What a request's parts send from, kept until it is done. */
 	struct Sent {
 		SlicedKVs sliced;
@@ -364,7 +364,7 @@ struct KVMeta {
 
 template <typename Val> class KVServer : public SimpleApp, public RawApp
 {
-      public:
+public:
 	explicit KVServer(int app_id) : SimpleApp()
 	{
 		app_id_ = app_id;
@@ -443,7 +443,7 @@ template <typename Val> class KVServer : public SimpleApp, public RawApp
 		kv_handle_(meta, data, this);
 	}
 
-      private:
+private:
 	static uint64_t CallKey(int sender, int customer_id, int ts)
 	{
 		return ((uint64_t)(sender & 0xffff) << 48) |

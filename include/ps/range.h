@@ -12,7 +12,7 @@ namespace ps
 
 class Range
 {
-      public:
+public:
 	Range() : begin_(0), end_(0)
 	{
 	}
@@ -32,7 +32,7 @@ class Range
 		return end_ - begin_;
 	}
 
-      private:
+private:
 	uint64_t begin_;
 	uint64_t end_;
 };

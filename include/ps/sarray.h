@@ -23,7 +23,7 @@ namespace ps
 
 template <typename V> class SArray
 {
-      public:
+public:
 	SArray()
 	{
 	}
@@ -227,7 +227,7 @@ template <typename V> class SArray
 		return s;
 	}
 
-      private:
+private:
 	size_t size_ = 0;
 	size_t capacity_ = 0;
 	std::shared_ptr<V> ptr_;

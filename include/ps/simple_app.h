@@ -31,7 +31,7 @@ struct SimpleData {
 
 class SimpleApp : public AppSink
 {
-      public:
+public:
 	/* Messages of @app_id (and @customer_id, on a worker) come here
 	 * from now on. */
 	explicit SimpleApp(int app_id, int customer_id) : SimpleApp()
@@ -139,7 +139,7 @@ class SimpleApp : public AppSink
 		cv_.notify_all();
 	}
 
-      protected:
+protected:
 	SimpleApp()
 	{
 		request_handle_ = [](const SimpleData &d, SimpleApp *app) {
@@ -166,7 +166,7 @@ class SimpleApp : public AppSink
 	Handle request_handle_;
 	Handle response_handle_;
 
-      private:
+private:
 	std::mutex mu_;
 	std::condition_variable cv_;
 	int next_ts_ = 0;

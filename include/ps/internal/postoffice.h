@@ -47,7 +47,7 @@ struct RawRequest {
 /* What the postoffice hands raw requests to. */
 class RawApp
 {
-      public:
+public:
 	virtual ~RawApp()
 	{
 	}
@@ -57,7 +57,7 @@ class RawApp
 /* What the postoffice hands application messages (SimpleApp) to. */
 class AppSink
 {
-      public:
+public:
 	virtual ~AppSink()
 	{
 	}
@@ -74,7 +74,7 @@ inline uint64_t RawTag(int app_id, int customer_id, int ts)
 
 class Postoffice
 {
-      public:
+public:
 	using Callback = std::function<void()>;
 
 	static Postoffice *Get()
@@ -331,7 +331,7 @@ class Postoffice
 			apps_.erase(it);
 	}
 
-      private:
+private:
 	Postoffice()
 	{
 	}

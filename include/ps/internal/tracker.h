@@ -35,7 +35,7 @@ struct RawAnswer {
 
 class Tracker
 {
-      public:
+public:
 	/* Runs once every part is done: the answers, 0 or the first
 	 * error. */
 	using Finish = std::function<void(std::vector<RawAnswer> &, int)>;
@@ -106,7 +106,7 @@ class Tracker
 		return it == map_.end() ? 0 : it->second->remaining;
 	}
 
-      private:
+private:
 	struct Entry {
 		int remaining = 0;
 		bool done = false;

@@ -25,7 +25,7 @@ enum LogLevel { kLogINFO, kLogWARNING, kLogERROR, kLogFATAL };
  * statement that made it ends. */
 class LogLine
 {
-      public:
+public:
 	LogLine(const char *file, int line, LogLevel level) : level_(level)
 	{
 		static const char *const names[] = { "INFO", "WARNING", "ERROR",
@@ -52,7 +52,7 @@ class LogLine
 		return os_;
 	}
 
-      private:
+private:
 	LogLevel level_;
 	std::ostringstream os_;
 };
@@ -93,7 +93,7 @@ PS_DEFINE_CHECK(GE, >=)
 /* Takes the message of a failed check and prints it first. */
 class CheckLine : public LogLine
 {
-      public:
+public:
 	CheckLine(const char *file, int line, std::string *msg)
 	    : LogLine(file, line, kLogFATAL)
 	{
