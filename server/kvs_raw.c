@@ -106,6 +106,17 @@ static void raw_msg_of(const struct psd_hdr *h, int wrank, const void *payload,
 	m->vals = m->nbytes ? p : NULL;
 }
 
+/* Refuse raw request @h: logged, the reason and the status sent back. */
+static void raw_refuse(struct psched_node *n, struct psd_conn *c,
+		       const struct psd_hdr *h, int err, const char *why)
+{
+	psd_err("refusing raw %s of %llu keys (cmd %d) from %s: %s",
+		psd_msg_type_name(h->type), (unsigned long long)h->part,
+		(int)h->epoch, c->peer, why);
+	psd_kvs_send_error(n, c, h, err, why, false);
+	psd_kvs_reply_status(n, c, h, err);
+}
+
 static void raw_data(struct psched_node *n, struct psd_conn *c,
 		     struct psd_kvs_conn *kc, const struct psd_hdr *h,
 		     void *payload)
@@ -117,15 +128,14 @@ static void raw_data(struct psched_node *n, struct psd_conn *c,
 
 	fn = raw_handler(n, &arg);
 	if (!fn) {
-		psd_kvs_reject(n, c, h, -EOPNOTSUPP,
-			       "raw request: this server has no raw handler "
-			       "(psched_server_set_raw_handler())");
+		raw_refuse(n, c, h, -EOPNOTSUPP,
+			   "this server has no raw handler "
+			   "(psched_server_set_raw_handler())");
 		return;
 	}
 	call = malloc(sizeof(*call));
 	if (!call) {
-		psd_kvs_reject(n, c, h, -ENOMEM,
-			       "raw request: no memory for the call");
+		raw_refuse(n, c, h, -ENOMEM, "no memory for the call");
 		return;
 	}
 	psd_conn_get(c);
