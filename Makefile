@@ -128,6 +128,12 @@ UNIT_SRC := $(wildcard tests/unit/test_*.c tests/transport/test_*.c)
 UNIT_BIN := $(patsubst tests/%.c,$(BUILD)/tests/%,$(UNIT_SRC))
 HELPER_SRC := $(wildcard tests/helpers/*.c)
 HELPER_BIN := $(patsubst tests/helpers/%.c,$(BUILD)/tests/helpers/%,$(HELPER_SRC))
+# C++ programs on the ps-lite API (include/ps/, header-only over libpsched).
+CXX      ?= g++
+PSLITE_CXXFLAGS := -std=c++11 $(OPT) -Wall -Wextra -Werror -pthread \
+            $(EXTRA_CFLAGS)
+PSLITE_SRC := $(wildcard tests/pslite/*.cc)
+PSLITE_BIN := $(patsubst tests/pslite/%.cc,$(BUILD)/tests/pslite/%,$(PSLITE_SRC))
 
 STATIC_LIB := $(BUILD)/lib/libpsched.a
 # libpsched.so.$(SOVERSION) is the library (its SONAME); libpsched.so is the
@@ -156,7 +162,7 @@ LIBDIR   ?= $(PREFIX)/lib
 .PRECIOUS: $(BUILD)/obj/%.o
 
 all: $(STATIC_LIB) $(SHARED_LIB) $(PROG_BIN)
-tests: $(UNIT_BIN) $(HELPER_BIN)
+tests: $(UNIT_BIN) $(HELPER_BIN) $(PSLITE_BIN)
 
 # Missing Debian packages are installed once per build dir; the script
 # skips what is already installed.
@@ -242,6 +248,11 @@ $(BUILD)/tests/helpers/%: $(BUILD)/obj/tests/helpers/%.o $(STATIC_LIB)
 	@mkdir -p $(@D)
 	@echo "  LD      $@"
 	$(Q)$(CC) $(LDFLAGS) -o $@ $^ $(LIBS)
+
+$(BUILD)/tests/pslite/%: tests/pslite/%.cc $(wildcard include/ps/*.h include/ps/internal/*.h) include/psched.h $(STATIC_LIB)
+	@mkdir -p $(@D)
+	@echo "  CXX     $@"
+	$(Q)$(CXX) $(PSLITE_CXXFLAGS) -Iinclude $(LDFLAGS) -o $@ $< $(STATIC_LIB) $(LIBS)
 
 # The whole suite: unit, transport conformance, integration (loopback,
 # namespaces, soft-RoCE VM when it boots), then the sanitizer builds.
@@ -345,6 +356,9 @@ install: all
 	printf '%s\n' $(PC_LINES) >$(DESTDIR)$(LIBDIR)/pkgconfig/psched.pc
 	install -m 644 include/psched.h $(DESTDIR)$(PREFIX)/include/
 	install -m 644 include/psched/*.h $(DESTDIR)$(PREFIX)/include/psched/
+	install -d $(DESTDIR)$(PREFIX)/include/ps/internal
+	install -m 644 include/ps/*.h $(DESTDIR)$(PREFIX)/include/ps/
+	install -m 644 include/ps/internal/*.h $(DESTDIR)$(PREFIX)/include/ps/internal/
 	install -m 755 $(PROG_BIN) $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 bin/psched-launch $(DESTDIR)$(PREFIX)/bin/
 	install -m 644 man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/

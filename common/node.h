@@ -85,6 +85,10 @@ struct psd_role_ops {
 	void (*stats)(const struct psched_node *n, struct psched_stats *out);
 	/* Free n->role_state (after stop; also after a failed attach). */
 	void (*detach)(struct psched_node *n);
+	/* Any thread: send application message @m (body APP) to node @to,
+	 * not this one.  NULL: on the scheduler link (common/app.c). */
+	int (*app_send)(struct psched_node *n, int to,
+			const Psched__Control *m);
 };
 
 struct psched_node {
@@ -113,6 +117,9 @@ struct psched_node {
 	uint64_t left_from;
 	int fatal; /* cluster-wide error, sticks */
 	char fatal_msg[384];
+	/* Application messages (common/app.c); under lock. */
+	psched_app_handler_fn *app_fn;
+	void *app_arg;
 	uint64_t barrier_seq;  /* last barrier this node entered */
 	uint64_t barrier_done; /* last barrier released */
 	bool shutdown;
@@ -156,6 +163,10 @@ void psd_node_set_fatal(struct psched_node *n, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Send a control message to the scheduler. */
 int psd_node_send_sched(struct psched_node *n, const Psched__Control *msg);
+/* app.c.  Van thread (or the sender, to itself): hand application
+ * message @m, from node @from, to @n's handler. */
+void psd_app_deliver(struct psched_node *n, int from,
+		     const Psched__AppMessage *m);
 
 /* Node-side (server, worker) start and stop. */
 int psd_po_start(struct psched_node *n);

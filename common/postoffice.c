@@ -426,6 +426,9 @@ static void po_rx_control(void *arg, struct psd_conn *c,
 		if (n->role && n->role->on_config)
 			n->role->on_config(n, m->config);
 		break;
+	case PSCHED__CONTROL__BODY_APP:
+		psd_app_deliver(n, m->app->from, m->app);
+		break;
 	default:
 		psd_warn("ignoring control message %d from the scheduler",
 			 (int)m->body_case);

@@ -219,6 +219,30 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 	return 0;
 }
 
+/* A raw-family message (PSD_F_RAW, wire.h). */
+static int hdr_check_raw(const struct psd_hdr *h, uint64_t max_tensor,
+			 const char **why)
+{
+	uint64_t per = h->offset ? 12 : 8;
+
+	*why = "raw message with inconsistent sizes";
+	if (h->type == PSD_MSG_INIT || h->type == PSD_MSG_CONTROL ||
+	    h->flags != PSD_F_RAW || h->offset > 1 || h->total != h->span)
+		return -EPROTO;
+	if (h->type == PSD_MSG_PUSH_ACK)
+		return h->length ? -EPROTO : 0;
+	if (h->type == PSD_MSG_PULL && h->span)
+		return -EPROTO;
+	if (h->type == PSD_MSG_PULL_RESP && h->status)
+		return h->length ? -EPROTO : 0;
+	if (h->type == PSD_MSG_PULL_RESP && h->span > max_tensor)
+		return -EPROTO;
+	if (h->part > (UINT64_MAX - h->span) / per ||
+	    h->length != h->part * per + h->span)
+		return -EPROTO;
+	return 0;
+}
+
 static int hdr_check_range(const struct psd_hdr *h, uint64_t max_tensor,
 			   const char **why)
 {
@@ -299,6 +323,8 @@ int psd_hdr_decode(const uint8_t *buf, uint64_t max_tensor, struct psd_hdr *h,
 		*why = "status set on a request, or positive";
 		return -EPROTO;
 	}
+	if (h->flags & PSD_F_RAW)
+		return hdr_check_raw(h, max_tensor, why);
 	if (h->flags & (PSD_F_KEYLIST | PSD_F_KLCACHED | PSD_F_KLPACKED))
 		return hdr_check_keylist(h, max_tensor, why);
 	if (hdr_check_length(h, why))

@@ -108,7 +108,23 @@ enum psd_msg_type {
  */
 #define PSD_F_ROWS	0x08u
 #define PSD_ROWS_PREFIX 8u
-#define PSD_F_ALL	(0x17u | PSD_F_ROWS | PSD_F_KLPACKED)
+/*
+ * PUSH, PULL, PUSHPULL and their answers of the raw family
+ * (PSCHED_FAMILY_RAW: keys and values handed to the server's handler as
+ * they are, worker/kvw_raw.c, server/kvs_raw.c).  The fields mean:
+ *   key     first key (0 if none; for logs)
+ *   part    n: keys in the message (may be 0)
+ *   offset  1 when a u32 value-byte count per key follows the keys, else 0
+ *   total, span  value bytes (equal)
+ *   epoch   the request's cmd (an int32, echoed in the answer)
+ *   step    the request's tag (echoed)
+ * Payload: n u64 keys, then the n u32 counts if offset is 1, then span
+ * value bytes.  A PULL carries no values (span 0).  PUSH_ACK carries
+ * nothing; PULL_RESP has the same layout as a request (none on error).
+ * Never with another flag.
+ */
+#define PSD_F_RAW 0x40u
+#define PSD_F_ALL (0x17u | PSD_F_ROWS | PSD_F_KLPACKED | PSD_F_RAW)
 
 struct psd_hdr {
 	uint8_t type;

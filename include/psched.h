@@ -270,7 +270,34 @@ enum psched_family {
 	PSCHED_FAMILY_DENSE = 0,   /* keys with a buffer each */
 	PSCHED_FAMILY_KEYLIST = 1, /* many small keys in one buffer */
 	PSCHED_FAMILY_ROWS = 2,	   /* rows of a row-sparse key */
+	PSCHED_FAMILY_RAW = 3,	   /* psched_raw_request() only */
 };
+
+/*
+ * A raw-family message as its receiver sees it: a request on a server
+ * (psched_server_set_raw_handler()), or one server's answer to a pull on
+ * the worker (psched_raw_answer_fn).  The arrays are valid during the
+ * call only.
+ */
+struct psched_raw_msg {
+	int cmd;      /* the request's cmd */
+	uint64_t tag; /* the request's tag */
+	bool push;    /* the request carries values */
+	bool pull;    /* the request wants values back */
+	int sender;   /* node id of the worker (requests) or server */
+	int rank;     /* and its rank in its role */
+	int priority; /* the request's */
+	size_t nkeys;
+	const uint64_t *keys;
+	const uint32_t *lens; /* value bytes of each key; NULL: none sent */
+	uint64_t nbytes;      /* value bytes at @vals */
+	const void *vals;
+};
+
+/* Worker: one server's answer to a raw pull or pushpull, on the node's
+ * receive thread, before the request completes; it must not block nor
+ * call into psched. */
+typedef void psched_raw_answer_fn(const struct psched_raw_msg *ans, void *arg);
 
 struct psched_request {
 	enum psched_op op;
@@ -304,6 +331,120 @@ struct psched_request {
  * stay in use until completion).  Unlocked: any application thread. */
 int psched_request(struct psched_node *node, const struct psched_request *rq,
 		   uint64_t *req);
+
+/*
+ * The raw family (PSCHED_FAMILY_RAW, issued by psched_raw_request();
+ * ps-lite's KVWorker / KVServer, see docs/pslite.md).  A request's keys (sorted
+ * ascending, so that each server's share is one run of them; an unsorted list
+ * is cut as psched_raw_key_range() bounds fall) reach each server that owns
+ * some of them as they are, with their values, counts, cmd and tag, and that
+ * server's raw handler answers it when it wants: no sum, no steps, no
+ * synchronisation across workers.  A push completes once every server
+ * asked acknowledged it (psched_raw_respond()); a pull or pushpull once
+ * every server asked answered, each answer handed to @answer first.  A
+ * request whose keys no server owns completes at once.  Raw requests take
+ * no credit (a handler may hold an answer as long as it likes) but keep
+ * their priority and PS_REQUEST_TIMEOUT.
+ */
+/*
+ * A raw request: @op of @nkeys keys @keys, @nbytes value bytes at @vals
+ * (push, pushpull), the value bytes of each key in @lens (NULL: not sent;
+ * a push without them cut by key range splits @vals evenly over its
+ * keys), @cmd and @tag for the server's handler.  @server 0 cuts the keys
+ * by key range, s + 1 sends the whole request to server rank s.  Pull
+ * answers go to @answer (may be NULL) with @answer_arg; @cb, @arg,
+ * @priority and the returned id as for psched_request().  Everything it
+ * points to stays in use until completion.  @dtype is carried along, not
+ * read.  Its own struct (not fields of struct psched_request): that one is
+ * the caller's memory and part of libpsched.so.1's ABI.
+ */
+struct psched_raw_request {
+	enum psched_op op;
+	enum psched_dtype dtype;
+	int priority;
+	size_t nkeys;
+	const uint64_t *keys;
+	const uint32_t *lens;
+	const void *vals;
+	uint64_t nbytes;
+	int cmd;
+	uint64_t tag;
+	unsigned server;
+	psched_raw_answer_fn *answer;
+	void *answer_arg;
+	psched_done_fn *cb;
+	void *arg;
+};
+
+/* Issue raw request @rq (read during the call only).  0, or -EINVAL
+ * (psched_errmsg() names what is wrong), or the node's error. */
+int psched_raw_request(struct psched_node *node,
+		       const struct psched_raw_request *rq, uint64_t *req);
+
+/* Server rank @rank's range of keys [*@begin, *@end) of @nserver: as
+ * ps-lite cuts them, UINT64_MAX / @nserver keys each. */
+void psched_raw_key_range(unsigned nserver, unsigned rank, uint64_t *begin,
+			  uint64_t *end);
+
+struct psched_raw_call;
+
+/*
+ * Server: the application's handler of raw requests, on the node's
+ * receive thread.  It answers @call exactly once, now or later, from any
+ * thread, with psched_raw_respond().  It must not block.
+ */
+typedef void psched_raw_handler_fn(struct psched_node *node,
+				   struct psched_raw_call *call,
+				   const struct psched_raw_msg *req, void *arg);
+/* Install @fn on server @node (-EINVAL if it is not a server), or with
+ * @node NULL for every server node of this process without its own; set
+ * that before psched_node_create() so that no request arrives before it.
+ * Without a handler raw requests are refused (-EOPNOTSUPP). */
+int psched_server_set_raw_handler(struct psched_node *node,
+				  psched_raw_handler_fn *fn, void *arg);
+/*
+ * Answer @call (which is freed: never use it again) with @ans: for a
+ * push its keys and values are ignored; for a pull they go back to the
+ * worker (@ans may be NULL: no keys), as do @ans->lens when set.  Any
+ * thread.  0, or -errno when the answer could not be sent (the worker
+ * is gone); @call is freed either way.
+ */
+int psched_raw_respond(struct psched_node *node, struct psched_raw_call *call,
+		       const struct psched_raw_msg *ans);
+
+/*
+ * Application messages between any two nodes of a job (ps-lite's
+ * SimpleApp, docs/pslite.md): small messages of a head and a body, sent
+ * on the scheduler links (through the scheduler when neither end is it),
+ * in order between two nodes.  Not the data path: a body is at most
+ * PSCHED_APP_MAX_BODY bytes.
+ */
+#define PSCHED_APP_MAX_BODY (512u * 1024u)
+struct psched_app_msg {
+	int from; /* node id of the sender (psched_node_id()); set on send */
+	int to;	  /* node id of the receiver: 0 the scheduler */
+	bool request;
+	int head;
+	const void *body; /* valid during the handler only */
+	size_t len;
+	uint32_t app_id;
+	uint32_t customer_id;
+	int32_t timestamp;
+};
+/* The handler of application messages, on the node's receive thread (a
+ * message a node sends itself: on the sending thread).  It must not
+ * block. */
+typedef void psched_app_handler_fn(struct psched_node *node,
+				   const struct psched_app_msg *msg, void *arg);
+/* Install @fn on @node, or with @node NULL for every node of this process
+ * without its own (set that before psched_node_create()).  Messages that
+ * find no handler are dropped (logged at debug level). */
+int psched_set_app_handler(struct psched_node *node, psched_app_handler_fn *fn,
+			   void *arg);
+/* Send @msg (read during the call; its @from is ignored) to node
+ * @msg->to.  Any thread, does not wait for delivery.  0, -EINVAL (no
+ * such node, a body over the limit), or the error sending it. */
+int psched_app_send(struct psched_node *node, const struct psched_app_msg *msg);
 
 /* Dense host requests: psched_request() of family PSCHED_FAMILY_DENSE,
  * spelled as calls. */

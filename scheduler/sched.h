@@ -86,6 +86,11 @@ struct sched_barrier {
 
 struct psd_sched {
 	struct sched_node *nodes; /* S+W slots, registration order */
+	/* Each node's connection by node id, a reference each, for
+	 * application messages sent from any thread (psched_app_send()):
+	 * set once the ids are given, cleared when it closes. */
+	pthread_mutex_t app_lock;
+	struct psd_conn **app_conns; /* [1 + cap] */
 	unsigned cap;
 	unsigned nserv;
 	unsigned nwork;

@@ -250,6 +250,10 @@ static void sched_assign(struct psched_node *n)
 		sn->conn->peer_id = sn->id;
 		snprintf(sn->conn->peer, sizeof(sn->conn->peer), "%s",
 			 sn->desc);
+		pthread_mutex_lock(&s->app_lock);
+		psd_conn_get(sn->conn);
+		s->app_conns[sn->id] = sn->conn;
+		pthread_mutex_unlock(&s->app_lock);
 	}
 }
 
@@ -402,6 +406,63 @@ static void sched_auth_rx(struct psched_node *n, struct psd_conn *c,
 	psched__register__free_unpacked(r, NULL);
 }
 
+/* @sn's connection no longer takes application messages. */
+static void sched_app_forget(struct psd_sched *s, struct sched_node *sn)
+{
+	struct psd_conn *c = NULL;
+
+	pthread_mutex_lock(&s->app_lock);
+	if (sn->id > 0 && (unsigned)sn->id <= s->cap &&
+	    s->app_conns[sn->id] == sn->conn) {
+		c = s->app_conns[sn->id];
+		s->app_conns[sn->id] = NULL;
+	}
+	pthread_mutex_unlock(&s->app_lock);
+	psd_conn_put(c);
+}
+
+/* Any thread (role hook): send application message @m to node @to. */
+static int sched_app_send(struct psched_node *n, int to,
+			  const Psched__Control *m)
+{
+	struct psd_sched *s = psd_sched_of(n);
+	struct psd_conn *c = NULL;
+	int ret;
+
+	pthread_mutex_lock(&s->app_lock);
+	if (to > 0 && (unsigned)to <= s->cap && s->app_conns[to]) {
+		c = s->app_conns[to];
+		psd_conn_get(c);
+	}
+	pthread_mutex_unlock(&s->app_lock);
+	if (!c)
+		return -ENOTCONN;
+	ret = psd_conn_send_control(c, 0, m);
+	psd_conn_put(c);
+	return ret;
+}
+
+/* Van thread: application message @a from @sn, for this node or to pass
+ * on (the sender's id is the connection's, whatever it wrote). */
+static void sched_on_app(struct psched_node *n, struct sched_node *sn,
+			 Psched__AppMessage *a)
+{
+	Psched__Control m = PSCHED__CONTROL__INIT;
+	int ret;
+
+	a->from = sn->id;
+	if (a->to == 0) {
+		psd_app_deliver(n, sn->id, a);
+		return;
+	}
+	m.body_case = PSCHED__CONTROL__BODY_APP;
+	m.app = a;
+	ret = sched_app_send(n, a->to, &m);
+	if (ret)
+		psd_warn("%s: application message to node %d dropped: %s",
+			 sn->desc, a->to, psched_strerror(ret));
+}
+
 static void sched_rx_control(void *arg, struct psd_conn *c,
 			     const Psched__Control *m)
 {
@@ -451,6 +512,9 @@ static void sched_rx_control(void *arg, struct psd_conn *c,
 	case PSCHED__CONTROL__BODY_METRICS:
 		psd_sched_on_metrics(n, sn, m->metrics);
 		break;
+	case PSCHED__CONTROL__BODY_APP:
+		sched_on_app(n, sn, m->app);
+		break;
 	default:
 		psd_warn("%s sent unexpected control message %d", sn->desc,
 			 (int)m->body_case);
@@ -479,6 +543,7 @@ static void sched_closed(void *arg, struct psd_conn *c, int err)
 	if (!sn)
 		return;
 	sn->closed = true;
+	sched_app_forget(s, sn);
 	if (!s->table_sent) {
 		/* Left during rendezvous: free the slot for a retry. */
 		psd_warn("%s left before the cluster was complete", sn->desc);
@@ -572,6 +637,12 @@ static void sched_free(struct psched_node *n)
 		return;
 	for (i = 0; i < s->cap; i++)
 		psd_conn_put(s->nodes[i].conn);
+	if (s->app_conns) {
+		for (i = 0; i <= s->cap; i++)
+			psd_conn_put(s->app_conns[i]);
+		pthread_mutex_destroy(&s->app_lock);
+		free(s->app_conns);
+	}
 	free(s->sw.members);
 	for (g = 0; g <= PSCHED_GROUP_ALL; g++) {
 		free(s->barriers[g].waiting);
@@ -595,6 +666,10 @@ static int sched_alloc(struct psched_node *n)
 	n->role_state = s;
 	s->cap = n->num_server + n->num_worker;
 	s->nodes = calloc(s->cap, sizeof(*s->nodes));
+	s->app_conns = calloc(s->cap + 1, sizeof(*s->app_conns));
+	if (!s->app_conns)
+		return -ENOMEM;
+	pthread_mutex_init(&s->app_lock, NULL);
 	s->members_len = (n->num_worker + 7) / 8;
 	s->sw.members = calloc(s->members_len ? s->members_len : 1, 1);
 	if (!s->nodes || !s->sw.members)
@@ -699,4 +774,5 @@ const struct psd_role_ops psd_sched_role = {
 	.run = sched_run,
 	.stop = sched_stop,
 	.detach = sched_free,
+	.app_send = sched_app_send,
 };

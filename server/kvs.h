@@ -16,6 +16,7 @@
  *   kvs_keylist.c  the key-list family (kvs_kl.h: kvs_klstore.c and
  *                  kvs_klapply.c its store)
  *   kvs_rows.c     the row-sparse family (kvs_rowtab.c its tables)
+ *   kvs_raw.c      the raw family: requests handed to the application
  *   kv_server.c    role glue: attach, destroy, stats, config, command
  *   kvs_states.c   optimizer state dump/load commands
  *
@@ -117,7 +118,7 @@ struct psd_kvs_family {
 };
 
 extern const struct psd_kvs_family psd_kvs_dense, psd_kvs_keylist,
-	psd_kvs_rowsparse;
+	psd_kvs_rowsparse, psd_kvs_raw;
 
 /* What the header hook decided for the message now being received. */
 struct psd_kvs_conn {
@@ -141,6 +142,9 @@ struct psd_kvs {
 	/* The application's controller (kvstore.h); under n->lock. */
 	psched_server_controller_fn *ctl;
 	void *ctl_arg;
+	/* The application's raw handler (kvs_raw.c); under n->lock. */
+	psched_raw_handler_fn *raw_fn;
+	void *raw_arg;
 	unsigned nworker;
 	int broken; /* a worker died: sync steps cannot complete */
 	char broken_msg[200];

@@ -32,9 +32,10 @@ void psd_kvs_send_ack(struct psched_node *n, struct psd_conn *c,
 	 * for them comes back, even when a pushpull's answer must wait for
 	 * the other workers.  Holding credit across that wait deadlocks as
 	 * soon as two workers start their chunks in different orders.  Of
-	 * the flags only PSD_F_KEYLIST routes an answer. */
-	struct psd_hdr h = psd_kvs_answer_hdr(n, req, PSD_MSG_PUSH_ACK, 0,
-					      req->flags & PSD_F_KEYLIST, 0);
+	 * the flags only PSD_F_KEYLIST (and PSD_F_RAW) route an answer. */
+	struct psd_hdr h =
+		psd_kvs_answer_hdr(n, req, PSD_MSG_PUSH_ACK, 0,
+				   req->flags & (PSD_F_KEYLIST | PSD_F_RAW), 0);
 
 	psd_conn_reply(c, &h, NULL, 0);
 }
@@ -49,7 +50,7 @@ void psd_kvs_reply_status(struct psched_node *n, struct psd_conn *c,
 		n, req,
 		psd_msg_is_pull(req->type) ? PSD_MSG_PULL_RESP
 					   : PSD_MSG_PUSH_ACK,
-		status, req->flags & PSD_F_KEYLIST, 0);
+		status, req->flags & (PSD_F_KEYLIST | PSD_F_RAW), 0);
 
 	psd_conn_reply(c, &h, NULL, 0);
 }

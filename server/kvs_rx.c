@@ -480,6 +480,7 @@ const struct psd_kvs_family psd_kvs_dense = {
 
 /* The families, in the order their flags are tested (dense last). */
 static const struct psd_kvs_family *const kvs_families[] = {
+	&psd_kvs_raw,
 	&psd_kvs_rowsparse,
 	&psd_kvs_keylist,
 	&psd_kvs_dense,

@@ -37,12 +37,12 @@
  * Every wait is bounded and a dead server fails every request that still
  * needs it, naming the server, key and step.
  *
- * Three request families travel this one pipeline: dense tensors, key
- * lists and row-sparse tables.  Each supplies a small table (struct
- * kvw_family): how to cut a request into chunks, its header and payload,
- * and how an answer is matched and lands.  Queueing, credit, priorities,
- * config epochs, timeouts, the timeline, answers and completion are the
- * pipeline's, written once.
+ * Four request families travel this one pipeline: dense tensors, key
+ * lists, row-sparse tables and raw requests.  Each supplies a small table
+ * (struct kvw_family): how to cut a request into chunks, its header and
+ * payload, and how an answer is matched and lands.  Queueing, credit,
+ * priorities, config epochs, timeouts, the timeline, answers and completion are
+ * the pipeline's, written once.
  *
  * Files, one concern each:
  *   kvw_req.c     request table, settling, timeouts, cancel, psched_wait
@@ -52,7 +52,8 @@
  *   kvw_park.c    config PREPARE / COMMIT / ABORT, parking, the one place
  *                 the credit changes
  *   kvw_layout.c  the dense family: keys, building, cutting into chunks
- *   kvw_keylist.c the key-list family;  kvw_rows.c the row-sparse family
+ *   kvw_keylist.c the key-list family;  kvw_rows.c the row-sparse family;
+ *                 kvw_raw.c the raw family (ps-lite's requests)
  *   kv_worker.c   public entry points, metrics, timeline, attach / destroy
  *
  * Locking.  One mutex, w->lock, guards all of struct psd_kvw and every
@@ -191,6 +192,13 @@ struct kvw_req {
 	/* its keys packed per server (held; NULL: plain keys) */
 	struct kvw_klset *kl_set;
 	struct kvw_rows *rows; /* a row-sparse request (kvw_rows.c) */
+	/* A raw request (kvw_raw.c): keys in kl_keys, values in slots[0].src,
+	 * one chunk per server share (kl_first, kl_n). */
+	const uint32_t *raw_lens;
+	int raw_cmd;
+	uint64_t raw_tag;
+	psched_raw_answer_fn *raw_answer;
+	void *raw_answer_arg;
 	size_t nslots;
 	struct kvw_slot slots[];
 };
@@ -353,6 +361,10 @@ struct kvw_family {
 	 * not fit @ch and is read into the scratch buffer. */
 	void *(*rx_dst)(struct kvw_req *r, const struct kvw_chunk *ch,
 			const struct psd_hdr *h, const struct psd_conn *c);
+	/* A pull answer @h to @ch of any length, read into the scratch
+	 * buffer at @payload (NULL: answers must have ->rx_len bytes). */
+	void (*rx_any)(struct kvw_req *r, const struct kvw_chunk *ch,
+		       const struct psd_hdr *h, const void *payload);
 	/* The answer of @ch is in at @payload (NULL: nothing more to do). */
 	void (*rx_landed)(struct kvw_req *r, const struct kvw_chunk *ch,
 			  const void *payload);
@@ -363,6 +375,7 @@ struct kvw_family {
 extern const struct kvw_family psd_kvw_dense;
 extern const struct kvw_family psd_kvw_keylist;
 extern const struct kvw_family psd_kvw_rowsparse;
+extern const struct kvw_family psd_kvw_raw;
 
 /* kvw_req.c: the request table.  All Locked. */
 struct kvw_req *psd_kvw_req_find(struct psd_kvw *w, uint64_t id);
@@ -432,6 +445,10 @@ int psd_kvw_rows_issue(struct psched_node *n, uint8_t type, uint64_t key,
 		       size_t nids, const uint64_t *ids, const void *src,
 		       void *out, int priority, psched_done_fn *cb, void *arg,
 		       uint64_t *req);
+
+/* kvw_raw.c: raw request @rq (its op checked by request.c). */
+int psd_kvw_raw_issue(struct psched_node *n, uint8_t type,
+		      const struct psched_raw_request *rq, uint64_t *req);
 
 /* kvw_layout.c, the dense family.  Locked. */
 int psd_kvw_req_build(struct psched_node *n, uint8_t type, const uint64_t *keys,

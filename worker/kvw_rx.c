@@ -23,7 +23,8 @@ static struct kvw_chunk *kvw_rx_chunk(struct psd_kvw *w,
 	struct kvw_chunk *ch;
 
 	if (!r || h->slot >= r->nchunks ||
-	    (h->flags & (PSD_F_KEYLIST | PSD_F_ROWS) & ~r->fam->flag))
+	    (h->flags & (PSD_F_KEYLIST | PSD_F_ROWS | PSD_F_RAW) &
+	     ~r->fam->flag))
 		return NULL;
 	ch = &r->chunks[h->slot];
 	if (ch->srank != p->rank ||
@@ -66,7 +67,7 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 	r = ch ? ch->req : NULL;
 	if (ch && !r->cancelled && psd_msg_is_pull(r->type) &&
 	    ch->state != KVW_CH_DONE && !ch->rx_busy &&
-	    h->length == kvw_rx_len(r, ch) &&
+	    h->length == kvw_rx_len(r, ch) && r->fam->rx_dst &&
 	    (*dst = r->fam->rx_dst(r, ch, h, c))) {
 		ch->rx_busy = true;
 		r->busy++;
@@ -106,7 +107,8 @@ static void kvw_rx_check(struct kvw_req *r, const struct kvw_chunk *ch,
 			"with a pull answer",
 			p->desc, r->fam->what, psd_msg_type_name(r->type),
 			(unsigned long long)h->key, (unsigned long long)step);
-	else if (h->type == PSD_MSG_PULL_RESP && h->length != want)
+	else if (h->type == PSD_MSG_PULL_RESP && h->length != want &&
+		 !r->fam->rx_any)
 		psd_kvw_req_error(
 			r, -EPROTO,
 			"%s answered %s%s of key %llu (step %llu) "
@@ -190,6 +192,11 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 		pthread_mutex_unlock(&w->lock);
 		return;
 	}
+	/* An answer of any length, in the scratch buffer. */
+	if (!ch->rx_busy && r->fam->rx_any && h->type == PSD_MSG_PULL_RESP &&
+	    !h->status && !r->cancelled && psd_msg_is_pull(r->type) &&
+	    ch->state != KVW_CH_DONE)
+		r->fam->rx_any(r, ch, h, payload);
 	kvw_rx_check(r, ch, p, h);
 	fire = psd_kvw_chunk_settle(w, ch, h->status != 0);
 	if (!r->busy)

@@ -2,7 +2,8 @@
 /*
  * The request entry point of the C API: psched_request() checks a struct
  * psched_request and hands it to its family's issue function (dense:
- * kv_worker.c, key lists: kvw_keylist.c, row-sparse: kvw_rows.c);
+ * kv_worker.c, key lists: kvw_keylist.c, row-sparse: kvw_rows.c, raw:
+ * kvw_raw.c);
  * psched_push / pull / pushpull are one-liners over it.
  */
 #include "kvw.h"
@@ -35,8 +36,17 @@ enum {
 };
 
 static const char *const req_field_names[] = {
-	"keys/nkeys", "lens", "push_vals",     "pull_vals", "on_device/device",
-	"elems/elem", "key",  "row_ids/nrows", "push_buf",  "pull_buf",
+	"keys/nkeys",
+	"lens",
+	"push_vals",
+	"pull_vals",
+	"on_device/device",
+	"elems/elem",
+	"key",
+	"row_ids/nrows",
+	"push_buf",
+	"pull_buf",
+	"push_bytes/raw_lens/cmd/tag/server/answer",
 };
 
 /* The fields each family reads. */
@@ -85,6 +95,10 @@ static int req_check(const struct psched_request *rq)
 {
 	const char *fam, *op, *bad;
 
+	if (rq->family == PSCHED_FAMILY_RAW)
+		return psd_set_errmsg(-EINVAL,
+				      "request: the raw family is issued by "
+				      "psched_raw_request()");
 	if ((unsigned)rq->family >= PSD_ARRAY_SIZE(req_family_names))
 		return psd_set_errmsg(-EINVAL, "request: unknown family %d",
 				      (int)rq->family);
@@ -166,12 +180,34 @@ int psched_request(struct psched_node *n, const struct psched_request *rq,
 			n, type, rq->key, rq->nrows, rq->row_ids, rq->push_buf,
 			rq->pull_buf, rq->priority, rq->cb, rq->arg, req);
 	case PSCHED_FAMILY_DENSE:
+	case PSCHED_FAMILY_RAW: /* refused by req_check() */
 		break;
 	}
 	return psd_kvw_issue(n, type, rq->keys, rq->nkeys, rq->push_vals,
 			     rq->pull_vals, rq->lens, rq->dtype,
 			     rq->on_device ? rq->device : -1, rq->priority, 0,
 			     rq->cb, rq->arg, req);
+}
+
+int psched_raw_request(struct psched_node *n,
+		       const struct psched_raw_request *rq, uint64_t *req)
+{
+	uint8_t type;
+	int ret;
+
+	if (!n || !rq)
+		return psd_set_errmsg(-EINVAL, "raw request: no %s",
+				      n ? "request" : "node");
+	if (rq->op < PSCHED_OP_PUSH || rq->op > PSCHED_OP_PUSHPULL)
+		return psd_set_errmsg(-EINVAL, "raw request: unknown op %d",
+				      (int)rq->op);
+	if (rq->op == PSCHED_OP_PULL && (rq->vals || rq->nbytes))
+		return psd_set_errmsg(-EINVAL, "raw pull: a pull has no vals");
+	type = req_msg_type(rq->op);
+	ret = psd_kvw_leave_check(n, type);
+	if (ret)
+		return ret;
+	return psd_kvw_raw_issue(n, type, rq, req);
 }
 
 int psched_push(struct psched_node *n, const uint64_t *keys, size_t nkeys,

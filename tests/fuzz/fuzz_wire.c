@@ -60,6 +60,25 @@ static bool fz_keylist_bad(const struct psd_hdr *h, unsigned es, uint64_t max)
 	return want != h->length;
 }
 
+/* The raw-family rules (common/wire.h, PSD_F_RAW), restated: true if
+ * accepted header @h breaks one. */
+static bool fz_raw_bad(const struct psd_hdr *h, uint64_t max)
+{
+	unsigned __int128 want;
+
+	if (h->flags != PSD_F_RAW || h->type == PSD_MSG_INIT ||
+	    h->type == PSD_MSG_CONTROL || h->offset > 1 || h->total != h->span)
+		return true;
+	if (h->type == PSD_MSG_PUSH_ACK ||
+	    (h->type == PSD_MSG_PULL_RESP && h->status))
+		return h->length != 0;
+	if ((h->type == PSD_MSG_PULL && h->span) ||
+	    (h->type == PSD_MSG_PULL_RESP && h->span > max))
+		return true;
+	want = (unsigned __int128)h->part * (h->offset ? 12 : 8) + h->span;
+	return want != h->length;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -81,7 +100,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	es = psched_dtype_size((enum psched_dtype)h.dtype);
 	if (h.type < 1 || h.type > PSD_MSG_TYPE_MAX || h.status > 0)
 		abort();
-	if (h.flags & (PSD_F_KEYLIST | PSD_F_KLCACHED | PSD_F_KLPACKED)) {
+	if (h.flags & PSD_F_RAW) {
+		if (fz_raw_bad(&h, max))
+			abort();
+	} else if (h.flags &
+		   (PSD_F_KEYLIST | PSD_F_KLCACHED | PSD_F_KLPACKED)) {
 		if (fz_keylist_bad(&h, es, max))
 			abort();
 	} else if (h.type != PSD_MSG_CONTROL) {
@@ -109,7 +132,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	/* (A compressed push carries its codec's length, checked by
 	 * hdr_check_length() against the codecs.) */
 	if (psd_msg_is_push(h.type) &&
-	    !(h.flags & (PSD_F_COMPRESSED | PSD_F_KEYLIST | PSD_F_ROWS)) &&
+	    !(h.flags &
+	      (PSD_F_COMPRESSED | PSD_F_KEYLIST | PSD_F_ROWS | PSD_F_RAW)) &&
 	    h.length != h.span)
 		abort();
 	psd_hdr_encode(&h, buf);

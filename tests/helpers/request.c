@@ -222,8 +222,8 @@ static void bad_shapes(struct psched_node *n)
 	rq.op = 4;
 	refused(n, &rq, -EINVAL, "unknown op 4", "op 4");
 	rq = ok;
-	rq.family = 3;
-	refused(n, &rq, -EINVAL, "unknown family 3", "family 3");
+	rq.family = 4;
+	refused(n, &rq, -EINVAL, "unknown family 4", "family 4");
 	rq = ok;
 	rq.push_vals = NULL;
 	refused(n, &rq, -EINVAL, "without push_vals", "dense push, no values");

@@ -963,6 +963,147 @@ static void test_kv_server_membership(void)
 	kvt_stop();
 }
 
+/* What the raw handler of test_kv_server_raw_handler() saw. */
+static struct {
+	unsigned calls;
+	struct psched_raw_msg last; /* arrays point into the copies below */
+	uint64_t keys[4];
+	uint32_t lens[4];
+	uint8_t vals[32];
+	struct psched_raw_call *held;
+} kvt_raw;
+
+/* Van thread.  cmd 1: acked at once; cmd 2: held for the test thread;
+ * a pull: answered with its keys, their lens doubled and bytes 0xA0 + i. */
+static void kvt_raw_handler(struct psched_node *n, struct psched_raw_call *call,
+			    const struct psched_raw_msg *req, void *arg)
+{
+	static const uint8_t out[6] = { 0xa0, 0xa1, 0xa2, 0xa3, 0xa4, 0xa5 };
+	uint32_t lens[4];
+	struct psched_raw_msg ans = { 0 };
+	size_t i;
+
+	(void)arg;
+	CHECK(req->nkeys <= 4 && req->nbytes <= sizeof(kvt_raw.vals));
+	kvt_raw.calls++;
+	kvt_raw.last = *req;
+	memcpy(kvt_raw.keys, req->keys, req->nkeys * 8);
+	if (req->lens)
+		memcpy(kvt_raw.lens, req->lens, req->nkeys * 4);
+	if (req->nbytes)
+		memcpy(kvt_raw.vals, req->vals, (size_t)req->nbytes);
+	if (req->pull) {
+		for (i = 0; i < req->nkeys; i++)
+			lens[i] = 3;
+		ans.nkeys = req->nkeys;
+		ans.keys = req->keys;
+		ans.lens = lens;
+		ans.nbytes = 3 * req->nkeys;
+		ans.vals = out;
+		CHECK_EQ(psched_raw_respond(n, call, &ans), 0);
+	} else if (req->cmd == 2) {
+		kvt_raw.held = call;
+	} else {
+		CHECK_EQ(psched_raw_respond(n, call, NULL), 0);
+	}
+}
+
+/* Send raw request @type of @n @keys (with @lens when not NULL) and
+ * @nbytes @vals from worker @w. */
+static void kvt_send_raw(unsigned w, uint8_t type, uint64_t req, int cmd,
+			 size_t n, const uint64_t *keys, const uint32_t *lens,
+			 const void *vals, uint64_t nbytes)
+{
+	struct psd_hdr h = { .type = type, .flags = PSD_F_RAW };
+	struct iovec iov[3];
+	int k = 0;
+
+	h.sender = psd_worker_id(&kvt.node, w);
+	h.key = n ? keys[0] : 0;
+	h.part = n;
+	h.offset = lens ? 1 : 0;
+	h.total = h.span = nbytes;
+	h.epoch = (uint32_t)cmd;
+	h.step = 0x1234500000000000ull | req;
+	h.req = req;
+	iov[k].iov_base = (void *)(uintptr_t)keys;
+	iov[k++].iov_len = n * 8;
+	if (lens) {
+		iov[k].iov_base = (void *)(uintptr_t)lens;
+		iov[k++].iov_len = n * 4;
+	}
+	iov[k].iov_base = (void *)(uintptr_t)vals;
+	iov[k++].iov_len = (size_t)nbytes;
+	for (int i = 0; i < k; i++)
+		h.length += iov[i].iov_len;
+	CHECK_EQ(psd_conn_send(kvt.w[w].conn, &h, iov, k), 0);
+}
+
+/* Raw requests (server/kvs_raw.c) reach the handler as they came, with
+ * their cmd, tag and worker; a held push is answered later from another
+ * thread and only then acknowledged; a pull's answer carries what the
+ * handler gave; without a handler a request is refused. */
+static void test_kv_server_raw_handler(void)
+{
+	const uint64_t keys[2] = { 5, 1ull << 60 };
+	const uint32_t lens[2] = { 4, 8 };
+	uint8_t vals[12];
+	const struct kvt_msg *m;
+	size_t i;
+
+	for (i = 0; i < sizeof(vals); i++)
+		vals[i] = (uint8_t)(i * 7);
+	memset(&kvt_raw, 0, sizeof(kvt_raw));
+	kvt_start(2, "sync", 0);
+	CHECK_EQ(
+		psched_server_set_raw_handler(&kvt.node, kvt_raw_handler, NULL),
+		0);
+	kvt_send_raw(1, PSD_MSG_PUSH, 1, 2, 2, keys, lens, vals, 12);
+	/* the held push is not answered: the next answer is the probe's */
+	kvt_send_raw(1, PSD_MSG_PUSH, 2, 1, 2, keys, NULL, vals, 12);
+	m = kvt_expect(1, PSD_MSG_PUSH_ACK, 0);
+	CHECK_U64(m->h.req, ==, 2);
+	CHECK_EQ(m->h.flags, PSD_F_RAW);
+	CHECK_EQ(kvt_raw.calls, 2);
+	CHECK(kvt_raw.held != NULL);
+	CHECK_EQ(psched_raw_respond(&kvt.node, kvt_raw.held, NULL), 0);
+	m = kvt_expect(1, PSD_MSG_PUSH_ACK, 0);
+	CHECK_U64(m->h.req, ==, 1);
+	CHECK_U64(m->h.step, ==, 0x1234500000000001ull); /* tag echoed */
+
+	kvt_send_raw(0, PSD_MSG_PULL, 3, -7, 2, keys, NULL, NULL, 0);
+	m = kvt_expect(0, PSD_MSG_PULL_RESP, 0);
+	CHECK_EQ(kvt_raw.calls, 3);
+	CHECK_EQ(kvt_raw.last.cmd, -7);
+	CHECK_U64(kvt_raw.last.tag, ==, 0x1234500000000003ull);
+	CHECK(kvt_raw.last.pull && !kvt_raw.last.push);
+	CHECK_EQ(kvt_raw.last.rank, 0);
+	CHECK_EQ(kvt_raw.last.sender, psd_worker_id(&kvt.node, 0));
+	CHECK_U64(m->h.part, ==, 2);
+	CHECK_U64(m->h.offset, ==, 1);
+	CHECK_U64(m->h.length, ==, 2 * 8 + 2 * 4 + 6);
+	CHECK(!memcmp(m->data, keys, 16));
+	CHECK_EQ(((const uint32_t *)(m->data + 16))[1], 3);
+	CHECK_EQ(m->data[16 + 8 + 5], 0xa5);
+
+	/* what the first push carried, as it came */
+	kvt_send_raw(0, PSD_MSG_PUSHPULL, 4, 9, 2, keys, lens, vals, 12);
+	kvt_expect(0, PSD_MSG_PULL_RESP, 0);
+	CHECK(kvt_raw.last.push && kvt_raw.last.pull);
+	CHECK_EQ(kvt_raw.last.nkeys, 2);
+	CHECK_U64(kvt_raw.keys[1], ==, 1ull << 60);
+	CHECK(kvt_raw.last.lens != NULL);
+	CHECK_EQ(kvt_raw.lens[1], 8);
+	CHECK_U64(kvt_raw.last.nbytes, ==, 12);
+	CHECK(!memcmp(kvt_raw.vals, vals, 12));
+
+	CHECK_EQ(psched_server_set_raw_handler(&kvt.node, NULL, NULL), 0);
+	kvt_send_raw(0, PSD_MSG_PUSH, 5, 1, 2, keys, NULL, vals, 12);
+	m = kvt_expect(0, PSD_MSG_PUSH_ACK, -EOPNOTSUPP);
+	CHECK_U64(m->h.req, ==, 5);
+	kvt_stop();
+}
+
 const struct test_case test_list[] = {
 	{ "kv_server_sum_f32_exact", test_kv_server_sum_f32_exact },
 	{ "kv_server_membership", test_kv_server_membership },
@@ -982,5 +1123,6 @@ const struct test_case test_list[] = {
 	{ "kv_server_large_key_block", test_kv_server_large_key_block },
 	{ "kv_server_rows_pulls_by_priority",
 	  test_kv_server_rows_pulls_by_priority },
+	{ "kv_server_raw_handler", test_kv_server_raw_handler },
 	{ NULL, NULL },
 };

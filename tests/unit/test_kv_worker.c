@@ -839,6 +839,154 @@ static void test_kv_worker_rows_answers_checked(void)
 	tk_teardown(t);
 }
 
+/* Answer raw pull @idx of @fs with @n of its keys, no counts, and @nb
+ * bytes 0xC0 + rank. */
+static void tk_raw_reply(struct tk_srv *fs, size_t idx, const uint64_t *keys,
+			 size_t n, uint64_t nb)
+{
+	uint8_t vals[64];
+	struct iovec iov[2] = { { (void *)(uintptr_t)keys, n * 8 },
+				{ vals, (size_t)nb } };
+	struct psd_hdr h;
+	struct psd_conn *c;
+
+	CHECK_U64(nb, <=, sizeof(vals));
+	memset(vals, 0xc0 + fs->rank, sizeof(vals));
+	pthread_mutex_lock(&fs->t->lock);
+	CHECK(idx < fs->nlog && !fs->answered[idx]);
+	fs->answered[idx] = true;
+	h = fs->log[idx];
+	c = fs->conn;
+	pthread_mutex_unlock(&fs->t->lock);
+	h.sender = psd_server_id(fs->rank);
+	h.type = PSD_MSG_PULL_RESP;
+	h.part = n;
+	h.offset = 0;
+	h.total = h.span = nb;
+	h.length = n * 8 + nb;
+	CHECK_EQ(psd_conn_send(c, &h, iov, 2), 0);
+}
+
+/* What the raw answer callback saw, by server rank (under t->lock). */
+struct tk_raw_seen {
+	struct tk_ctx *t;
+	unsigned answers[TK_MAX_SRV];
+	uint64_t first_key[TK_MAX_SRV];
+	uint64_t nbytes[TK_MAX_SRV];
+	uint8_t byte[TK_MAX_SRV];
+};
+
+static void tk_raw_answer(const struct psched_raw_msg *m, void *arg)
+{
+	struct tk_raw_seen *seen = arg;
+	unsigned r = (unsigned)m->rank;
+
+	CHECK(r < TK_MAX_SRV);
+	pthread_mutex_lock(&seen->t->lock);
+	seen->answers[r]++;
+	seen->first_key[r] = m->nkeys ? m->keys[0] : 0;
+	seen->nbytes[r] = m->nbytes;
+	seen->byte[r] = m->nbytes ? ((const uint8_t *)m->vals)[0] : 0;
+	pthread_mutex_unlock(&seen->t->lock);
+}
+
+/*
+ * Raw requests (worker/kvw_raw.c): cut by ps-lite's key ranges, one
+ * message per server that owns keys, sent although they exceed the
+ * credit (raw chunks take none) and while nothing was answered; cmd and
+ * tag in the header; answers of any length reach the answer callback
+ * before completion; @server sends all to one server; malformed requests
+ * are refused before anything is sent.
+ */
+static void test_kv_worker_raw_requests(void)
+{
+	struct tk_ctx *t = tk_setup(2, 0, 64, 0);
+	const uint64_t keys[3] = { 3, (1ull << 63) + 5, UINT64_MAX };
+	uint8_t vals[300];
+	struct tk_raw_seen seen = { .t = t };
+	struct psched_raw_request rq = {
+		.op = PSCHED_OP_PUSH,
+		.nkeys = 3,
+		.keys = keys,
+		.vals = vals,
+		.nbytes = 300,
+		.cmd = -4,
+		.tag = 99,
+	};
+	struct psched_request bad = { .family = PSCHED_FAMILY_RAW,
+				      .op = PSCHED_OP_PUSH };
+	struct psd_hdr h;
+	uint64_t id, b, e;
+
+	memset(vals, 1, sizeof(vals));
+	psched_raw_key_range(2, 0, &b, &e);
+	CHECK_U64(b, ==, 0);
+	CHECK_U64(e, ==, UINT64_MAX / 2);
+	psched_raw_key_range(2, 1, &b, &e);
+	CHECK_U64(e, ==, UINT64_MAX);
+	tk_hold(&t->srv[0], true);
+	tk_hold(&t->srv[1], true);
+	CHECK_EQ(psched_raw_request(t->n, &rq, &id), 0);
+	tk_wait_logged(&t->srv[0], 1);
+	tk_wait_logged(&t->srv[1], 1); /* both out, past the credit */
+	h = t->srv[1].log[0];
+	CHECK_EQ(h.flags, PSD_F_RAW);
+	CHECK_U64(h.part, ==, 2);
+	CHECK_U64(h.span, ==, 200);
+	CHECK_U64(h.key, ==, keys[1]);
+	CHECK_EQ((int)h.epoch, -4);
+	CHECK_U64(h.step, ==, 99);
+	CHECK_U64(t->srv[0].log[0].span, ==, 100);
+	CHECK_EQ(psched_test(t->n, id), 0);
+	tk_srv_answer(&t->srv[0], 0);
+	tk_srv_answer(&t->srv[1], 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+
+	rq.op = PSCHED_OP_PULL;
+	rq.vals = NULL;
+	rq.nbytes = 0;
+	rq.answer = tk_raw_answer;
+	rq.answer_arg = &seen;
+	CHECK_EQ(psched_raw_request(t->n, &rq, &id), 0);
+	tk_wait_logged(&t->srv[0], 2);
+	tk_wait_logged(&t->srv[1], 2);
+	CHECK_U64(t->srv[0].log[1].length, ==, 8); /* keys only */
+	tk_raw_reply(&t->srv[1], 1, keys + 1, 2, 40);
+	CHECK_EQ(psched_test(t->n, id), 0);
+	tk_raw_reply(&t->srv[0], 1, keys, 1, 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+	CHECK_EQ(seen.answers[0], 1);
+	CHECK_EQ(seen.answers[1], 1);
+	CHECK_U64(seen.first_key[1], ==, keys[1]);
+	CHECK_U64(seen.nbytes[1], ==, 40);
+	CHECK_EQ(seen.byte[1], 0xc1);
+	CHECK_U64(seen.nbytes[0], ==, 0);
+
+	/* all to server 0, by name */
+	rq.server = 1;
+	CHECK_EQ(psched_raw_request(t->n, &rq, &id), 0);
+	tk_wait_logged(&t->srv[0], 3);
+	CHECK_U64(t->srv[0].log[2].part, ==, 3);
+	CHECK_EQ(tk_logged(&t->srv[1]), 2);
+	tk_raw_reply(&t->srv[0], 2, keys, 3, 0);
+	CHECK_EQ(tk_wait(t, id), 0);
+
+	rq.server = 3; /* no such server */
+	CHECK_EQ(psched_raw_request(t->n, &rq, &id), -EINVAL);
+	rq.server = 0;
+	rq.op = PSCHED_OP_PUSH;
+	rq.vals = vals;
+	rq.nbytes = 301; /* does not split over 3 keys */
+	CHECK_EQ(psched_raw_request(t->n, &rq, &id), -EINVAL);
+	CHECK(strstr(psched_errmsg(), "evenly"));
+	rq.op = PSCHED_OP_PULL; /* a pull with values */
+	CHECK_EQ(psched_raw_request(t->n, &rq, &id), -EINVAL);
+	CHECK_EQ(psched_request(t->n, &bad, &id), -EINVAL);
+	CHECK(strstr(psched_errmsg(), "psched_raw_request()"));
+	CHECK_EQ(tk_logged(&t->srv[0]), 3);
+	tk_teardown(t);
+}
+
 const struct test_case test_list[] = {
 	{ "kv_worker_test_and_dead_count", test_kv_worker_test_and_dead_count },
 	{ "kv_worker_priority_order", test_kv_worker_priority_order },
@@ -855,5 +1003,6 @@ const struct test_case test_list[] = {
 	  test_kv_worker_dead_server_fails_requests },
 	{ "kv_worker_rows_answers_checked",
 	  test_kv_worker_rows_answers_checked },
+	{ "kv_worker_raw_requests", test_kv_worker_raw_requests },
 	{ NULL, NULL },
 };

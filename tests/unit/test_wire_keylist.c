@@ -119,7 +119,7 @@ static void test_kl_rejects_flags(void)
 	h.type = PSD_MSG_PUSH_ACK; /* an answer with a payload */
 	expect_reject(&h, MAX_TENSOR);
 	h = kl_push(1000, 1, 0);
-	h.flags = 0x40; /* unknown flag */
+	h.flags = 0x80; /* unknown flag */
 	expect_reject(&h, MAX_TENSOR);
 }
 
