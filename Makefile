@@ -337,6 +337,16 @@ bench-torch: all
 	$(Q)PSCHED_LIBRARY=$(CURDIR)/$(SHARED_LIB) PSCHED_BIN_DIR=$(CURDIR)/$(BUILD)/bin \
 		$${PYTHON:-/usr/bin/python3} bench/torch-vs-ddp.py $(BENCH_TORCH_ARGS)
 
+# ps-lite's test_kv_app_benchmark.cc built against ps-lite and against
+# include/ps/, side by side (PSLITE: a ps-lite checkout with build/libps.a).
+.PHONY: bench-pslite print-libs
+bench-pslite: all
+	$(Q)BUILD=$(BUILD) bash bench/pslite-api.sh $(BENCH_PSLITE_ROUNDS)
+
+# What a program linked with libpsched.a needs after it.
+print-libs:
+	@echo $(LIBS)
+
 # Debian's python3 searches $(PREFIX)/lib/python3/dist-packages for
 # PREFIX /usr/local and /usr; the package finds libpsched.so two levels up.
 PYDIR    ?= $(PREFIX)/lib/python3/dist-packages

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "scratch.h"
+#include "psched.h"
 
 #define SCRATCH_HDR   16
 #define SCRATCH_MAGIC 0x5053445343524148ull /* catches a foreign put */
@@ -131,4 +132,16 @@ void psd_scratch_put(struct psd_scratch *s, void *p)
 	s->cap[free_slot] = h->cap;
 	s->kept += h->cap;
 	pthread_mutex_unlock(&s->lock);
+}
+
+struct psd_scratch psd_raw_blocks = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+void *psched_raw_alloc(size_t bytes)
+{
+	return psd_scratch_get(&psd_raw_blocks, bytes);
+}
+
+void psched_raw_release(void *block)
+{
+	psd_scratch_put(&psd_raw_blocks, block);
 }

@@ -46,4 +46,8 @@ void *psd_scratch_get(struct psd_scratch *s, size_t bytes);
  * there is room (evicting a smaller kept buffer if need be), else freed. */
 void psd_scratch_put(struct psd_scratch *s, void *p);
 
+/* The process's blocks of raw-family messages (psched_raw_alloc(),
+ * psched_raw_keep()). */
+extern struct psd_scratch psd_raw_blocks;
+
 #endif

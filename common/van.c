@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <sched.h>
 
+#include "scratch.h"
 #include "van.h"
 
 #include "van_int.h"
@@ -176,6 +177,7 @@ void psd_conn_put(struct psd_conn *c)
 	pthread_mutex_destroy(&c->send_lock);
 	pthread_mutex_destroy(&c->rx_lock);
 	free(c->scratch);
+	psd_scratch_put(&psd_raw_blocks, c->rx_own);
 	free(c->auth_msg);
 	free(c);
 }
@@ -343,6 +345,29 @@ void *psd_conn_scratch(struct psd_conn *c, size_t len)
 	return p;
 }
 
+void *psd_conn_rx_block(struct psd_conn *c, size_t len)
+{
+	psd_scratch_put(&psd_raw_blocks, c->rx_own);
+	c->rx_own = NULL;
+	if (len < PSD_SCRATCH_MIN_BYTES || c->rx_direct)
+		return NULL;
+	c->rx_own = psd_scratch_get(&psd_raw_blocks, len);
+	return c->rx_own;
+}
+
+void *psched_raw_keep(const struct psched_raw_msg *m)
+{
+	struct psd_conn *c =
+		(struct psd_conn *)(uintptr_t)(m ? m->hold_ : NULL);
+	void *b;
+
+	if (!c)
+		return NULL;
+	b = c->rx_own;
+	c->rx_own = NULL;
+	return b;
+}
+
 uint64_t psd_van_max_tensor(const struct psd_conn *c)
 {
 	return c->van->max_tensor;
@@ -360,6 +385,8 @@ int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)
 
 	*dst = NULL;
 	c->rx_dev = false;
+	psd_scratch_put(&psd_raw_blocks, c->rx_own);
+	c->rx_own = NULL;
 	if (!atomic_load(&c->authed)) {
 		if (h->type != PSD_MSG_CONTROL) {
 			psd_err("dropping connection from %s: %s message "
@@ -416,6 +443,8 @@ void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload)
 	if (h->type != PSD_MSG_CONTROL) {
 		if (van->cb.rx_data)
 			van->cb.rx_data(van->cb.arg, c, h, payload);
+		psd_scratch_put(&psd_raw_blocks, c->rx_own);
+		c->rx_own = NULL;
 		return;
 	}
 	msg = psched__control__unpack(NULL, (size_t)h->length, payload);

@@ -223,11 +223,14 @@ static int hdr_check_keylist(const struct psd_hdr *h, uint64_t max_tensor,
 static int hdr_check_raw(const struct psd_hdr *h, uint64_t max_tensor,
 			 const char **why)
 {
-	uint64_t per = h->offset ? 12 : 8;
+	uint64_t per = (h->offset & PSD_RAW_ASKED ? 0 : 8) +
+		       (h->offset & PSD_RAW_LENS ? 4 : 0);
 
 	*why = "raw message with inconsistent sizes";
 	if (h->type == PSD_MSG_INIT || h->type == PSD_MSG_CONTROL ||
-	    h->flags != PSD_F_RAW || h->offset > 1 || h->total != h->span)
+	    h->flags != PSD_F_RAW || h->total != h->span ||
+	    h->offset > (PSD_RAW_LENS | PSD_RAW_ASKED) ||
+	    (h->offset & PSD_RAW_ASKED && h->type != PSD_MSG_PULL_RESP))
 		return -EPROTO;
 	if (h->type == PSD_MSG_PUSH_ACK)
 		return h->length ? -EPROTO : 0;
@@ -237,7 +240,7 @@ static int hdr_check_raw(const struct psd_hdr *h, uint64_t max_tensor,
 		return h->length ? -EPROTO : 0;
 	if (h->type == PSD_MSG_PULL_RESP && h->span > max_tensor)
 		return -EPROTO;
-	if (h->part > (UINT64_MAX - h->span) / per ||
+	if ((per && h->part > (UINT64_MAX - h->span) / per) ||
 	    h->length != h->part * per + h->span)
 		return -EPROTO;
 	return 0;

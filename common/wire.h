@@ -114,17 +114,21 @@ enum psd_msg_type {
  * they are, worker/kvw_raw.c, server/kvs_raw.c).  The fields mean:
  *   key     first key (0 if none; for logs)
  *   part    n: keys in the message (may be 0)
- *   offset  1 when a u32 value-byte count per key follows the keys, else 0
+ *   offset  bit 0 (PSD_RAW_LENS): a u32 value-byte count per key follows
+ *           the keys; bit 1 (PSD_RAW_ASKED, PULL_RESP only): the n keys are
+ *           the request's, in its order, and are not sent
  *   total, span  value bytes (equal)
  *   epoch   the request's cmd (an int32, echoed in the answer)
  *   step    the request's tag (echoed)
- * Payload: n u64 keys, then the n u32 counts if offset is 1, then span
- * value bytes.  A PULL carries no values (span 0).  PUSH_ACK carries
- * nothing; PULL_RESP has the same layout as a request (none on error).
- * Never with another flag.
+ * Payload: n u64 keys unless PSD_RAW_ASKED, then the n u32 counts with
+ * PSD_RAW_LENS, then span value bytes.  A PULL carries no values (span 0).
+ * PUSH_ACK carries nothing; PULL_RESP has the same layout as a request (none on
+ * error). Never with another flag.
  */
-#define PSD_F_RAW 0x40u
-#define PSD_F_ALL (0x17u | PSD_F_ROWS | PSD_F_KLPACKED | PSD_F_RAW)
+#define PSD_F_RAW     0x40u
+#define PSD_RAW_LENS  1u
+#define PSD_RAW_ASKED 2u
+#define PSD_F_ALL     (0x17u | PSD_F_ROWS | PSD_F_KLPACKED | PSD_F_RAW)
 
 struct psd_hdr {
 	uint8_t type;

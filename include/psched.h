@@ -292,7 +292,34 @@ struct psched_raw_msg {
 	const uint32_t *lens; /* value bytes of each key; NULL: none sent */
 	uint64_t nbytes;      /* value bytes at @vals */
 	const void *vals;
+	/* An answer to a pull for exactly the keys it asked, in its order:
+	 * psched_raw_respond() leaves them out (the worker has them) and
+	 * the answer callback sees the request's own @keys. */
+	bool keys_asked;
+	const void *hold_; /* psched_raw_keep()'s, not for the application */
 };
+
+/*
+ * Keep the arrays of @m, a request in a raw handler or an answer in an
+ * answer callback, past the call instead of copying them: call it during
+ * that call.  Returns the block they lie in, to give back with
+ * psched_raw_release() once done with them (any thread, any time), or
+ * NULL when they cannot be kept (small messages, device or shared-memory
+ * receives): copy them then.  A kept block is the message's receive
+ * buffer, handed over.
+ */
+void *psched_raw_keep(const struct psched_raw_msg *m);
+/*
+ * A block of at least @bytes bytes (uninitialised), or NULL without
+ * memory.  Blocks given back are kept for the next ones (up to 16 of
+ * them, 256 MiB in all, per process) with their pages mapped, so big
+ * buffers of the same sizes every step are not faulted in and cleared
+ * again.
+ */
+void *psched_raw_alloc(size_t bytes);
+/* Give back a block of psched_raw_keep() or psched_raw_alloc(); NULL is
+ * a no-op. */
+void psched_raw_release(void *block);
 
 /* Worker: one server's answer to a raw pull or pushpull, on the node's
  * receive thread, before the request completes; it must not block nor

@@ -64,17 +64,16 @@ static psched_raw_handler_fn *raw_handler(struct psched_node *n, void **arg)
 	return fn;
 }
 
-/* The header is framed right (psd_hdr_decode()); the payload goes to the
+/* The header is framed right (psd_hdr_decode()); a big payload goes to a
+ * block the handler may keep (psched_raw_keep()), a small one to the
  * connection's scratch buffer, read there by raw_data(). */
 static int raw_header(struct psched_node *n, struct psd_conn *c,
 		      struct psd_kvs_conn *kc, const struct psd_hdr *h,
 		      void **dst)
 {
 	(void)n;
-	(void)c;
 	(void)kc;
-	(void)h;
-	*dst = NULL;
+	*dst = psd_conn_rx_block(c, (size_t)h->length);
 	return 0;
 }
 
@@ -99,7 +98,7 @@ static void raw_msg_of(const struct psd_hdr *h, int wrank, const void *payload,
 		m->keys = (const uint64_t *)p;
 		p += m->nkeys * 8;
 	}
-	if (m->nkeys && h->offset) {
+	if (m->nkeys && h->offset & PSD_RAW_LENS) {
 		m->lens = (const uint32_t *)p;
 		p += m->nkeys * 4;
 	}
@@ -142,12 +141,21 @@ static void raw_data(struct psched_node *n, struct psd_conn *c,
 	call->conn = c;
 	call->h = *h;
 	raw_msg_of(h, kc->wrank, payload, &m);
+	if (payload && payload == c->rx_own)
+		m.hold_ = c;
 	fn(n, call, &m, arg);
 }
 
 /* The answer's sizes: 0, or -EINVAL with psched_errmsg() set. */
-static int raw_answer_check(const struct psched_raw_msg *ans)
+static int raw_answer_check(const struct psched_raw_call *call,
+			    const struct psched_raw_msg *ans)
 {
+	if (ans->keys_asked && ans->nkeys != call->h.part)
+		return psd_set_errmsg(-EINVAL,
+				      "raw answer for the keys asked: %zu "
+				      "keys, the request had %llu",
+				      ans->nkeys,
+				      (unsigned long long)call->h.part);
 	if (ans->nkeys && !ans->keys)
 		return psd_set_errmsg(-EINVAL,
 				      "raw answer of %zu keys "
@@ -176,21 +184,23 @@ int psched_raw_respond(struct psched_node *n, struct psched_raw_call *call,
 	pull = psd_msg_is_pull(call->h.type);
 	if (!ans || !pull)
 		ans = &none;
-	ret = raw_answer_check(ans);
+	ret = raw_answer_check(call, ans);
 	if (ret)
 		goto out;
 	h = psd_kvs_answer_hdr(n, &call->h,
 			       pull ? PSD_MSG_PULL_RESP : PSD_MSG_PUSH_ACK, 0,
 			       PSD_F_RAW, 0);
-	h.key = ans->nkeys ? ans->keys[0] : 0;
+	h.key = ans->keys_asked ? call->h.key : ans->nkeys ? ans->keys[0] : 0;
 	h.part = ans->nkeys;
-	h.offset = ans->nkeys && ans->lens ? 1 : 0;
+	h.offset = ans->nkeys && ans->lens ? PSD_RAW_LENS : 0;
+	if (ans->nkeys && ans->keys_asked)
+		h.offset |= PSD_RAW_ASKED;
 	h.total = h.span = ans->nbytes;
-	if (ans->nkeys) {
+	if (ans->nkeys && !ans->keys_asked) {
 		iov[k].iov_base = (void *)(uintptr_t)ans->keys;
 		iov[k++].iov_len = ans->nkeys * 8;
 	}
-	if (h.offset) {
+	if (h.offset & PSD_RAW_LENS) {
 		iov[k].iov_base = (void *)(uintptr_t)ans->lens;
 		iov[k++].iov_len = ans->nkeys * 4;
 	}

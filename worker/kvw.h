@@ -364,7 +364,8 @@ struct kvw_family {
 	/* A pull answer @h to @ch of any length, read into the scratch
 	 * buffer at @payload (NULL: answers must have ->rx_len bytes). */
 	void (*rx_any)(struct kvw_req *r, const struct kvw_chunk *ch,
-		       const struct psd_hdr *h, const void *payload);
+		       const struct psd_conn *c, const struct psd_hdr *h,
+		       const void *payload);
 	/* The answer of @ch is in at @payload (NULL: nothing more to do). */
 	void (*rx_landed)(struct kvw_req *r, const struct kvw_chunk *ch,
 			  const void *payload);

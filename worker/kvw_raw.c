@@ -8,8 +8,9 @@
  * raw handler as they are.  It is cut into one chunk per server owning
  * some of its keys (by ps-lite's key ranges, or all to one server the
  * caller names), sent from the caller's arrays without copying.  Answers
- * have any length the handler chose, so they land in the connection's
- * scratch buffer and go to the request's answer callback.
+ * have any length the handler chose, so they land in a block of their own
+ * (the connection's scratch buffer when small) and go to the request's
+ * answer callback, which may keep the block (psched_raw_keep()).
  *
  * Raw chunks take no credit: a handler may hold a push's answer until
  * the other workers pushed too (ps-lite's usual sync server), and two
@@ -249,7 +250,8 @@ static void kvw_raw_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 /* Locked.  ->rx_any: a server's answer (checked by psd_hdr_decode()) to
  * the application. */
 static void kvw_raw_rx_any(struct kvw_req *r, const struct kvw_chunk *ch,
-			   const struct psd_hdr *h, const void *payload)
+			   const struct psd_conn *c, const struct psd_hdr *h,
+			   const void *payload)
 {
 	const uint8_t *p = payload;
 	struct psched_raw_msg m = {
@@ -264,17 +266,32 @@ static void kvw_raw_rx_any(struct kvw_req *r, const struct kvw_chunk *ch,
 		.nbytes = h->span,
 	};
 
+	if (h->offset & PSD_RAW_ASKED && m.nkeys != ch->kl_n) {
+		psd_kvw_req_error(r, -EPROTO,
+				  "raw pull: server %u answered %zu keys as "
+				  "asked, it was asked %llu",
+				  ch->srank, m.nkeys,
+				  (unsigned long long)ch->kl_n);
+		return;
+	}
 	if (!r->raw_answer)
 		return;
-	if (m.nkeys) {
+	if (m.nkeys && h->offset & PSD_RAW_ASKED) {
+		m.keys = r->kl_keys + ch->kl_first;
+		m.keys_asked = true;
+	} else if (m.nkeys) {
 		m.keys = (const uint64_t *)p;
 		p += m.nkeys * 8;
 	}
-	if (m.nkeys && h->offset) {
+	if (m.nkeys && h->offset & PSD_RAW_LENS) {
 		m.lens = (const uint32_t *)p;
 		p += m.nkeys * 4;
 	}
 	m.vals = m.nbytes ? p : NULL;
+	/* A block of its own (psd_kvw_rx_header()): the callback may keep
+	 * it. */
+	if (payload && payload == c->rx_own)
+		m.hold_ = c;
 	r->raw_answer(&m, r->raw_answer_arg);
 }
 

@@ -51,7 +51,7 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 	struct psd_peer *p = psd_node_peer(n, c->peer_id);
 	struct kvw_chunk *ch;
 	struct kvw_req *r;
-	bool gpu = false;
+	bool gpu = false, own;
 
 	if (!p || p->role != PSCHED_ROLE_SERVER ||
 	    (h->type != PSD_MSG_PUSH_ACK && h->type != PSD_MSG_PULL_RESP)) {
@@ -78,12 +78,18 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 		else if (r->on_gpu)
 			gpu = true;
 	}
+	/* An answer of any length (raw): a block the answer callback may
+	 * keep. */
+	own = !*dst && ch && !r->cancelled && r->fam->rx_any &&
+	      psd_msg_is_pull(r->type) && ch->state != KVW_CH_DONE;
 	pthread_mutex_unlock(&w->lock);
 	/* A staged device answer: pinned slots, else the scratch buffer
 	 * (NULL); kvw_rx_to_device_unlocks() copies it over.  Only this
 	 * thread touches ch->stg while rx_busy is set. */
 	if (gpu)
 		*dst = psd_kvw_gpu_rx_buf(w, h->length, &ch->stg);
+	else if (own)
+		*dst = psd_conn_rx_block(c, (size_t)h->length);
 	return 0;
 }
 
@@ -196,7 +202,7 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 	if (!ch->rx_busy && r->fam->rx_any && h->type == PSD_MSG_PULL_RESP &&
 	    !h->status && !r->cancelled && psd_msg_is_pull(r->type) &&
 	    ch->state != KVW_CH_DONE)
-		r->fam->rx_any(r, ch, h, payload);
+		r->fam->rx_any(r, ch, c, h, payload);
 	kvw_rx_check(r, ch, p, h);
 	fire = psd_kvw_chunk_settle(w, ch, h->status != 0);
 	if (!r->busy)

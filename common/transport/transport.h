@@ -89,6 +89,10 @@ struct psd_conn {
 	void *ctx;	/* owner's per-connection state */
 	void *scratch;	/* reusable receive buffer (van thread) */
 	size_t scratch_cap;
+	/* A block of psd_raw_blocks that the role's rx_header lent as this
+	 * message's *dst (psd_conn_rx_block()): given back after rx_data
+	 * unless psched_raw_keep() took it (van thread). */
+	void *rx_own;
 	/* GPUDirect receive (van thread, per message).  rx_direct: set by
 	 * the transport before psd_van_rx_header(): this payload will be
 	 * written into the chosen buffer by the NIC (rdma rendezvous), the
@@ -319,6 +323,11 @@ void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload);
 /* Grow @c's receive scratch buffer to @len; NULL on -ENOMEM (van
  * thread). */
 void *psd_conn_scratch(struct psd_conn *c, size_t len);
+/* A receive buffer of @len bytes that psched_raw_keep() may hand to the
+ * application, lent to @c for the message being received (its *dst); NULL
+ * (use the scratch buffer) for a small message or without memory (van
+ * thread). */
+void *psd_conn_rx_block(struct psd_conn *c, size_t len);
 /* Largest tensor the van accepts in a header. */
 uint64_t psd_van_max_tensor(const struct psd_conn *c);
 /* The knobs the van was created with (any thread, never changes). */

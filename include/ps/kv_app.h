@@ -273,7 +273,11 @@ private:
 		}
 		CHECK_EQ(total_key, keys.size()) << "lost some servers?";
 		CHECK_NOTNULL(vals);
-		if (vals->empty())
+		bool adopted =
+			vals->empty() && ans.size() == 1 && Adopt(vals, ans[0]);
+		if (adopted)
+			; /* one server's answer, over its block */
+		else if (vals->empty())
 			vals->resize(total_val);
 		else
 			CHECK_EQ(vals->size(), total_val);
@@ -288,12 +292,26 @@ private:
 		}
 		for (const auto &a : ans) {
 			size_t n = a.vals.size() / sizeof(Val);
-			if (n)
+			if (n && !adopted)
 				std::memcpy(pv, a.vals.data(), n * sizeof(Val));
 			pv += n;
 			for (size_t i = 0; pl && i < a.lens.size(); i++)
 				*pl++ = (int)(a.lens[i] / sizeof(Val));
 		}
+	}
+
+	/* An SArray takes the answer's memory as it is; a vector is
+	 * copied into. */
+	static bool Adopt(SArray<Val> *vals, const detail::RawAnswer &a)
+	{
+		if (a.vals.size() % sizeof(Val))
+			return false;
+		*vals = SArray<Val>(a.vals);
+		return true;
+	}
+	static bool Adopt(std::vector<Val> *, const detail::RawAnswer &)
+	{
+		return false;
 	}
 
 	void DefaultSlicer(const KVPairs<Val> &send,
@@ -378,8 +396,8 @@ public:
 		/* what the handle never answered */
 		std::lock_guard<std::mutex> lk(calls_mu_);
 		for (auto &c : calls_)
-			psched_raw_respond(Postoffice::Get()->node(), c.second,
-					   nullptr);
+			psched_raw_respond(Postoffice::Get()->node(),
+					   c.second.call, nullptr);
 		calls_.clear();
 	}
 
@@ -402,20 +420,26 @@ public:
 	void Response(const KVMeta &req,
 		      const KVPairs<Val> &res = KVPairs<Val>())
 	{
-		struct psched_raw_call *call =
-			TakeCall(req.sender, req.customer_id, req.timestamp);
-		CHECK(call) << "no request " << req.timestamp << " of node "
-			    << req.sender << " to answer";
+		Call c;
+		CHECK(TakeCall(req.sender, req.customer_id, req.timestamp, &c))
+			<< "no request " << req.timestamp << " of node "
+			<< req.sender << " to answer";
 		std::vector<uint32_t> lens = detail::LensToBytes<Val>(res.lens);
 		struct psched_raw_msg m;
 		std::memset(&m, 0, sizeof(m));
 		m.nkeys = res.keys.size();
 		m.keys = res.keys.data();
+		/* the keys the pull asked (as KVServerDefaultHandle answers):
+		 * the worker has them, they are not sent back */
+		m.keys_asked = m.nkeys && c.keys.size() == m.nkeys &&
+			       (c.keys.data() == m.keys ||
+				!std::memcmp(c.keys.data(), m.keys,
+					     m.nkeys * sizeof(Key)));
 		m.lens = lens.empty() ? nullptr : lens.data();
 		m.vals = res.vals.data();
 		m.nbytes = res.vals.size() * sizeof(Val);
-		int ret =
-			psched_raw_respond(Postoffice::Get()->node(), call, &m);
+		int ret = psched_raw_respond(Postoffice::Get()->node(), c.call,
+					     &m);
 		if (ret)
 			LOG(WARNING) << "response: " << psched_errmsg();
 	}
@@ -449,26 +473,35 @@ private:
 		return ((uint64_t)(sender & 0xffff) << 48) |
 		       ((uint64_t)(customer_id & 0xffff) << 32) | (uint32_t)ts;
 	}
+	/* A request waiting for its Response(), with a pull's keys. */
+	struct Call {
+		struct psched_raw_call *call = nullptr;
+		SArray<Key> keys;
+	};
 	void PutCall(const RawRequest &r)
 	{
+		Call c;
+		c.call = r.call;
+		if (r.pull)
+			c.keys = r.keys;
 		std::lock_guard<std::mutex> lk(calls_mu_);
-		calls_[CallKey(r.sender, r.customer_id, r.timestamp)] = r.call;
+		calls_[CallKey(r.sender, r.customer_id, r.timestamp)] = c;
 	}
-	struct psched_raw_call *TakeCall(int sender, int customer_id, int ts)
+	bool TakeCall(int sender, int customer_id, int ts, Call *c)
 	{
 		std::lock_guard<std::mutex> lk(calls_mu_);
 		auto it = calls_.find(CallKey(sender, customer_id, ts));
 		if (it == calls_.end())
-			return nullptr;
-		struct psched_raw_call *c = it->second;
+			return false;
+		*c = it->second;
 		calls_.erase(it);
-		return c;
+		return true;
 	}
 
 	ReqHandle kv_handle_;
 	bool raw_listening_ = false;
 	std::mutex calls_mu_;
-	std::unordered_map<uint64_t, struct psched_raw_call *> calls_;
+	std::unordered_map<uint64_t, Call> calls_;
 };
 
 /* A server that adds every push into its store and answers pulls with

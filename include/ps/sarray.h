@@ -13,8 +13,10 @@
 #include <initializer_list>
 #include <memory>
 #include <ostream>
+#include <type_traits>
 #include <vector>
 
+#include "psched.h"
 #include "ps/internal/utils.h"
 #include "ps/range.h"
 
@@ -58,6 +60,13 @@ public:
 	{
 		CopyFrom(vec.data(), vec.size());
 	}
+	/* psched's: @size elements at @data, inside memory @owner keeps
+	 * alive (a received message's block, psched_raw_keep()). */
+	SArray(const std::shared_ptr<void> &owner, V *data, size_t size)
+	{
+		size_ = capacity_ = size;
+		ptr_ = std::shared_ptr<V>(owner, data);
+	}
 	/* Shares @vec's memory, keeping @vec alive. */
 	explicit SArray(const std::shared_ptr<std::vector<V>> &vec)
 	{
@@ -76,7 +85,10 @@ public:
 
 	void CopyFrom(const V *data, size_t size)
 	{
-		resize(size);
+		if (capacity_ >= size)
+			size_ = size; /* in place, as ps-lite */
+		else
+			Fresh(size, size);
 		if (size)
 			std::memcpy(this->data(), data, size * sizeof(V));
 	}
@@ -112,11 +124,11 @@ public:
 		if (capacity_ >= size) {
 			size_ = size;
 		} else {
-			V *p = new V[size + 5];
+			std::shared_ptr<V> keep = ptr_;
+			Fresh(size, size + 5);
 			if (old)
-				std::memcpy(p, data(), old * sizeof(V));
-			reset(p, size, [](V *q) { delete[] q; });
-			capacity_ = size + 5;
+				std::memcpy(data(), keep.get(),
+					    old * sizeof(V));
 		}
 		for (size_t i = old; i < size; i++)
 			data()[i] = val;
@@ -228,6 +240,27 @@ public:
 	}
 
 private:
+	/* New memory of @cap elements (uninitialised), @size of them in
+	 * use.  Big arrays of plain values come from psched's blocks, kept
+	 * mapped between requests (psched_raw_alloc()). */
+	void Fresh(size_t size, size_t cap)
+	{
+		if (std::is_trivially_copyable<V>::value &&
+		    cap >= kBlockBytes / sizeof(V)) {
+			V *p = static_cast<V *>(
+				psched_raw_alloc(cap * sizeof(V)));
+			CHECK(p) << "no memory for " << cap * sizeof(V)
+				 << " bytes";
+			reset(p, size, [](V *q) { psched_raw_release(q); });
+		} else {
+			reset(new V[cap ? cap : 1], size,
+			      [](V *q) { delete[] q; });
+		}
+		capacity_ = cap;
+	}
+
+	static const size_t kBlockBytes = 64 << 10;
+
 	size_t size_ = 0;
 	size_t capacity_ = 0;
 	std::shared_ptr<V> ptr_;

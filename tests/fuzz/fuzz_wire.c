@@ -67,7 +67,10 @@ static bool fz_raw_bad(const struct psd_hdr *h, uint64_t max)
 	unsigned __int128 want;
 
 	if (h->flags != PSD_F_RAW || h->type == PSD_MSG_INIT ||
-	    h->type == PSD_MSG_CONTROL || h->offset > 1 || h->total != h->span)
+	    h->type == PSD_MSG_CONTROL || h->offset > 3 || h->total != h->span)
+		return true;
+	/* keys left out: only in a pull answer */
+	if ((h->offset & 2) && h->type != PSD_MSG_PULL_RESP)
 		return true;
 	if (h->type == PSD_MSG_PUSH_ACK ||
 	    (h->type == PSD_MSG_PULL_RESP && h->status))
@@ -75,7 +78,9 @@ static bool fz_raw_bad(const struct psd_hdr *h, uint64_t max)
 	if ((h->type == PSD_MSG_PULL && h->span) ||
 	    (h->type == PSD_MSG_PULL_RESP && h->span > max))
 		return true;
-	want = (unsigned __int128)h->part * (h->offset ? 12 : 8) + h->span;
+	want = (unsigned __int128)h->part *
+		       ((h->offset & 2 ? 0 : 8) + (h->offset & 1 ? 4 : 0)) +
+	       h->span;
 	return want != h->length;
 }
 

@@ -10,7 +10,8 @@
 # with Push / Pull / PushPull / ZPush / ZPull of several workers, a user
 # handle that answers a round's pushes only once every worker pushed it
 # (lens and cmd), SimpleApp requests to every server and from the
-# scheduler to every node, a user slicer.
+# scheduler to every node, a user slicer, big requests a handle keeps
+# without copying until every worker sent all of them (then checked).
 . "$(dirname "$0")/lib.sh"
 PROG=$BUILD/tests/pslite/pslite_check
 [ -x "$PROG" ] || die "$PROG not built (make tests)"
@@ -57,5 +58,7 @@ run_job 1 2 handle
 run_job 2 3 handle
 run_job 2 2 simple
 run_job 3 2 slicer
+run_job 1 2 keep
+run_job 2 3 keep
 run_job 2 3 broadcast
 cat "$TMP"/kv-3x2.w1.out "$TMP"/handle-2x3.w1.out

@@ -14,6 +14,10 @@
  *               too), each node counting what it got after Finalize's
  *               barrier; a barrier with the scheduler in it
  *   slicer      set_slicer: every key to the last server
+ *   keep        big pushes (MiBs) whose requests a user handle keeps, not
+ *               copied, until every worker sent all of its rounds, then
+ *               checks every one still holds what was sent; big pulls
+ *               into an empty SArray and into a vector
  * Exit 0 when every check held (a failed CHECK aborts).
  */
 #include <atomic>
@@ -203,6 +207,101 @@ static void RunHandle()
 	       MyRank(), rounds, W);
 }
 
+/* The value a keep-mode worker of rank @w sends for value @i of round
+ * @r, and a server's pull answer for key @k. */
+static float KeepVal(int w, int r, size_t i)
+{
+	return (float)((i * 7 + (size_t)w * 131 + (size_t)r * 17) % 100003);
+}
+static float KeepAnswer(Key k)
+{
+	return (float)(k % 65521);
+}
+
+/* Holds every push as it came (its arrays share the received message's
+ * memory) until all of them are in; then checks each and answers. */
+class KeepServer {
+public:
+	void operator()(const KVMeta &meta, const KVPairs<float> &data,
+			KVServer<float> *server)
+	{
+		if (!meta.push) {
+			KVPairs<float> res;
+			res.keys = data.keys;
+			res.vals.resize(2 * data.keys.size());
+			for (size_t i = 0; i < data.keys.size(); i++)
+				res.vals[2 * i] = res.vals[2 * i + 1] =
+					KeepAnswer(data.keys[i]);
+			server->Response(meta, res);
+			return;
+		}
+		held_.push_back(std::make_pair(meta, data));
+		if ((int)held_.size() < NumWorkers() * kRounds)
+			return;
+		for (auto &h : held_) {
+			const KVPairs<float> &d = h.second;
+			int w = Postoffice::IDtoRank(h.first.sender);
+			CHECK_EQ(d.vals.size(), 2 * d.keys.size());
+			for (size_t i = 0; i < d.vals.size(); i++) {
+				/* the value's index in the whole push */
+				size_t g = 2 * ((d.keys[i / 2] - kSalt) /
+						(kMaxKey / kNum)) +
+					   i % 2;
+				CHECK_EQ(d.vals[i], KeepVal(w, h.first.cmd, g))
+					<< "worker " << w << " round "
+					<< h.first.cmd << " value " << g
+					<< ": a kept request changed";
+			}
+		}
+		for (auto &h : held_)
+			server->Response(h.first);
+		printf("keep: server %d: %zu requests kept and intact\n",
+		       MyRank(), held_.size());
+		held_.clear();
+	}
+	static const int kRounds = 4, kNum = 200000, kSalt = 11;
+
+private:
+	std::vector<std::pair<KVMeta, KVPairs<float>>> held_;
+};
+
+static void RunKeep()
+{
+	if (IsServer()) {
+		auto server = new KVServer<float>(0);
+		server->set_request_handle(KeepServer());
+		RegisterExitCallback([server]() { delete server; });
+	}
+	if (!IsWorker())
+		return;
+	KVWorker<float> kv(0, 0);
+	const int num = KeepServer::kNum, w = MyRank();
+	std::vector<Key> keys = SpreadKeys(num, KeepServer::kSalt);
+	std::vector<int> ts;
+	for (int r = 0; r < KeepServer::kRounds; r++) {
+		std::vector<float> v(2 * num);
+		for (size_t i = 0; i < v.size(); i++)
+			v[i] = KeepVal(w, r, i);
+		/* Push copies: v may go at once. */
+		ts.push_back(kv.Push(keys, v, {}, r));
+	}
+	for (int t : ts)
+		kv.Wait(t);
+	SArray<float> sout;
+	std::vector<float> vout;
+	kv.Wait(kv.ZPull(SArray<Key>(keys), &sout));
+	kv.Wait(kv.Pull(keys, &vout));
+	CHECK_EQ(sout.size(), (size_t)(2 * num));
+	CHECK_EQ(vout.size(), (size_t)(2 * num));
+	for (int i = 0; i < num; i++) {
+		CHECK_EQ(sout[2 * i], KeepAnswer(keys[i])) << "key " << i;
+		CHECK_EQ(sout[2 * i + 1], KeepAnswer(keys[i])) << "key " << i;
+		CHECK_EQ(vout[2 * i + 1], KeepAnswer(keys[i])) << "key " << i;
+	}
+	printf("keep: worker %d: %d rounds of %d keys held, pulls exact\n", w,
+	       KeepServer::kRounds, num);
+}
+
 static void RunSimple()
 {
 	/* Lives until Finalize: servers answer while workers ask. */
@@ -323,6 +422,8 @@ int main(int argc, char *argv[])
 		RunHandle();
 	else if (mode == "simple")
 		RunSimple();
+	else if (mode == "keep")
+		RunKeep();
 	else if (mode == "slicer")
 		RunSlicer();
 	else if (mode == "broadcast")

@@ -55,6 +55,15 @@ static void test_raw_accepts(void)
 	h.type = PSD_MSG_PUSH_ACK;
 	h.length = 0;
 	expect_accept(&h, MAX_TENSOR);
+	h = raw_push(100, true, 800); /* an answer for the keys asked */
+	h.type = PSD_MSG_PULL_RESP;
+	h.offset = PSD_RAW_LENS | PSD_RAW_ASKED;
+	h.length = 100 * 4 + 800;
+	expect_accept(&h, MAX_TENSOR);
+	round_trip(&h, MAX_TENSOR);
+	h.offset = PSD_RAW_ASKED; /* without counts: values only */
+	h.length = 800;
+	expect_accept(&h, MAX_TENSOR);
 }
 
 static void test_raw_rejects_sizes(void)
@@ -67,7 +76,14 @@ static void test_raw_rejects_sizes(void)
 	h.length -= 4 * 100; /* counts announced, not there */
 	expect_reject(&h, MAX_TENSOR);
 	h = raw_push(100, false, 400);
-	h.offset = 2; /* the counts flag is 0 or 1 */
+	h.offset = 4; /* counts and keys-asked are the only bits */
+	expect_reject(&h, MAX_TENSOR);
+	h = raw_push(100, false, 400);
+	h.offset = PSD_RAW_ASKED; /* keys left out of a request */
+	h.length = 400;
+	expect_reject(&h, MAX_TENSOR);
+	h.type = PSD_MSG_PULL_RESP; /* an answer: keys left out, but sent */
+	h.length = 100 * 8 + 400;
 	expect_reject(&h, MAX_TENSOR);
 	h = raw_push(100, false, 400);
 	h.total = 401; /* total and span differ */
@@ -125,7 +141,7 @@ static void test_raw_random(void)
 			h.length += test_rng_below(3) -
 				    1; /* off by one either way */
 		if (test_rng_below(4) == 0)
-			h.offset = test_rng_below(3);
+			h.offset = test_rng_below(5);
 		psd_hdr_encode(&h, buf);
 		if (psd_hdr_decode(buf, MAX_TENSOR, &got, &why))
 			continue;
@@ -133,11 +149,18 @@ static void test_raw_random(void)
 		CHECK(got.flags == PSD_F_RAW);
 		CHECK(got.type != PSD_MSG_INIT && got.type != PSD_MSG_CONTROL);
 		CHECK_U64(got.total, ==, got.span);
+		CHECK(got.offset <= (PSD_RAW_LENS | PSD_RAW_ASKED));
+		if (got.offset & PSD_RAW_ASKED)
+			CHECK(got.type == PSD_MSG_PULL_RESP);
 		if (got.type == PSD_MSG_PUSH_ACK)
 			CHECK_U64(got.length, ==, 0);
 		else
 			CHECK_U64(got.length, ==,
-				  got.part * (got.offset ? 12 : 8) + got.span);
+				  got.part * ((got.offset & PSD_RAW_ASKED ? 0
+									  : 8) +
+					      (got.offset & PSD_RAW_LENS ? 4
+									 : 0)) +
+					  got.span);
 	}
 	CHECK(accepted > 0);
 }

@@ -44,6 +44,38 @@ struct RawRequest {
 	SArray<uint32_t> lens; /* value bytes per key; empty: none sent */
 };
 
+/* The keys, values and byte counts of raw message @m as arrays: over
+ * the message's own block when psched hands it over (psched_raw_keep()),
+ * else copied.  During @m's call only. */
+inline void TakeRawArrays(const struct psched_raw_msg *m, SArray<Key> *keys,
+			  SArray<char> *vals, SArray<uint32_t> *lens)
+{
+	void *blk = psched_raw_keep(m);
+
+	/* An answer for the keys asked: the request's own, alive until it
+	 * is done. */
+	if (m->keys_asked)
+		*keys = SArray<Key>(const_cast<Key *>(m->keys), m->nkeys);
+	if (!blk) {
+		if (!m->keys_asked)
+			keys->CopyFrom(m->keys, m->nkeys);
+		vals->CopyFrom(static_cast<const char *>(m->vals),
+			       (size_t)m->nbytes);
+		if (m->lens)
+			lens->CopyFrom(m->lens, m->nkeys);
+		return;
+	}
+	std::shared_ptr<void> own(blk, psched_raw_release);
+	if (!m->keys_asked)
+		*keys = SArray<Key>(own, const_cast<Key *>(m->keys), m->nkeys);
+	*vals = SArray<char>(own,
+			     static_cast<char *>(const_cast<void *>(m->vals)),
+			     (size_t)m->nbytes);
+	if (m->lens)
+		*lens = SArray<uint32_t>(own, const_cast<uint32_t *>(m->lens),
+					 m->nkeys);
+}
+
 /* What the postoffice hands raw requests to. */
 class RawApp
 {
@@ -401,8 +433,8 @@ private:
 			node_ids_[WorkerRankToID(i)] = { WorkerRankToID(i) };
 	}
 
-	/* The node's receive thread: copy the request, hand it to its app
-	 * or hold it until that app is there. */
+	/* The node's receive thread: take the request's arrays, hand it to
+	 * its app or hold it until that app is there. */
 	static void OnRawC(struct psched_node *node,
 			   struct psched_raw_call *call,
 			   const struct psched_raw_msg *m, void *arg)
@@ -419,11 +451,7 @@ private:
 		r.customer_id = (int)((m->tag >> 32) & 0xffff);
 		r.timestamp = (int)(uint32_t)m->tag;
 		r.sender = WorkerRankToID(m->rank);
-		r.keys.CopyFrom(m->keys, m->nkeys);
-		r.vals.CopyFrom(static_cast<const char *>(m->vals),
-				(size_t)m->nbytes);
-		if (m->lens)
-			r.lens.CopyFrom(m->lens, m->nkeys);
+		TakeRawArrays(m, &r.keys, &r.vals, &r.lens);
 		std::lock_guard<std::mutex> lk(po->dispatch_mu_);
 		auto it = po->apps_.find(r.app_id);
 		if (it != po->apps_.end())

@@ -26,7 +26,7 @@ namespace ps
 namespace detail
 {
 
-/* One server's answer, copied off the receive buffer. */
+/* One server's answer (TakeRawArrays()). */
 struct RawAnswer {
 	SArray<Key> keys;
 	SArray<char> vals;
@@ -132,17 +132,13 @@ private:
 		return map_.at(ts);
 	}
 
-	/* Receive thread, inside psched: only copy. */
+	/* Receive thread, inside psched: only take the arrays. */
 	static void OnAnswer(const struct psched_raw_msg *m, void *arg)
 	{
 		Part *p = static_cast<Part *>(arg);
 		RawAnswer a;
 
-		a.keys.CopyFrom(m->keys, m->nkeys);
-		a.vals.CopyFrom(static_cast<const char *>(m->vals),
-				(size_t)m->nbytes);
-		if (m->lens)
-			a.lens.CopyFrom(m->lens, m->nkeys);
+		TakeRawArrays(m, &a.keys, &a.vals, &a.lens);
 		std::lock_guard<std::mutex> lk(p->t->mu_);
 		p->e->answers.push_back(a);
 	}
