@@ -30,6 +30,7 @@
 #define PSCHED_COMMON_WIRE_H
 
 #include <stdint.h>
+#include <sys/uio.h>
 
 #define PSD_HDR_SIZE	96u
 #define PSD_HDR_MAGIC	0x31445350u /* "PSD1" little-endian */
@@ -180,6 +181,27 @@ static inline int psd_msg_is_push(unsigned type)
 static inline int psd_msg_is_pull(unsigned type)
 {
 	return type == PSD_MSG_PULL || type == PSD_MSG_PUSHPULL;
+}
+
+/* Append the @len bytes at @p to message parts @iov (*@k of them so far)
+ * unless @len is 0. */
+static inline void psd_iov_add(struct iovec *iov, int *k, const void *p,
+			       uint64_t len)
+{
+	if (!len)
+		return;
+	iov[*k].iov_base = (void *)(uintptr_t)p;
+	iov[(*k)++].iov_len = (size_t)len;
+}
+
+/* The bytes of message parts @iov[0..@k). */
+static inline uint64_t psd_iov_len(const struct iovec *iov, int k)
+{
+	uint64_t len = 0;
+
+	for (int i = 0; i < k; i++)
+		len += iov[i].iov_len;
+	return len;
 }
 
 #endif

@@ -196,20 +196,12 @@ int psched_raw_respond(struct psched_node *n, struct psched_raw_call *call,
 	if (ans->nkeys && ans->keys_asked)
 		h.offset |= PSD_RAW_ASKED;
 	h.total = h.span = ans->nbytes;
-	if (ans->nkeys && !ans->keys_asked) {
-		iov[k].iov_base = (void *)(uintptr_t)ans->keys;
-		iov[k++].iov_len = ans->nkeys * 8;
-	}
-	if (h.offset & PSD_RAW_LENS) {
-		iov[k].iov_base = (void *)(uintptr_t)ans->lens;
-		iov[k++].iov_len = ans->nkeys * 4;
-	}
-	if (ans->nbytes) {
-		iov[k].iov_base = (void *)(uintptr_t)ans->vals;
-		iov[k++].iov_len = (size_t)ans->nbytes;
-	}
-	for (int i = 0; i < k; i++)
-		h.length += iov[i].iov_len;
+	if (!ans->keys_asked)
+		psd_iov_add(iov, &k, ans->keys, ans->nkeys * 8);
+	if (h.offset & PSD_RAW_LENS)
+		psd_iov_add(iov, &k, ans->lens, ans->nkeys * 4);
+	psd_iov_add(iov, &k, ans->vals, ans->nbytes);
+	h.length = psd_iov_len(iov, k);
 	ret = psd_conn_reply(call->conn, &h, iov, k);
 	if (ret)
 		psd_set_errmsg(ret, "raw answer to %s: %s", call->conn->peer,

@@ -400,26 +400,15 @@ static void kvw_kl_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 		     : NULL;
 	if (sl && sl->wire && sl->pk.n == ch->kl_n) {
 		h->flags |= PSD_F_KLPACKED;
-		iov[k].iov_base = sl->pk.buf;
-		iov[k++].iov_len = (size_t)sl->pk.len;
+		psd_iov_add(iov, &k, sl->pk.buf, sl->pk.len);
 	} else if (ch->kl_n && !cached) {
-		iov[k].iov_base =
-			(void *)(uintptr_t)(r->kl_keys + ch->kl_first);
-		iov[k++].iov_len = (size_t)ch->kl_n * 8;
+		psd_iov_add(iov, &k, r->kl_keys + ch->kl_first, ch->kl_n * 8);
 	}
-	if (ch->kl_n && !r->kl_len && !cached) {
-		iov[k].iov_base =
-			(void *)(uintptr_t)(r->kl_lens + ch->kl_first);
-		iov[k++].iov_len = (size_t)ch->kl_n * 4;
-	}
-	if (kvw_is_push(r->type) && ch->span) {
-		iov[k].iov_base =
-			(void *)(uintptr_t)(r->slots[0].src + ch->off);
-		iov[k++].iov_len = (size_t)ch->span;
-	}
-	h->length = 0;
-	for (int i = 0; i < k; i++)
-		h->length += iov[i].iov_len;
+	if (ch->kl_n && !r->kl_len && !cached)
+		psd_iov_add(iov, &k, r->kl_lens + ch->kl_first, ch->kl_n * 4);
+	if (kvw_is_push(r->type) && ch->span)
+		psd_iov_add(iov, &k, r->slots[0].src + ch->off, ch->span);
+	h->length = psd_iov_len(iov, k);
 	*niov = k;
 }
 

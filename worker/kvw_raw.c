@@ -222,28 +222,17 @@ static void kvw_raw_hdr(const struct psched_node *n, const struct kvw_chunk *ch,
 	psd_kvw_hdr_base(n, ch, h);
 	h->key = ch->kl_n ? r->kl_keys[ch->kl_first] : 0;
 	h->total = ch->span;
-	h->offset = r->raw_lens ? 1 : 0;
+	h->offset = r->raw_lens ? PSD_RAW_LENS : 0;
 	h->part = ch->kl_n;
 	h->epoch = (uint32_t)r->raw_cmd;
 	h->step = r->raw_tag;
-	if (ch->kl_n) {
-		iov[k].iov_base =
-			(void *)(uintptr_t)(r->kl_keys + ch->kl_first);
-		iov[k++].iov_len = (size_t)ch->kl_n * 8;
-	}
-	if (ch->kl_n && r->raw_lens) {
-		iov[k].iov_base =
-			(void *)(uintptr_t)(r->raw_lens + ch->kl_first);
-		iov[k++].iov_len = (size_t)ch->kl_n * 4;
-	}
-	if (ch->span) {
-		iov[k].iov_base =
-			(void *)(uintptr_t)(r->slots[0].src + ch->off);
-		iov[k++].iov_len = (size_t)ch->span;
-	}
-	h->length = 0;
-	for (int i = 0; i < k; i++)
-		h->length += iov[i].iov_len;
+	if (ch->kl_n)
+		psd_iov_add(iov, &k, r->kl_keys + ch->kl_first, ch->kl_n * 8);
+	if (ch->kl_n && r->raw_lens)
+		psd_iov_add(iov, &k, r->raw_lens + ch->kl_first, ch->kl_n * 4);
+	if (ch->span)
+		psd_iov_add(iov, &k, r->slots[0].src + ch->off, ch->span);
+	h->length = psd_iov_len(iov, k);
 	*niov = k;
 }
 
