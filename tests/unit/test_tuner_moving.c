@@ -33,7 +33,8 @@
  * noise, MOVE_COND=0 runs with opts.conditions off (on by default here,
  * as --autotune-conditions), MOVE_FAMILY=name runs one family,
  * MOVE_WHY=1 prints what opened each retune, MOVE_LOG=path with
- * MOVE_LOG_SEED=seed writes that surface's CSV, MOVE_TR_PART /
+ * MOVE_LOG_SEED=seed writes that surface's CSV, MOVE_SEED_BASE=n draws
+ * another seed range (the bars then do not apply), MOVE_TR_PART /
  * MOVE_TR_MULT set the retune's trust region.
  */
 #include <inttypes.h>
@@ -429,6 +430,15 @@ static void fig_print(const char *name, const struct fam_fig *f)
 	       f->tuner_worst[1], f->random[1] / f->n, f->random_worst[1]);
 }
 
+/* MOVE_SEED_BASE=n draws another set of surfaces (n = 100000: a second
+ * range that shares no seed with the default 0) */
+static uint64_t move_seed_base(void)
+{
+	return getenv("MOVE_SEED_BASE")
+		       ? strtoull(getenv("MOVE_SEED_BASE"), NULL, 10)
+		       : 0;
+}
+
 static unsigned int per_family(void)
 {
 	unsigned int n = MOVE_PER_FAM;
@@ -483,7 +493,7 @@ static void measure(double noise, unsigned int after, int cond,
 		if (only && strcmp(only, fam_name[fam]))
 			continue;
 		for (i = 0; i < per_family(); i++) {
-			seed = 1000 * (fam + 1) + i + 1;
+			seed = move_seed_base() + 1000 * (fam + 1) + i + 1;
 			gsl_rng_set(gen, seed);
 			scenario_draw(gen, fam, noise, &c);
 			run_scenario(&c, seed, after, cond, q);
@@ -550,7 +560,8 @@ static double fam_mean(const struct fam_fig *f, unsigned int p, bool rnd)
 static bool move_bars_apply(void)
 {
 	return !TEST_SANITIZED && !getenv("MOVE_N") && !getenv("MOVE_FAMILY") &&
-	       !getenv("MOVE_NOISE") && !getenv("MOVE_COND");
+	       !getenv("MOVE_NOISE") && !getenv("MOVE_COND") &&
+	       !getenv("MOVE_SEED_BASE");
 }
 
 /*
@@ -558,13 +569,15 @@ static bool move_bars_apply(void)
  * the re-tune at least random search's mean less 0.02.  Issue 55's other
  * targets are not all reached; the bars below hold what is, with a
  * margin, so that a change that loses it fails (figures of this build,
- * 204 surfaces, 10 % noise, conditions on):
- *   first search (15): mean 0.958 (target 0.97), worst 0.593 (0.85);
- *     random 0.857.  The misses are peaks 2 octaves wide or two peaks,
- *     where 15 samples find the lower one.
- *   re-tune (6): mean 0.899 (target 0.90), random 0.797; against 0.816
- *     vs random 0.813 (0.764 without the model check), any 0.850 vs 0.730.
- *   re-tune (12): mean 0.954 (target 0.95), random 0.855.
+ * 204 surfaces, 10 % noise, conditions on; MOVE_SEED_BASE=100000 in
+ * parentheses):
+ *   first search (15): mean 0.958 (0.953), target 0.97; worst 0.593
+ *     (0.585), target 0.85; random 0.857.  The misses are peaks 2
+ *     octaves wide or two peaks, where 15 samples find the lower one.
+ *   re-tune (6): mean 0.899 (0.898), target 0.90, random 0.797; against
+ *     0.816 vs random 0.813 (0.764 without the model check), any 0.850
+ *     vs 0.730.
+ *   re-tune (12): mean 0.954 (0.947), target 0.95, random 0.855.
  */
 static void check_families(const struct move_fig *f)
 {
