@@ -43,50 +43,21 @@ for rep in 1 10; do
 		"$BUILD/lib/libpsched.a" $PS_LIBS -pthread || exit 1
 done
 
-run() { # BIN REPEAT S W -> "push_ms pull_ms" (slowest worker, per repeat)
-	local bin=$1 rep=$2 port out pids=() i
-	port=$(python3 -c 'import socket;s=socket.socket();s.bind(("127.0.0.1",0));print(s.getsockname()[1])')
-	out=$(mktemp)
-	export DMLC_NUM_SERVER=$3 DMLC_NUM_WORKER=$4 DMLC_PS_ROOT_URI=127.0.0.1 \
-		DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0.1 \
-		PS_JOB_TOKEN=bench-$RANDOM$RANDOM$RANDOM
-	DMLC_ROLE=scheduler timeout 300 "$bin" >/dev/null 2>&1 & pids+=($!)
-	for ((i = 0; i < $3; i++)); do DMLC_ROLE=server timeout 300 "$bin" >/dev/null 2>&1 & pids+=($!); done
-	for ((i = 0; i < $4; i++)); do DMLC_ROLE=worker timeout 300 "$bin" >>"$out" 2>&1 & pids+=($!); done
-	for p in "${pids[@]}"; do wait "$p"; done
-	unset DMLC_NUM_SERVER DMLC_NUM_WORKER DMLC_PS_ROOT_URI DMLC_PS_ROOT_PORT DMLC_NODE_HOST PS_JOB_TOKEN
-	awk -v rep="$rep" '/Push average/ {v=$(NF)+0; if (v>pu) pu=v} /Pull average/ {v=$(NF)+0; if (v>pl) pl=v}
-	     END {printf "%.1f %.1f\n", pu/rep, pl/rep}' FS='cost: ' "$out"
-	rm -f "$out"
-}
-
-kl() { # S W -> "cold_push cold_pull warm_push warm_pull": psched's key-list API
-	"$BUILD/bin/ps-bench" --servers "$1" --workers "$2" --keys-per-request 10000000 --runs 4 2>&1 |
-		awk '$1 == "0" {cp=$2; cl=$3} /^warm median/ {wp=$4; wl=$7} END {print cp, cl, wp, wl}'
-}
-
-positive() { # WHAT VALUE...
-	local what=$1 v
-	shift
-	for v; do
-		awk -v v="$v" 'BEGIN {exit !(v > 0)}' || { echo "pslite-api: $what printed no timing (got '$v')" >&2; exit 1; }
-	done
-}
-
-med() { sort -g | awk '{a[NR]=$1} END {print (NR % 2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+TOOL=pslite-api
+. "$(dirname "$0")/pslite-lib.sh"
 
 declare -A R
 echo "# load: $(cut -d' ' -f1-3 /proc/loadavg), $(nproc) cores"
 printf "%-4s %-6s %-5s %9s %9s | %9s %9s | %9s %9s\n" cfg repeat round psl_push psl_pull psa_push psa_pull kl_push kl_pull
 for r in $(seq 1 "$ROUNDS"); do
 	for cfg in "1 1" "2 2"; do
-		read -r cp cl wp wl <<<"$(kl $cfg)"
-		positive "ps-bench --keys-per-request (${cfg/ /+})" "$cp" "$cl" "$wp" "$wl"
+		read -r cp cl wp wl <<<"$(kl_job $cfg 10000000)"
+		positive "ps-bench --keys-per-request (${cfg/ /+}) printed no timing" "$cp" "$cl" "$wp" "$wl"
 		for rep in 1 10; do
-			read -r lp ll <<<"$(run "$OUT/psl$rep" "$rep" $cfg)"
-			read -r ap al <<<"$(run "$OUT/psa$rep" "$rep" $cfg)"
-			positive "ps-lite's benchmark (${cfg/ /+}, repeat $rep)" "$lp" "$ll"
-			positive "the benchmark on psched (${cfg/ /+}, repeat $rep)" "$ap" "$al"
+			read -r lp ll <<<"$(dmlc_job "$OUT/psl$rep" "$rep" $cfg)"
+			read -r ap al <<<"$(dmlc_job "$OUT/psa$rep" "$rep" $cfg)"
+			positive "ps-lite's benchmark (${cfg/ /+}, repeat $rep) printed no timing" "$lp" "$ll"
+			positive "the benchmark on psched (${cfg/ /+}, repeat $rep) printed no timing" "$ap" "$al"
 			# the key-list API's cold round against one push, its warm
 			# median against ten
 			kp=$cp kq=$cl

@@ -169,6 +169,13 @@ void psd_conn_get(struct psd_conn *c)
 	atomic_fetch_add(&c->refs, 1);
 }
 
+/* Give back the block lent for the last message, unless taken. */
+static void conn_rx_own_drop(struct psd_conn *c)
+{
+	psd_scratch_put(&psd_raw_blocks, c->rx_own);
+	c->rx_own = NULL;
+}
+
 void psd_conn_put(struct psd_conn *c)
 {
 	if (!c || atomic_fetch_sub(&c->refs, 1) != 1)
@@ -177,7 +184,7 @@ void psd_conn_put(struct psd_conn *c)
 	pthread_mutex_destroy(&c->send_lock);
 	pthread_mutex_destroy(&c->rx_lock);
 	free(c->scratch);
-	psd_scratch_put(&psd_raw_blocks, c->rx_own);
+	conn_rx_own_drop(c);
 	free(c->auth_msg);
 	free(c);
 }
@@ -347,12 +354,31 @@ void *psd_conn_scratch(struct psd_conn *c, size_t len)
 
 void *psd_conn_rx_block(struct psd_conn *c, size_t len)
 {
-	psd_scratch_put(&psd_raw_blocks, c->rx_own);
-	c->rx_own = NULL;
+	/* psd_van_rx_header() gave back the last message's block. */
 	if (len < PSD_SCRATCH_MIN_BYTES || c->rx_direct)
 		return NULL;
 	c->rx_own = psd_scratch_get(&psd_raw_blocks, len);
 	return c->rx_own;
+}
+
+void psd_raw_msg_layout(struct psched_raw_msg *m, const struct psd_hdr *h,
+			const void *payload, const struct psd_conn *c)
+{
+	const uint8_t *p = payload;
+
+	m->nkeys = (size_t)h->part;
+	m->nbytes = h->span;
+	if (m->nkeys && !(h->offset & PSD_RAW_ASKED)) {
+		m->keys = (const uint64_t *)p;
+		p += m->nkeys * 8;
+	}
+	if (m->nkeys && h->offset & PSD_RAW_LENS) {
+		m->lens = (const uint32_t *)p;
+		p += m->nkeys * 4;
+	}
+	m->vals = m->nbytes ? p : NULL;
+	if (payload && payload == c->rx_own)
+		m->hold_ = c;
 }
 
 void *psched_raw_keep(const struct psched_raw_msg *m)
@@ -385,8 +411,7 @@ int psd_van_rx_header(struct psd_conn *c, const struct psd_hdr *h, void **dst)
 
 	*dst = NULL;
 	c->rx_dev = false;
-	psd_scratch_put(&psd_raw_blocks, c->rx_own);
-	c->rx_own = NULL;
+	conn_rx_own_drop(c);
 	if (!atomic_load(&c->authed)) {
 		if (h->type != PSD_MSG_CONTROL) {
 			psd_err("dropping connection from %s: %s message "
@@ -443,8 +468,7 @@ void psd_van_rx_msg(struct psd_conn *c, const struct psd_hdr *h, void *payload)
 	if (h->type != PSD_MSG_CONTROL) {
 		if (van->cb.rx_data)
 			van->cb.rx_data(van->cb.arg, c, h, payload);
-		psd_scratch_put(&psd_raw_blocks, c->rx_own);
-		c->rx_own = NULL;
+		conn_rx_own_drop(c);
 		return;
 	}
 	msg = psched__control__unpack(NULL, (size_t)h->length, payload);

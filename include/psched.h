@@ -304,9 +304,9 @@ struct psched_raw_msg {
  * answer callback, past the call instead of copying them: call it during
  * that call.  Returns the block they lie in, to give back with
  * psched_raw_release() once done with them (any thread, any time), or
- * NULL when they cannot be kept (small messages, device or shared-memory
- * receives): copy them then.  A kept block is the message's receive
- * buffer, handed over.
+ * NULL when they cannot be kept (messages under 64 KiB, RDMA receives
+ * the NIC wrote elsewhere): copy them then.  A kept block is the message's
+ * receive buffer, handed over.
  */
 void *psched_raw_keep(const struct psched_raw_msg *m);
 /*

@@ -77,12 +77,10 @@ static int raw_header(struct psched_node *n, struct psd_conn *c,
 	return 0;
 }
 
-/* @payload, laid out as wire.h says, as the handler sees it. */
-static void raw_msg_of(const struct psd_hdr *h, int wrank, const void *payload,
-		       struct psched_raw_msg *m)
+/* Request @h of @c with @payload, as the handler sees it. */
+static void raw_msg_of(const struct psd_conn *c, const struct psd_hdr *h,
+		       int wrank, const void *payload, struct psched_raw_msg *m)
 {
-	const uint8_t *p = payload;
-
 	*m = (struct psched_raw_msg){
 		.cmd = (int)h->epoch,
 		.tag = h->step,
@@ -91,18 +89,8 @@ static void raw_msg_of(const struct psd_hdr *h, int wrank, const void *payload,
 		.sender = h->sender,
 		.rank = wrank,
 		.priority = h->priority,
-		.nkeys = (size_t)h->part,
-		.nbytes = h->span,
 	};
-	if (m->nkeys) {
-		m->keys = (const uint64_t *)p;
-		p += m->nkeys * 8;
-	}
-	if (m->nkeys && h->offset & PSD_RAW_LENS) {
-		m->lens = (const uint32_t *)p;
-		p += m->nkeys * 4;
-	}
-	m->vals = m->nbytes ? p : NULL;
+	psd_raw_msg_layout(m, h, payload, c);
 }
 
 /* Refuse raw request @h: logged, the reason and the status sent back. */
@@ -140,9 +128,7 @@ static void raw_data(struct psched_node *n, struct psd_conn *c,
 	psd_conn_get(c);
 	call->conn = c;
 	call->h = *h;
-	raw_msg_of(h, kc->wrank, payload, &m);
-	if (payload && payload == c->rx_own)
-		m.hold_ = c;
+	raw_msg_of(c, h, kc->wrank, payload, &m);
 	fn(n, call, &m, arg);
 }
 

@@ -242,7 +242,6 @@ static void kvw_raw_rx_any(struct kvw_req *r, const struct kvw_chunk *ch,
 			   const struct psd_conn *c, const struct psd_hdr *h,
 			   const void *payload)
 {
-	const uint8_t *p = payload;
 	struct psched_raw_msg m = {
 		.cmd = (int)h->epoch,
 		.tag = h->step,
@@ -251,36 +250,24 @@ static void kvw_raw_rx_any(struct kvw_req *r, const struct kvw_chunk *ch,
 		.sender = h->sender,
 		.rank = ch->srank,
 		.priority = r->priority,
-		.nkeys = (size_t)h->part,
-		.nbytes = h->span,
 	};
 
-	if (h->offset & PSD_RAW_ASKED && m.nkeys != ch->kl_n) {
+	if (h->offset & PSD_RAW_ASKED && h->part != ch->kl_n) {
 		psd_kvw_req_error(r, -EPROTO,
-				  "raw pull: server %u answered %zu keys as "
+				  "raw pull: server %u answered %llu keys as "
 				  "asked, it was asked %llu",
-				  ch->srank, m.nkeys,
+				  ch->srank, (unsigned long long)h->part,
 				  (unsigned long long)ch->kl_n);
 		return;
 	}
 	if (!r->raw_answer)
 		return;
+	/* in a block of its own when big (psd_kvw_rx_header()) */
+	psd_raw_msg_layout(&m, h, payload, c);
 	if (m.nkeys && h->offset & PSD_RAW_ASKED) {
 		m.keys = r->kl_keys + ch->kl_first;
 		m.keys_asked = true;
-	} else if (m.nkeys) {
-		m.keys = (const uint64_t *)p;
-		p += m.nkeys * 8;
 	}
-	if (m.nkeys && h->offset & PSD_RAW_LENS) {
-		m.lens = (const uint32_t *)p;
-		p += m.nkeys * 4;
-	}
-	m.vals = m.nbytes ? p : NULL;
-	/* A block of its own (psd_kvw_rx_header()): the callback may keep
-	 * it. */
-	if (payload && payload == c->rx_own)
-		m.hold_ = c;
 	r->raw_answer(&m, r->raw_answer_arg);
 }
 

@@ -38,6 +38,16 @@ static uint64_t kvw_rx_len(const struct kvw_req *r, const struct kvw_chunk *ch)
 	return r->fam->rx_len ? r->fam->rx_len(r, ch) : ch->span;
 }
 
+/* Locked.  Does @ch's family take a pull answer of any length now
+ * (->rx_any)? */
+static bool kvw_rx_any_wanted(const struct kvw_chunk *ch)
+{
+	const struct kvw_req *r = ch->req;
+
+	return r->fam->rx_any && !r->cancelled && psd_msg_is_pull(r->type) &&
+	       ch->state != KVW_CH_DONE;
+}
+
 /*
  * Unlocked (van thread).  Choose where an answer's payload lands: only a
  * pull answer of the exact bytes its chunk asked for, from its server,
@@ -80,8 +90,7 @@ int psd_kvw_rx_header(struct psched_node *n, struct psd_conn *c,
 	}
 	/* An answer of any length (raw): a block the answer callback may
 	 * keep. */
-	own = !*dst && ch && !r->cancelled && r->fam->rx_any &&
-	      psd_msg_is_pull(r->type) && ch->state != KVW_CH_DONE;
+	own = !*dst && ch && kvw_rx_any_wanted(ch);
 	pthread_mutex_unlock(&w->lock);
 	/* A staged device answer: pinned slots, else the scratch buffer
 	 * (NULL); kvw_rx_to_device_unlocks() copies it over.  Only this
@@ -198,10 +207,9 @@ void psd_kvw_rx_data(struct psched_node *n, struct psd_conn *c,
 		pthread_mutex_unlock(&w->lock);
 		return;
 	}
-	/* An answer of any length, in the scratch buffer. */
-	if (!ch->rx_busy && r->fam->rx_any && h->type == PSD_MSG_PULL_RESP &&
-	    !h->status && !r->cancelled && psd_msg_is_pull(r->type) &&
-	    ch->state != KVW_CH_DONE)
+	/* An answer of any length, in a block or the scratch buffer. */
+	if (!ch->rx_busy && h->type == PSD_MSG_PULL_RESP && !h->status &&
+	    kvw_rx_any_wanted(ch))
 		r->fam->rx_any(r, ch, c, h, payload);
 	kvw_rx_check(r, ch, p, h);
 	fire = psd_kvw_chunk_settle(w, ch, h->status != 0);

@@ -328,6 +328,11 @@ void *psd_conn_scratch(struct psd_conn *c, size_t len);
  * (use the scratch buffer) for a small message or without memory (van
  * thread). */
 void *psd_conn_rx_block(struct psd_conn *c, size_t len);
+/* Fill @m's sizes and arrays from raw message @h's @payload (wire.h,
+ * PSD_F_RAW; no keys with PSD_RAW_ASKED), and let psched_raw_keep() take
+ * the block when @payload is the one @c lent (van thread). */
+void psd_raw_msg_layout(struct psched_raw_msg *m, const struct psd_hdr *h,
+			const void *payload, const struct psd_conn *c);
 /* Largest tensor the van accepts in a header. */
 uint64_t psd_van_max_tensor(const struct psd_conn *c);
 /* The knobs the van was created with (any thread, never changes). */

@@ -273,13 +273,12 @@ private:
 		}
 		CHECK_EQ(total_key, keys.size()) << "lost some servers?";
 		CHECK_NOTNULL(vals);
+		/* one server's answer: an SArray takes its block */
 		bool adopted =
 			vals->empty() && ans.size() == 1 && Adopt(vals, ans[0]);
-		if (adopted)
-			; /* one server's answer, over its block */
-		else if (vals->empty())
+		if (!adopted && vals->empty())
 			vals->resize(total_val);
-		else
+		else if (!adopted)
 			CHECK_EQ(vals->size(), total_val);
 		Val *pv = vals->data();
 		int *pl = nullptr;

@@ -44,6 +44,18 @@ struct RawRequest {
 	SArray<uint32_t> lens; /* value bytes per key; empty: none sent */
 };
 
+/* @n elements at @p as @out: over the block @own keeps alive, or copied
+ * without one. */
+template <typename V>
+inline void RawArray(const std::shared_ptr<void> &own, const V *p, size_t n,
+		     SArray<V> *out)
+{
+	if (own)
+		*out = SArray<V>(own, const_cast<V *>(p), n);
+	else
+		out->CopyFrom(p, n);
+}
+
 /* The keys, values and byte counts of raw message @m as arrays: over
  * the message's own block when psched hands it over (psched_raw_keep()),
  * else copied.  During @m's call only. */
@@ -51,29 +63,20 @@ inline void TakeRawArrays(const struct psched_raw_msg *m, SArray<Key> *keys,
 			  SArray<char> *vals, SArray<uint32_t> *lens)
 {
 	void *blk = psched_raw_keep(m);
+	std::shared_ptr<void> own;
 
+	if (blk)
+		own.reset(blk, psched_raw_release);
 	/* An answer for the keys asked: the request's own, alive until it
 	 * is done. */
 	if (m->keys_asked)
 		*keys = SArray<Key>(const_cast<Key *>(m->keys), m->nkeys);
-	if (!blk) {
-		if (!m->keys_asked)
-			keys->CopyFrom(m->keys, m->nkeys);
-		vals->CopyFrom(static_cast<const char *>(m->vals),
-			       (size_t)m->nbytes);
-		if (m->lens)
-			lens->CopyFrom(m->lens, m->nkeys);
-		return;
-	}
-	std::shared_ptr<void> own(blk, psched_raw_release);
-	if (!m->keys_asked)
-		*keys = SArray<Key>(own, const_cast<Key *>(m->keys), m->nkeys);
-	*vals = SArray<char>(own,
-			     static_cast<char *>(const_cast<void *>(m->vals)),
-			     (size_t)m->nbytes);
+	else
+		RawArray(own, m->keys, m->nkeys, keys);
+	RawArray(own, static_cast<const char *>(m->vals), (size_t)m->nbytes,
+		 vals);
 	if (m->lens)
-		*lens = SArray<uint32_t>(own, const_cast<uint32_t *>(m->lens),
-					 m->nkeys);
+		RawArray(own, m->lens, m->nkeys, lens);
 }
 
 /* What the postoffice hands raw requests to. */
