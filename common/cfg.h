@@ -29,6 +29,9 @@ struct psched_cfg {
 	uint64_t max_tensor_bytes;	/* PS_MAX_TENSOR_BYTES */
 	unsigned max_steps_ahead;	/* PS_MAX_STEPS_AHEAD (server) */
 	uint64_t max_parked_bytes;	/* PS_MAX_PARKED_BYTES, 0 = auto */
+	char snapshot_dir[1024];	/* PS_SNAPSHOT_DIR (server) */
+	unsigned snapshot_steps;	/* PS_SNAPSHOT_STEPS, 0 = never */
+	char restore[1024];		/* PS_RESTORE: snapshot to load */
 	uint64_t partition_bytes;	/* PS_PARTITION_BYTES, 0 = none */
 	uint64_t credit_bytes;		/* PS_CREDIT_BYTES, 0 = unlimited */
 	char scheduling[16];		/* PS_SCHEDULING: priority|fifo */

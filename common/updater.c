@@ -359,36 +359,71 @@ bool psd_upd_apply(struct psd_updater *u, uint64_t key, uint8_t dtype,
 	return done;
 }
 
-/* Lock held: bytes of the records of every state. */
-static uint64_t upd_dump_size(struct psd_updater *u)
+/* Lock held: bytes of the records of the states in @chain. */
+static uint64_t upd_chain_size(const struct psd_upd_state *st)
 {
-	struct psd_upd_state *st;
-	size_t pos = 0;
 	uint64_t sz = 0;
 
-	while ((st = psd_map_next(&u->states, &pos, NULL)))
-		for (; st; st = st->next)
-			sz += psd_opt_rec_size(
-				st->n, st->nstate, st->master,
-				(unsigned)upd_state_esize(st->dtype));
+	for (; st; st = st->next)
+		sz += psd_opt_rec_size(st->n, st->nstate, st->master,
+				       (unsigned)upd_state_esize(st->dtype));
 	return sz;
 }
 
-int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
-			void *arg, uint8_t **buf, size_t *len, char name[16])
+/* Lock held: write the records of key @key's states (@st, a chain) at
+ * @w; returns the end. */
+static uint8_t *upd_chain_put(const struct psd_upd_state *st, uint64_t key,
+			      psd_upd_range_fn *range_of, void *arg, uint8_t *w)
 {
 	uint64_t off, rlen;
 	uint8_t dtype;
-	struct psd_upd_state *st;
 	struct psd_opt_rec r;
-	uint64_t key, sz;
-	size_t pos = 0, es, k;
+	size_t es, k, b;
+
+	for (; st; st = st->next) {
+		es = upd_state_esize(st->dtype);
+		memset(&r, 0, sizeof(r));
+		r.key = key;
+		r.off = st->range_off;
+		r.len = st->range_len;
+		if (!range_of(arg, key, &dtype, &r.total, &off, &rlen))
+			r.total = 0; /* unknown: not checked on load */
+		r.dtype = st->dtype;
+		r.nstate = (uint8_t)st->nstate;
+		r.master = st->master;
+		r.esize = (uint8_t)es;
+		psd_opt_rec_put_hdr(w, &r);
+		w += PSD_OPT_REC_HDR;
+		for (k = 0; k < st->nstate + st->master; k++) {
+			b = (size_t)st->n *
+			    (k < st->nstate ? es : sizeof(float));
+			memcpy(w, st->arr[k], b);
+			w += b;
+		}
+		memcpy(w, st->cnt, (size_t)st->n * sizeof(*st->cnt));
+		w += (size_t)st->n * sizeof(*st->cnt);
+	}
+	return w;
+}
+
+/* Dump the states of every key (@one NULL) or of key *@one. */
+static int upd_dump(struct psd_updater *u, const uint64_t *one,
+		    psd_upd_range_fn *range_of, void *arg, uint8_t **buf,
+		    size_t *len, char name[16])
+{
+	struct psd_upd_state *st;
+	uint64_t key, sz = 0;
+	size_t pos = 0;
 	uint8_t *out, *w;
 
 	pthread_mutex_lock(&u->lock);
 	snprintf(name, 16, "%s",
 		 atomic_load(&u->kind) == PSD_UPD_OPT ? u->name : "");
-	sz = upd_dump_size(u);
+	if (one)
+		sz = upd_chain_size(psd_map_get(&u->states, *one));
+	else
+		while ((st = psd_map_next(&u->states, &pos, NULL)))
+			sz += upd_chain_size(st);
 	out = malloc(sz ? (size_t)sz : 1);
 	if (!out) {
 		pthread_mutex_unlock(&u->lock);
@@ -398,37 +433,30 @@ int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
 				      (unsigned long long)sz);
 	}
 	w = out;
-	while ((st = psd_map_next(&u->states, &pos, &key))) {
-		for (; st; st = st->next) {
-			es = upd_state_esize(st->dtype);
-			memset(&r, 0, sizeof(r));
-			r.key = key;
-			r.off = st->range_off;
-			r.len = st->range_len;
-			if (!range_of(arg, key, &dtype, &r.total, &off, &rlen))
-				r.total = 0; /* unknown: not checked on load */
-			r.dtype = st->dtype;
-			r.nstate = (uint8_t)st->nstate;
-			r.master = st->master;
-			r.esize = (uint8_t)es;
-			psd_opt_rec_put_hdr(w, &r);
-			w += PSD_OPT_REC_HDR;
-			for (k = 0; k < st->nstate + st->master; k++) {
-				size_t b =
-					(size_t)st->n *
-					(k < st->nstate ? es : sizeof(float));
-
-				memcpy(w, st->arr[k], b);
-				w += b;
-			}
-			memcpy(w, st->cnt, (size_t)st->n * sizeof(*st->cnt));
-			w += (size_t)st->n * sizeof(*st->cnt);
-		}
-	}
+	pos = 0;
+	if (one)
+		w = upd_chain_put(psd_map_get(&u->states, *one), *one, range_of,
+				  arg, w);
+	else
+		while ((st = psd_map_next(&u->states, &pos, &key)))
+			w = upd_chain_put(st, key, range_of, arg, w);
 	pthread_mutex_unlock(&u->lock);
 	*buf = out;
 	*len = (size_t)sz;
 	return 0;
+}
+
+int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
+			void *arg, uint8_t **buf, size_t *len, char name[16])
+{
+	return upd_dump(u, NULL, range_of, arg, buf, len, name);
+}
+
+int psd_upd_key_states_dump(struct psd_updater *u, uint64_t key,
+			    psd_upd_range_fn *range_of, void *arg,
+			    uint8_t **buf, size_t *len, char name[16])
+{
+	return upd_dump(u, &key, range_of, arg, buf, len, name);
 }
 
 /* Lock held: check one parsed record against this holder. */
@@ -508,9 +536,27 @@ static int upd_load_rec(struct psd_updater *u, const struct psd_opt_rec *r,
 	return 0;
 }
 
-int psd_upd_states_load(struct psd_updater *u, const char *name,
-			const uint8_t *recs, size_t len,
-			psd_upd_range_fn *range_of, void *arg, bool all_keys)
+/* Lock held: drop the states of every key @range_of knows. */
+static void upd_drop_known(struct psd_updater *u, psd_upd_range_fn *range_of,
+			   void *arg)
+{
+	uint64_t key, total, off, len;
+	uint8_t dtype;
+	size_t pos = 0;
+	void *st;
+
+	while ((st = psd_map_next(&u->states, &pos, &key))) {
+		if (!range_of(arg, key, &dtype, &total, &off, &len))
+			continue;
+		psd_map_del(&u->states, key);
+		upd_state_free(st, NULL);
+		pos = 0; /* the map moved entries */
+	}
+}
+
+static int upd_load(struct psd_updater *u, const char *name,
+		    const uint8_t *recs, size_t len, psd_upd_range_fn *range_of,
+		    void *arg, bool all_keys, bool merge)
 {
 	struct psd_opt_rec r;
 	size_t pos, used;
@@ -531,7 +577,9 @@ int psd_upd_states_load(struct psd_updater *u, const char *name,
 	}
 	/* Pass 0 checks every record; pass 1 replaces the states. */
 	for (pass = 0; pass < 2 && !ret; pass++) {
-		if (pass == 1)
+		if (pass == 1 && merge)
+			upd_drop_known(u, range_of, arg);
+		else if (pass == 1)
 			upd_drop_states(u);
 		for (pos = 0; pos < len && !ret; pos += used) {
 			ret = psd_opt_rec_parse(recs + pos, len - pos, &r,
@@ -548,4 +596,18 @@ int psd_upd_states_load(struct psd_updater *u, const char *name,
 out_unlock:
 	pthread_mutex_unlock(&u->lock);
 	return ret;
+}
+
+int psd_upd_states_load(struct psd_updater *u, const char *name,
+			const uint8_t *recs, size_t len,
+			psd_upd_range_fn *range_of, void *arg, bool all_keys)
+{
+	return upd_load(u, name, recs, len, range_of, arg, all_keys, false);
+}
+
+int psd_upd_states_merge(struct psd_updater *u, const char *name,
+			 const uint8_t *recs, size_t len,
+			 psd_upd_range_fn *range_of, void *arg)
+{
+	return upd_load(u, name, recs, len, range_of, arg, false, true);
 }

@@ -104,6 +104,10 @@ typedef bool psd_upd_range_fn(void *arg, uint64_t key, uint8_t *dtype,
  */
 int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
 			void *arg, uint8_t **buf, size_t *len, char name[16]);
+/* psd_upd_states_dump() of key @key's states only. */
+int psd_upd_key_states_dump(struct psd_updater *u, uint64_t key,
+			    psd_upd_range_fn *range_of, void *arg,
+			    uint8_t **buf, size_t *len, char name[16]);
 /*
  * Load records @recs (@len bytes) saved under optimizer @name: every
  * record's overlap with the range @range_of reports for its key replaces
@@ -117,6 +121,12 @@ int psd_upd_states_dump(struct psd_updater *u, psd_upd_range_fn *range_of,
 int psd_upd_states_load(struct psd_updater *u, const char *name,
 			const uint8_t *recs, size_t len,
 			psd_upd_range_fn *range_of, void *arg, bool all_keys);
+/* psd_upd_states_load() for the keys @range_of knows only: their states
+ * start over and take the records' overlap; every other key's states
+ * are kept (a server restoring a snapshot key by key). */
+int psd_upd_states_merge(struct psd_updater *u, const char *name,
+			 const uint8_t *recs, size_t len,
+			 psd_upd_range_fn *range_of, void *arg);
 
 /* IEEE binary16 <-> binary32, round to nearest even. */
 float psd_f16_to_f32(uint16_t h);

@@ -58,6 +58,7 @@ static void kvs_destroy(struct psched_node *n)
 
 	if (!s)
 		return;
+	psd_kvs_snap_fini(s);
 	psd_kvs_families_fini(n);
 	psd_cfgtab_fini(&s->cfgs);
 	psd_kvs_states_drop(s);
@@ -118,6 +119,7 @@ int psd_kvs_command(struct psched_node *n, int mode,
 		ret = psd_upd_set_optimizer(&s->upd, opt);
 		if (ret)
 			return ret;
+		psd_kvs_restore_states(n);
 	}
 	if (mode)
 		s->async = async;
@@ -184,7 +186,15 @@ int psd_kvs_attach(struct psched_node *n)
 	psd_upd_init(&s->upd);
 	psd_map_init(&s->entries);
 	n->role_state = s;
-	return 0;
+	ret = psd_kvs_snap_init(n);
+	if (ret) {
+		psd_cfgtab_fini(&s->cfgs);
+		psd_upd_fini(&s->upd);
+		psd_map_fini(&s->entries);
+		free(s);
+		n->role_state = NULL;
+	}
+	return ret;
 }
 
 const struct psd_role_ops psd_kvs_role = {

@@ -82,10 +82,13 @@ struct psd_kvs_entry {
 	/* The step whose waiting requests were told which workers it lacks
 	 * (psd_kvs_tick()). */
 	uint64_t told_step;
+	uint64_t snap_step; /* the snapshot it was last copied for */
+	bool restored;	    /* its value came from a snapshot */
 };
 
 struct kvs_rows;
 struct psd_kvs_rows;
+struct psd_kvs_snap;
 struct psd_kvs_conn;
 
 /*
@@ -177,6 +180,7 @@ struct psd_kvs {
 	bool gpu_sum; /* PS_SERVER_GPU_SUM: float sums on CUDA device 0 */
 	struct psd_kvs_kl *kl;	   /* key lists (kvs_keylist.c), made on use */
 	struct psd_kvs_rows *rows; /* row-sparse keys, made on first use */
+	struct psd_kvs_snap *snap; /* snapshots (kvs_snap.c), NULL: none */
 };
 
 static inline struct psd_kvs *psd_kvs_of(const struct psched_node *n)
@@ -390,5 +394,21 @@ int psd_kvs_states_command(struct psched_node *n, const Psched__OptStates *st,
 			   Psched__CommandAck *ack);
 /* Free a transfer in progress. */
 void psd_kvs_states_drop(struct psd_kvs *s);
+
+/* kvs_snap.c (docs/snapshots.md).  At attach: PS_SNAPSHOT_DIR,
+ * PS_SNAPSHOT_STEPS and PS_RESTORE read (the snapshot to restore read
+ * and checked whole); 0 or an error naming what is wrong. */
+int psd_kvs_snap_init(struct psched_node *n);
+void psd_kvs_snap_fini(struct psd_kvs *s);
+/* Sync step e->version of @e was just applied: copied if a snapshot
+ * takes it. */
+void psd_kvs_snap_dense(struct psched_node *n, struct psd_kvs_entry *e);
+/* @e was just created: its range and states from the snapshot being
+ * restored, if it holds the key.  0, or an error (the snapshot's key has
+ * another size or dtype) with psched_errmsg() set. */
+int psd_kvs_restore_entry(struct psched_node *n, struct psd_kvs_entry *e);
+/* An optimizer was installed: the restored keys' states from the
+ * snapshot. */
+void psd_kvs_restore_states(struct psched_node *n);
 
 #endif

@@ -112,6 +112,8 @@ static int kvs_check_entry(struct psched_node *n, struct psd_conn *c,
 					      "cannot allocate the key's "
 					      "storage");
 		e->creator = c->peer_id;
+		if (psd_kvs_restore_entry(n, e))
+			e->conflict = strdup(psched_errmsg());
 	}
 	if (e->total != h->total || e->dtype != h->dtype)
 		return kvs_conflict(n, c, e, h, wrank);
@@ -345,7 +347,8 @@ static void kvs_on_init(struct psched_node *n, struct psd_conn *c,
 		psd_kvs_reject(n, c, h, PSCHED_ESIZE, e->conflict);
 		return;
 	}
-	if (h->flags & PSD_F_HAS_VALUE) {
+	/* A restored key keeps the snapshot's value. */
+	if ((h->flags & PSD_F_HAS_VALUE) && !e->restored) {
 		memcpy(e->value + (h->offset - e->off), payload,
 		       (size_t)h->span);
 		psd_kvs_entry_filled(psd_kvs_of(n), e, h->span);

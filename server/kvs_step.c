@@ -113,6 +113,7 @@ static void kvs_step_finish(struct psched_node *n, struct psd_kvs_entry *e)
 	}
 	e->version++;
 	e->open = false;
+	psd_kvs_snap_dense(n, e);
 	psd_kvs_answer_pulls(n, e);
 	kvs_process_held(n, e);
 }

@@ -32,6 +32,7 @@ nothing is left running.
 """
 import argparse
 import os
+import re
 import secrets
 import select
 import shutil
@@ -113,11 +114,44 @@ def describe_status(st):
     return "status %d" % st
 
 
+def snapshot_root(env):
+    """The directory of the job's snapshots (PS_SNAPSHOT_DIR, else the one
+    PS_RESTORE names or lies in), or None."""
+    if env.get("PS_SNAPSHOT_DIR"):
+        return env["PS_SNAPSHOT_DIR"]
+    r = env.get("PS_RESTORE")
+    if not r:
+        return None
+    r = r.rstrip("/") or "/"
+    if re.fullmatch(r"step-[0-9]+", os.path.basename(r)):
+        return os.path.dirname(r) or "."
+    return r
+
+
+def snapshot_token_file(root):
+    """root/job.token, made (mode 0600, a fresh random secret) if it is
+    not there: a job restarted from its snapshots keeps its secret, which
+    the snapshots are checked against (docs/snapshots.md)."""
+    path = os.path.join(root, "job.token")
+    if not os.path.exists(path):
+        os.makedirs(root, exist_ok=True)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_hex(16) + "\n")
+    return path
+
+
 def token_env(env):
     """The job's secret: a user-set PS_JOB_TOKEN or PS_JOB_TOKEN_FILE is
-    passed through as it is; else a fresh random PS_JOB_TOKEN."""
+    passed through as it is; else the one kept with the job's snapshots
+    (snapshot_token_file()); else a fresh random PS_JOB_TOKEN."""
     if not env.get("PS_JOB_TOKEN") and not env.get("PS_JOB_TOKEN_FILE"):
-        env["PS_JOB_TOKEN"] = secrets.token_hex(16)
+        root = snapshot_root(env)
+        if root:
+            env["PS_JOB_TOKEN_FILE"] = os.path.abspath(
+                snapshot_token_file(root))
+        else:
+            env["PS_JOB_TOKEN"] = secrets.token_hex(16)
     return env
 
 
@@ -130,6 +164,12 @@ def job_env(a, root_uri, base=None):
         "DMLC_NUM_SERVER": str(a.servers),
         "DMLC_NUM_WORKER": str(a.workers),
     })
+    if a.snapshot_dir:
+        env["PS_SNAPSHOT_DIR"] = os.path.abspath(a.snapshot_dir)
+    if a.snapshot_steps:
+        env["PS_SNAPSHOT_STEPS"] = str(a.snapshot_steps)
+    if a.restore:
+        env["PS_RESTORE"] = os.path.abspath(a.restore)
     token_env(env)
     if a.server_mode:
         env["PS_SERVER_MODE"] = a.server_mode
@@ -411,6 +451,15 @@ def add_common(ap):
     ap.add_argument("--server-mode", choices=("sync", "async"),
                     help="PS_SERVER_MODE for the servers")
     ap.add_argument("--verbose", type=int, default=0, help="PS_VERBOSE")
+    ap.add_argument("--snapshot-dir", default=None,
+                    help="PS_SNAPSHOT_DIR: the servers write snapshots "
+                         "here (docs/snapshots.md)")
+    ap.add_argument("--snapshot-steps", type=int, default=0,
+                    help="PS_SNAPSHOT_STEPS: a snapshot every this many "
+                         "steps")
+    ap.add_argument("--restore", default=None,
+                    help="PS_RESTORE: the servers start from the latest "
+                         "complete snapshot in this directory")
     ap.add_argument("--timeout", type=int, default=0,
                     help="stop the job after this many seconds (exit 124)")
     ap.add_argument("--connect-timeout", type=int, default=60,

@@ -6,6 +6,7 @@ status comes back).  No numpy needed."""
 import os
 import subprocess
 import sys
+import tempfile
 import time
 import unittest
 from pathlib import Path
@@ -72,6 +73,28 @@ class Secret(unittest.TestCase):
                          {"PS_JOB_TOKEN": "mine"})
         e = launch.token_env({"PS_JOB_TOKEN_FILE": "/run/t"})
         self.assertEqual(e, {"PS_JOB_TOKEN_FILE": "/run/t"})
+
+    def test_kept_beside_snapshots(self):
+        with tempfile.TemporaryDirectory() as d:
+            snap = os.path.join(d, "ckpt")
+            a = launch.token_env({"PS_SNAPSHOT_DIR": snap})
+            path = os.path.join(snap, "job.token")
+            self.assertEqual(a, {"PS_SNAPSHOT_DIR": snap,
+                                 "PS_JOB_TOKEN_FILE": path})
+            self.assertEqual(os.stat(path).st_mode & 0o777, 0o600)
+            first = open(path).read()
+            self.assertEqual(len(first.strip()), 32)
+            # A restore, from the directory or one of its steps, finds
+            # the same file and keeps its secret.
+            for r in (snap, os.path.join(snap, "step-40"),
+                      os.path.join(snap, "step-40") + "/"):
+                b = launch.token_env({"PS_RESTORE": r})
+                self.assertEqual(b["PS_JOB_TOKEN_FILE"], path)
+            self.assertEqual(open(path).read(), first)
+            # A user's own secret still wins.
+            self.assertEqual(launch.token_env({"PS_SNAPSHOT_DIR": snap,
+                                               "PS_JOB_TOKEN": "mine"}),
+                             {"PS_SNAPSHOT_DIR": snap, "PS_JOB_TOKEN": "mine"})
 
     def test_never_forwarded_on_the_command_line(self):
         env = {"PS_JOB_TOKEN": "s3cret", "DMLC_ROLE": "worker",

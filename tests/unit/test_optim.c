@@ -366,6 +366,84 @@ static void test_optim_states_by_byte_range(void)
 	psd_upd_fini(&c);
 }
 
+/* A holder of key 1 only, bytes [0, 64). */
+static bool range_key1(void *arg, uint64_t key, uint8_t *dtype, uint64_t *total,
+		       uint64_t *off, uint64_t *len)
+{
+	(void)arg;
+	if (key != 1)
+		return false;
+	*dtype = PSCHED_F32;
+	*total = 64;
+	*off = 0;
+	*len = 64;
+	return true;
+}
+
+/* One key's states dumped and merged (a snapshot, key by key): the other
+ * key's states stay as they were. */
+static void test_optim_key_states_merge(void)
+{
+	struct psched_optimizer o;
+	struct range_arg whole = { 0, 64 };
+	struct psd_updater a, d;
+	float w1[16], w2[16], v1[16];
+	uint8_t *one, *all, *after;
+	size_t lone, lall, lafter;
+	char name[16];
+	int i;
+
+	CHECK_EQ(psched_optimizer_defaults(&o, "adam"), 0);
+	psd_upd_init(&a);
+	psd_upd_init(&d);
+	CHECK_EQ(psd_upd_set_optimizer(&a, &o), 0);
+	CHECK_EQ(psd_upd_set_optimizer(&d, &o), 0);
+	for (i = 0; i < 16; i++)
+		w1[i] = w2[i] = (float)i;
+	adam_steps(&a, 0, 64, w1, 3); /* key 1 in a: 3 steps */
+	/* d: key 1 after 1 step, key 2 after 2 steps */
+	memcpy(v1, w2, sizeof(v1));
+	adam_steps(&d, 0, 64, v1, 1);
+	{
+		float g[16] = { 0 };
+
+		for (i = 0; i < 2; i++)
+			CHECK(psd_upd_apply(&d, 2, PSCHED_F32, 0, 64, 0, w2, g,
+					    64));
+	}
+	CHECK_EQ(psd_upd_key_states_dump(&a, 1, range_of, &whole, &one, &lone,
+					 name),
+		 0);
+	CHECK_STR(name, "adam");
+	CHECK_U64(lone, ==, psd_opt_rec_size(16, 2, false, 4));
+	CHECK_EQ(psd_upd_states_dump(&d, range_of, &whole, &all, &lall, name),
+		 0);
+	CHECK_U64(lall, ==, 2 * lone);
+	CHECK_EQ(psd_upd_states_merge(&d, "adam", one, lone, range_key1, NULL),
+		 0);
+	CHECK_EQ(psd_upd_key_states_dump(&d, 1, range_of, &whole, &after,
+					 &lafter, name),
+		 0);
+	/* key 1 is now a's (its update counts say 3) */
+	CHECK_U64(lafter, ==, lone);
+	CHECK(!memcmp(after, one, lone));
+	free(after);
+	/* key 2's states are still there, unchanged */
+	CHECK_EQ(psd_upd_key_states_dump(&d, 2, range_of, &whole, &after,
+					 &lafter, name),
+		 0);
+	CHECK_U64(lafter, ==, lone);
+	CHECK(!memcmp(after, all[0] == 2 ? all : all + lone, lone));
+	free(after);
+	/* A merge under another optimizer's name is refused. */
+	CHECK_EQ(psd_upd_states_merge(&d, "sgd", one, lone, range_key1, NULL),
+		 -EINVAL);
+	free(one);
+	free(all);
+	psd_upd_fini(&a);
+	psd_upd_fini(&d);
+}
+
 static void test_optim_state_file(void)
 {
 	char path[] = "/tmp/psched-optim-XXXXXX";
@@ -408,5 +486,6 @@ const struct test_case test_list[] = {
 	{ "wire_compressed", test_optim_wire_compressed },
 	{ "states_by_byte_range", test_optim_states_by_byte_range },
 	{ "state_file", test_optim_state_file },
+	{ "key_states_merge", test_optim_key_states_merge },
 	{ NULL, NULL },
 };
