@@ -175,6 +175,24 @@ int psched_kvstore_load_optimizer_states(struct psched_kvstore *kv,
 	return states_call(kv, path, true);
 }
 
+int psched_kvstore_snapshot(struct psched_kvstore *kv, uint64_t step)
+{
+	pthread_mutex_t *lock;
+	int ret;
+
+	if (!kv)
+		return psd_set_errmsg(-EINVAL, "kvstore: NULL store");
+	if (psd_kvstore_local_upd(kv, &lock))
+		return psd_set_errmsg(-EOPNOTSUPP,
+				      "snapshot: a local store has no "
+				      "servers to take one (save its "
+				      "arrays yourself)");
+	ret = psched_kvstore_wait(kv, NULL, 0);
+	if (!ret)
+		ret = psched_snapshot(psched_kvstore_node(kv), step, 0);
+	return ret;
+}
+
 int psched_kvstore_set_gradient_compression(struct psched_kvstore *kv,
 					    const char *type, double threshold)
 {

@@ -125,6 +125,8 @@ static int cmd_apply(struct psched_node *n, const Psched__ServerCommand *sc,
 	ret = psd_kvs_command(n, mode, po ? &opt : NULL);
 	if (!ret && sc->states)
 		ret = psd_kvs_states_command(n, sc->states, ack);
+	if (!ret && sc->snapshot_step)
+		ret = psd_kvs_snap_now(n, sc->snapshot_step);
 	return ret;
 }
 

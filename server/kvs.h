@@ -410,5 +410,14 @@ int psd_kvs_restore_entry(struct psched_node *n, struct psd_kvs_entry *e);
 /* An optimizer was installed: the restored keys' states from the
  * snapshot. */
 void psd_kvs_restore_states(struct psched_node *n);
+/* A worker's psched_snapshot(): everything this server holds, copied
+ * now as step @step and written.  0, or -EBUSY (a step is open; a
+ * periodic snapshot is being taken), -EINVAL (no PS_SNAPSHOT_DIR), with
+ * psched_errmsg() set. */
+int psd_kvs_snap_now(struct psched_node *n, uint64_t step);
+/* Row-sparse key @e was just created: its rows (and their states) from
+ * the snapshot being restored.  0, or an error (another table shape)
+ * with psched_errmsg() set, nothing stored. */
+int psd_kvs_restore_rows(struct psched_node *n, struct kvs_rows *e);
 
 #endif

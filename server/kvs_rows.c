@@ -24,38 +24,8 @@
 #include <string.h>
 
 #include "kvs.h"
-#include "kvs_rowtab.h"
+#include "kvs_rows.h"
 #include "rows.h"
-
-struct kvs_rows {
-	uint64_t key;
-	uint64_t total;
-	uint64_t rowbytes;
-	uint8_t dtype;
-	uint64_t lo; /* rows [lo, lo + n) are this server's */
-	uint64_t n;
-	int creator;
-	struct psd_rows_tab tab;     /* stored rows */
-	struct psd_rows_arena val;   /* their values */
-	struct psd_rows_arena state; /* optimizer states per stored row */
-	uint64_t version;	     /* steps applied */
-	/* the open step (version + 1) */
-	uint32_t *got;		  /* [nworker] pieces received */
-	uint32_t *want;		  /* [nworker] pieces announced, 0 = none yet */
-	unsigned wdone;		  /* workers whose pieces are all in */
-	struct psd_rows_tab mtab; /* row id -> merge slot */
-	struct psd_rows_arena merge;
-	struct psd_list pulls; /* struct psd_kvs_wait, ids in buf */
-	struct psd_list held;  /* early pushes, payload in buf */
-};
-
-struct psd_kvs_rows {
-	struct psd_map keys; /* key -> struct kvs_rows */
-	uint8_t *rbuf;	     /* pull answers are built here */
-	uint64_t rcap;
-	uint8_t *hbuf; /* prefix and ids of a push read in place */
-	uint64_t hcap;
-};
 
 /* The rows of a push payload whose prefix and ids are at @head. */
 static const uint8_t *rows_after(const uint8_t *head)
@@ -185,6 +155,13 @@ static struct kvs_rows *rows_check_entry(struct psched_node *n,
 			return NULL;
 		}
 		e->creator = c->peer_id;
+		if (psd_kvs_restore_rows(n, e)) {
+			/* Refused at every init while the shapes differ. */
+			psd_kvs_reject(n, c, h, PSCHED_ESIZE, psched_errmsg());
+			psd_map_del(&all->keys, h->key);
+			rows_entry_free(e, n);
+			return NULL;
+		}
 	}
 	if (e->total != h->total || e->rowbytes != h->part ||
 	    e->dtype != h->dtype) {
@@ -354,6 +331,12 @@ static int rows_optimize(struct psd_kvs *s, struct kvs_rows *e, uint64_t id,
 
 	if (!psd_upd_rows_covers(&s->upd, e->dtype, &ns))
 		return 1;
+	/* Restored states of another optimizer start over. */
+	if (e->state_opt[0]) {
+		if (strncmp(e->state_opt, s->upd.name, 16))
+			psd_rows_arena_fini(s, &e->state);
+		e->state_opt[0] = 0;
+	}
 	/* Per row: ns state arrays of width doubles, then the row's update
 	 * count.  A change of optimizer state layout starts them over. */
 	need = ns * width * 8 + 8;

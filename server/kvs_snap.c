@@ -30,22 +30,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kvs.h"
+#include "kvs_rows.h"
+#include "kvs_snap.h"
 #include "optim.h"
-#include "snapfile.h"
-
-/* Dense record: u64 key, total, off, len, version; u8 dtype, 7 zero. */
-#define SNAP_DENSE_HEAD 48u
-/* States record: char optimizer name[16], then state records. */
-#define SNAP_STATES_HEAD 16u
-
-struct snap_item {
-	uint32_t kind;
-	uint8_t head[SNAP_DENSE_HEAD];
-	size_t head_len;
-	void *data; /* malloc'd copy */
-	size_t data_len;
-};
 
 /* What the writer thread is handed. */
 struct snap_job {
@@ -55,23 +42,6 @@ struct snap_job {
 	uint32_t server, nservers;
 	struct snap_item *items;
 	size_t nitems;
-};
-
-struct psd_kvs_snap {
-	char dir[1024];
-	uint64_t every;
-	uint64_t step; /* being collected, 0: none */
-	uint64_t last; /* the last step begun */
-	struct snap_item *items;
-	size_t nitems, cap;
-	uint64_t captured; /* keys copied at step */
-	uint64_t nstepped; /* keys with a step applied */
-	uint64_t kept[2];  /* this server's last two files, older first */
-	pthread_t th;
-	bool th_live;
-	/* Restoring. */
-	bool restoring;
-	struct psd_snap_set set;
 };
 
 static void snap_items_free(struct snap_item *it, size_t n)
@@ -172,7 +142,7 @@ out:
 	sn->captured = 0;
 }
 
-static struct snap_item *snap_item_new(struct psd_kvs_snap *sn)
+struct snap_item *psd_snap_item_new(struct psd_kvs_snap *sn)
 {
 	struct snap_item *ni;
 
@@ -209,7 +179,7 @@ static bool snap_range_one(void *arg, uint64_t key, uint8_t *dtype,
 static int snap_copy(struct psd_kvs *s, struct psd_kvs_snap *sn,
 		     struct psd_kvs_entry *e)
 {
-	struct snap_item *it = snap_item_new(sn);
+	struct snap_item *it = psd_snap_item_new(sn);
 	uint8_t *states = NULL;
 	size_t slen = 0;
 	char name[16];
@@ -237,7 +207,7 @@ static int snap_copy(struct psd_kvs *s, struct psd_kvs_snap *sn,
 		free(states);
 		return 0;
 	}
-	it = snap_item_new(sn);
+	it = psd_snap_item_new(sn);
 	if (!it) {
 		free(states);
 		return -ENOMEM;
@@ -288,6 +258,16 @@ static void snap_close(struct psched_node *n, struct psd_kvs_snap *sn)
 			return;
 		}
 	}
+	/* A row table's steps need not line up with the dense keys' (a
+	 * KVStore's init of one is a step of it): psched_snapshot() takes
+	 * them, between steps. */
+	if (s->rows && psd_map_count(&s->rows->keys) && !sn->rows_warned) {
+		psd_warn("snapshot of step %llu: row-sparse tables are not in "
+			 "periodic snapshots; take them with "
+			 "psched_snapshot() / kv.snapshot()",
+			 (unsigned long long)sn->step);
+		sn->rows_warned = true;
+	}
 	snap_write(n, sn);
 }
 
@@ -317,6 +297,64 @@ void psd_kvs_snap_dense(struct psched_node *n, struct psd_kvs_entry *e)
 	}
 	if (++sn->captured >= sn->nstepped)
 		snap_close(n, sn);
+}
+
+/* Has row-sparse key @r a step under way (pieces in, or held)? */
+static bool snap_rows_busy(const struct kvs_rows *r)
+{
+	return r->wdone || r->merge.count || !psd_list_empty(&r->held);
+}
+
+int psd_kvs_snap_now(struct psched_node *n, uint64_t step)
+{
+	struct psd_kvs *s = psd_kvs_of(n);
+	struct psd_kvs_snap *sn = s->snap;
+	struct psd_kvs_entry *e;
+	struct kvs_rows *r;
+	size_t pos = 0;
+
+	if (!sn || !sn->dir[0])
+		return psd_set_errmsg(-EINVAL,
+				      "this server has no PS_SNAPSHOT_DIR to "
+				      "write snapshots into");
+	if (sn->step)
+		return psd_set_errmsg(-EBUSY,
+				      "this server is taking the snapshot of "
+				      "step %llu (PS_SNAPSHOT_STEPS)",
+				      (unsigned long long)sn->step);
+	while ((e = psd_map_next(&s->entries, &pos, NULL)))
+		if (e->open || !psd_list_empty(&e->held))
+			return psd_set_errmsg(-EBUSY,
+					      "key %llu has step %llu under "
+					      "way (snapshots are taken "
+					      "between steps)",
+					      (unsigned long long)e->key,
+					      (unsigned long long)e->version +
+						      1);
+	pos = 0;
+	while (s->rows && (r = psd_map_next(&s->rows->keys, &pos, NULL)))
+		if (snap_rows_busy(r))
+			return psd_set_errmsg(-EBUSY,
+					      "row-sparse key %llu has "
+					      "step %llu under way (snapshots "
+					      "are taken between steps)",
+					      (unsigned long long)r->key,
+					      (unsigned long long)r->version +
+						      1);
+	sn->step = step;
+	pos = 0;
+	while ((e = psd_map_next(&s->entries, &pos, NULL)))
+		if (!e->conflict && snap_copy(s, sn, e))
+			goto nomem;
+	pos = 0;
+	while (s->rows && (r = psd_map_next(&s->rows->keys, &pos, NULL)))
+		if (psd_snap_rows_copy(s, sn, r))
+			goto nomem;
+	snap_write(n, sn);
+	return 0;
+nomem:
+	snap_abandon(sn, "no memory for the copies");
+	return psd_set_errmsg(-ENOMEM, "no memory to copy the snapshot");
 }
 
 /* -- restoring ------------------------------------------------------ */
@@ -389,6 +427,12 @@ static int snap_check_set(const struct psd_snap_set *set)
 				return psd_set_errmsg(
 					-EPROTO,
 					"snapshot %s: malformed states record",
+					set->files[i].path);
+			} else if (kind == PSD_SNAP_ROWS &&
+				   !psd_snap_rows_ok(body, blen)) {
+				return psd_set_errmsg(
+					-EPROTO,
+					"snapshot %s: malformed rows record",
 					set->files[i].path);
 			}
 		}

@@ -185,6 +185,20 @@ int psched_server_set_controller(struct psched_node *node,
 int psched_servers_command(struct psched_node *node, int head, const void *body,
 			   size_t len, unsigned timeout_ms);
 
+/*
+ * Worker, collective over the workers: every server copies what it holds
+ * (dense keys and their optimizer states, row-sparse tables and their
+ * rows' states) as the snapshot of @step (not 0) and writes it into its
+ * PS_SNAPSHOT_DIR (docs/snapshots.md), off the van thread.  Call it
+ * between steps, with this worker's requests complete: a barrier, rank 0
+ * asks every server, a barrier.  Rank 0 returns a server's refusal (no
+ * PS_SNAPSHOT_DIR; a step still open: -EBUSY), the others the barrier's
+ * status.  Returns once the servers have copied, before the files are
+ * on disk.
+ */
+int psched_snapshot(struct psched_node *node, uint64_t step,
+		    unsigned timeout_ms);
+
 struct psched_kvstore;
 
 /*
@@ -356,6 +370,9 @@ int psched_kvstore_save_optimizer_states(struct psched_kvstore *kv,
 					 const char *path);
 int psched_kvstore_load_optimizer_states(struct psched_kvstore *kv,
 					 const char *path);
+/* Dist stores: this worker's requests waited for, then psched_snapshot()
+ * of @step.  -EOPNOTSUPP for a local store (it has no servers). */
+int psched_kvstore_snapshot(struct psched_kvstore *kv, uint64_t step);
 
 /*
  * Gradient compression (MXNet's set_gradient_compression) of this

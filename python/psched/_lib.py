@@ -202,6 +202,7 @@ def _declare(lib):
         "psched_optimizer_defaults": [ctypes.POINTER(Optimizer),
                                       ctypes.c_char_p],
         "psched_kvstore_save_optimizer_states": [vp, ctypes.c_char_p],
+        "psched_kvstore_snapshot": [vp, ctypes.c_uint64],
         "psched_kvstore_load_optimizer_states": [vp, ctypes.c_char_p],
         "psched_kvstore_set_gradient_compression": [vp, ctypes.c_char_p,
                                                     ctypes.c_double],

@@ -1031,6 +1031,14 @@ class KVStore:
         self._check(self._lib.psched_kvstore_load_optimizer_states(
             self._live(), os.fsencode(fname)))
 
+    def snapshot(self, step):
+        """Every server writes what it holds (weights, optimizer states,
+        row-sparse tables) as the snapshot of @step into its
+        PS_SNAPSHOT_DIR (docs/snapshots.md).  Collective for dist stores:
+        call it between steps, on every worker."""
+        self._check(self._lib.psched_kvstore_snapshot(self._live(),
+                                                      int(step)))
+
     def close(self):
         """Wait for outstanding requests, leave the job (workers: the
         job ends when every worker has closed)."""

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Server snapshots (docs/snapshots.md).  tests/python/test_snapshot.py: a
-# 2x2 Adam job snapshots every 2 steps; a 3-server job restores step 4
-# and ends bit-equal to the uninterrupted run.  Then bad snapshots, each
+# Server snapshots (docs/snapshots.md).  tests/python/test_snapshot.py:
+# 2x2 Adam jobs snapshot every 2 steps (dense keys), or on demand at
+# step 4 (dense keys and an embedding table); 3-server jobs restore step
+# 4 and end bit-equal to the uninterrupted runs.  Then bad snapshots, each
 # refused by ps-server at start with a message naming what is wrong:
 # truncated, one byte changed, garbage, another job's secret, a server's
 # file missing; and an incomplete newer step beside a complete one,
@@ -13,14 +14,22 @@ unset PS_JOB_TOKEN PS_JOB_TOKEN_FILE
 timeout $((300 * MULT)) "$PYTHON" tests/python/test_snapshot.py "$TMP" >"$TMP/py.log" 2>&1
 rc=$?
 cat "$TMP/py.log"
-[ $rc = 0 ] || { tail -n 30 "$TMP/run.log" "$TMP/resume.log" 2>/dev/null; die "test_snapshot.py exited $rc"; }
-grep -q "^snapshot restore: ok" "$TMP/py.log" || die "restore check did not pass"
+[ $rc = 0 ] || { tail -n 30 "$TMP"/*.log 2>/dev/null; die "test_snapshot.py exited $rc"; }
+for m in periodic demand; do
+	grep -q "^$m snapshot restore: ok" "$TMP/py.log" || die "$m: restore check did not pass"
+done
+grep -q "row-sparse tables are not in periodic snapshots" "$TMP/periodic.run.log" ||
+	die "periodic snapshots left the table out without saying so"
 for r in 0 1; do
-	grep -q "snapshot of step 4 holds 40 bytes of float32, the job declares 48" "$TMP/refused.$r" 2>/dev/null ||
-		die "the resized key was not refused for worker $r"
+	for m in periodic demand; do
+		grep -q "snapshot of step 4 holds 40 bytes of float32, the job declares 48" "$TMP/$m.refused.$r" 2>/dev/null ||
+			die "$m: the resized key was not refused for worker $r"
+	done
+	grep -q "snapshot of step 4 holds 500 rows of 24 bytes of float32, the job declares 500 rows of 28 bytes" \
+		"$TMP/refused_rows.$r" 2>/dev/null || die "the reshaped table was not refused for worker $r"
 done
 
-SNAP=$TMP/snap
+SNAP=$TMP/demand
 export PS_JOB_TOKEN_FILE=$SNAP/job.token DMLC_PS_ROOT_PORT=1 PS_CONNECT_TIMEOUT=1
 # refused NAME WHAT: ps-server with PS_RESTORE=$TMP/NAME exits non-zero
 # at start, its log naming WHAT.
@@ -61,10 +70,10 @@ refused empty "no complete snapshot"
 
 # A newer step that lacks a file is skipped for the complete one.
 mkdir -p "$TMP/root"
-cp -r "$SNAP/step-4" "$TMP/root/step-4"
-cp -r "$SNAP/step-6" "$TMP/root/step-9"
+cp -r "$TMP/periodic/step-4" "$TMP/root/step-4"
+cp -r "$TMP/periodic/step-6" "$TMP/root/step-9"
 rm "$TMP/root/step-9/server-1-of-2.psnap"
-PS_RESTORE=$TMP/root PS_VERBOSE=1 timeout $((20 * MULT)) "$BIN/ps-server" >"$TMP/fallback.log" 2>&1
+PS_JOB_TOKEN_FILE=$TMP/periodic/job.token PS_RESTORE=$TMP/root PS_VERBOSE=1 timeout $((20 * MULT)) "$BIN/ps-server" >"$TMP/fallback.log" 2>&1
 grep -q "snapshot $TMP/root/step-9: not complete" "$TMP/fallback.log" || { cat "$TMP/fallback.log"; die "incomplete step 9 not reported"; }
 grep -q "restoring the snapshot of step 4 (2 servers) from $TMP/root/step-4" "$TMP/fallback.log" ||
 	{ cat "$TMP/fallback.log"; die "step 4 was not taken"; }

@@ -34,12 +34,21 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "python"))
 
 import psched  # noqa: E402
-from psched import PSchedError  # noqa: E402
+from psched import PSchedError, RowSparse  # noqa: E402
 
 KEYS = [("a", 1001), ("b", 17), ("e5", 4099), ("z", 10)]
 ADAM = dict(learning_rate=0.01, wd=0.01)
 STEPS = 6
 MID = 4
+R, W = 500, 6  # the embedding table "emb": rows x width
+
+
+def rows_of(step, rank):
+    """The rows worker @rank pushes to "emb" at @step (duplicates too)."""
+    rng = np.random.default_rng(100 * step + rank)
+    ids = rng.integers(0, R, size=60)
+    ids[:2] = [0, R - 1]
+    return ids, rng.standard_normal((60, W)).astype(np.float32)
 
 
 def grad_of(step, n, rank):
@@ -58,11 +67,15 @@ def pull_all(kv, keys):
         o = np.zeros(n, np.float32)
         kv.pull(k, out=o)
         out["k" + k] = o
+    o = np.empty((R, W), np.float32)
+    kv.row_sparse_pull("emb", out=o, row_ids=np.arange(R))
+    out["kemb"] = o
     return out
 
 
 def worker():
     phase = os.environ["PSCHED_TEST_PHASE"]
+    mode = os.environ["PSCHED_TEST_MODE"]
     tmp = os.environ["PSCHED_TEST_DIR"]
     kv = psched.KVStore("dist_sync")
     rank = kv.rank
@@ -82,21 +95,45 @@ def worker():
                 print("FAIL: refusal does not name the snapshot: %s" % e)
                 return 1
             print("refused as expected: %s" % e)
-            with open(os.path.join(tmp, "refused.%d" % rank), "w") as f:
+            with open(os.path.join(tmp, "%s.refused.%d" % (mode, rank)),
+                      "w") as f:
                 f.write(str(e))
+    if phase == "resume" and mode == "demand":
+        # So was the table "embz" ((R, W) rows).
+        try:
+            kv.init("embz", RowSparse.zeros((R, W + 1)))
+            print("FAIL: a table of another shape was not refused")
+            return 1
+        except PSchedError as e:
+            if "snapshot" not in str(e):
+                print("FAIL: refusal does not name the snapshot: %s" % e)
+                return 1
+            with open(os.path.join(tmp, "refused_rows.%d" % rank),
+                      "w") as f:
+                f.write(str(e))
+    else:
+        kv.init("embz", RowSparse.zeros((R, W)))
+    kv.init("emb", RowSparse.zeros((R, W)))
     for k, n in keys:
         kv.init(k, np.zeros(n, np.float32) if phase == "resume"
                 else weights0(n))
     if phase == "resume" and rank == 0:
-        np.savez(os.path.join(tmp, "restored.npz"), **pull_all(kv, keys))
+        np.savez(os.path.join(tmp, "%s.restored.npz" % mode),
+                 **pull_all(kv, keys))
     for s in range(first, STEPS):
         for k, n in keys:
             kv.push(k, grad_of(s, n, rank))
-        if phase == "run" and s + 1 == MID and rank == 0:
-            np.savez(os.path.join(tmp, "mid.npz"), **pull_all(kv, keys))
+        ids, rows = rows_of(s, rank)
+        kv.push("emb", RowSparse(ids, rows, (R, W)))
+        if phase == "run" and s + 1 == MID:
+            mid = pull_all(kv, keys)
+            if rank == 0:
+                np.savez(os.path.join(tmp, "%s.mid.npz" % mode), **mid)
+            if mode == "demand":
+                kv.snapshot(MID)
     res = pull_all(kv, keys)
     if rank == 0:
-        np.savez(os.path.join(tmp, "%s.npz" % phase), **res)
+        np.savez(os.path.join(tmp, "%s.%s.npz" % (mode, phase)), **res)
     kv.close()
     return 0
 
@@ -120,27 +157,33 @@ def same(a, b, keys, what):
     return ok
 
 
-def driver(tmp):
-    snap = os.path.join(tmp, "snap")
+def one_mode(tmp, mode):
+    """Run, then resume from step 4 on 3 servers; 0 when the resumed job
+    ended where the uninterrupted one did."""
+    snap = os.path.join(tmp, mode)
     env = dict(os.environ, PYTHONPATH=str(REPO / "python"),
-               PSCHED_TEST_DIR=tmp, PS_VERBOSE="1")
+               PSCHED_TEST_DIR=tmp, PSCHED_TEST_MODE=mode, PS_VERBOSE="1")
     env.setdefault("PS_REQUEST_TIMEOUT", "60")
-    for v in ("PS_JOB_TOKEN", "PS_JOB_TOKEN_FILE", "PS_RESTORE"):
+    for v in ("PS_JOB_TOKEN", "PS_JOB_TOKEN_FILE", "PS_RESTORE",
+              "PS_SNAPSHOT_STEPS"):
         env.pop(v, None)
     env.update(PSCHED_TEST_PHASE="run", PS_SNAPSHOT_DIR=snap,
-               PS_SNAPSHOT_STEPS="2", PS_PARTITION_BYTES="1024")
-    rc = launch(env, 2, 2, os.path.join(tmp, "run.log"))
-    print("== run, 2 servers x 2 workers, a snapshot every 2 steps: "
-          "exit %d" % rc, flush=True)
+               PS_PARTITION_BYTES="1024")
+    if mode == "periodic":
+        env["PS_SNAPSHOT_STEPS"] = "2"
+    rc = launch(env, 2, 2, os.path.join(tmp, mode + ".run.log"))
+    print("== %s: run, 2 servers x 2 workers: exit %d" % (mode, rc),
+          flush=True)
     if rc:
         return 1
     have = sorted(os.listdir(snap))
-    print("snapshot directory: %s" % " ".join(have))
-    if have != ["job.token", "step-4", "step-6"]:
-        print("FAIL: expected job.token, step-4 and step-6 (step-2 "
-              "removed)")
+    print("%s: snapshot directory: %s" % (mode, " ".join(have)))
+    want = (["job.token", "step-4", "step-6"] if mode == "periodic"
+            else ["job.token", "step-4"])
+    if have != want:
+        print("FAIL: expected %s (periodic: step-2 removed)" % want)
         return 1
-    for st in ("step-4", "step-6"):
+    for st in want[1:]:
         files = sorted(os.listdir(os.path.join(snap, st)))
         if files != ["server-0-of-2.psnap", "server-1-of-2.psnap"]:
             print("FAIL: %s holds %s" % (st, files))
@@ -148,27 +191,34 @@ def driver(tmp):
     # Resume from step 4 on 3 servers, another partition size; the
     # launcher finds the job's secret beside the snapshots.
     env.pop("PS_SNAPSHOT_DIR")
-    env.pop("PS_SNAPSHOT_STEPS")
+    env.pop("PS_SNAPSHOT_STEPS", None)
     env.update(PSCHED_TEST_PHASE="resume",
                PS_RESTORE=os.path.join(snap, "step-4"),
                PS_PARTITION_BYTES="300")
-    rc = launch(env, 3, 2, os.path.join(tmp, "resume.log"))
-    print("== resume from step 4 on 3 servers: exit %d" % rc, flush=True)
+    rc = launch(env, 3, 2, os.path.join(tmp, mode + ".resume.log"))
+    print("== %s: resume from step 4 on 3 servers: exit %d" % (mode, rc),
+          flush=True)
     if rc:
         return 1
     keys = ["k" + k for k, _ in KEYS if k != "z"]
-    mid = np.load(os.path.join(tmp, "mid.npz"))
-    restored = np.load(os.path.join(tmp, "restored.npz"))
-    run = np.load(os.path.join(tmp, "run.npz"))
-    resume = np.load(os.path.join(tmp, "resume.npz"))
-    ok = same(restored, mid, keys, "restored weights vs step 4")
-    ok = same(resume, run, keys, "resumed end vs uninterrupted end") and ok
-    moved = any(not np.array_equal(mid[k], run[k]) for k in keys)
-    if not moved:
+    if mode == "demand":
+        keys.append("kemb")
+    got = {p: np.load(os.path.join(tmp, "%s.%s.npz" % (mode, p)))
+           for p in ("mid", "restored", "run", "resume")}
+    ok = same(got["restored"], got["mid"], keys,
+              "%s: restored weights vs step 4" % mode)
+    ok = same(got["resume"], got["run"], keys,
+              "%s: resumed end vs uninterrupted end" % mode) and ok
+    if not any(not np.array_equal(got["mid"][k], got["run"][k])
+               for k in keys):
         print("FAIL: steps 5 and 6 did not change the weights")
         ok = False
-    print("snapshot restore: %s" % ("ok" if ok else "FAIL"))
+    print("%s snapshot restore: %s" % (mode, "ok" if ok else "FAIL"))
     return 0 if ok else 1
+
+
+def driver(tmp):
+    return one_mode(tmp, "periodic") or one_mode(tmp, "demand")
 
 
 def job_secret(snapdir):
@@ -230,8 +280,10 @@ def check_format(snapdir, outdir):
                                                               body)
                 assert ver == 4 and off + ln <= total
                 assert len(body) == 48 + ln
-    # The 4 keys' ranges, each with its Adam states.
+    # The 4 keys' ranges, each with its Adam states, and the two
+    # tables' rows on each server.
     assert kinds.get(1, 0) >= 4 and kinds.get(2) == kinds[1], kinds
+    assert kinds.get(3) == 4, kinds
     print("format: step-4 read by the documented layout: %s" % kinds)
     dense = struct.pack("<QQQQQB7x", 7, 40, 32, 16, 1, 0) + bytes(16)
     write_file(os.path.join(outdir, "lies", "step-1",

@@ -51,7 +51,7 @@ from ..kvstore import KVStore, PSchedError, _ckey, bfloat16 as _np_bf16
 from ..kvstore import cuda_check
 from . import _sparse
 
-__all__ = ["init", "shutdown", "join", "size", "rank", "stats", "local_rank", "local_size",
+__all__ = ["init", "shutdown", "join", "snapshot", "size", "rank", "stats", "local_rank", "local_size",
            "push_pull", "push_pull_inplace", "push_pull_async",
            "push_pull_async_inplace", "poll", "synchronize",
            "broadcast_parameters", "broadcast_optimizer_state",
@@ -118,6 +118,14 @@ def join(timeout_sec=None):
     without it from the next step, their averages over the workers still
     in (docs/elastic.md).  Then shutdown() as usual."""
     _c().kv.leave(timeout_sec)
+
+
+def snapshot(step):
+    """Every server writes what it holds (the weights and states of a
+    ``ServerOptimizer``) as the snapshot of @step into its
+    PS_SNAPSHOT_DIR (docs/snapshots.md).  Collective: call it on every
+    worker between steps, after ``synchronize()``."""
+    _c().kv.snapshot(step)
 
 
 def size():
