@@ -343,6 +343,11 @@ bench-torch: all
 bench-pslite: all
 	$(Q)BUILD=$(BUILD) bash bench/pslite-api.sh $(BENCH_PSLITE_ROUNDS)
 
+# What periodic snapshots cost a VGG-16 replay (docs/snapshots.md).
+.PHONY: bench-snapshot
+bench-snapshot: all
+	$(Q)bash bench/snapshot-cost.sh $(BENCH_SNAPSHOT_ROUNDS) 100 $(BUILD)
+
 # What a program linked with libpsched.a needs after it.
 print-libs:
 	@echo $(LIBS)

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -181,12 +182,13 @@ void psd_snap_remove(const char *dir, uint64_t step, uint32_t server,
 	(void)rmdir(sdir); /* fails while others' files are there */
 }
 
-/* The whole of @path into @f->buf. */
-static int snap_slurp(const char *path, struct psd_snap_file *f)
+/* The whole of @path mapped at @f->buf: read-only page cache, shared by
+ * the servers of one host and given back by the kernel when memory is
+ * short (a restoring server keeps the snapshot until it ends). */
+static int snap_map(const char *path, struct psd_snap_file *f)
 {
 	struct stat st;
-	size_t got = 0;
-	ssize_t k;
+	void *p;
 	int fd;
 
 	fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -198,28 +200,27 @@ static int snap_slurp(const char *path, struct psd_snap_file *f)
 		return psd_set_errmsg(-EPROTO, "snapshot %s: not a file", path);
 	}
 	f->len = (size_t)st.st_size;
-	f->buf = malloc(f->len ? f->len : 1);
-	if (!f->buf) {
+	if (f->len < PSD_SNAP_HDR + SNAP_MAC) {
 		close(fd);
-		return psd_set_errmsg(-ENOMEM,
-				      "snapshot %s: no memory for %zu bytes",
+		return psd_set_errmsg(-EPROTO,
+				      "snapshot %s: not a psched snapshot "
+				      "file (%zu bytes)",
 				      path, f->len);
 	}
-	while (got < f->len) {
-		k = read(fd, f->buf + got, f->len - got);
-		if (k < 0 && errno == EINTR)
-			continue;
-		if (k <= 0)
-			break;
-		got += (size_t)k;
-	}
+	p = mmap(NULL, f->len, PROT_READ, MAP_PRIVATE, fd, 0);
 	close(fd);
-	if (got != f->len) {
-		free(f->buf);
-		f->buf = NULL;
-		return psd_set_errmsg(-EIO, "snapshot %s: short read", path);
-	}
+	if (p == MAP_FAILED)
+		return psd_set_errmsg(-errno, "snapshot %s: cannot map it: %s",
+				      path, strerror(errno));
+	f->buf = p;
 	return 0;
+}
+
+static void snap_unmap(struct psd_snap_file *f)
+{
+	if (f->buf)
+		munmap(f->buf, f->len);
+	f->buf = NULL;
 }
 
 /* Header and trailer of @f (read whole). */
@@ -299,15 +300,13 @@ int psd_snap_file_read(const char *path, const struct psd_auth_secret *sec,
 
 	memset(f, 0, sizeof(*f));
 	snprintf(f->path, sizeof(f->path), "%s", path);
-	ret = snap_slurp(path, f);
+	ret = snap_map(path, f);
 	if (!ret)
 		ret = snap_check_head(sec, f);
 	if (!ret)
 		ret = snap_check_recs(f);
-	if (ret) {
-		free(f->buf);
-		f->buf = NULL;
-	}
+	if (ret)
+		snap_unmap(f);
 	return ret;
 }
 
@@ -331,7 +330,7 @@ void psd_snap_close(struct psd_snap_set *set)
 
 	if (set->files)
 		for (i = 0; i < set->nservers; i++)
-			free(set->files[i].buf);
+			snap_unmap(&set->files[i]);
 	free(set->files);
 	memset(set, 0, sizeof(*set));
 }

@@ -52,7 +52,7 @@ struct psd_snap_out {
 };
 
 struct psd_snap_file {
-	uint8_t *buf; /* the whole file (malloc'd) */
+	uint8_t *buf; /* the whole file, mapped read-only */
 	size_t len;
 	uint64_t step;
 	uint32_t server, nservers;

@@ -27,8 +27,9 @@ struct snap_item {
 	uint32_t kind;
 	uint8_t head[SNAP_HEAD_MAX];
 	size_t head_len;
-	void *data; /* malloc'd copy */
+	void *data; /* the copy: malloc'd, or psd_big_alloc()'d when big */
 	size_t data_len;
+	bool big;
 };
 
 struct psd_kvs_snap {

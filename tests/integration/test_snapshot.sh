@@ -57,6 +57,10 @@ bad_copy garbage
 head -c 5000 /dev/urandom >"$TMP/garbage/$F"
 refused garbage "not a psched snapshot file"
 
+bad_copy tiny
+head -c 10 /dev/urandom >"$TMP/tiny/$F"
+refused tiny "not a psched snapshot file (10 bytes)"
+
 bad_copy other
 PS_JOB_TOKEN_FILE= PS_JOB_TOKEN=another-jobs-secret-0123456789 refused other "written by another job"
 
