@@ -277,6 +277,37 @@ int psched_servers_configure(struct psched_node *n, const char *mode,
 	return psd_cmd_send(n, &sc, timeout_ms);
 }
 
+int psched_snapshot(struct psched_node *n, uint64_t step, unsigned timeout_ms)
+{
+	Psched__ServerCommand sc = PSCHED__SERVER_COMMAND__INIT;
+	char msg[512] = "";
+	int ret = 0, bret;
+
+	if (!n || n->cfg.role != PSCHED_ROLE_WORKER)
+		return psd_set_errmsg(-EINVAL,
+				      "psched_snapshot: only workers ask for "
+				      "snapshots");
+	if (!step)
+		return psd_set_errmsg(-EINVAL,
+				      "psched_snapshot: step 0 names no "
+				      "snapshot (give the step it is of)");
+	/* Every worker's requests are in before rank 0 asks. */
+	ret = psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+	if (ret)
+		return ret;
+	if (n->rank == 0) {
+		sc.snapshot_step = step;
+		ret = psd_cmd_send(n, &sc, timeout_ms);
+		if (ret)
+			snprintf(msg, sizeof(msg), "%s", psched_errmsg());
+	}
+	bret = psched_barrier(n, PSCHED_GROUP_WORKERS, timeout_ms);
+	if (ret)
+		return psd_set_errmsg(ret, "snapshot of step %llu: %s",
+				      (unsigned long long)step, msg);
+	return bret;
+}
+
 int psched_servers_command(struct psched_node *n, int head, const void *body,
 			   size_t len, unsigned timeout_ms)
 {
