@@ -238,11 +238,16 @@ static int snap_check_head(const struct psd_auth_secret *sec,
 				      f->path, f->len);
 	memcpy(&v32, f->buf + 8, 4);
 	memcpy(&hl, f->buf + 12, 4);
-	if (v32 != PSD_SNAP_VERSION || hl != PSD_SNAP_HDR)
+	if (v32 != PSD_SNAP_VERSION)
 		return psd_set_errmsg(-EPROTO,
 				      "snapshot %s: format version %u, this "
 				      "psched reads version %u",
 				      f->path, v32, PSD_SNAP_VERSION);
+	if (hl != PSD_SNAP_HDR)
+		return psd_set_errmsg(-EPROTO,
+				      "snapshot %s: a header of %u bytes, "
+				      "version 1 has %u",
+				      f->path, hl, PSD_SNAP_HDR);
 	memcpy(&f->step, f->buf + 16, 8);
 	memcpy(&f->server, f->buf + 24, 4);
 	memcpy(&f->nservers, f->buf + 28, 4);

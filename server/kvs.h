@@ -84,6 +84,7 @@ struct psd_kvs_entry {
 	uint64_t told_step;
 	uint64_t snap_step; /* the snapshot it was last copied for */
 	bool restored;	    /* its value came from a snapshot */
+	bool states_due;    /* ... and its optimizer states are still to come */
 };
 
 struct kvs_rows;

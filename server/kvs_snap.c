@@ -122,14 +122,18 @@ static void snap_write(struct psched_node *n, struct psd_kvs_snap *sn)
 	}
 	snprintf(j->dir, sizeof(j->dir), "%s", sn->dir);
 	j->sec = n->secret;
-	j->step = sn->step;
+	j->step = sn->step + (sn->every && !sn->demand ? sn->base : 0);
 	j->server = (uint32_t)n->rank;
 	j->nservers = n->num_server;
 	j->items = sn->items;
 	j->nitems = sn->nitems;
-	j->prune = sn->kept[0];
-	sn->kept[0] = sn->kept[1];
-	sn->kept[1] = sn->step;
+	/* Keep this server's last two (a step taken again replaces its
+	 * file: nothing to prune). */
+	if (j->step != sn->kept[1]) {
+		j->prune = sn->kept[0];
+		sn->kept[0] = sn->kept[1];
+		sn->kept[1] = j->step;
+	}
 	snap_join(sn);
 	ret = pthread_create(&sn->th, NULL, snap_writer, j);
 	if (ret) {
@@ -187,7 +191,7 @@ static int snap_copy(struct psd_kvs *s, struct psd_kvs_snap *sn,
 	struct snap_item *it = psd_snap_item_new(sn);
 	uint8_t *states = NULL;
 	size_t slen = 0;
-	char name[16];
+	char name[16] = { 0 };
 
 	if (!it)
 		return -ENOMEM;
@@ -350,6 +354,7 @@ int psd_kvs_snap_now(struct psched_node *n, uint64_t step)
 					      (unsigned long long)r->version +
 						      1);
 	sn->step = step;
+	sn->demand = true;
 	pos = 0;
 	while ((e = psd_map_next(&s->entries, &pos, NULL)))
 		if (!e->conflict && snap_copy(s, sn, e))
@@ -359,8 +364,10 @@ int psd_kvs_snap_now(struct psched_node *n, uint64_t step)
 		if (psd_snap_rows_copy(s, sn, r))
 			goto nomem;
 	snap_write(n, sn);
+	sn->demand = false;
 	return 0;
 nomem:
+	sn->demand = false;
 	snap_abandon(sn, "no memory for the copies");
 	return psd_set_errmsg(-ENOMEM, "no memory to copy the snapshot");
 }
@@ -510,7 +517,7 @@ static bool snap_range_restored(void *arg, uint64_t key, uint8_t *dtype,
 {
 	struct psd_kvs_entry *e = psd_kvs_entry_find(arg, key);
 
-	if (!e || !e->restored)
+	if (!e || !e->states_due)
 		return false;
 	return snap_range_one(e, key, dtype, total, off, len);
 }
@@ -570,8 +577,11 @@ int psd_kvs_restore_entry(struct psched_node *n, struct psd_kvs_entry *e)
 		return ret;
 	e->restored = true;
 	psd_kvs_entry_filled(s, e, e->len);
-	if (atomic_load(&s->upd.kind) == PSD_UPD_OPT)
+	e->states_due = true;
+	if (atomic_load(&s->upd.kind) == PSD_UPD_OPT) {
 		snap_load_states(s, snap_range_one, e);
+		e->states_due = false;
+	}
 	return 0;
 }
 
@@ -579,8 +589,16 @@ void psd_kvs_restore_states(struct psched_node *n)
 {
 	struct psd_kvs *s = psd_kvs_of(n);
 
-	if (s->snap && s->snap->restoring)
-		snap_load_states(s, snap_range_restored, s);
+	struct psd_kvs_entry *e;
+	size_t pos = 0;
+
+	if (!s->snap || !s->snap->restoring)
+		return;
+	/* Once per key: a later optimizer change (a new learning rate)
+	 * keeps the states the job has since. */
+	snap_load_states(s, snap_range_restored, s);
+	while ((e = psd_map_next(&s->entries, &pos, NULL)))
+		e->states_due = false;
 }
 
 int psd_kvs_snap_init(struct psched_node *n)
@@ -590,15 +608,14 @@ int psd_kvs_snap_init(struct psched_node *n)
 	struct psd_kvs_snap *sn;
 	int ret;
 
-	if (!cfg->snapshot_dir[0] && !cfg->restore[0]) {
-		if (cfg->snapshot_steps)
-			return psd_set_errmsg(-EINVAL,
-					      "PS_SNAPSHOT_STEPS=%u needs "
-					      "PS_SNAPSHOT_DIR, the directory "
-					      "to write snapshots into",
-					      cfg->snapshot_steps);
+	if (cfg->snapshot_steps && !cfg->snapshot_dir[0])
+		return psd_set_errmsg(-EINVAL,
+				      "PS_SNAPSHOT_STEPS=%u needs "
+				      "PS_SNAPSHOT_DIR, the directory to "
+				      "write snapshots into",
+				      cfg->snapshot_steps);
+	if (!cfg->snapshot_dir[0] && !cfg->restore[0])
 		return 0;
-	}
 	sn = calloc(1, sizeof(*sn));
 	if (!sn)
 		return -ENOMEM;
@@ -618,6 +635,7 @@ int psd_kvs_snap_init(struct psched_node *n)
 					      cfg->restore, why);
 		}
 		sn->restoring = true;
+		sn->base = sn->set.step;
 		psd_info("restoring the snapshot of step %llu (%u servers) "
 			 "from %s",
 			 (unsigned long long)sn->set.step, sn->set.nservers,

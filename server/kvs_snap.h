@@ -36,6 +36,9 @@ struct psd_kvs_snap {
 	char dir[1024];
 	uint64_t every;
 	uint64_t step; /* being collected, 0: none */
+	/* Added to a periodic snapshot's step in its file's label: the
+	 * restored snapshot's step (steps count from 0 again after it). */
+	uint64_t base;
 	uint64_t last; /* the last step begun */
 	struct snap_item *items;
 	size_t nitems, cap;
@@ -45,6 +48,7 @@ struct psd_kvs_snap {
 	pthread_t th;
 	bool th_live;
 	bool rows_warned; /* periodic snapshots leave tables out: said */
+	bool demand;	  /* the one being written was asked for */
 	/* Restoring. */
 	bool restoring;
 	struct psd_snap_set set;

@@ -105,9 +105,11 @@ int psd_snap_rows_copy(struct psd_kvs *s, struct psd_kvs_snap *sn,
 	return 0;
 }
 
-/* Put row @j of record @r into @e (a new row of the table). */
+/* Put row @j of record @r into @e (a new row of the table), with its
+ * states when @states. */
 static int snap_row_put(struct psd_kvs *s, struct kvs_rows *e,
-			const struct snap_rows *r, uint64_t j, uint64_t id)
+			const struct snap_rows *r, uint64_t j, uint64_t id,
+			bool states)
 {
 	uint64_t slot, i;
 	uint32_t have;
@@ -120,7 +122,7 @@ static int snap_row_put(struct psd_kvs *s, struct kvs_rows *e,
 	atomic_fetch_add(&s->stored_bytes, e->rowbytes);
 	memcpy(psd_rows_at(&e->val, slot), r->rows + j * r->rowbytes,
 	       (size_t)r->rowbytes);
-	if (!r->srb)
+	if (!states)
 		return 0;
 	while (e->state.count <= slot)
 		if (psd_rows_arena_new(s, &e->state, &i))
@@ -139,6 +141,7 @@ static int snap_rows_pass(struct psd_kvs *s, struct psd_kvs_snap *sn,
 	const uint8_t *body;
 	uint64_t blen, j, id;
 	uint32_t i, kind;
+	bool states;
 	size_t pos;
 	int ret;
 
@@ -171,7 +174,12 @@ static int snap_rows_pass(struct psd_kvs *s, struct psd_kvs_snap *sn,
 					psched_dtype_name(e->dtype));
 			if (!fill)
 				continue;
-			if (r.srb) {
+			/* States of another layout than the ones already
+			 * restored (one server had switched optimizer): those
+			 * rows' states start over. */
+			states = r.srb && (!e->state.count ||
+					   e->state.rowbytes == r.srb);
+			if (states && !e->state.count) {
 				e->state.rowbytes = r.srb;
 				memcpy(e->state_opt, r.name, 16);
 			}
@@ -179,7 +187,7 @@ static int snap_rows_pass(struct psd_kvs *s, struct psd_kvs_snap *sn,
 				memcpy(&id, r.ids + j * 8, 8);
 				if (id < e->lo || id - e->lo >= e->n)
 					continue;
-				ret = snap_row_put(s, e, &r, j, id);
+				ret = snap_row_put(s, e, &r, j, id, states);
 				if (ret)
 					return psd_set_errmsg(
 						ret,

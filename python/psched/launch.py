@@ -114,11 +114,8 @@ def describe_status(st):
     return "status %d" % st
 
 
-def snapshot_root(env):
-    """The directory of the job's snapshots (PS_SNAPSHOT_DIR, else the one
-    PS_RESTORE names or lies in), or None."""
-    if env.get("PS_SNAPSHOT_DIR"):
-        return env["PS_SNAPSHOT_DIR"]
+def restore_root(env):
+    """The snapshot directory PS_RESTORE names or lies in, or None."""
     r = env.get("PS_RESTORE")
     if not r:
         return None
@@ -128,17 +125,32 @@ def snapshot_root(env):
     return r
 
 
-def snapshot_token_file(root):
-    """root/job.token, made (mode 0600, a fresh random secret) if it is
-    not there: a job restarted from its snapshots keeps its secret, which
-    the snapshots are checked against (docs/snapshots.md)."""
-    path = os.path.join(root, "job.token")
+def snapshot_token_file(env):
+    """The file of the job's secret kept beside its snapshots, or None
+    without PS_SNAPSHOT_DIR or PS_RESTORE: the restored snapshots'
+    job.token (copied into PS_SNAPSHOT_DIR when that is another
+    directory without one, so that the new snapshots restore too), else
+    PS_SNAPSHOT_DIR/job.token, made (mode 0600, a fresh random secret)
+    if it is not there.  A job restarted from its snapshots keeps the
+    secret they are signed with (docs/snapshots.md)."""
+    snap, rest = env.get("PS_SNAPSHOT_DIR"), restore_root(env)
+    src = os.path.join(rest, "job.token") if rest else None
+    if src and not os.path.exists(src):
+        src = None
+    if not snap:
+        return src
+    path = os.path.join(snap, "job.token")
     if not os.path.exists(path):
-        os.makedirs(root, exist_ok=True)
+        os.makedirs(snap, exist_ok=True)
+        if src:
+            with open(src) as f:
+                secret = f.read()
+        else:
+            secret = secrets.token_hex(16) + "\n"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
         with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_hex(16) + "\n")
-    return path
+            f.write(secret)
+    return src or path
 
 
 def token_env(env):
@@ -146,10 +158,9 @@ def token_env(env):
     passed through as it is; else the one kept with the job's snapshots
     (snapshot_token_file()); else a fresh random PS_JOB_TOKEN."""
     if not env.get("PS_JOB_TOKEN") and not env.get("PS_JOB_TOKEN_FILE"):
-        root = snapshot_root(env)
-        if root:
-            env["PS_JOB_TOKEN_FILE"] = os.path.abspath(
-                snapshot_token_file(root))
+        path = snapshot_token_file(env)
+        if path:
+            env["PS_JOB_TOKEN_FILE"] = os.path.abspath(path)
         else:
             env["PS_JOB_TOKEN"] = secrets.token_hex(16)
     return env

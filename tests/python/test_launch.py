@@ -91,6 +91,17 @@ class Secret(unittest.TestCase):
                 b = launch.token_env({"PS_RESTORE": r})
                 self.assertEqual(b["PS_JOB_TOKEN_FILE"], path)
             self.assertEqual(open(path).read(), first)
+            # Restored from here, snapshots into another directory: the
+            # same secret, kept there too.
+            other = os.path.join(d, "next")
+            c = launch.token_env({"PS_RESTORE": snap,
+                                  "PS_SNAPSHOT_DIR": other})
+            self.assertEqual(c["PS_JOB_TOKEN_FILE"], path)
+            self.assertEqual(open(os.path.join(other, "job.token")).read(),
+                             first)
+            # A restore from a directory without one: a fresh secret.
+            e = launch.token_env({"PS_RESTORE": os.path.join(d, "none")})
+            self.assertEqual(len(e["PS_JOB_TOKEN"]), 32)
             # A user's own secret still wins.
             self.assertEqual(launch.token_env({"PS_SNAPSHOT_DIR": snap,
                                                "PS_JOB_TOKEN": "mine"}),
