@@ -212,5 +212,11 @@ int psd_kvs_restore_rows(struct psched_node *n, struct kvs_rows *e)
 	ret = snap_rows_pass(s, sn, e, false, &found);
 	if (!ret && found)
 		ret = snap_rows_pass(s, sn, e, true, &found);
+	else if (!ret)
+		psd_warn("row-sparse key %llu is not in the snapshot of step "
+			 "%llu (periodic snapshots leave tables out): it "
+			 "starts from its init",
+			 (unsigned long long)e->key,
+			 (unsigned long long)sn->set.step);
 	return ret;
 }

@@ -20,6 +20,8 @@ for m in periodic demand; do
 done
 grep -q "row-sparse tables are not in periodic snapshots" "$TMP/periodic.run.log" ||
 	die "periodic snapshots left the table out without saying so"
+grep -q "is not in the snapshot of step 4 (periodic snapshots leave tables out): it starts from its init" \
+	"$TMP/periodic.resume.log" || die "the restore did not say a table was missing"
 for r in 0 1; do
 	for m in periodic demand; do
 		grep -q "snapshot of step 4 holds 40 bytes of float32, the job declares 48" "$TMP/$m.refused.$r" 2>/dev/null ||
