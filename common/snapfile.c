@@ -329,6 +329,19 @@ int psd_snap_next(const struct psd_snap_file *f, size_t *pos, uint32_t *kind,
 	return 1;
 }
 
+int psd_snap_set_next(const struct psd_snap_set *set,
+		      struct psd_snap_cursor *cur, uint32_t *kind,
+		      const uint8_t **body, uint64_t *len,
+		      const struct psd_snap_file **f)
+{
+	for (; cur->file < set->nservers; cur->file++, cur->pos = 0) {
+		*f = &set->files[cur->file];
+		if (psd_snap_next(*f, &cur->pos, kind, body, len))
+			return 1;
+	}
+	return 0;
+}
+
 void psd_snap_close(struct psd_snap_set *set)
 {
 	uint32_t i;

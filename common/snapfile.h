@@ -109,4 +109,16 @@ void psd_snap_close(struct psd_snap_set *set);
 int psd_snap_next(const struct psd_snap_file *f, size_t *pos, uint32_t *kind,
 		  const uint8_t **body, uint64_t *len);
 
+/* Where psd_snap_set_next() is in a set: zeroed to start. */
+struct psd_snap_cursor {
+	uint32_t file;
+	size_t pos;
+};
+/* psd_snap_next() over every file of @set in turn: 1 with the record's
+ * kind, body and file (*@f), 0 after the last file's last record. */
+int psd_snap_set_next(const struct psd_snap_set *set,
+		      struct psd_snap_cursor *cur, uint32_t *kind,
+		      const uint8_t **body, uint64_t *len,
+		      const struct psd_snap_file **f);
+
 #endif

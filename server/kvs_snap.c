@@ -424,32 +424,26 @@ static int snap_check_set(const struct psd_snap_set *set)
 	struct snap_dense d;
 	const uint8_t *body;
 	uint64_t blen;
-	uint32_t i, kind;
-	size_t pos;
+	struct psd_snap_cursor cur = { 0 };
+	const struct psd_snap_file *f;
+	uint32_t kind;
 	int ret;
 
-	for (i = 0; i < set->nservers; i++) {
-		pos = 0;
-		while (psd_snap_next(&set->files[i], &pos, &kind, &body,
-				     &blen)) {
-			if (kind == PSD_SNAP_DENSE) {
-				ret = snap_dense_of(&set->files[i], body, blen,
-						    &d);
-				if (ret)
-					return ret;
-			} else if (kind == PSD_SNAP_STATES &&
-				   !snap_states_ok(body, blen)) {
-				return psd_set_errmsg(
-					-EPROTO,
-					"snapshot %s: malformed states record",
-					set->files[i].path);
-			} else if (kind == PSD_SNAP_ROWS &&
-				   !psd_snap_rows_ok(body, blen)) {
-				return psd_set_errmsg(
-					-EPROTO,
-					"snapshot %s: malformed rows record",
-					set->files[i].path);
-			}
+	while (psd_snap_set_next(set, &cur, &kind, &body, &blen, &f)) {
+		if (kind == PSD_SNAP_DENSE) {
+			ret = snap_dense_of(f, body, blen, &d);
+			if (ret)
+				return ret;
+		} else if (kind == PSD_SNAP_STATES &&
+			   !snap_states_ok(body, blen)) {
+			return psd_set_errmsg(
+				-EPROTO, "snapshot %s: malformed states record",
+				f->path);
+		} else if (kind == PSD_SNAP_ROWS &&
+			   !psd_snap_rows_ok(body, blen)) {
+			return psd_set_errmsg(
+				-EPROTO, "snapshot %s: malformed rows record",
+				f->path);
 		}
 	}
 	return 0;
@@ -464,40 +458,36 @@ static int snap_fill(struct psd_kvs_snap *sn, struct psd_kvs_entry *e,
 	struct snap_dense d;
 	const uint8_t *body;
 	uint64_t blen;
-	uint32_t i, kind;
-	size_t pos;
+	struct psd_snap_cursor cur = { 0 };
+	const struct psd_snap_file *f;
+	uint32_t kind;
 
 	*found = false;
-	for (i = 0; i < sn->set.nservers; i++) {
-		pos = 0;
-		while (psd_snap_next(&sn->set.files[i], &pos, &kind, &body,
-				     &blen)) {
-			if (kind != PSD_SNAP_DENSE ||
-			    snap_dense_of(&sn->set.files[i], body, blen, &d) ||
-			    d.key != e->key)
-				continue;
-			*found = true;
-			if (d.total != e->total || d.dtype != e->dtype)
-				return psd_set_errmsg(
-					PSCHED_ESIZE,
-					"key %llu: the snapshot of step %llu "
-					"holds %llu bytes of %s, the job "
-					"declares %llu bytes of %s",
-					(unsigned long long)e->key,
-					(unsigned long long)sn->set.step,
-					(unsigned long long)d.total,
-					psched_dtype_name(d.dtype),
-					(unsigned long long)e->total,
-					psched_dtype_name(e->dtype));
-			lo = d.off > e->off ? d.off : e->off;
-			hi = d.off + d.len < e->off + e->len ? d.off + d.len
-							     : e->off + e->len;
-			if (lo >= hi)
-				continue;
-			memcpy(e->value + (lo - e->off), d.data + (lo - d.off),
-			       (size_t)(hi - lo));
-			covered += hi - lo;
-		}
+	while (psd_snap_set_next(&sn->set, &cur, &kind, &body, &blen, &f)) {
+		if (kind != PSD_SNAP_DENSE ||
+		    snap_dense_of(f, body, blen, &d) || d.key != e->key)
+			continue;
+		*found = true;
+		if (d.total != e->total || d.dtype != e->dtype)
+			return psd_set_errmsg(
+				PSCHED_ESIZE,
+				"key %llu: the snapshot of step %llu "
+				"holds %llu bytes of %s, the job "
+				"declares %llu bytes of %s",
+				(unsigned long long)e->key,
+				(unsigned long long)sn->set.step,
+				(unsigned long long)d.total,
+				psched_dtype_name(d.dtype),
+				(unsigned long long)e->total,
+				psched_dtype_name(e->dtype));
+		lo = d.off > e->off ? d.off : e->off;
+		hi = d.off + d.len < e->off + e->len ? d.off + d.len
+						     : e->off + e->len;
+		if (lo >= hi)
+			continue;
+		memcpy(e->value + (lo - e->off), d.data + (lo - d.off),
+		       (size_t)(hi - lo));
+		covered += hi - lo;
 	}
 	if (*found && covered != e->len)
 		return psd_set_errmsg(-EPROTO,
@@ -533,28 +523,25 @@ static void snap_load_states(struct psd_kvs *s, psd_upd_range_fn *range_of,
 	char name[17] = "";
 	const uint8_t *body;
 	uint64_t blen;
-	uint32_t i, kind;
-	size_t pos;
+	struct psd_snap_cursor cur = { 0 };
+	const struct psd_snap_file *f;
+	uint32_t kind;
 
-	for (i = 0; i < sn->set.nservers; i++) {
-		pos = 0;
-		while (psd_snap_next(&sn->set.files[i], &pos, &kind, &body,
-				     &blen)) {
-			if (kind != PSD_SNAP_STATES)
-				continue;
-			memcpy(name, body, 16);
-			na = realloc(all, len + (size_t)blen);
-			if (!na) {
-				psd_err("snapshot: no memory to restore "
-					"optimizer states");
-				free(all);
-				return;
-			}
-			all = na;
-			memcpy(all + len, body + SNAP_STATES_HEAD,
-			       (size_t)blen - SNAP_STATES_HEAD);
-			len += (size_t)blen - SNAP_STATES_HEAD;
+	while (psd_snap_set_next(&sn->set, &cur, &kind, &body, &blen, &f)) {
+		if (kind != PSD_SNAP_STATES)
+			continue;
+		memcpy(name, body, 16);
+		na = realloc(all, len + (size_t)blen);
+		if (!na) {
+			psd_err("snapshot: no memory to restore "
+				"optimizer states");
+			free(all);
+			return;
 		}
+		all = na;
+		memcpy(all + len, body + SNAP_STATES_HEAD,
+		       (size_t)blen - SNAP_STATES_HEAD);
+		len += (size_t)blen - SNAP_STATES_HEAD;
 	}
 	if (len && psd_upd_states_merge(&s->upd, name, all, len, range_of, arg))
 		psd_warn("snapshot of step %llu: optimizer states not "

@@ -140,61 +140,55 @@ static int snap_rows_pass(struct psd_kvs *s, struct psd_kvs_snap *sn,
 	struct snap_rows r;
 	const uint8_t *body;
 	uint64_t blen, j, id;
-	uint32_t i, kind;
+	struct psd_snap_cursor cur = { 0 };
+	const struct psd_snap_file *f;
+	uint32_t kind;
 	bool states;
-	size_t pos;
 	int ret;
 
-	for (i = 0; i < sn->set.nservers; i++) {
-		pos = 0;
-		while (psd_snap_next(&sn->set.files[i], &pos, &kind, &body,
-				     &blen)) {
-			if (kind != PSD_SNAP_ROWS ||
-			    !snap_rows_of(body, blen, &r) || r.key != e->key)
+	while (psd_snap_set_next(&sn->set, &cur, &kind, &body, &blen, &f)) {
+		if (kind != PSD_SNAP_ROWS || !snap_rows_of(body, blen, &r) ||
+		    r.key != e->key)
+			continue;
+		*found = true;
+		if (!fill && (r.total != e->total ||
+			      r.rowbytes != e->rowbytes || r.dtype != e->dtype))
+			return psd_set_errmsg(
+				PSCHED_ESIZE,
+				"row-sparse key %llu: the snapshot of "
+				"step %llu holds %llu rows of %llu "
+				"bytes of %s, the job declares %llu "
+				"rows of %llu bytes of %s",
+				(unsigned long long)e->key,
+				(unsigned long long)sn->set.step,
+				(unsigned long long)(r.total / r.rowbytes),
+				(unsigned long long)r.rowbytes,
+				psched_dtype_name(r.dtype),
+				(unsigned long long)(e->total / e->rowbytes),
+				(unsigned long long)e->rowbytes,
+				psched_dtype_name(e->dtype));
+		if (!fill)
+			continue;
+		/* States of another layout than the ones already
+		 * restored (one server had switched optimizer): those
+		 * rows' states start over. */
+		states = r.srb &&
+			 (!e->state.count || e->state.rowbytes == r.srb);
+		if (states && !e->state.count) {
+			e->state.rowbytes = r.srb;
+			memcpy(e->state_opt, r.name, 16);
+		}
+		for (j = 0; j < r.nrows; j++) {
+			memcpy(&id, r.ids + j * 8, 8);
+			if (id < e->lo || id - e->lo >= e->n)
 				continue;
-			*found = true;
-			if (!fill &&
-			    (r.total != e->total || r.rowbytes != e->rowbytes ||
-			     r.dtype != e->dtype))
+			ret = snap_row_put(s, e, &r, j, id, states);
+			if (ret)
 				return psd_set_errmsg(
-					PSCHED_ESIZE,
-					"row-sparse key %llu: the snapshot of "
-					"step %llu holds %llu rows of %llu "
-					"bytes of %s, the job declares %llu "
-					"rows of %llu bytes of %s",
-					(unsigned long long)e->key,
-					(unsigned long long)sn->set.step,
-					(unsigned long long)(r.total /
-							     r.rowbytes),
-					(unsigned long long)r.rowbytes,
-					psched_dtype_name(r.dtype),
-					(unsigned long long)(e->total /
-							     e->rowbytes),
-					(unsigned long long)e->rowbytes,
-					psched_dtype_name(e->dtype));
-			if (!fill)
-				continue;
-			/* States of another layout than the ones already
-			 * restored (one server had switched optimizer): those
-			 * rows' states start over. */
-			states = r.srb && (!e->state.count ||
-					   e->state.rowbytes == r.srb);
-			if (states && !e->state.count) {
-				e->state.rowbytes = r.srb;
-				memcpy(e->state_opt, r.name, 16);
-			}
-			for (j = 0; j < r.nrows; j++) {
-				memcpy(&id, r.ids + j * 8, 8);
-				if (id < e->lo || id - e->lo >= e->n)
-					continue;
-				ret = snap_row_put(s, e, &r, j, id, states);
-				if (ret)
-					return psd_set_errmsg(
-						ret,
-						"row-sparse key %llu: no "
-						"memory to restore its rows",
-						(unsigned long long)e->key);
-			}
+					ret,
+					"row-sparse key %llu: no "
+					"memory to restore its rows",
+					(unsigned long long)e->key);
 		}
 	}
 	return 0;
