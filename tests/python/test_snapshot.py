@@ -73,6 +73,23 @@ def pull_all(kv, keys):
     return out
 
 
+def init_refused(kv, key, value, what, path):
+    """kv.init(key, value) must be refused naming the snapshot; the
+    refusal goes to @path.  False (said why) when it was not."""
+    try:
+        kv.init(key, value)
+        print("FAIL: %s was not refused" % what)
+        return False
+    except PSchedError as e:
+        if "snapshot" not in str(e):
+            print("FAIL: refusal does not name the snapshot: %s" % e)
+            return False
+        print("refused as expected: %s" % e)
+        with open(path, "w") as f:
+            f.write(str(e))
+        return True
+
+
 def worker():
     phase = os.environ["PSCHED_TEST_PHASE"]
     mode = os.environ["PSCHED_TEST_MODE"]
@@ -86,31 +103,16 @@ def worker():
         first = MID
         keys = [kn for kn in KEYS if kn[0] != "z"]
         # "z" was 10 floats when the snapshot was taken.
-        try:
-            kv.init("z", np.zeros(12, np.float32))
-            print("FAIL: a key of another size was not refused")
+        if not init_refused(kv, "z", np.zeros(12, np.float32),
+                            "a key of another size", os.path.join(
+                                tmp, "%s.refused.%d" % (mode, rank))):
             return 1
-        except PSchedError as e:
-            if "snapshot" not in str(e):
-                print("FAIL: refusal does not name the snapshot: %s" % e)
-                return 1
-            print("refused as expected: %s" % e)
-            with open(os.path.join(tmp, "%s.refused.%d" % (mode, rank)),
-                      "w") as f:
-                f.write(str(e))
     if phase == "resume" and mode == "demand":
         # So was the table "embz" ((R, W) rows).
-        try:
-            kv.init("embz", RowSparse.zeros((R, W + 1)))
-            print("FAIL: a table of another shape was not refused")
+        if not init_refused(kv, "embz", RowSparse.zeros((R, W + 1)),
+                            "a table of another shape", os.path.join(
+                                tmp, "refused_rows.%d" % rank)):
             return 1
-        except PSchedError as e:
-            if "snapshot" not in str(e):
-                print("FAIL: refusal does not name the snapshot: %s" % e)
-                return 1
-            with open(os.path.join(tmp, "refused_rows.%d" % rank),
-                      "w") as f:
-                f.write(str(e))
     else:
         kv.init("embz", RowSparse.zeros((R, W)))
     kv.init("emb", RowSparse.zeros((R, W)))
